@@ -68,6 +68,7 @@
 
 #include "hwarb/arbiter/arbiter.h"
 
+#include <tbb/spin_mutex.h>
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -75,7 +76,6 @@
 #include <map>
 #include <mutex>
 #include <sstream>
-#include <tbb/spin_mutex.h>
 #include <unordered_map>
 #include <utility>
 
@@ -123,26 +123,29 @@ using NodeList =
     bi::list<ReservationNode,
              bi::member_hook<ReservationNode, bi::list_member_hook<>, &ReservationNode::hook>>;
 
-// Histogram buckets. A value may exceed N for a moment on the fast path (published, not yet
-// checked); values past kHistTop share the last bucket, which is always "too full".
-constexpr int kHistTop = 2 * kMaxSlots + 1;
-constexpr int kHistSize = kHistTop + 1;
-constexpr int bucket(int value) { return value > kHistTop ? kHistTop : value; }
+// Histogram buckets, per pool: 0..N, and N+1 for every value past N. A value may exceed N for a
+// moment on the fast path (published, not yet checked); all such values share the top bucket,
+// which always reads as "too full", so a scan of N+2 buckets sees every member.
+constexpr int kHistSize = kMaxSlots + 2;
+constexpr int bucket(int value, int cap) {
+  return value > cap ? cap : value;
+}
 
 using AtomicHist = std::array<std::atomic<int>, kHistSize>;
 
-// Moves one member from value `from` to value `to` (0 = not a member when !track_zero). Adds
-// first, takes second: a concurrent reader may count the member twice, never zero times.
-void hist_move(AtomicHist& h, int from, int to, bool track_zero) {
-  int f = bucket(from), t = bucket(to);
+// Moves one member from value `from` to value `to` (0 = not a member when !track_zero); `cap` is
+// N+1 of the pool. Adds first, takes second: a concurrent reader may count the member twice,
+// never zero times.
+void hist_move(AtomicHist& h, int from, int to, bool track_zero, int cap) {
+  int f = bucket(from, cap), t = bucket(to, cap);
   if (f == t) return;
   if (to > 0 || track_zero) h[t].fetch_add(1);
   if (from > 0 || track_zero) h[f].fetch_sub(1);
 }
 
-// Largest value with a member, scanning down from `top`; 0 when none.
-int hist_top(const AtomicHist& h, int top) {
-  for (int v = bucket(top); v > 0; --v) {
+// Largest value with a member (N+1 meaning "past N"); 0 when none.
+int hist_top(const AtomicHist& h, int cap) {
+  for (int v = cap; v > 0; --v) {
     if (h[v].load() > 0) return v;
   }
   return 0;
@@ -203,16 +206,16 @@ struct TaskState {
 };
 
 struct CpuPool {
-  std::atomic<int> cpu_pinned{0};
-  AtomicHist tsk_hist{};
-  FlexHist flex;  // Rl[c] = flex.max
+  std::atomic<int> cpu_pinned{0};  // rule 4: atomic, updated under the read side
+  AtomicHist tsk_hist{};           // rule 4: atomic, updated under the read side
+  FlexHist flex;                   // Rl[c] = flex.max; write side only (rule 4)
 };
 
 struct alignas(64) CpuState {
   std::array<CpuPool, 2> pool;
-  bool online = true;
-  tbb::spin_mutex holders_mutex;
-  NodeList holders;  // CPU-bound breakpoint reservations on this CPU
+  bool online = true;             // changed under the write side only (rule 4)
+  tbb::spin_mutex holders_mutex;  // rule 3: guards `holders`; inside rule 1, never with rule 2
+  NodeList holders;               // CPU-bound breakpoint reservations on this CPU
 };
 
 struct GlobalPool {
@@ -225,11 +228,13 @@ struct GlobalPool {
 constexpr std::size_t kShards = 256;
 
 struct alignas(64) Shard {
-  tbb::spin_mutex mutex;
+  tbb::spin_mutex mutex;  // rule 2: guards `tasks` and every TaskState in it; inside rule 1
   std::unordered_map<TaskId, TaskState> tasks;
 };
 
-bool is_exclusive_kind(ResourceKind k) { return k != ResourceKind::kBreakpoint; }
+bool is_exclusive_kind(ResourceKind k) {
+  return k != ResourceKind::kBreakpoint;
+}
 
 std::string join_ids(const std::vector<RequestId>& ids) {
   std::string s;
@@ -245,10 +250,10 @@ std::string join_ids(const std::vector<RequestId>& ids) {
 // The accounted contribution of one breakpoint reservation.
 struct Effect {
   int pool;
-  TaskState* task;          // null: CPU-bound
-  std::optional<int> cpu;   // none: all CPUs
+  TaskState* task;         // null: CPU-bound
+  std::optional<int> cpu;  // none: all CPUs
   int weight;
-  bool pinned;              // after the flexible policy
+  bool pinned;  // after the flexible policy
 };
 
 struct Arbiter::State {
@@ -261,12 +266,13 @@ struct Arbiter::State {
   }
 
   const ArbiterConfig& config;
-  detail::BigReaderLock state_lock;  // rule 1
+  // Rule 1: read side for pinned fast paths, write side for everything else.
+  detail::BigReaderLock state_lock;
   std::vector<CpuState> cpus;
   std::array<GlobalPool, 2> global;
   std::array<Shard, kShards> shards;
-  NodeList exclusive_nodes;                     // write side only
-  std::array<int, 4> exclusive_count{};         // per ResourceKind, write side only
+  NodeList exclusive_nodes;              // write side only
+  std::array<int, 4> exclusive_count{};  // per ResourceKind, write side only
   std::atomic<int> fault_countdown{0};
 
   // ---- fault injection -------------------------------------------------------------------
@@ -283,16 +289,15 @@ struct Arbiter::State {
   // ---- lookups -----------------------------------------------------------------------------
 
   int slots(int pool) const { return config.profile.pool_slots(pool); }
-  Shard& shard_of(TaskId t) {
-    return shards[std::hash<std::int64_t>{}(t.value()) % kShards];
-  }
+  Shard& shard_of(TaskId t) { return shards[std::hash<std::int64_t>{}(t.value()) % kShards]; }
   CpuPool& cp(int cpu, int pool) { return cpus[cpu].pool[pool]; }
   int reserve_flex(int cpu, int pool) const {
     return std::max(cpus[cpu].pool[pool].flex.max, global[pool].flex_all.max);
   }
   int max_task_pinned(int cpu, int pool) const {
-    int n = slots(pool) + kMaxSlots;
-    return std::max(hist_top(global[pool].hist_all, n), hist_top(cpus[cpu].pool[pool].tsk_hist, n));
+    int cap = slots(pool) + 1;
+    return std::max(hist_top(global[pool].hist_all, cap),
+                    hist_top(cpus[cpu].pool[pool].tsk_hist, cap));
   }
   Effect effect_of(const Request& r, TaskState* ts) const {
     bool pinned = r.pinned || config.flexible == FlexiblePolicy::kAsPinned;
@@ -307,6 +312,7 @@ struct Arbiter::State {
   void retract(const Effect& e) { apply(e, -1); }
 
   void apply(const Effect& e, int sign) {
+    const int cap = slots(e.pool) + 1;
     int d = sign * e.weight;
     if (!e.pinned) {
       apply_flexible(e, sign);
@@ -314,20 +320,20 @@ struct Arbiter::State {
       CpuPool& p = cp(*e.cpu, e.pool);
       int old = p.cpu_pinned.fetch_add(d);
       int rl = p.flex.max;
-      hist_move(global[e.pool].cpu_hist_cpr, old + rl, old + d + rl, true);
-      hist_move(global[e.pool].cpu_hist_cp, old, old + d, true);
+      hist_move(global[e.pool].cpu_hist_cpr, old + rl, old + d + rl, true, cap);
+      hist_move(global[e.pool].cpu_hist_cp, old, old + d, true, cap);
     } else if (e.cpu) {
       TaskState& t = *e.task;
       int a = t.all[e.pool];
       int s = t.spec_of(e.pool, *e.cpu);
-      hist_move(cp(*e.cpu, e.pool).tsk_hist, s ? a + s : 0, s + d ? a + s + d : 0, false);
+      hist_move(cp(*e.cpu, e.pool).tsk_hist, s ? a + s : 0, s + d ? a + s + d : 0, false, cap);
       t.spec_add(e.pool, *e.cpu, d);
     } else {
       TaskState& t = *e.task;
       int a = t.all[e.pool];
-      hist_move(global[e.pool].hist_all, a, a + d, false);
+      hist_move(global[e.pool].hist_all, a, a + d, false, cap);
       for (const auto& s : t.spec[e.pool]) {
-        hist_move(cp(s.cpu, e.pool).tsk_hist, a + s.weight, a + d + s.weight, false);
+        hist_move(cp(s.cpu, e.pool).tsk_hist, a + s.weight, a + d + s.weight, false, cap);
       }
       t.all[e.pool] = a + d;
     }
@@ -335,13 +341,16 @@ struct Arbiter::State {
 
   // Write side only.
   void apply_flexible(const Effect& e, int sign) {
+    const int cap = slots(e.pool) + 1;
     if (e.cpu) {
       CpuPool& p = cp(*e.cpu, e.pool);
       int old_rl = p.flex.max;
-      if (sign > 0) p.flex.add(e.weight);
-      else p.flex.remove(e.weight);
+      if (sign > 0)
+        p.flex.add(e.weight);
+      else
+        p.flex.remove(e.weight);
       int c = p.cpu_pinned.load();
-      hist_move(global[e.pool].cpu_hist_cpr, c + old_rl, c + p.flex.max, true);
+      hist_move(global[e.pool].cpu_hist_cpr, c + old_rl, c + p.flex.max, true, cap);
     } else if (sign > 0) {
       global[e.pool].flex_all.add(e.weight);
     } else {
@@ -366,8 +375,9 @@ struct Arbiter::State {
   // Case 3: case 2 on every CPU, in O(N + CPUs where T has per-CPU requests).
   bool task_all_fits(const TaskState& t, int pool) const {
     const GlobalPool& g = global[pool];
-    int top = slots(pool) + kMaxSlots;
-    int worst = std::max(hist_top(g.cpu_hist_cpr, top), hist_top(g.cpu_hist_cp, top) + g.flex_all.max);
+    int cap = slots(pool) + 1;
+    int worst =
+        std::max(hist_top(g.cpu_hist_cpr, cap), hist_top(g.cpu_hist_cp, cap) + g.flex_all.max);
     if (t.all[pool] + worst > slots(pool)) return false;
     for (const auto& s : t.spec[pool]) {
       if (!task_cpu_fits(t, s.cpu, pool)) return false;
@@ -443,8 +453,8 @@ struct Arbiter::State {
   }
   Result<void> check_online(const Request& r) const {
     if (!r.task && r.cpu && !cpus[r.cpu->value()].online) {
-      return make_error(ErrorCode::kNoDev, "cpu: cpu " + std::to_string(r.cpu->value()) +
-                                               " is offline");
+      return make_error(ErrorCode::kNoDev,
+                        "cpu: cpu " + std::to_string(r.cpu->value()) + " is offline");
     }
     return {};
   }
@@ -586,7 +596,9 @@ Result<std::unique_ptr<Arbiter>> Arbiter::create(const ArbiterConfig& config) {
   return std::unique_ptr<Arbiter>(new Arbiter(config));
 }
 
-void Arbiter::inject_fault_at(int k) { state_->fault_countdown.store(k < 0 ? 0 : k); }
+void Arbiter::inject_fault_at(int k) {
+  state_->fault_countdown.store(k < 0 ? 0 : k);
+}
 
 // ---- reserve ------------------------------------------------------------------------------------
 
@@ -941,12 +953,12 @@ namespace {
 
 // Recomputation from the live reservations, shared by snapshot and check_consistency.
 struct Recount {
-  std::vector<std::vector<PoolUsage>> usage;                    // [cpu][pool]
-  std::vector<std::array<int, 2>> cpu_pinned;                   // [cpu][pool]
-  std::vector<std::array<int, 2>> flex_max_local;               // [cpu][pool]
+  std::vector<std::vector<PoolUsage>> usage;       // [cpu][pool]
+  std::vector<std::array<int, 2>> cpu_pinned;      // [cpu][pool]
+  std::vector<std::array<int, 2>> flex_max_local;  // [cpu][pool]
   std::array<int, 2> flex_max_all{};
-  std::map<TaskId, std::array<int, 2>> all;                     // all(T)
-  std::map<TaskId, std::array<std::map<int, int>, 2>> spec;     // spec(T,c)
+  std::map<TaskId, std::array<int, 2>> all;                  // all(T)
+  std::map<TaskId, std::array<std::map<int, int>, 2>> spec;  // spec(T,c)
   int live = 0;
   std::array<int, 4> exclusive{};
 };
@@ -982,8 +994,10 @@ static Recount recount(const Arbiter::State& s) {
     for (const auto& node : s.cpus[c].holders) {
       ++rc.live;
       int pool = cfg.profile.pool_of(node.req.type);
-      if (pinned(node.req)) rc.cpu_pinned[c][pool] += node.req.weight;
-      else flexible(node.req, pool);
+      if (pinned(node.req))
+        rc.cpu_pinned[c][pool] += node.req.weight;
+      else
+        flexible(node.req, pool);
     }
   }
   for (const auto& shard : s.shards) {
@@ -993,9 +1007,12 @@ static Recount recount(const Arbiter::State& s) {
       for (const auto& node : ts.nodes) {
         ++rc.live;
         int pool = cfg.profile.pool_of(node.req.type);
-        if (!pinned(node.req)) flexible(node.req, pool);
-        else if (node.req.cpu) spec[pool][node.req.cpu->value()] += node.req.weight;
-        else all[pool] += node.req.weight;
+        if (!pinned(node.req))
+          flexible(node.req, pool);
+        else if (node.req.cpu)
+          spec[pool][node.req.cpu->value()] += node.req.weight;
+        else
+          all[pool] += node.req.weight;
       }
     }
   }
@@ -1037,11 +1054,12 @@ Result<void> Arbiter::check_consistency() const {
   }
   for (int p = 0; p < config_.profile.pool_count(); ++p) {
     const GlobalPool& g = s.global[p];
+    const int cap = config_.profile.pool_slots(p) + 1;
     std::array<int, kHistSize> hist_all{}, cpr{}, cpc{};
     std::vector<std::array<int, kHistSize>> tsk(config_.cpus);
     for (const auto& [id, all] : rc.all) {
-      if (all[p] > 0) ++hist_all[bucket(all[p])];
-      for (const auto& [c, w] : rc.spec[id][p]) ++tsk[c][bucket(all[p] + w)];
+      if (all[p] > 0) ++hist_all[bucket(all[p], cap)];
+      for (const auto& [c, w] : rc.spec[id][p]) ++tsk[c][bucket(all[p] + w, cap)];
     }
     if (g.flex_all.max != rc.flex_max_all[p]) return bad("all-CPU flexible reserve");
     for (int c = 0; c < config_.cpus; ++c) {
@@ -1052,8 +1070,8 @@ Result<void> Arbiter::check_consistency() const {
       if (cp.flex.max != rc.flex_max_local[c][p]) {
         return bad("flexible reserve of cpu " + std::to_string(c));
       }
-      ++cpr[bucket(rc.cpu_pinned[c][p] + rc.flex_max_local[c][p])];
-      ++cpc[bucket(rc.cpu_pinned[c][p])];
+      ++cpr[bucket(rc.cpu_pinned[c][p] + rc.flex_max_local[c][p], cap)];
+      ++cpc[bucket(rc.cpu_pinned[c][p], cap)];
       for (int v = 0; v < kHistSize; ++v) {
         if (v > 0 && cp.tsk_hist[v].load() != tsk[c][v]) {
           return bad("task histogram of cpu " + std::to_string(c) + " at " + std::to_string(v));
@@ -1064,8 +1082,10 @@ Result<void> Arbiter::check_consistency() const {
       if (v > 0 && g.hist_all[v].load() != hist_all[v]) {
         return bad("all-CPU task histogram at " + std::to_string(v));
       }
-      if (g.cpu_hist_cpr[v].load() != cpr[v]) return bad("CPU histogram (CP+R) at " + std::to_string(v));
-      if (g.cpu_hist_cp[v].load() != cpc[v]) return bad("CPU histogram (CP) at " + std::to_string(v));
+      if (g.cpu_hist_cpr[v].load() != cpr[v])
+        return bad("CPU histogram (CP+R) at " + std::to_string(v));
+      if (g.cpu_hist_cp[v].load() != cpc[v])
+        return bad("CPU histogram (CP) at " + std::to_string(v));
     }
     for (const auto& shard : s.shards) {
       for (const auto& [id, ts] : shard.tasks) {
@@ -1138,7 +1158,8 @@ std::string Arbiter::dump() const {
 // ---- Reservation --------------------------------------------------------------------------------
 
 Reservation::Reservation(Reservation&& other) noexcept
-    : arbiter_(std::exchange(other.arbiter_, nullptr)), node_(std::exchange(other.node_, nullptr)) {}
+    : arbiter_(std::exchange(other.arbiter_, nullptr)),
+      node_(std::exchange(other.node_, nullptr)) {}
 
 Reservation& Reservation::operator=(Reservation&& other) noexcept {
   if (this != &other) {
@@ -1149,7 +1170,9 @@ Reservation& Reservation::operator=(Reservation&& other) noexcept {
   return *this;
 }
 
-Reservation::~Reservation() { release(); }
+Reservation::~Reservation() {
+  release();
+}
 
 const Request& Reservation::request() const {
   HWARB_CHECK(node_ != nullptr, "request() of an empty Reservation");

@@ -2,11 +2,19 @@
 
 namespace hwarb::arbiter {
 
-std::string_view to_string(SlotType type) { return type == SlotType::kInst ? "inst" : "data"; }
+std::string_view to_string(SlotType type) {
+  return type == SlotType::kInst ? "inst" : "data";
+}
 
-ArchProfile ArchProfile::x86_64() { return ArchProfile("x86_64", 4, 4, true, 8); }
-ArchProfile ArchProfile::i386() { return ArchProfile("i386", 4, 4, true, 4); }
-ArchProfile ArchProfile::arm64() { return ArchProfile("arm64", 6, 4, false, 8); }
+ArchProfile ArchProfile::x86_64() {
+  return ArchProfile("x86_64", 4, 4, true, 8);
+}
+ArchProfile ArchProfile::i386() {
+  return ArchProfile("i386", 4, 4, true, 4);
+}
+ArchProfile ArchProfile::arm64() {
+  return ArchProfile("arm64", 6, 4, false, 8);
+}
 
 Result<ArchProfile> ArchProfile::custom(int inst_slots, int data_slots, bool shared) {
   if (inst_slots < 1 || inst_slots > kMaxSlots) {

@@ -15,15 +15,24 @@ struct NamedCode {
 };
 
 constexpr std::array kNames = {
-    NamedCode{ErrorCode::kPerm, "EPERM"},      NamedCode{ErrorCode::kNoEnt, "ENOENT"},
-    NamedCode{ErrorCode::kSrch, "ESRCH"},      NamedCode{ErrorCode::kIntr, "EINTR"},
-    NamedCode{ErrorCode::kIo, "EIO"},          NamedCode{ErrorCode::kNxio, "ENXIO"},
-    NamedCode{ErrorCode::kChild, "ECHILD"},    NamedCode{ErrorCode::kAgain, "EAGAIN"},
-    NamedCode{ErrorCode::kNoMem, "ENOMEM"},    NamedCode{ErrorCode::kAcces, "EACCES"},
-    NamedCode{ErrorCode::kFault, "EFAULT"},    NamedCode{ErrorCode::kBusy, "EBUSY"},
-    NamedCode{ErrorCode::kExist, "EEXIST"},    NamedCode{ErrorCode::kNoDev, "ENODEV"},
-    NamedCode{ErrorCode::kInval, "EINVAL"},    NamedCode{ErrorCode::kNoSpc, "ENOSPC"},
-    NamedCode{ErrorCode::kRange, "ERANGE"},    NamedCode{ErrorCode::kNoSys, "ENOSYS"},
+    NamedCode{ErrorCode::kPerm, "EPERM"},
+    NamedCode{ErrorCode::kNoEnt, "ENOENT"},
+    NamedCode{ErrorCode::kSrch, "ESRCH"},
+    NamedCode{ErrorCode::kIntr, "EINTR"},
+    NamedCode{ErrorCode::kIo, "EIO"},
+    NamedCode{ErrorCode::kNxio, "ENXIO"},
+    NamedCode{ErrorCode::kChild, "ECHILD"},
+    NamedCode{ErrorCode::kAgain, "EAGAIN"},
+    NamedCode{ErrorCode::kNoMem, "ENOMEM"},
+    NamedCode{ErrorCode::kAcces, "EACCES"},
+    NamedCode{ErrorCode::kFault, "EFAULT"},
+    NamedCode{ErrorCode::kBusy, "EBUSY"},
+    NamedCode{ErrorCode::kExist, "EEXIST"},
+    NamedCode{ErrorCode::kNoDev, "ENODEV"},
+    NamedCode{ErrorCode::kInval, "EINVAL"},
+    NamedCode{ErrorCode::kNoSpc, "ENOSPC"},
+    NamedCode{ErrorCode::kRange, "ERANGE"},
+    NamedCode{ErrorCode::kNoSys, "ENOSYS"},
     NamedCode{ErrorCode::kOpNotSupp, "EOPNOTSUPP"},
     NamedCode{ErrorCode::kTimedOut, "ETIMEDOUT"},
 };
@@ -54,7 +63,9 @@ bool parse_errno_name(std::string_view name, ErrorCode* out) {
   return false;
 }
 
-std::string Error::to_string() const { return errno_name(code_) + ": " + message_; }
+std::string Error::to_string() const {
+  return errno_name(code_) + ": " + message_;
+}
 
 Error Error::with_context(std::string_view context) const {
   return Error(code_, std::string(context) + ": " + message_);

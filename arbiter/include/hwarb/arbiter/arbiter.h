@@ -117,28 +117,28 @@ struct Explanation {
   std::optional<CpuId> cpu;
   SlotType pool_type = SlotType::kData;
   int pool_slots = 0;
-  int cpu_pinned = 0;                       // CP[cpu]
-  std::vector<RequestId> cpu_holders;       // CPU-bound requests holding slots on cpu
-  std::optional<TaskId> heaviest_task;      // the task with the largest pinned use on cpu
+  int cpu_pinned = 0;                   // CP[cpu]
+  std::vector<RequestId> cpu_holders;   // CPU-bound requests holding slots on cpu
+  std::optional<TaskId> heaviest_task;  // the task with the largest pinned use on cpu
   int heaviest_task_use = 0;
-  int flexible_reserve = 0;                 // R[cpu]
-  int weight = 0;                           // the request's weight
+  int flexible_reserve = 0;  // R[cpu]
+  int weight = 0;            // the request's weight
   // For EBUSY: the exclusive kind in use.
   std::optional<ResourceKind> busy_kind;
 };
 
 // Per CPU and pool, recomputed from the live reservations themselves (not from counters).
 struct PoolUsage {
-  int cpu_pinned = 0;      // CP[c]
-  int max_task_pinned = 0; // max_T TP(T,c)
-  int flexible_reserve = 0;// R[c]
-  int flexible_count = 0;  // flexible requests that can run on c
+  int cpu_pinned = 0;        // CP[c]
+  int max_task_pinned = 0;   // max_T TP(T,c)
+  int flexible_reserve = 0;  // R[c]
+  int flexible_count = 0;    // flexible requests that can run on c
   int pinned_load() const { return cpu_pinned + max_task_pinned + flexible_reserve; }
 };
 struct Snapshot {
   // usage[cpu][pool]
   std::vector<std::vector<PoolUsage>> usage;
-  int live = 0;  // live reservations
+  int live = 0;                     // live reservations
   int exclusive[4] = {0, 0, 0, 0};  // live requests per ResourceKind (index 0 unused)
 };
 

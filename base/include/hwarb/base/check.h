@@ -8,7 +8,7 @@ namespace hwarb::detail {
 [[noreturn]] void check_failed(const char* file, int line, const char* cond, const char* msg);
 }  // namespace hwarb::detail
 
-#define HWARB_CHECK(cond, msg)                                          \
-  do {                                                                  \
+#define HWARB_CHECK(cond, msg)                                                  \
+  do {                                                                          \
     if (!(cond)) ::hwarb::detail::check_failed(__FILE__, __LINE__, #cond, msg); \
   } while (false)

@@ -36,8 +36,12 @@ using CpuId = StrongId<CpuIdTag, std::int32_t>;
 // The caller's name for a request, used by explanations ("held by request 7"); 0 = anonymous.
 using RequestId = StrongId<RequestIdTag, std::uint64_t>;
 
-inline std::string to_string(TaskId t) { return "task " + std::to_string(t.value()); }
-inline std::string to_string(CpuId c) { return "cpu " + std::to_string(c.value()); }
+inline std::string to_string(TaskId t) {
+  return "task " + std::to_string(t.value());
+}
+inline std::string to_string(CpuId c) {
+  return "cpu " + std::to_string(c.value());
+}
 
 }  // namespace hwarb
 
