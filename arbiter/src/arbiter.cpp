@@ -608,6 +608,7 @@ Result<Reservation> Arbiter::reserve(const Request& request) {
   Effect probe = s.effect_of(request, nullptr);
   if (!is_exclusive_kind(request.kind) && request.weight > s.slots(probe.pool)) {
     std::lock_guard guard(s.state_lock);
+    if (auto v = s.check_online(request); !v) return std::unexpected(v.error());
     return s.refusal(request);
   }
   auto node = s.new_node(request);
@@ -717,10 +718,6 @@ Result<std::vector<Reservation>> Arbiter::reserve_all(std::span<const Request> r
   std::map<std::pair<TaskState*, int>, std::size_t> new_spec;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
-    if (auto v = s.check_online(r); !v) {
-      undo_tasks();
-      return at(i, v.error());
-    }
     auto node = s.new_node(r);
     if (!node) {
       undo_tasks();
@@ -759,6 +756,10 @@ Result<std::vector<Reservation>> Arbiter::reserve_all(std::span<const Request> r
   };
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
+    if (auto v = s.check_online(r); !v) {
+      rollback();
+      return at(i, v.error());
+    }
     if (is_exclusive_kind(r.kind)) {
       if (s.busy_with(r.kind)) {
         Error e(ErrorCode::kBusy, s.explain_locked(r).reason);

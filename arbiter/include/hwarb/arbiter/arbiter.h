@@ -26,7 +26,8 @@
 // Linux's x86_add_exclusive).
 //
 // Validation (EINVAL, message names the field): a request without task and without CPU; a CPU
-// outside [0, cpus). A CPU-bound request on an offline CPU is ENODEV (as perf_event_open).
+// outside [0, cpus); a weight below 1. A CPU-bound request on an offline CPU is ENODEV (as
+// perf_event_open). The order of checks is: EINVAL, then ENODEV, then EBUSY / ENOSPC.
 //
 // Atomicity and concurrency:
 //   - Every operation is all-or-nothing: on error, nothing it did is observable afterwards, and
@@ -155,8 +156,9 @@ class Arbiter {
 
   // Admits the request or refuses it (ENOSPC, EBUSY, EINVAL, ENODEV, ENOMEM).
   Result<Reservation> reserve(const Request& request);
-  // All requests or none. The requests are admitted in order, each seeing the ones before it.
-  // On failure the error names the index of the refused request.
+  // All requests or none. Every request is validated first (EINVAL); then they are admitted in
+  // order, each seeing the ones before it, each checked like reserve (ENODEV, then EBUSY or
+  // ENOSPC). On failure the error names the index of the refused request.
   Result<std::vector<Reservation>> reserve_all(std::span<const Request> requests);
   // Changes type, CPU, weight, pinned or id (task and kind cannot change: EINVAL). Release the
   // old, admit the new; if the new is refused the old stays exactly as it was.
