@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Command-line behaviour of hwarb: cli_test.sh HWARB
+# Help exits 0 and documents the scenario language; usage errors and unreadable files exit 2.
+set -uo pipefail
+hwarb=$1
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+expect() {  # expect WANT_RC DESCRIPTION -- ARGS...
+  local want=$1 what=$2
+  shift 3
+  "$hwarb" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [[ $rc -ne $want ]]; then
+    echo "FAIL: $what: exit $rc, expected $want" >&2
+    cat "$tmp/out" "$tmp/err" >&2
+    fail=1
+  fi
+}
+contains() {  # contains FILE TEXT
+  if ! grep -qF -- "$2" "$1"; then
+    echo "FAIL: output lacks '$2'" >&2
+    fail=1
+  fi
+}
+
+expect 0 "hwarb --help" -- --help
+for s in "sim" "machine cpus=N" "bp NAME" "wide NAME" "modify NAME" "del NAME" \
+  "cpu N offline|online" "bts|pt|lbr" "Exit status"; do
+  contains "$tmp/out" "$s"
+done
+expect 0 "hwarb sim --help" -- sim --help
+for s in "--explain" "FILE" "machine cpus=N" "task NAME [parent=P]" "bp NAME [task=T]" \
+  "wide NAME" "modify NAME" "del NAME" "cpu N offline|online" "bts NAME" "pt NAME" \
+  "ENOSPC" "FILE:LINE: message" "Exit status"; do
+  contains "$tmp/out" "$s"
+done
+expect 2 "no subcommand" --
+expect 2 "unknown subcommand" -- frobnicate
+expect 2 "sim without a file" -- sim
+expect 2 "sim with an unknown option" -- sim --bogus x.scn
+expect 2 "unreadable file" -- sim "$tmp/does-not-exist.scn"
+contains "$tmp/err" "cannot read"
+[[ -s $tmp/out ]] && { echo "FAIL: unreadable file printed on stdout" >&2; fail=1; }
+
+# An empty scenario is valid and prints nothing.
+: >"$tmp/empty.scn"
+expect 0 "empty scenario" -- sim "$tmp/empty.scn"
+[[ -s $tmp/out ]] && { echo "FAIL: empty scenario printed something" >&2; fail=1; }
+
+# A file without a final newline.
+printf 'bp a cpu=0' >"$tmp/nonl.scn"
+expect 0 "no final newline" -- sim "$tmp/nonl.scn"
+contains "$tmp/out" "a ok"
+
+[[ $fail -eq 0 ]] && echo "ok"
+exit $fail

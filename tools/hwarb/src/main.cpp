@@ -1,0 +1,55 @@
+// hwarb — the command-line tool. Subcommands come from the table in commands.cpp.
+#include <CLI/CLI.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "commands.h"
+
+namespace {
+
+constexpr const char* kFooter =
+    R"(Usage of each subcommand ('hwarb SUBCOMMAND --help' for all of it):
+  hwarb sim FILE.scn [--explain]   run a scenario on the simulated machine's slot arbiter;
+                                   one line per request: 'NAME ok' or 'NAME <ERRNO>'
+
+Scenario files, in brief (see 'hwarb sim --help' and docs/scenarios.md):
+  machine cpus=N [arch=x86_64|i386|arm64] [flexible=multiplexed|as_pinned]
+  task NAME [parent=P]
+  bp NAME [task=T] cpu=N|any [type=r|w|rw|x] [len=N] [addr=HEX] [pinned|flexible]
+         [disabled] [inherit] [weight=N]
+  wide NAME [type=..] [len=..] [addr=..] [pinned|flexible] [weight=N]
+  modify NAME [cpu=..] [type=..] [len=..] [addr=..] [weight=N] [pinned|flexible]
+         [disabled|enabled]
+  del NAME  |  cpu N offline|online  |  bts|pt|lbr NAME [task=T] [cpu=N|any]
+  '#' starts a comment. Scenario errors print 'FILE:LINE: message' on stderr.
+
+Exit status: 0 success, 1 internal error, 2 usage error, unreadable file or scenario error.)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using hwarb::cli::CommandRunner;
+  CLI::App app{
+      "hwarb: share a CPU's debug hardware (breakpoint slots, BTS) the way Linux perf "
+      "events do",
+      "hwarb"};
+  app.require_subcommand(1);
+  app.footer(kFooter);
+  std::vector<std::pair<std::string, CommandRunner>> runners;
+  for (const hwarb::cli::CommandSpec& spec : hwarb::cli::commands()) {
+    runners.emplace_back(std::string(spec.name), spec.setup(app));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Help (exit code 0) prints to stdout; errors print to stderr.
+    return app.exit(e) == 0 ? hwarb::cli::kExitOk : hwarb::cli::kExitUsage;
+  }
+  for (CLI::App* sub : app.get_subcommands()) {
+    for (const auto& [name, run] : runners) {
+      if (sub->get_name() == name) return run();
+    }
+  }
+  return hwarb::cli::kExitUsage;
+}

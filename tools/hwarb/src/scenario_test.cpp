@@ -1,0 +1,172 @@
+#include "hwarb/scenario/scenario.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace hwarb::scenario {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::vector<std::string> run(std::string_view text, bool explain = false) {
+  auto s = parse_scenario(text, "t.scn");
+  EXPECT_TRUE(s.has_value()) << (s ? "" : s.error().message());
+  if (!s) return {};
+  auto lines = run_scenario(*s, {.explain = explain});
+  EXPECT_TRUE(lines.has_value()) << (lines ? "" : lines.error().to_string());
+  return lines ? *lines : std::vector<std::string>{};
+}
+
+std::string parse_error(std::string_view text) {
+  auto s = parse_scenario(text, "t.scn");
+  EXPECT_FALSE(s.has_value());
+  return s ? "" : s.error().message();
+}
+
+ErrorCode check(Arch arch, AccessType type, std::uint64_t len, std::uint64_t addr) {
+  auto r = validate_breakpoint(arch, {.type = type, .len = len, .addr = addr});
+  return r ? ErrorCode{} : r.error().code();
+}
+
+TEST(ValidateBreakpoint, X86RejectsReadOnly) {
+  EXPECT_EQ(check(Arch::kX86_64, AccessType::kR, 4, 0x1000), ErrorCode::kInval);
+  EXPECT_EQ(check(Arch::kI386, AccessType::kR, 4, 0x1000), ErrorCode::kInval);
+  EXPECT_EQ(check(Arch::kArm64, AccessType::kR, 4, 0x1000), ErrorCode{});
+}
+
+TEST(ValidateBreakpoint, DataLengths) {
+  for (std::uint64_t len : {1, 2, 4, 8}) {
+    EXPECT_EQ(check(Arch::kX86_64, AccessType::kW, len, 0x1000), ErrorCode{}) << len;
+  }
+  EXPECT_EQ(check(Arch::kX86_64, AccessType::kW, 3, 0x1000), ErrorCode::kInval);
+  EXPECT_EQ(check(Arch::kX86_64, AccessType::kW, 0, 0x1000), ErrorCode::kInval);
+  EXPECT_EQ(check(Arch::kX86_64, AccessType::kW, 16, 0x1000), ErrorCode::kInval);
+  EXPECT_EQ(check(Arch::kI386, AccessType::kW, 8, 0x1000), ErrorCode::kInval);
+  EXPECT_EQ(check(Arch::kI386, AccessType::kRw, 4, 0x1000), ErrorCode{});
+}
+
+TEST(ValidateBreakpoint, Alignment) {
+  EXPECT_EQ(check(Arch::kX86_64, AccessType::kRw, 4, 0x1002), ErrorCode::kInval);
+  EXPECT_EQ(check(Arch::kX86_64, AccessType::kRw, 2, 0x1002), ErrorCode{});
+  EXPECT_EQ(check(Arch::kX86_64, AccessType::kRw, 8, 0x1004), ErrorCode::kInval);
+  EXPECT_EQ(check(Arch::kX86_64, AccessType::kRw, 1, 0x1003), ErrorCode{});
+}
+
+TEST(ValidateBreakpoint, ExecuteLength) {
+  EXPECT_EQ(check(Arch::kX86_64, AccessType::kX, 8, 0x1000), ErrorCode{});
+  EXPECT_EQ(check(Arch::kX86_64, AccessType::kX, 4, 0x1000), ErrorCode::kInval);
+  // x86 execute breakpoints may sit on any byte (instructions are not aligned).
+  EXPECT_EQ(check(Arch::kX86_64, AccessType::kX, 8, 0x1003), ErrorCode{});
+  EXPECT_EQ(check(Arch::kI386, AccessType::kX, 4, 0x1000), ErrorCode{});
+  EXPECT_EQ(check(Arch::kI386, AccessType::kX, 8, 0x1000), ErrorCode::kInval);
+  EXPECT_EQ(check(Arch::kArm64, AccessType::kX, 4, 0x1000), ErrorCode{});
+  EXPECT_EQ(check(Arch::kArm64, AccessType::kX, 8, 0x1000), ErrorCode::kInval);
+  EXPECT_EQ(check(Arch::kArm64, AccessType::kX, 4, 0x1002), ErrorCode::kInval);
+}
+
+TEST(ValidateBreakpoint, DefaultLengths) {
+  EXPECT_EQ(default_len(Arch::kX86_64, AccessType::kX), 8u);
+  EXPECT_EQ(default_len(Arch::kI386, AccessType::kX), 4u);
+  EXPECT_EQ(default_len(Arch::kArm64, AccessType::kX), 4u);
+  EXPECT_EQ(default_len(Arch::kX86_64, AccessType::kRw), 4u);
+}
+
+TEST(Parse, DefaultsAndComments) {
+  auto s = parse_scenario("# c\n\n  task t1  # trailing\nbp a task=t1 cpu=any\n", "f.scn");
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(s->machine.cpus, 2);
+  EXPECT_EQ(s->machine.arch, Arch::kX86_64);
+  EXPECT_EQ(s->machine.flexible, arbiter::FlexiblePolicy::kMultiplexed);
+  ASSERT_EQ(s->commands.size(), 2u);
+  EXPECT_EQ(s->commands[1].line, 4);
+  EXPECT_EQ(s->commands[1].id, RequestId(1));
+  EXPECT_THAT(s->task_names, ElementsAre("t1"));
+  EXPECT_THAT(s->request_names, ElementsAre("a"));
+}
+
+TEST(Parse, MachineKeys) {
+  auto s = parse_scenario("machine flexible=as_pinned arch=arm64 cpus=8\n", "f.scn");
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(s->machine.cpus, 8);
+  EXPECT_EQ(s->machine.arch, Arch::kArm64);
+  EXPECT_EQ(s->machine.flexible, arbiter::FlexiblePolicy::kAsPinned);
+}
+
+TEST(Parse, NameKeepsItsIdAfterDel) {
+  auto s = parse_scenario("bp a cpu=0\nbp b cpu=0\ndel a\nbp a cpu=1\n", "f.scn");
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(s->commands[3].id, RequestId(1));
+  EXPECT_THAT(s->request_names, ElementsAre("a", "b"));
+}
+
+TEST(Parse, ErrorsNameFileAndLine) {
+  EXPECT_EQ(parse_error("bp a cpu=0\nfrob x\n"),
+            "t.scn:2: unknown command 'frob' (expected machine, task, bp, wide, modify, del, cpu, "
+            "bts, pt or lbr)");
+  EXPECT_EQ(parse_error("bp a cpu=0\nmachine cpus=4\n"),
+            "t.scn:2: machine: must come before any other command");
+  EXPECT_EQ(parse_error("machine\nmachine\n"),
+            "t.scn:2: machine: given twice (at most one machine command)");
+  EXPECT_EQ(parse_error("bp a cpu=0 colour=red\n"), "t.scn:1: bp: unknown key 'colour'");
+  EXPECT_EQ(parse_error("bp a cpu=2\n"), "t.scn:1: bp: cpu 2 out of range (machine has 2 CPUs)");
+  EXPECT_EQ(parse_error("bp a cpu=any\n"), "t.scn:1: bp: cpu=any needs task=");
+  EXPECT_EQ(parse_error("bp a\n"), "t.scn:1: bp: cpu=N|any is required");
+  EXPECT_EQ(parse_error("bp a cpu=0\nbp a cpu=1\n"), "t.scn:2: bp: name 'a' already in use");
+  EXPECT_EQ(parse_error("bp a task=t cpu=0\n"), "t.scn:1: bp: unknown task 't'");
+  EXPECT_EQ(parse_error("modify a addr=0x10\n"), "t.scn:1: modify: unknown name 'a'");
+  EXPECT_EQ(parse_error("bp a cpu=0\ndel a\ndel a\n"), "t.scn:3: del: unknown name 'a'");
+  EXPECT_EQ(parse_error("bp a cpu=0 weight=0\n"),
+            "t.scn:1: bp: bad weight '0' (expected a number >= 1)");
+  EXPECT_EQ(parse_error("bp a cpu=0 len=four\n"),
+            "t.scn:1: bp: bad len 'four' (expected a decimal number)");
+  EXPECT_EQ(parse_error("bp a cpu=0 pinned flexible\n"),
+            "t.scn:1: bp: pinned and flexible are exclusive");
+  EXPECT_EQ(parse_error("bp a cpu=0 cpu=1\n"), "t.scn:1: bp: duplicate key 'cpu'");
+  EXPECT_EQ(parse_error("bp cpu=0\n"), "t.scn:1: bp: missing NAME");
+  EXPECT_EQ(parse_error("cpu 1\n"), "t.scn:1: cpu: expected 'cpu N offline' or 'cpu N online'");
+  EXPECT_EQ(parse_error("wide w\nmodify w cpu=0\n"),
+            "t.scn:2: modify: cpu= does not apply to the wide breakpoint 'w'");
+  EXPECT_EQ(parse_error("bts b cpu=0\nmodify b cpu=1\n"),
+            "t.scn:2: modify: 'b' is a bts request; only bp and wide can be modified");
+  EXPECT_EQ(parse_error("bts b\n"), "t.scn:1: bts: cpu=N is required without task=");
+}
+
+// The following need the arbiter implementation.
+
+TEST(Run, FillsTheSharedPool) {
+  EXPECT_THAT(run("bp a cpu=0\nbp b cpu=0\nbp c cpu=0 type=x\nbp d cpu=0\nbp e cpu=0\n"
+                  "bp f cpu=1\n"),
+              ElementsAre("a ok", "b ok", "c ok", "d ok", "e ENOSPC", "f ok"));
+}
+
+TEST(Run, SlotCheckComesBeforeFieldCheck) {
+  EXPECT_THAT(run("bp a cpu=0 weight=4\nbp b cpu=0 type=r\ndel a\nbp c cpu=0 type=r\n"
+                  "bp d cpu=0 weight=4\n"),
+              ElementsAre("a ok", "b ENOSPC", "c EINVAL", "d ok"));
+}
+
+TEST(Run, ModifyOfARefusedNameIsEnoent) {
+  EXPECT_THAT(run("bp a cpu=0 weight=5\nmodify a weight=1\ndel a\n"),
+              ElementsAre("a ENOSPC", "a ENOENT"));
+}
+
+TEST(Run, ExplainNamesTheHolders) {
+  auto lines = run("task t\nbp a cpu=0 weight=2\nbp b task=t cpu=any weight=2\nbp c cpu=0\n",
+                   /*explain=*/true);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[2],
+            "c ENOSPC — cpu 0 shared pool: 4 slots; held: cpu-bound 2 (a), task t 2; needs 1");
+}
+
+TEST(Run, ExplainValidation) {
+  auto lines = run("bp a cpu=0 type=r\n", /*explain=*/true);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("a EINVAL — type r"));
+}
+
+}  // namespace
+}  // namespace hwarb::scenario
