@@ -440,7 +440,6 @@ struct Arbiter::State {
                                                " is not a possible CPU (0.." +
                                                std::to_string(config.cpus - 1) + ")");
     }
-    if (is_exclusive_kind(r.kind)) return {};
     if (!r.task && !r.cpu) {
       return make_error(ErrorCode::kInval,
                         "cpu: a request without a task must name one CPU (all CPUs needs a task)");
