@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs one conformance scenario: run_scenario.sh HWARB FILE.scn
+# Runs one conformance scenario: run_scenario.sh HWARB FILE.scn [--explain]
 #
 #  - FILE.scn with FILE.expected: `hwarb sim FILE.scn` (with --explain when the file name starts
 #    with explain_) must exit 0, print exactly FILE.expected on stdout and nothing on stderr.
@@ -12,7 +12,7 @@ scn=$2
 dir=$(dirname "$scn")
 base=$(basename "$scn" .scn)
 args=(sim)
-[[ $base == explain_* ]] && args+=(--explain)
+[[ $base == explain_* || ${3:-} == --explain ]] && args+=(--explain)
 args+=("$base.scn")
 
 tmp=$(mktemp -d)
