@@ -7,12 +7,17 @@
 //   all(T)          TaskState::all[p]         T's pinned weight on all CPUs
 //   spec(T,c)       TaskState::spec[p]        T's pinned weight on exactly c (sparse: only c != 0)
 //   TP(T,c)         = all(T) + spec(T,c)
-//   hist_all        GlobalPool::hist_all      tasks by all(T), for all(T) > 0
+//   hist_all        GlobalPool::hist_all      tasks by all(T)
 //   tsk_hist[c]     CpuPool::tsk_hist         tasks with spec(T,c) > 0, by TP(T,c)
 //   Rl[c], Ra       local / all-CPU flexible reserve: the largest flexible weight on exactly c,
 //                   and on all CPUs; R[c] = max(Rl[c], Ra)
-//   cpu_hist_cpr    GlobalPool                CPUs by CP[c] + Rl[c]
 //   cpu_hist_cp     GlobalPool                CPUs by CP[c]
+//   cpu_hist_flex   GlobalPool                CPUs with Rl[c] > 0, by CP[c] + Rl[c]
+//
+// Every histogram is cumulative: h[k] = how many members have a value >= k, for k = 1..N+1
+// (N+1 collects every value past N, which exists only for a moment on the fast path). Raising
+// a member by w is w increments, lowering it w decrements, and the largest value is found by
+// scanning up to the first empty bucket — one or two loads when usage is low.
 //
 // From these, every admission check is cheap:
 //   max_T TP(T,c)            = max(top(hist_all), top(tsk_hist[c]))          O(N)
@@ -22,7 +27,9 @@
 //       the global and every per-CPU histogram when it goes from all-CPU-only to mixed: the
 //       transition costs O(1), and adding an all-CPU request costs O(CPUs the task has
 //       per-CPU requests on), never O(CPUs).
-//   max_c (CP[c] + R[c])     = max(top(cpu_hist_cpr), top(cpu_hist_cp) + Ra)  O(N)
+//   max_c (CP[c] + R[c])     = max(top(cpu_hist_flex), top(cpu_hist_cp) + Ra) O(N)
+//       (a CPU without local flexible requests has CP[c] + R[c] = CP[c] + Ra). A CPU-bound
+//       request on a CPU without local flexible requests updates one global histogram only.
 //       so a task-on-all-CPUs request of a task with no per-CPU requests costs O(N): nothing
 //       depends on the number of CPUs or tasks.
 //   Only a flexible request on all CPUs loops over the CPUs.
@@ -123,32 +130,27 @@ using NodeList =
     bi::list<ReservationNode,
              bi::member_hook<ReservationNode, bi::list_member_hook<>, &ReservationNode::hook>>;
 
-// Histogram buckets, per pool: 0..N, and N+1 for every value past N. A value may exceed N for a
-// moment on the fast path (published, not yet checked); all such values share the top bucket,
-// which always reads as "too full", so a scan of N+2 buckets sees every member.
+// Cumulative histograms (see ACCOUNTING): h[k] counts members with value >= k, k = 1..cap where
+// cap = N+1 of the pool; values past N all count as N+1.
 constexpr int kHistSize = kMaxSlots + 2;
-constexpr int bucket(int value, int cap) {
-  return value > cap ? cap : value;
-}
 
 using AtomicHist = std::array<std::atomic<int>, kHistSize>;
 
-// Moves one member from value `from` to value `to` (0 = not a member when !track_zero); `cap` is
-// N+1 of the pool. Adds first, takes second: a concurrent reader may count the member twice,
-// never zero times.
-void hist_move(AtomicHist& h, int from, int to, bool track_zero, int cap) {
-  int f = bucket(from, cap), t = bucket(to, cap);
-  if (f == t) return;
-  if (to > 0 || track_zero) h[t].fetch_add(1);
-  if (from > 0 || track_zero) h[f].fetch_sub(1);
+// Moves one member from value `from` to value `to` (0 = not a member). Raises go bottom-up and
+// lowers top-down, so every intermediate state is itself a cumulative histogram (non-increasing
+// in k), and a reader that sees only part of a lower still counts the member at a value between
+// the old and the new one.
+void hist_move(AtomicHist& h, int from, int to, int cap) {
+  int f = std::min(from, cap), t = std::min(to, cap);
+  for (int k = f + 1; k <= t; ++k) h[k].fetch_add(1);
+  for (int k = f; k > t; --k) h[k].fetch_sub(1);
 }
 
-// Largest value with a member (N+1 meaning "past N"); 0 when none.
+// The largest value with a member (cap meaning "past N"); 0 when none.
 int hist_top(const AtomicHist& h, int cap) {
-  for (int v = cap; v > 0; --v) {
-    if (h[v].load() > 0) return v;
-  }
-  return 0;
+  int k = 0;
+  while (k < cap && h[k + 1].load() > 0) ++k;
+  return k;
 }
 
 // A plain histogram of flexible weights, changed only under the write side.
@@ -205,31 +207,40 @@ struct TaskState {
   bool empty() const { return nodes.empty(); }
 };
 
+// The hot part of a CPU's pool: a CPU-bound or task-on-this-CPU reservation on x86 reads and
+// writes only the first cache line of its CpuState (lock, holders, CP, Rl, low buckets).
 struct CpuPool {
   std::atomic<int> cpu_pinned{0};  // rule 4: atomic, updated under the read side
+  int flex_max = 0;                // Rl[c] = CpuState::flex[pool].max; write side only (rule 4)
   AtomicHist tsk_hist{};           // rule 4: atomic, updated under the read side
-  FlexHist flex;                   // Rl[c] = flex.max; write side only (rule 4)
 };
 
 struct alignas(64) CpuState {
-  std::array<CpuPool, 2> pool;
-  bool online = true;             // changed under the write side only (rule 4)
   tbb::spin_mutex holders_mutex;  // rule 3: guards `holders`; inside rule 1, never with rule 2
+  bool online = true;             // changed under the write side only (rule 4)
   NodeList holders;               // CPU-bound breakpoint reservations on this CPU
+  std::array<CpuPool, 2> pool;
+  std::array<FlexHist, 2> flex;  // flexible weights on exactly this CPU; write side only
 };
 
 struct GlobalPool {
   alignas(64) AtomicHist hist_all{};
-  alignas(64) AtomicHist cpu_hist_cpr{};
   alignas(64) AtomicHist cpu_hist_cp{};
-  FlexHist flex_all;  // Ra = flex_all.max
+  alignas(64) AtomicHist cpu_hist_flex{};
+  FlexHist flex_all;  // Ra = flex_all.max; write side only
+  int flex_cpus = 0;  // CPUs with Rl[c] > 0; write side only
 };
 
 constexpr std::size_t kShards = 256;
 
 struct alignas(64) Shard {
-  tbb::spin_mutex mutex;  // rule 2: guards `tasks` and every TaskState in it; inside rule 1
-  std::unordered_map<TaskId, TaskState> tasks;
+  using Table = std::unordered_map<TaskId, TaskState>;
+  tbb::spin_mutex mutex;  // rule 2: guards `tasks`, `spare` and every TaskState; inside rule 1
+  Table tasks;
+  // Table nodes of tasks that lost their last reservation, kept for the next new task so that
+  // a task coming and going does not allocate (perf bench breakpoint thread does exactly that).
+  std::vector<Table::node_type> spare;
+  static constexpr std::size_t kMaxSpare = 4;
 };
 
 bool is_exclusive_kind(ResourceKind k) {
@@ -247,23 +258,20 @@ std::string join_ids(const std::vector<RequestId>& ids) {
 
 }  // namespace
 
+constexpr int kAllCpus = -1;
+
 // The accounted contribution of one breakpoint reservation.
 struct Effect {
   int pool;
-  TaskState* task;         // null: CPU-bound
-  std::optional<int> cpu;  // none: all CPUs
+  TaskState* task;  // null: CPU-bound
+  int cpu;          // kAllCpus: all CPUs
   int weight;
   bool pinned;  // after the flexible policy
 };
 
 struct Arbiter::State {
   explicit State(const ArbiterConfig& config)
-      : config(config), cpus(static_cast<std::size_t>(config.cpus)) {
-    for (auto& g : global) {
-      g.cpu_hist_cpr[0].store(config.cpus);
-      g.cpu_hist_cp[0].store(config.cpus);
-    }
-  }
+      : config(config), cpus(static_cast<std::size_t>(config.cpus)) {}
 
   const ArbiterConfig& config;
   // Rule 1: read side for pinned fast paths, write side for everything else.
@@ -292,7 +300,7 @@ struct Arbiter::State {
   Shard& shard_of(TaskId t) { return shards[std::hash<std::int64_t>{}(t.value()) % kShards]; }
   CpuPool& cp(int cpu, int pool) { return cpus[cpu].pool[pool]; }
   int reserve_flex(int cpu, int pool) const {
-    return std::max(cpus[cpu].pool[pool].flex.max, global[pool].flex_all.max);
+    return std::max(cpus[cpu].pool[pool].flex_max, global[pool].flex_all.max);
   }
   int max_task_pinned(int cpu, int pool) const {
     int cap = slots(pool) + 1;
@@ -301,8 +309,7 @@ struct Arbiter::State {
   }
   Effect effect_of(const Request& r, TaskState* ts) const {
     bool pinned = r.pinned || config.flexible == FlexiblePolicy::kAsPinned;
-    std::optional<int> cpu;
-    if (r.cpu) cpu = r.cpu->value();
+    int cpu = r.cpu ? r.cpu->value() : kAllCpus;
     return Effect{config.profile.pool_of(r.type), ts, cpu, r.weight, pinned};
   }
 
@@ -317,23 +324,24 @@ struct Arbiter::State {
     if (!e.pinned) {
       apply_flexible(e, sign);
     } else if (!e.task) {
-      CpuPool& p = cp(*e.cpu, e.pool);
+      CpuPool& p = cp(e.cpu, e.pool);
       int old = p.cpu_pinned.fetch_add(d);
-      int rl = p.flex.max;
-      hist_move(global[e.pool].cpu_hist_cpr, old + rl, old + d + rl, true, cap);
-      hist_move(global[e.pool].cpu_hist_cp, old, old + d, true, cap);
-    } else if (e.cpu) {
+      hist_move(global[e.pool].cpu_hist_cp, old, old + d, cap);
+      if (int rl = p.flex_max; rl > 0) {
+        hist_move(global[e.pool].cpu_hist_flex, old + rl, old + d + rl, cap);
+      }
+    } else if (e.cpu != kAllCpus) {
       TaskState& t = *e.task;
       int a = t.all[e.pool];
-      int s = t.spec_of(e.pool, *e.cpu);
-      hist_move(cp(*e.cpu, e.pool).tsk_hist, s ? a + s : 0, s + d ? a + s + d : 0, false, cap);
-      t.spec_add(e.pool, *e.cpu, d);
+      int s = t.spec_of(e.pool, e.cpu);
+      hist_move(cp(e.cpu, e.pool).tsk_hist, s ? a + s : 0, s + d ? a + s + d : 0, cap);
+      t.spec_add(e.pool, e.cpu, d);
     } else {
       TaskState& t = *e.task;
       int a = t.all[e.pool];
-      hist_move(global[e.pool].hist_all, a, a + d, false, cap);
+      hist_move(global[e.pool].hist_all, a, a + d, cap);
       for (const auto& s : t.spec[e.pool]) {
-        hist_move(cp(s.cpu, e.pool).tsk_hist, a + s.weight, a + d + s.weight, false, cap);
+        hist_move(cp(s.cpu, e.pool).tsk_hist, a + s.weight, a + d + s.weight, cap);
       }
       t.all[e.pool] = a + d;
     }
@@ -342,15 +350,20 @@ struct Arbiter::State {
   // Write side only.
   void apply_flexible(const Effect& e, int sign) {
     const int cap = slots(e.pool) + 1;
-    if (e.cpu) {
-      CpuPool& p = cp(*e.cpu, e.pool);
-      int old_rl = p.flex.max;
+    if (e.cpu != kAllCpus) {
+      CpuPool& p = cp(e.cpu, e.pool);
+      FlexHist& flex = cpus[e.cpu].flex[e.pool];
+      int old_rl = flex.max;
       if (sign > 0)
-        p.flex.add(e.weight);
+        flex.add(e.weight);
       else
-        p.flex.remove(e.weight);
+        flex.remove(e.weight);
       int c = p.cpu_pinned.load();
-      hist_move(global[e.pool].cpu_hist_cpr, c + old_rl, c + p.flex.max, true, cap);
+      int new_rl = flex.max;
+      p.flex_max = new_rl;
+      GlobalPool& g = global[e.pool];
+      g.flex_cpus += (new_rl > 0) - (old_rl > 0);
+      hist_move(g.cpu_hist_flex, old_rl ? c + old_rl : 0, new_rl ? c + new_rl : 0, cap);
     } else if (sign > 0) {
       global[e.pool].flex_all.add(e.weight);
     } else {
@@ -376,8 +389,8 @@ struct Arbiter::State {
   bool task_all_fits(const TaskState& t, int pool) const {
     const GlobalPool& g = global[pool];
     int cap = slots(pool) + 1;
-    int worst =
-        std::max(hist_top(g.cpu_hist_cpr, cap), hist_top(g.cpu_hist_cp, cap) + g.flex_all.max);
+    int worst = hist_top(g.cpu_hist_cp, cap) + g.flex_all.max;
+    if (g.flex_cpus > 0) worst = std::max(worst, hist_top(g.cpu_hist_flex, cap));
     if (t.all[pool] + worst > slots(pool)) return false;
     for (const auto& s : t.spec[pool]) {
       if (!task_cpu_fits(t, s.cpu, pool)) return false;
@@ -386,14 +399,14 @@ struct Arbiter::State {
   }
   bool fits(const Effect& e) const {
     if (!e.pinned) {
-      if (e.cpu) return cpu_fits(*e.cpu, e.pool);
+      if (e.cpu != kAllCpus) return cpu_fits(e.cpu, e.pool);
       for (int c = 0; c < config.cpus; ++c) {
         if (!cpu_fits(c, e.pool)) return false;
       }
       return true;
     }
-    if (!e.task) return cpu_fits(*e.cpu, e.pool);
-    if (e.cpu) return task_cpu_fits(*e.task, *e.cpu, e.pool);
+    if (!e.task) return cpu_fits(e.cpu, e.pool);
+    if (e.cpu != kAllCpus) return task_cpu_fits(*e.task, e.cpu, e.pool);
     return task_all_fits(*e.task, e.pool);
   }
 
@@ -408,7 +421,12 @@ struct Arbiter::State {
     }
     if (fault("insert into the task table")) return injected("insert into the task table");
     *created = true;
-    return &shard.tasks.try_emplace(t, t).first->second;
+    if (shard.spare.empty()) return &shard.tasks.try_emplace(t, t).first->second;
+    Shard::Table::node_type node = std::move(shard.spare.back());
+    shard.spare.pop_back();
+    node.key() = t;
+    node.mapped().id = t;
+    return &shard.tasks.insert(std::move(node)).position->second;
   }
   TaskState* find_task(TaskId t) {
     Shard& s = shard_of(t);
@@ -423,8 +441,12 @@ struct Arbiter::State {
     v.reserve(std::max(v.size() + extra, 2 * v.capacity()));
     return {};
   }
+  // Removes T's entry once it holds nothing. Its node is kept for reuse (all, spec and nodes
+  // are already zero/empty; spec keeps its capacity).
   void drop_if_empty(Shard& shard, TaskState* t) {
-    if (t->empty()) shard.tasks.erase(t->id);
+    if (!t->empty()) return;
+    auto node = shard.tasks.extract(t->id);
+    if (shard.spare.size() < Shard::kMaxSpare) shard.spare.push_back(std::move(node));
   }
 
   Result<ReservationNode*> new_node(const Request& r) {
@@ -1055,37 +1077,43 @@ Result<void> Arbiter::check_consistency() const {
   for (int p = 0; p < config_.profile.pool_count(); ++p) {
     const GlobalPool& g = s.global[p];
     const int cap = config_.profile.pool_slots(p) + 1;
-    std::array<int, kHistSize> hist_all{}, cpr{}, cpc{};
-    std::vector<std::array<int, kHistSize>> tsk(config_.cpus);
+    using Counts = std::array<int, kHistSize>;
+    auto add = [cap](Counts& h, int value) {
+      for (int k = 1; k <= std::min(value, cap); ++k) ++h[k];
+    };
+    auto same = [](const AtomicHist& h, const Counts& want) {
+      for (int k = 1; k < kHistSize; ++k) {
+        if (h[k].load() != want[k]) return false;
+      }
+      return true;
+    };
+    Counts hist_all{}, cp_hist{}, flex_hist{};
+    std::vector<Counts> tsk(config_.cpus);
     for (const auto& [id, all] : rc.all) {
-      if (all[p] > 0) ++hist_all[bucket(all[p], cap)];
-      for (const auto& [c, w] : rc.spec[id][p]) ++tsk[c][bucket(all[p] + w, cap)];
+      add(hist_all, all[p]);
+      for (const auto& [c, w] : rc.spec[id][p]) add(tsk[c], all[p] + w);
     }
     if (g.flex_all.max != rc.flex_max_all[p]) return bad("all-CPU flexible reserve");
+    int flex_cpus = 0;
     for (int c = 0; c < config_.cpus; ++c) {
       const CpuPool& cp = s.cpus[c].pool[p];
       if (cp.cpu_pinned.load() != rc.cpu_pinned[c][p]) {
         return bad("cpu_pinned of cpu " + std::to_string(c));
       }
-      if (cp.flex.max != rc.flex_max_local[c][p]) {
+      if (cp.flex_max != rc.flex_max_local[c][p] || s.cpus[c].flex[p].max != cp.flex_max) {
         return bad("flexible reserve of cpu " + std::to_string(c));
       }
-      ++cpr[bucket(rc.cpu_pinned[c][p] + rc.flex_max_local[c][p], cap)];
-      ++cpc[bucket(rc.cpu_pinned[c][p], cap)];
-      for (int v = 0; v < kHistSize; ++v) {
-        if (v > 0 && cp.tsk_hist[v].load() != tsk[c][v]) {
-          return bad("task histogram of cpu " + std::to_string(c) + " at " + std::to_string(v));
-        }
+      add(cp_hist, rc.cpu_pinned[c][p]);
+      if (rc.flex_max_local[c][p] > 0) {
+        ++flex_cpus;
+        add(flex_hist, rc.cpu_pinned[c][p] + rc.flex_max_local[c][p]);
       }
+      if (!same(cp.tsk_hist, tsk[c])) return bad("task histogram of cpu " + std::to_string(c));
     }
-    for (int v = 0; v < kHistSize; ++v) {
-      if (v > 0 && g.hist_all[v].load() != hist_all[v]) {
-        return bad("all-CPU task histogram at " + std::to_string(v));
-      }
-      if (g.cpu_hist_cpr[v].load() != cpr[v])
-        return bad("CPU histogram (CP+R) at " + std::to_string(v));
-      if (g.cpu_hist_cp[v].load() != cpc[v])
-        return bad("CPU histogram (CP) at " + std::to_string(v));
+    if (!same(g.hist_all, hist_all)) return bad("all-CPU task histogram");
+    if (!same(g.cpu_hist_cp, cp_hist)) return bad("CPU histogram (CP)");
+    if (!same(g.cpu_hist_flex, flex_hist) || g.flex_cpus != flex_cpus) {
+      return bad("CPU histogram (CP + local flexible reserve)");
     }
     for (const auto& shard : s.shards) {
       for (const auto& [id, ts] : shard.tasks) {
@@ -1112,22 +1140,23 @@ std::string Arbiter::dump() const {
   out << "arbiter " << config_.profile.name() << " cpus=" << config_.cpus << " flexible="
       << (config_.flexible == FlexiblePolicy::kAsPinned ? "as_pinned" : "multiplexed") << "\n";
   auto hist = [&](const AtomicHist& h) {
-    std::string t;
-    for (int v = 0; v < kHistSize; ++v) {
-      if (int n = h[v].load(); n != 0) t += " " + std::to_string(v) + ":" + std::to_string(n);
+    std::ostringstream t;
+    for (int k = 1; k < kHistSize; ++k) {
+      if (int n = h[k].load(); n != 0) t << " >=" << k << ":" << n;
     }
-    return t;
+    return t.str();
   };
   for (int p = 0; p < config_.profile.pool_count(); ++p) {
     const GlobalPool& g = s.global[p];
     out << "pool " << config_.profile.pool_name(p) << " hist_all{" << hist(g.hist_all)
-        << " } cpu_hist_cpr{" << hist(g.cpu_hist_cpr) << " } cpu_hist_cp{" << hist(g.cpu_hist_cp)
-        << " } flex_all max=" << g.flex_all.max << " n=" << g.flex_all.total << "\n";
+        << " } cpu_hist_cp{" << hist(g.cpu_hist_cp) << " } cpu_hist_flex{" << hist(g.cpu_hist_flex)
+        << " } flex_cpus=" << g.flex_cpus << " flex_all max=" << g.flex_all.max
+        << " n=" << g.flex_all.total << "\n";
     for (int c = 0; c < config_.cpus; ++c) {
       const CpuPool& cp = s.cpus[c].pool[p];
       out << "  cpu " << c << (s.cpus[c].online ? "" : " offline") << " cp=" << cp.cpu_pinned.load()
-          << " tsk_hist{" << hist(cp.tsk_hist) << " } flex max=" << cp.flex.max
-          << " n=" << cp.flex.total << "\n";
+          << " tsk_hist{" << hist(cp.tsk_hist) << " } flex max=" << cp.flex_max
+          << " n=" << s.cpus[c].flex[p].total << "\n";
     }
   }
   for (int c = 0; c < config_.cpus; ++c) {
