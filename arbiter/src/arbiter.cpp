@@ -140,14 +140,14 @@ using AtomicHist = std::array<std::atomic<int>, kHistSize>;
 // lowers top-down, so every intermediate state is itself a cumulative histogram (non-increasing
 // in k), and a reader that sees only part of a lower still counts the member at a value between
 // the old and the new one.
-void hist_move(AtomicHist& h, int from, int to, int cap) {
+[[gnu::always_inline]] inline void hist_move(AtomicHist& h, int from, int to, int cap) {
   int f = std::min(from, cap), t = std::min(to, cap);
   for (int k = f + 1; k <= t; ++k) h[k].fetch_add(1);
   for (int k = f; k > t; --k) h[k].fetch_sub(1);
 }
 
 // The largest value with a member (cap meaning "past N"); 0 when none.
-int hist_top(const AtomicHist& h, int cap) {
+[[gnu::always_inline]] inline int hist_top(const AtomicHist& h, int cap) {
   int k = 0;
   while (k < cap && h[k + 1].load() > 0) ++k;
   return k;
@@ -307,7 +307,7 @@ struct Arbiter::State {
     return std::max(hist_top(global[pool].hist_all, cap),
                     hist_top(cpus[cpu].pool[pool].tsk_hist, cap));
   }
-  Effect effect_of(const Request& r, TaskState* ts) const {
+  [[gnu::always_inline]] Effect effect_of(const Request& r, TaskState* ts) const {
     bool pinned = r.pinned || config.flexible == FlexiblePolicy::kAsPinned;
     int cpu = r.cpu ? r.cpu->value() : kAllCpus;
     return Effect{config.profile.pool_of(r.type), ts, cpu, r.weight, pinned};
@@ -456,7 +456,7 @@ struct Arbiter::State {
 
   // ---- validation --------------------------------------------------------------------------
 
-  Result<void> validate(const Request& r) const {
+  [[gnu::always_inline]] Result<void> validate(const Request& r) const {
     if (r.cpu && (r.cpu->value() < 0 || r.cpu->value() >= config.cpus)) {
       return make_error(ErrorCode::kInval, "cpu: " + std::to_string(r.cpu->value()) +
                                                " is not a possible CPU (0.." +
@@ -472,7 +472,7 @@ struct Arbiter::State {
     }
     return {};
   }
-  Result<void> check_online(const Request& r) const {
+  [[gnu::always_inline]] Result<void> check_online(const Request& r) const {
     if (!r.task && r.cpu && !cpus[r.cpu->value()].online) {
       return make_error(ErrorCode::kNoDev,
                         "cpu: cpu " + std::to_string(r.cpu->value()) + " is offline");
