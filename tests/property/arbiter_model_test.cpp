@@ -453,17 +453,7 @@ void release_all_randomly(Arbiter& a, std::vector<Reservation>& held) {
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t x, std::size_t y) { return keys[x] < keys[y]; });
   for (std::size_t i : order) {
-    switch (keys[i] % 3) {
-      case 0:
-        a.release(held[i]);
-        break;
-      case 1:
-        held[i].release();
-        break;
-      default: {
-        Reservation gone = std::move(held[i]);
-      } break;
-    }
+    release_by(a, held[i], keys[i]);
     RC_ASSERT(!held[i].valid());
   }
   held.clear();

@@ -86,17 +86,7 @@ class Worker {
     const int dice = pick(100);
     if (!held_.empty() && (dice < 35 || held_.size() >= kMaxHeld)) {
       const std::size_t k = static_cast<std::size_t>(pick(static_cast<int>(held_.size())));
-      switch (pick(3)) {
-        case 0:
-          a_.release(held_[k]);
-          break;
-        case 1:
-          held_[k].release();
-          break;
-        default: {
-          Reservation gone = std::move(held_[k]);
-        } break;
-      }
+      release_by(a_, held_[k], static_cast<unsigned>(pick(3)));
       EXPECT_FALSE(held_[k].valid());
       held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(k));
       ++released;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hwarb/arbiter/arbiter.h"
@@ -97,5 +98,21 @@ std::string describe(const ArbiterConfig& config);
 
 // "ENOSPC" or "ok".
 std::string outcome_name(const std::optional<ErrorCode>& error);
+
+// Releases `r` in one of the three ways a caller can (way % 3): Arbiter::release,
+// Reservation::release, or destroying the handle.
+inline void release_by(arbiter::Arbiter& a, arbiter::Reservation& r, unsigned way) {
+  switch (way % 3) {
+    case 0:
+      a.release(r);
+      break;
+    case 1:
+      r.release();
+      break;
+    default: {
+      arbiter::Reservation gone = std::move(r);
+    } break;
+  }
+}
 
 }  // namespace hwarb::model
