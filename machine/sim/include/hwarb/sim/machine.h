@@ -1,0 +1,234 @@
+// hwarb/sim/machine.h — the deterministic simulated machine (DESIGN.md section 7, `sim`).
+//
+// What it models:
+//  - N possible CPUs (1..65536), all online at creation. CPU hotplug: a CPU goes offline only
+//    when it is idle and is not the last online CPU (else EBUSY). Switching, ticking, accessing
+//    or executing on an offline CPU is ENODEV. Debug registers of an offline CPU stay readable
+//    and writable and keep their values across offline/online (the driver owns them).
+//  - Tasks with ids (1, 2, 3, ... in creation order, never reused, including the id of a fork
+//    that an observer vetoed). fork(parent) gives a new task with a plain copy of the parent's
+//    memory and its ip; it does not inherit single-step. exit(task): if the task is running, its
+//    CPU is first switched to idle (on_switch(cpu, task, idle) is reported), then the task is
+//    removed and on_exit(task) is reported.
+//  - An explicit scheduler: switch_to(cpu, task) / switch_to_idle(cpu). A task runs on at most
+//    one CPU (EBUSY otherwise). Switching a CPU to what it already runs is a no-op (no report).
+//  - A global simulated clock in nanoseconds, starting at 0: tick(cpu) advances it by kTickNs,
+//    every access() and exec() by kAccessNs; nothing else advances it.
+//  - Per-CPU debug registers DR0–DR3, DR6, DR7 (hwarb/x86/debugreg.h layouts). The machine only
+//    stores them and applies x86 rules on accesses; who owns a slot is the driver's business.
+//    DR6 is stored with "set means happened" polarity (dr6_hardware() gives the raw image). Like
+//    the hardware, the machine only ever sets DR6 bits (sticky); the handler clears them.
+//  - Per-task sparse memory (SparseMemory): unset bytes read 0, little-endian values.
+//
+// Debug semantics (x86):
+//  - Only slots enabled in DR7 (L or G bit) are considered; their Bn bits are never set otherwise.
+//  - Data breakpoints: RW=01 matches writes, RW=11 reads and writes, RW=10 (I/O) never matches
+//    memory, RW=00 never matches data. A slot matches when x86::data_match(DRn, LENn, addr, size)
+//    holds (the access's byte range overlaps the aligned range [DRn & ~(len-1), +len)). They are
+//    TRAPS: the access happens first (memory is updated for writes), then one exception reports
+//    every matching slot (Bn bits in one DR6 value) with the access's ip/addr/size/old/new value.
+//  - Execute breakpoints (RW=00) match exec(ip) when x86::exec_match(DRn, ip) (LEN is ignored).
+//    They are FAULTS: the exception is delivered before the instruction executes; the machine
+//    then resumes it with the resume flag (RF) set, so the same exec does not fault again: exactly
+//    one fault report per exec() call.
+//  - The ip of a data access is the ip of the task's last exec() (0 before any).
+//  - Single step (per task, optional): after each access()/exec() of a single-stepping task, BS
+//    is raised; for an access it is reported in the same exception as the data traps; for an exec
+//    it is a separate trap after the instruction (so a faulting, single-stepped exec reports two).
+//  - The exception's `time` is the clock when it is raised: a fault at the start of the exec, a
+//    trap after the access (start + kAccessNs).
+//
+// Observers and reentrancy: observers are called synchronously, in registration order, after the
+// state change they report (inside on_switch, current(cpu) is already `next`). From inside any
+// callback a handler may read/write debug registers, read/write memory directly and query state;
+// every scheduling or scripted call (create_task, fork, exit, switch_to*, tick, set_online,
+// access, exec, set_single_step, add/remove observers, set_debug_handler) returns EBUSY there.
+// on_fork may veto the fork: the first error stops it, the observers already told get
+// on_fork_rollback(parent, child), the child is removed and fork returns that error.
+//
+// Errors: every fallible call returns Result; the message names the field ("cpu: 9 is not a
+// possible CPU (0..3)"). A failing call changes nothing. Determinism: the same calls give the same
+// results and the same callbacks. Thread-safety: none; a Machine must be used by one thread at a
+// time (callers serialise).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "hwarb/base/error.h"
+#include "hwarb/base/ids.h"
+#include "hwarb/sim/memory.h"
+
+namespace hwarb::sim {
+
+inline constexpr int kMaxCpus = 65536;
+inline constexpr std::uint64_t kTickNs = 1'000'000;  // one scheduler tick: 1 ms
+inline constexpr std::uint64_t kAccessNs = 1;        // one access() or exec(): 1 ns
+
+enum class AccessKind : std::uint8_t { kRead, kWrite, kExec };
+
+// Per-CPU debug registers. dr6 has "set means happened" polarity.
+struct DebugRegisters {
+  std::uint64_t dr[4] = {0, 0, 0, 0};
+  std::uint64_t dr6 = 0;
+  std::uint64_t dr7 = 0;
+  friend bool operator==(const DebugRegisters&, const DebugRegisters&) = default;
+};
+
+// One #DB exception as delivered to the handler.
+struct DebugException {
+  CpuId cpu;
+  TaskId task;
+  std::uint64_t dr6 = 0;  // the bits this exception raised (B0–B3, BS), "set means happened"
+  std::uint64_t ip = 0;
+  std::uint64_t addr = 0;  // data address; for exec the instruction address (== ip)
+  int size = 0;            // access size; 0 for exec
+  AccessKind kind = AccessKind::kRead;
+  std::uint64_t old_value = 0;  // memory before the access (reads: the value read)
+  std::uint64_t new_value = 0;  // memory after the access (reads: the value read)
+  std::uint64_t time = 0;
+  friend bool operator==(const DebugException&, const DebugException&) = default;
+};
+
+class DebugExceptionHandler {
+ public:
+  virtual ~DebugExceptionHandler() = default;
+  virtual void on_debug_exception(const DebugException& e) = 0;
+};
+
+// Scheduler events. All default to doing nothing. A task of std::nullopt means idle.
+class SchedulerObserver {
+ public:
+  virtual ~SchedulerObserver() = default;
+  virtual void on_switch(CpuId, std::optional<TaskId> /*prev*/, std::optional<TaskId> /*next*/) {}
+  virtual void on_tick(CpuId) {}
+  // Called after the child exists; an error vetoes the fork (see the header comment).
+  virtual Result<void> on_fork(TaskId /*parent*/, TaskId /*child*/) { return {}; }
+  virtual void on_fork_rollback(TaskId /*parent*/, TaskId /*child*/) {}
+  // Called after the task is gone.
+  virtual void on_exit(TaskId) {}
+  virtual void on_cpu_online(CpuId) {}
+  virtual void on_cpu_offline(CpuId) {}
+};
+
+// What one access()/exec() did.
+struct Outcome {
+  std::uint64_t old_value = 0;  // access: memory before (reads: the value read); exec: 0
+  std::uint64_t new_value = 0;  // access: memory after (reads: the value read); exec: 0
+  std::uint64_t dr6 = 0;        // union of the bits raised by this call's exceptions
+  int exceptions = 0;           // exceptions delivered by this call
+};
+
+// Pure x86 matching rules over one CPU's registers (what access()/exec() use): the B0–B3 bits of
+// the enabled slots that a data access (kRead/kWrite; kExec gives 0) or an instruction fetch at ip
+// matches.
+std::uint64_t data_breakpoint_hits(const DebugRegisters& regs, AccessKind kind, std::uint64_t addr,
+                                   int size);
+std::uint64_t exec_breakpoint_hits(const DebugRegisters& regs, std::uint64_t ip);
+
+class Machine {
+ public:
+  // cpus in 1..kMaxCpus, else EINVAL.
+  static Result<std::unique_ptr<Machine>> create(int cpus);
+
+  Machine(const Machine&) = delete;
+  Machine& operator=(const Machine&) = delete;
+
+  // --- CPUs -------------------------------------------------------------------------------
+  int possible_cpus() const { return static_cast<int>(cpus_.size()); }
+  int online_cpus() const { return online_count_; }
+  Result<bool> is_online(CpuId cpu) const;
+  // Online/offline a CPU. Already in that state: EINVAL. Offline needs an idle CPU that is not the
+  // last online one (EBUSY).
+  Result<void> set_online(CpuId cpu, bool online);
+  // The task running on cpu, nullopt when idle.
+  Result<std::optional<TaskId>> current(CpuId cpu) const;
+
+  // --- Tasks ------------------------------------------------------------------------------
+  Result<TaskId> create_task();
+  Result<TaskId> fork(TaskId parent);
+  Result<void> exit(TaskId task);
+  bool task_exists(TaskId task) const { return tasks_.contains(task.value()); }
+  std::size_t task_count() const { return tasks_.size(); }
+  // Live tasks in id order.
+  std::vector<TaskId> tasks() const;
+  // The parent a task was forked from (nullopt for create_task), ESRCH for an unknown task.
+  Result<std::optional<TaskId>> parent(TaskId task) const;
+  // The CPU the task runs on, nullopt when not running.
+  Result<std::optional<CpuId>> running_on(TaskId task) const;
+  Result<void> set_single_step(TaskId task, bool on);
+
+  // --- Scheduler and clock ----------------------------------------------------------------
+  Result<void> switch_to(CpuId cpu, TaskId task);
+  Result<void> switch_to_idle(CpuId cpu);
+  Result<void> tick(CpuId cpu);
+  std::uint64_t now() const { return now_ns_; }
+  Result<std::uint64_t> ticks(CpuId cpu) const;  // ticks done on cpu
+
+  // --- Debug registers (any possible CPU, online or not) -----------------------------------
+  Result<DebugRegisters> debug_registers(CpuId cpu) const;
+  Result<std::uint64_t> debug_address(CpuId cpu, int slot) const;  // DR0–DR3
+  Result<void> set_debug_address(CpuId cpu, int slot, std::uint64_t addr);
+  Result<std::uint64_t> dr7(CpuId cpu) const;
+  // Bits 32–63 are reserved: a value with any of them set is EINVAL (the hardware's #GP).
+  Result<void> set_dr7(CpuId cpu, std::uint64_t value);
+  Result<std::uint64_t> dr6(CpuId cpu) const;           // "set means happened"
+  Result<std::uint64_t> dr6_hardware(CpuId cpu) const;  // x86::dr6::to_hardware(dr6)
+  Result<void> set_dr6(CpuId cpu, std::uint64_t happened);
+
+  // --- Memory (direct, no debug semantics, no CPU needed) ----------------------------------
+  Result<std::uint64_t> read_memory(TaskId task, std::uint64_t addr, int size) const;
+  Result<void> write_memory(TaskId task, std::uint64_t addr, int size, std::uint64_t value);
+
+  // --- Scripted work: the task must be running on cpu --------------------------------------
+  // kind is kRead or kWrite; value is ignored for reads.
+  Result<Outcome> access(CpuId cpu, TaskId task, AccessKind kind, std::uint64_t addr, int size,
+                         std::uint64_t value = 0);
+  Result<Outcome> exec(CpuId cpu, TaskId task, std::uint64_t ip);
+
+  // --- Observers (not owned; they must outlive the machine or be removed) ------------------
+  Result<void> set_debug_handler(DebugExceptionHandler* handler);  // nullptr: none
+  Result<void> add_observer(SchedulerObserver* observer);          // EEXIST if already added
+  Result<void> remove_observer(SchedulerObserver* observer);       // ENOENT if not added
+
+ private:
+  struct Cpu {
+    bool online = true;
+    std::optional<TaskId> current;
+    DebugRegisters regs;
+    std::uint64_t ticks = 0;
+  };
+  struct Task {
+    std::optional<TaskId> parent;
+    std::optional<CpuId> running_on;
+    bool single_step = false;
+    std::uint64_t ip = 0;
+    SparseMemory memory;
+  };
+
+  explicit Machine(int cpus);
+
+  Result<void> not_in_callback(const char* op) const;
+  Result<const Cpu*> find_cpu(CpuId cpu) const;
+  Result<Cpu*> find_cpu(CpuId cpu);
+  Result<Cpu*> find_online_cpu(CpuId cpu);
+  Result<const Task*> find_task(TaskId task) const;
+  Result<Task*> find_task(TaskId task);
+  Result<Task*> find_running(CpuId cpu, TaskId task);
+  void notify_switch(CpuId cpu, std::optional<TaskId> prev, std::optional<TaskId> next);
+  void deliver(const DebugException& e);
+
+  std::vector<Cpu> cpus_;
+  int online_count_ = 0;
+  std::map<std::int64_t, Task> tasks_;
+  std::int64_t next_task_id_ = 1;
+  std::uint64_t now_ns_ = 0;
+  DebugExceptionHandler* handler_ = nullptr;
+  std::vector<SchedulerObserver*> observers_;
+  int callback_depth_ = 0;
+};
+
+}  // namespace hwarb::sim

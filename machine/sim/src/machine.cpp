@@ -1,0 +1,515 @@
+#include "hwarb/sim/machine.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "hwarb/x86/debugreg.h"
+
+namespace hwarb::sim {
+
+namespace {
+
+std::string hex(std::uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string task_name(std::optional<TaskId> t) {
+  return t ? std::to_string(t->value()) : std::string("idle");
+}
+
+// Does a data slot of this type watch this kind of access?
+constexpr bool type_matches(x86::DrType type, AccessKind kind) {
+  switch (type) {
+    case x86::DrType::kWrite:
+      return kind == AccessKind::kWrite;
+    case x86::DrType::kReadWrite:
+      return kind == AccessKind::kRead || kind == AccessKind::kWrite;
+    case x86::DrType::kExecute:
+    case x86::DrType::kIo:
+      return false;
+  }
+  return false;
+}
+
+Result<void> check_slot(int slot) {
+  if (slot < 0 || slot >= x86::kSlots) {
+    return make_error(ErrorCode::kInval,
+                      "slot: " + std::to_string(slot) + " is not a debug address register (0..3)");
+  }
+  return {};
+}
+
+Result<void> check_range(std::uint64_t addr, int size) {
+  if (!SparseMemory::valid_size(size)) {
+    return make_error(ErrorCode::kInval, "size: " + std::to_string(size) + " is not 1, 2, 4 or 8");
+  }
+  if (!SparseMemory::valid_range(addr, size)) {
+    return make_error(ErrorCode::kInval,
+                      "addr: " + hex(addr) + " + " + std::to_string(size) + " wraps past 2^64");
+  }
+  return {};
+}
+
+}  // namespace
+
+std::uint64_t data_breakpoint_hits(const DebugRegisters& regs, AccessKind kind, std::uint64_t addr,
+                                   int size) {
+  std::uint64_t bits = 0;
+  if (!x86::dr7::any_enabled(regs.dr7)) return 0;
+  for (int slot = 0; slot < x86::kSlots; ++slot) {
+    if (!x86::dr7::enabled(regs.dr7, slot)) continue;
+    if (!type_matches(x86::dr7::type(regs.dr7, slot), kind)) continue;
+    if (x86::data_match(regs.dr[slot], x86::dr7::len(regs.dr7, slot), addr, size)) {
+      bits |= x86::dr6::trap_bit(slot);
+    }
+  }
+  return bits;
+}
+
+std::uint64_t exec_breakpoint_hits(const DebugRegisters& regs, std::uint64_t ip) {
+  std::uint64_t bits = 0;
+  if (!x86::dr7::any_enabled(regs.dr7)) return 0;
+  for (int slot = 0; slot < x86::kSlots; ++slot) {
+    if (!x86::dr7::enabled(regs.dr7, slot)) continue;
+    if (x86::dr7::type(regs.dr7, slot) != x86::DrType::kExecute) continue;
+    if (x86::exec_match(regs.dr[slot], ip)) bits |= x86::dr6::trap_bit(slot);
+  }
+  return bits;
+}
+
+// Counts callback nesting so that scheduling calls from inside a callback are refused.
+class CallbackScope {
+ public:
+  explicit CallbackScope(int& depth) : depth_(depth) { ++depth_; }
+  ~CallbackScope() { --depth_; }
+  CallbackScope(const CallbackScope&) = delete;
+  CallbackScope& operator=(const CallbackScope&) = delete;
+
+ private:
+  int& depth_;
+};
+
+Machine::Machine(int cpus) : cpus_(static_cast<std::size_t>(cpus)), online_count_(cpus) {}
+
+Result<std::unique_ptr<Machine>> Machine::create(int cpus) {
+  if (cpus < 1 || cpus > kMaxCpus) {
+    return make_error(ErrorCode::kInval, "cpus: " + std::to_string(cpus) + " is not in 1.." +
+                                             std::to_string(kMaxCpus));
+  }
+  return std::unique_ptr<Machine>(new Machine(cpus));
+}
+
+// --- lookups -------------------------------------------------------------------------------
+
+Result<void> Machine::not_in_callback(const char* op) const {
+  if (callback_depth_ > 0) {
+    return make_error(ErrorCode::kBusy,
+                      std::string("machine: ") + op + " called from inside an observer callback");
+  }
+  return {};
+}
+
+Result<const Machine::Cpu*> Machine::find_cpu(CpuId cpu) const {
+  if (cpu.value() < 0 || cpu.value() >= possible_cpus()) {
+    return make_error(ErrorCode::kInval, "cpu: " + std::to_string(cpu.value()) +
+                                             " is not a possible CPU (0.." +
+                                             std::to_string(possible_cpus() - 1) + ")");
+  }
+  return &cpus_[static_cast<std::size_t>(cpu.value())];
+}
+
+Result<Machine::Cpu*> Machine::find_cpu(CpuId cpu) {
+  auto c = std::as_const(*this).find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  return const_cast<Cpu*>(*c);
+}
+
+Result<Machine::Cpu*> Machine::find_online_cpu(CpuId cpu) {
+  auto c = find_cpu(cpu);
+  if (!c) return c;
+  if (!(*c)->online) {
+    return make_error(ErrorCode::kNoDev, "cpu: " + std::to_string(cpu.value()) + " is offline");
+  }
+  return c;
+}
+
+Result<const Machine::Task*> Machine::find_task(TaskId task) const {
+  auto it = tasks_.find(task.value());
+  if (it == tasks_.end()) {
+    return make_error(ErrorCode::kSrch,
+                      "task: " + std::to_string(task.value()) + " does not exist");
+  }
+  return &it->second;
+}
+
+Result<Machine::Task*> Machine::find_task(TaskId task) {
+  auto t = std::as_const(*this).find_task(task);
+  if (!t) return std::unexpected(t.error());
+  return const_cast<Task*>(*t);
+}
+
+Result<Machine::Task*> Machine::find_running(CpuId cpu, TaskId task) {
+  auto c = find_online_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  auto t = find_task(task);
+  if (!t) return t;
+  if ((*c)->current != task) {
+    return make_error(ErrorCode::kInval, "task: " + std::to_string(task.value()) +
+                                             " is not running on cpu " +
+                                             std::to_string(cpu.value()) +
+                                             " (running: " + task_name((*c)->current) + ")");
+  }
+  return t;
+}
+
+// --- CPUs ----------------------------------------------------------------------------------
+
+Result<bool> Machine::is_online(CpuId cpu) const {
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  return (*c)->online;
+}
+
+Result<void> Machine::set_online(CpuId cpu, bool online) {
+  if (auto ok = not_in_callback("set_online"); !ok) return ok;
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  Cpu& s = **c;
+  const std::string name = "cpu: " + std::to_string(cpu.value());
+  if (s.online == online) {
+    return make_error(ErrorCode::kInval,
+                      name + (online ? " is already online" : " is already offline"));
+  }
+  if (!online) {
+    if (s.current) {
+      return make_error(ErrorCode::kBusy,
+                        name + " is running task " + std::to_string(s.current->value()));
+    }
+    if (online_count_ == 1) return make_error(ErrorCode::kBusy, name + " is the last online CPU");
+  }
+  s.online = online;
+  online_count_ += online ? 1 : -1;
+  CallbackScope scope(callback_depth_);
+  for (auto* o : observers_) {
+    if (online) {
+      o->on_cpu_online(cpu);
+    } else {
+      o->on_cpu_offline(cpu);
+    }
+  }
+  return {};
+}
+
+Result<std::optional<TaskId>> Machine::current(CpuId cpu) const {
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  return (*c)->current;
+}
+
+// --- tasks ---------------------------------------------------------------------------------
+
+Result<TaskId> Machine::create_task() {
+  if (auto ok = not_in_callback("create_task"); !ok) return std::unexpected(ok.error());
+  TaskId id(next_task_id_++);
+  tasks_.emplace(id.value(), Task{});
+  return id;
+}
+
+Result<TaskId> Machine::fork(TaskId parent) {
+  if (auto ok = not_in_callback("fork"); !ok) return std::unexpected(ok.error());
+  auto p = find_task(parent);
+  if (!p)
+    return make_error(p.error().code(),
+                      "parent: " + std::to_string(parent.value()) + " does not exist");
+  Task child;
+  child.parent = parent;
+  child.ip = (*p)->ip;
+  child.memory = (*p)->memory;
+  TaskId id(next_task_id_++);
+  tasks_.emplace(id.value(), std::move(child));
+  CallbackScope scope(callback_depth_);
+  for (std::size_t i = 0; i < observers_.size(); ++i) {
+    auto ok = observers_[i]->on_fork(parent, id);
+    if (ok) continue;
+    for (std::size_t j = 0; j < i; ++j) observers_[j]->on_fork_rollback(parent, id);
+    tasks_.erase(id.value());
+    return std::unexpected(ok.error());
+  }
+  return id;
+}
+
+Result<void> Machine::exit(TaskId task) {
+  if (auto ok = not_in_callback("exit"); !ok) return ok;
+  auto t = find_task(task);
+  if (!t) return std::unexpected(t.error());
+  std::optional<CpuId> cpu = (*t)->running_on;
+  if (cpu) cpus_[static_cast<std::size_t>(cpu->value())].current.reset();
+  tasks_.erase(task.value());
+  if (cpu) notify_switch(*cpu, task, std::nullopt);
+  CallbackScope scope(callback_depth_);
+  for (auto* o : observers_) o->on_exit(task);
+  return {};
+}
+
+std::vector<TaskId> Machine::tasks() const {
+  std::vector<TaskId> out;
+  out.reserve(tasks_.size());
+  for (const auto& [id, t] : tasks_) out.emplace_back(id);
+  return out;
+}
+
+Result<std::optional<TaskId>> Machine::parent(TaskId task) const {
+  auto t = find_task(task);
+  if (!t) return std::unexpected(t.error());
+  return (*t)->parent;
+}
+
+Result<std::optional<CpuId>> Machine::running_on(TaskId task) const {
+  auto t = find_task(task);
+  if (!t) return std::unexpected(t.error());
+  return (*t)->running_on;
+}
+
+Result<void> Machine::set_single_step(TaskId task, bool on) {
+  if (auto ok = not_in_callback("set_single_step"); !ok) return ok;
+  auto t = find_task(task);
+  if (!t) return std::unexpected(t.error());
+  (*t)->single_step = on;
+  return {};
+}
+
+// --- scheduler -----------------------------------------------------------------------------
+
+void Machine::notify_switch(CpuId cpu, std::optional<TaskId> prev, std::optional<TaskId> next) {
+  CallbackScope scope(callback_depth_);
+  for (auto* o : observers_) o->on_switch(cpu, prev, next);
+}
+
+Result<void> Machine::switch_to(CpuId cpu, TaskId task) {
+  if (auto ok = not_in_callback("switch_to"); !ok) return ok;
+  auto c = find_online_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  auto t = find_task(task);
+  if (!t) return std::unexpected(t.error());
+  Cpu& s = **c;
+  if (s.current == task) return {};
+  if ((*t)->running_on) {
+    return make_error(ErrorCode::kBusy, "task: " + std::to_string(task.value()) +
+                                            " is already running on cpu " +
+                                            std::to_string((*t)->running_on->value()));
+  }
+  std::optional<TaskId> prev = s.current;
+  if (prev) tasks_.at(prev->value()).running_on.reset();
+  s.current = task;
+  (*t)->running_on = cpu;
+  notify_switch(cpu, prev, task);
+  return {};
+}
+
+Result<void> Machine::switch_to_idle(CpuId cpu) {
+  if (auto ok = not_in_callback("switch_to_idle"); !ok) return ok;
+  auto c = find_online_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  Cpu& s = **c;
+  if (!s.current) return {};
+  std::optional<TaskId> prev = s.current;
+  tasks_.at(prev->value()).running_on.reset();
+  s.current.reset();
+  notify_switch(cpu, prev, std::nullopt);
+  return {};
+}
+
+Result<void> Machine::tick(CpuId cpu) {
+  if (auto ok = not_in_callback("tick"); !ok) return ok;
+  auto c = find_online_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  ++(*c)->ticks;
+  now_ns_ += kTickNs;
+  CallbackScope scope(callback_depth_);
+  for (auto* o : observers_) o->on_tick(cpu);
+  return {};
+}
+
+Result<std::uint64_t> Machine::ticks(CpuId cpu) const {
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  return (*c)->ticks;
+}
+
+// --- debug registers -----------------------------------------------------------------------
+
+Result<DebugRegisters> Machine::debug_registers(CpuId cpu) const {
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  return (*c)->regs;
+}
+
+Result<std::uint64_t> Machine::debug_address(CpuId cpu, int slot) const {
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  if (auto ok = check_slot(slot); !ok) return std::unexpected(ok.error());
+  return (*c)->regs.dr[slot];
+}
+
+Result<void> Machine::set_debug_address(CpuId cpu, int slot, std::uint64_t addr) {
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  if (auto ok = check_slot(slot); !ok) return ok;
+  (*c)->regs.dr[slot] = addr;
+  return {};
+}
+
+Result<std::uint64_t> Machine::dr7(CpuId cpu) const {
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  return (*c)->regs.dr7;
+}
+
+Result<void> Machine::set_dr7(CpuId cpu, std::uint64_t value) {
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  if ((value >> 32) != 0) {
+    return make_error(ErrorCode::kInval, "dr7: " + hex(value) + " sets reserved bits 32-63");
+  }
+  (*c)->regs.dr7 = value;
+  return {};
+}
+
+Result<std::uint64_t> Machine::dr6(CpuId cpu) const {
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  return (*c)->regs.dr6;
+}
+
+Result<std::uint64_t> Machine::dr6_hardware(CpuId cpu) const {
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  return x86::dr6::to_hardware((*c)->regs.dr6);
+}
+
+Result<void> Machine::set_dr6(CpuId cpu, std::uint64_t happened) {
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  (*c)->regs.dr6 = happened;
+  return {};
+}
+
+// --- memory --------------------------------------------------------------------------------
+
+Result<std::uint64_t> Machine::read_memory(TaskId task, std::uint64_t addr, int size) const {
+  auto t = find_task(task);
+  if (!t) return std::unexpected(t.error());
+  if (auto ok = check_range(addr, size); !ok) return std::unexpected(ok.error());
+  return (*t)->memory.read(addr, size);
+}
+
+Result<void> Machine::write_memory(TaskId task, std::uint64_t addr, int size, std::uint64_t value) {
+  auto t = find_task(task);
+  if (!t) return std::unexpected(t.error());
+  if (auto ok = check_range(addr, size); !ok) return ok;
+  (*t)->memory.write(addr, size, value);
+  return {};
+}
+
+// --- scripted work -------------------------------------------------------------------------
+
+void Machine::deliver(const DebugException& e) {
+  cpus_[static_cast<std::size_t>(e.cpu.value())].regs.dr6 |= e.dr6;
+  if (handler_ == nullptr) return;
+  CallbackScope scope(callback_depth_);
+  handler_->on_debug_exception(e);
+}
+
+Result<Outcome> Machine::access(CpuId cpu, TaskId task, AccessKind kind, std::uint64_t addr,
+                                int size, std::uint64_t value) {
+  if (auto ok = not_in_callback("access"); !ok) return std::unexpected(ok.error());
+  if (kind != AccessKind::kRead && kind != AccessKind::kWrite) {
+    return make_error(ErrorCode::kInval, "kind: an access is a read or a write (use exec)");
+  }
+  auto t = find_running(cpu, task);
+  if (!t) return std::unexpected(t.error());
+  if (auto ok = check_range(addr, size); !ok) return std::unexpected(ok.error());
+  Task& s = **t;
+
+  Outcome out;
+  out.old_value = s.memory.read(addr, size);
+  if (kind == AccessKind::kWrite) {
+    const std::uint64_t mask = size == 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * size)) - 1;
+    out.new_value = value & mask;
+    s.memory.write(addr, size, out.new_value);
+  } else {
+    out.new_value = out.old_value;
+  }
+  now_ns_ += kAccessNs;
+
+  const DebugRegisters& regs = cpus_[static_cast<std::size_t>(cpu.value())].regs;
+  std::uint64_t bits = data_breakpoint_hits(regs, kind, addr, size);
+  if (s.single_step) bits |= x86::dr6::kSingleStep;
+  if (bits != 0) {
+    DebugException e{cpu,  task, bits,          s.ip,          addr,
+                     size, kind, out.old_value, out.new_value, now_ns_};
+    out.dr6 = bits;
+    out.exceptions = 1;
+    deliver(e);
+  }
+  return out;
+}
+
+Result<Outcome> Machine::exec(CpuId cpu, TaskId task, std::uint64_t ip) {
+  if (auto ok = not_in_callback("exec"); !ok) return std::unexpected(ok.error());
+  auto t = find_running(cpu, task);
+  if (!t) return std::unexpected(t.error());
+  Task& s = **t;
+  Outcome out;
+  s.ip = ip;
+
+  // Fault: reported before the instruction; it then runs with RF set, so it cannot fault again.
+  const std::uint64_t fault =
+      exec_breakpoint_hits(cpus_[static_cast<std::size_t>(cpu.value())].regs, ip);
+  if (fault != 0) {
+    out.dr6 |= fault;
+    ++out.exceptions;
+    deliver(DebugException{cpu, task, fault, ip, ip, 0, AccessKind::kExec, 0, 0, now_ns_});
+  }
+  now_ns_ += kAccessNs;
+  // The handler cannot exit the task (EBUSY), so `s` is still valid here.
+  if (s.single_step) {
+    out.dr6 |= x86::dr6::kSingleStep;
+    ++out.exceptions;
+    deliver(DebugException{cpu, task, x86::dr6::kSingleStep, ip, ip, 0, AccessKind::kExec, 0, 0,
+                           now_ns_});
+  }
+  return out;
+}
+
+// --- observers -----------------------------------------------------------------------------
+
+Result<void> Machine::set_debug_handler(DebugExceptionHandler* handler) {
+  if (auto ok = not_in_callback("set_debug_handler"); !ok) return ok;
+  handler_ = handler;
+  return {};
+}
+
+Result<void> Machine::add_observer(SchedulerObserver* observer) {
+  if (auto ok = not_in_callback("add_observer"); !ok) return ok;
+  if (observer == nullptr) return make_error(ErrorCode::kInval, "observer: is null");
+  if (std::ranges::find(observers_, observer) != observers_.end()) {
+    return make_error(ErrorCode::kExist, "observer: already added");
+  }
+  observers_.push_back(observer);
+  return {};
+}
+
+Result<void> Machine::remove_observer(SchedulerObserver* observer) {
+  if (auto ok = not_in_callback("remove_observer"); !ok) return ok;
+  auto it = std::ranges::find(observers_, observer);
+  if (it == observers_.end()) return make_error(ErrorCode::kNoEnt, "observer: not added");
+  observers_.erase(it);
+  return {};
+}
+
+}  // namespace hwarb::sim
