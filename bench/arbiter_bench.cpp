@@ -185,16 +185,33 @@ class ThreadWorkload {
   std::vector<PerThread> per_thread_;
 };
 
-// Background of cell.tasks tasks. pattern(i) for task i:
+// The reservations of cell.tasks background tasks, held until release_all(). pattern(i) for
+// task i:
 //   cpu workload:   0: 1 all-CPU; 1: 2 all-CPU; 2: 1 on a CPU; 3: 1 on a CPU + 1 all-CPU
 //   mixed workload: 1 all-CPU
 template <typename Impl>
-void hold_background(Impl& impl, const Cell& cell, bool varied, SplitMix& rng,
-                     std::vector<typename Impl::Handle>& out, std::int64_t& refused) {
-  auto hold = [&](std::int64_t task, int cpu) {
-    out.push_back(impl.reserve(BpRequest{task, cpu, 1}));
-    if (!out.back()) ++refused;
-  };
+class Background {
+ public:
+  Background(Impl& impl, const Cell& cell, bool varied, std::uint64_t seed);
+  std::int64_t refused() const { return refused_; }
+  void release_all() {
+    for (auto& h : held_) impl_.release(h);
+  }
+
+ private:
+  void hold(std::int64_t task, int cpu) {
+    held_.push_back(impl_.reserve(BpRequest{task, cpu, 1}));
+    if (!held_.back()) ++refused_;
+  }
+  Impl& impl_;
+  std::vector<typename Impl::Handle> held_;
+  std::int64_t refused_ = 0;
+};
+
+template <typename Impl>
+Background<Impl>::Background(Impl& impl, const Cell& cell, bool varied, std::uint64_t seed)
+    : impl_(impl) {
+  SplitMix rng(seed);
   for (std::int64_t task = 0; task < cell.tasks; ++task) {
     const int pattern = varied ? static_cast<int>(task % 4) : 0;
     switch (pattern) {
@@ -222,9 +239,8 @@ void hold_background(Impl& impl, const Cell& cell, bool varied, SplitMix& rng,
 template <typename Impl>
 class CpuWorkload {
  public:
-  CpuWorkload(Impl& impl, const Cell& cell) : impl_(impl), cell_(cell) {
-    SplitMix rng(42);
-    hold_background(impl, cell, true, rng, background_, background_refused_);
+  CpuWorkload(Impl& impl, const Cell& cell)
+      : impl_(impl), cell_(cell), background_(impl, cell, true, 42) {
     for (int t = 0; t < cell.threads; ++t) per_thread_.emplace_back(1000 + t);
   }
   std::int64_t max_units(int) const { return kUnbounded; }
@@ -241,13 +257,11 @@ class CpuWorkload {
     return 2 * units;
   }
   std::int64_t refused() const {
-    std::int64_t r = background_refused_;
+    std::int64_t r = background_.refused();
     for (const auto& p : per_thread_) r += p.refused;
     return r;
   }
-  void finish() {
-    for (auto& h : background_) impl_.release(h);
-  }
+  void finish() { background_.release_all(); }
 
  private:
   struct alignas(64) PerThread {
@@ -257,8 +271,7 @@ class CpuWorkload {
   };
   Impl& impl_;
   Cell cell_;
-  std::vector<typename Impl::Handle> background_;
-  std::int64_t background_refused_ = 0;
+  Background<Impl> background_;
   std::vector<PerThread> per_thread_;
 };
 
@@ -268,9 +281,8 @@ class CpuWorkload {
 template <typename Impl>
 class MixedWorkload {
  public:
-  MixedWorkload(Impl& impl, const Cell& cell) : impl_(impl), cell_(cell) {
-    SplitMix rng(43);
-    hold_background(impl, cell, false, rng, background_, background_refused_);
+  MixedWorkload(Impl& impl, const Cell& cell)
+      : impl_(impl), cell_(cell), background_(impl, cell, false, 43) {
     for (int t = 0; t < cell.threads; ++t) per_thread_.emplace_back(slice_of(cell, t), 2000 + t);
   }
   std::int64_t max_units(int) const { return kUnbounded; }
@@ -296,13 +308,11 @@ class MixedWorkload {
     return ops;
   }
   std::int64_t refused() const {
-    std::int64_t r = background_refused_;
+    std::int64_t r = background_.refused();
     for (const auto& p : per_thread_) r += p.refused;
     return r;
   }
-  void finish() {
-    for (auto& h : background_) impl_.release(h);
-  }
+  void finish() { background_.release_all(); }
 
  private:
   struct alignas(64) PerThread {
@@ -314,8 +324,7 @@ class MixedWorkload {
   };
   Impl& impl_;
   Cell cell_;
-  std::vector<typename Impl::Handle> background_;
-  std::int64_t background_refused_ = 0;
+  Background<Impl> background_;
   std::vector<PerThread> per_thread_;
 };
 
