@@ -31,15 +31,9 @@ struct LiveRequest {
   Request request;
 };
 
-// Usage of one pool on one CPU, recomputed from the live list (same terms as PoolUsage).
-struct Usage {
-  int cpu_pinned = 0;        // CP[c]
-  int max_task_pinned = 0;   // max_T TP(T,c)
-  int flexible_reserve = 0;  // R[c]
-  int flexible_count = 0;    // flexible requests that can run on c
-  int pinned_load() const { return cpu_pinned + max_task_pinned + flexible_reserve; }
-  friend bool operator==(const Usage&, const Usage&) = default;
-};
+// Usage of one pool on one CPU, recomputed by the model from its live list, in the arbiter's
+// own reporting type.
+using Usage = arbiter::PoolUsage;
 
 bool is_exclusive(ResourceKind kind);
 
