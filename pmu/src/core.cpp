@@ -16,6 +16,7 @@ Core::Core(arbiter::Arbiter& arbiter, const Clock& clock) : arbiter_(arbiter), c
     cpu_ctx_.push_back(std::move(ctx));
   }
   running_.resize(static_cast<std::size_t>(n));
+  online_.assign(static_cast<std::size_t>(n), true);
 }
 
 Core::~Core() {
@@ -73,7 +74,9 @@ Context& Core::task_context(TaskId task) {
 }
 
 std::optional<CpuId> Core::active_cpu_of(const Context& ctx) const {
-  if (!ctx.task) return ctx.cpu;
+  if (!ctx.task) {
+    return online_[static_cast<std::size_t>(ctx.cpu->value())] ? ctx.cpu : std::nullopt;
+  }
   auto it = running_on_.find(*ctx.task);
   if (it == running_on_.end()) return std::nullopt;
   return it->second;
@@ -171,6 +174,9 @@ Result<void> Core::sched_in(CpuId cpu, TaskId task) {
   if (running_[static_cast<std::size_t>(cpu.value())]) {
     return make_error(ErrorCode::kBusy, "sched_in: " + to_string(cpu) + " already runs a task");
   }
+  if (!online_[static_cast<std::size_t>(cpu.value())]) {
+    return make_error(ErrorCode::kNoDev, "sched_in: " + to_string(cpu) + " is offline");
+  }
   if (running_on_.contains(task)) {
     return make_error(ErrorCode::kBusy,
                       "sched_in: " + to_string(task) + " already runs on another CPU");
@@ -241,7 +247,7 @@ Result<void> Core::tick(CpuId cpu) {
 
 // ---- lifetime ----
 
-Result<EventHandle> Core::open(const EventAttr& attr, EventOwner owner, OverflowHandler handler) {
+Result<void> Core::check_owner(const EventAttr& attr, EventOwner owner) const {
   if (!owner.task && !owner.cpu) {
     return make_error(ErrorCode::kInval, "owner: an event needs a task, a CPU or both");
   }
@@ -253,34 +259,164 @@ Result<EventHandle> Core::open(const EventAttr& attr, EventOwner owner, Overflow
   if (attr.weight < 1) {
     return make_error(ErrorCode::kInval, "weight: must be at least 1");
   }
+  return {};
+}
+
+Result<Pmu*> Core::pmu_for(const EventAttr& attr) const {
   auto pit = pmus_.find(attr.type);
   if (pit == pmus_.end()) {
     return make_error(ErrorCode::kNoEnt, "type: no PMU registered for this event type");
   }
-  Pmu& pmu = *pit->second;
-  EventId id = next_id_;
-  auto reservation = arbiter_.reserve(request_for(attr, owner, id, pmu));
-  if (!reservation) return std::unexpected(reservation.error());
+  return pit->second;
+}
 
-  Time now = clock_.now();
-  std::unique_ptr<Event> ev(new Event(id, attr, owner, &pmu, now));
+Result<std::unique_ptr<Event>> Core::make_event(EventId id, const EventAttr& attr, EventOwner owner,
+                                                Pmu& pmu, OverflowHandler handler) {
+  std::unique_ptr<Event> ev(new Event(id, attr, owner, &pmu, clock_.now()));
   ev->handler_ = std::move(handler);
   if (attr.ring_capacity > 0) {
     ev->ring_ = std::make_shared<SampleRing>(attr.ring_capacity, attr.ring_mode);
   }
   if (auto r = pmu.event_init(*ev); !r) return std::unexpected(r.error());
+  ev->state_ = attr.disabled ? EventState::kOff : EventState::kInactive;
+  return ev;
+}
+
+void Core::install_event(std::unique_ptr<Event> ev, arbiter::Reservation reservation) {
+  Event& e = *ev;
+  Context& ctx =
+      e.task() ? task_context(*e.task()) : *cpu_ctx_[static_cast<std::size_t>(e.cpu()->value())];
+  (e.attr().pinned ? ctx.pinned : ctx.flexible).push_back(e);
+  auto acpu = active_cpu_of(ctx);
+  e.set_eligible(acpu && may_run_on(e, *acpu), clock_.now());
+  bool run = e.eligible_ && e.state() == EventState::kInactive;
+  events_.emplace(e.id(), Slot{std::move(ev), std::move(reservation), true});
+  if (run) resched(*acpu);
+}
+
+Result<EventHandle> Core::open(const EventAttr& attr, EventOwner owner, OverflowHandler handler) {
+  if (auto r = check_owner(attr, owner); !r) return std::unexpected(r.error());
+  auto pmu = pmu_for(attr);
+  if (!pmu) return std::unexpected(pmu.error());
+  EventId id = next_id_;
+  auto reservation = arbiter_.reserve(request_for(attr, owner, id, **pmu));
+  if (!reservation) return std::unexpected(reservation.error());
+  auto ev = make_event(id, attr, owner, **pmu, std::move(handler));
+  if (!ev) return std::unexpected(ev.error());
   // Committed: nothing below fails.
   ++next_id_;
-  ev->state_ = attr.disabled ? EventState::kOff : EventState::kInactive;
-  Context& ctx = owner.task ? task_context(*owner.task)
-                            : *cpu_ctx_[static_cast<std::size_t>(owner.cpu->value())];
-  (attr.pinned ? ctx.pinned : ctx.flexible).push_back(*ev);
-  auto acpu = active_cpu_of(ctx);
-  ev->set_eligible(acpu && may_run_on(*ev, *acpu), now);
-  bool run = ev->eligible_ && !attr.disabled;
-  events_.emplace(id, Slot{std::move(ev), std::move(*reservation), true});
-  if (run) resched(*acpu);
+  install_event(std::move(*ev), std::move(*reservation));
   return EventHandle(this, id);
+}
+
+Result<std::vector<EventHandle>> Core::open_all(std::span<const OpenRequest> requests) {
+  std::vector<Pmu*> pmus;
+  std::vector<arbiter::Request> slots;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const OpenRequest& r = requests[i];
+    if (auto c = check_owner(r.attr, r.owner); !c) return std::unexpected(c.error());
+    auto pmu = pmu_for(r.attr);
+    if (!pmu) return std::unexpected(pmu.error());
+    pmus.push_back(*pmu);
+    slots.push_back(request_for(r.attr, r.owner, next_id_ + i, **pmu));
+  }
+  auto reservations = arbiter_.reserve_all(slots);
+  if (!reservations) return std::unexpected(reservations.error());
+  std::vector<std::unique_ptr<Event>> made;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    auto ev = make_event(next_id_ + i, requests[i].attr, requests[i].owner, *pmus[i],
+                         requests[i].handler);
+    if (!ev) {
+      for (auto& done : made) done->pmu().event_destroy(*done);
+      return std::unexpected(ev.error());
+    }
+    made.push_back(std::move(*ev));
+  }
+  // Committed.
+  std::vector<EventHandle> handles;
+  for (std::size_t i = 0; i < made.size(); ++i) {
+    handles.push_back(EventHandle(this, made[i]->id()));
+    install_event(std::move(made[i]), std::move((*reservations)[i]));
+  }
+  next_id_ += requests.size();
+  return handles;
+}
+
+Result<void> Core::modify(EventId id, const EventAttr& attr, EventOwner owner) {
+  Event* e = lookup(id);
+  if (!e) return make_error(ErrorCode::kNoEnt, "modify: no event " + std::to_string(id));
+  if (e->state() == EventState::kExit) {
+    return make_error(ErrorCode::kInval, "modify: event " + std::to_string(id) + " has exited");
+  }
+  if (attr.type != e->attr().type) {
+    return make_error(ErrorCode::kInval, "type: an event's type cannot change");
+  }
+  if (owner.task != e->task()) {
+    return make_error(ErrorCode::kInval, "task: an event's task cannot change");
+  }
+  if (auto r = check_owner(attr, owner); !r) return r;
+  // 1. The driver's field checks come first: nothing has changed yet.
+  if (auto r = e->pmu().validate(attr); !r) return r;
+  // 2. The slots: the arbiter's modify is all or nothing by itself.
+  Slot& slot = events_.at(id);
+  arbiter::Request next = request_for(attr, owner, id, e->pmu());
+  if (next != slot.reservation.request()) {
+    if (auto r = arbiter_.modify(slot.reservation, next); !r) return r;
+  }
+  // 3. Committed: take it off, change it, schedule again.
+  Context* ctx = context_of(*e);
+  std::optional<CpuId> old_cpu = e->active_cpu_;
+  if (e->state() == EventState::kActive) event_sched_out(*e);
+  Time now = clock_.now();
+  if (attr.pinned != e->attr().pinned) {
+    (e->attr().pinned ? ctx->pinned : ctx->flexible)
+        .erase((e->attr().pinned ? ctx->pinned : ctx->flexible).iterator_to(*e));
+    (attr.pinned ? ctx->pinned : ctx->flexible).push_back(*e);
+  }
+  e->attr_ = attr;
+  e->owner_ = owner;
+  if (attr.disabled && e->state() != EventState::kOff) e->set_state(EventState::kOff, now);
+  // As Linux's modify_user_hw_breakpoint: an enabled result is enabled (OFF or ERROR -> INACTIVE).
+  if (!attr.disabled && (e->state() == EventState::kOff || e->state() == EventState::kError)) {
+    e->set_state(EventState::kInactive, now);
+  }
+  auto acpu = active_cpu_of(*ctx);
+  e->set_eligible(acpu && may_run_on(*e, *acpu), now);
+  if (old_cpu) resched(*old_cpu);
+  if (acpu && acpu != old_cpu) resched(*acpu);
+  return {};
+}
+
+Result<void> Core::set_cpu_online(CpuId cpu, bool online) {
+  if (cpu.value() < 0 || cpu.value() >= cpus()) {
+    return make_error(ErrorCode::kInval, "cpu: " + std::to_string(cpu.value()) + " out of range");
+  }
+  std::size_t c = static_cast<std::size_t>(cpu.value());
+  if (online_[c] == online) {
+    return make_error(ErrorCode::kInval, "cpu: " + std::to_string(cpu.value()) + " is already " +
+                                             (online ? "online" : "offline"));
+  }
+  if (!online && running_[c]) {
+    return make_error(ErrorCode::kBusy,
+                      "cpu: " + std::to_string(cpu.value()) + " still runs a task");
+  }
+  Context& ctx = *cpu_ctx_[c];
+  if (!online) {
+    for (EventList* list : {&ctx.pinned, &ctx.flexible}) {
+      for (Event& e : *list) {
+        if (e.state() == EventState::kActive) event_sched_out(e);
+      }
+    }
+  }
+  online_[c] = online;
+  set_context_eligible(ctx, online ? std::optional(cpu) : std::nullopt);
+  if (online) resched(cpu);
+  return {};
+}
+
+bool Core::cpu_online(CpuId cpu) const {
+  if (cpu.value() < 0 || cpu.value() >= cpus()) return false;
+  return online_[static_cast<std::size_t>(cpu.value())];
 }
 
 void Core::detach(Event& e) {

@@ -34,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "hwarb/arbiter/arbiter.h"
@@ -74,6 +75,25 @@ class Core {
   // the field), ENOENT (no PMU for attr.type), the arbiter's refusal (ENOSPC, EBUSY, ENODEV),
   // the driver's event_init error. On error nothing remains.
   Result<EventHandle> open(const EventAttr& attr, EventOwner owner, OverflowHandler handler = {});
+  // Opens several events as one: the slots of all are reserved with Arbiter::reserve_all (no
+  // other arbiter user ever sees a part), then each driver's event_init runs. All or nothing:
+  // on any error (the first one, in order) no event and no reservation remains. Handles come back
+  // in the order of `requests`. Used by register_wide_hw_breakpoint and the Watchpoint layer.
+  struct OpenRequest {
+    EventAttr attr;
+    EventOwner owner;
+    OverflowHandler handler;
+  };
+  Result<std::vector<EventHandle>> open_all(std::span<const OpenRequest> requests);
+  // Changes a live event's attributes and CPU (the task and the type cannot change: EINVAL).
+  // Order: owner and weight checks, then the driver's validate(attr) (so bad fields are EINVAL
+  // even on a full CPU, as Linux's modify_user_hw_breakpoint), then the arbiter's modify when the
+  // slot request changes (pinned, weight, CPU, instruction/data type). All or nothing: on error
+  // the event is exactly as before, and still installed if it was. On success the event is taken
+  // off its CPU, changed and scheduled again (so an active breakpoint is re-installed with the new
+  // address); attr.disabled moves it to OFF or back to INACTIVE. ENOENT for an unknown event,
+  // EINVAL for an exited one.
+  Result<void> modify(EventId id, const EventAttr& attr, EventOwner owner);
   // Releases the event, its reservation and its live inherited copies. ENOENT if unknown.
   Result<void> close(EventId id);
   // OFF <-> INACTIVE (also ERROR -> INACTIVE), then reschedules. ENOENT if unknown; EINVAL on an
@@ -95,6 +115,11 @@ class Core {
   std::optional<TaskId> current(CpuId cpu) const;
   // Timer tick on `cpu`: flexible rotation. EINVAL for a CPU out of range.
   Result<void> tick(CpuId cpu);
+  // CPU hotplug. Offline: the CPU must be idle (no task switched in: EBUSY); its CPU-bound events
+  // are taken off and stop accruing time_enabled. Online: they are scheduled again. Already in
+  // that state: EINVAL. The arbiter's own online set is the caller's business.
+  Result<void> set_cpu_online(CpuId cpu, bool online);
+  bool cpu_online(CpuId cpu) const;
 
   // Copies every inherit event of `parent` to `child` (reserve_all: all or nothing). EINVAL if
   // child == parent; EEXIST if `child` already has events or runs. On error nothing of the child
@@ -112,6 +137,13 @@ class Core {
   Context& task_context(TaskId task);  // creates
   std::optional<CpuId> active_cpu_of(const Context& ctx) const;
   static bool may_run_on(const Event& e, CpuId cpu) { return !e.cpu() || *e.cpu() == cpu; }
+  Result<void> check_owner(const EventAttr& attr, EventOwner owner) const;
+  Result<Pmu*> pmu_for(const EventAttr& attr) const;
+  // Creates an event (not yet in any context) whose slots are reserved; runs event_init.
+  Result<std::unique_ptr<Event>> make_event(EventId id, const EventAttr& attr, EventOwner owner,
+                                            Pmu& pmu, OverflowHandler handler);
+  // Puts a new event into its context and schedules it if it can run now.
+  void install_event(std::unique_ptr<Event> ev, arbiter::Reservation reservation);
   arbiter::Request request_for(const EventAttr& attr, EventOwner owner, EventId id,
                                const Pmu& pmu) const;
 
@@ -132,6 +164,7 @@ class Core {
   std::vector<std::unique_ptr<Context>> cpu_ctx_;
   std::map<TaskId, std::unique_ptr<Context>> task_ctx_;
   std::vector<std::optional<TaskId>> running_;  // per CPU
+  std::vector<bool> online_;                    // per CPU
   std::map<TaskId, CpuId> running_on_;
   struct Slot {
     std::unique_ptr<Event> event;

@@ -55,6 +55,9 @@ struct EventAttr {
   std::uint64_t sample_period = 0;  // 0: counting only, no overflow handler calls
   bool exclude_user = false;
   bool exclude_kernel = false;
+  // The opener's credential (Linux: capable(CAP_SYS_ADMIN)), set by the API that opens the event,
+  // not a user choice: it allows breakpoints on kernel addresses.
+  bool privileged = false;
   // Breakpoint fields; validated by the breakpoint PMU, not by the core.
   std::uint64_t bp_addr = 0;
   std::uint64_t bp_len = 0;

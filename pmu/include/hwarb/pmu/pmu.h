@@ -5,6 +5,8 @@
 //    bp_type) and prepares driver state. Called once, after the core has validated the owner and
 //    reserved the event's slots through the arbiter (so, as in Linux, a bad request on a full CPU
 //    is ENOSPC). An error is returned to the opener and the reservation is given back.
+//  - validate(attr): the driver's attribute checks alone (no state), used by event_init and by
+//    Core::modify before anything changes. Default: everything is valid.
 //  - add(event, cpu): installs the event on `cpu`'s hardware, stopped. May fail (no free
 //    register: any error) — the scheduler treats that as "could not schedule" (a pinned event
 //    goes to ERROR, flexible scheduling stops for this pass). On failure nothing is installed.
@@ -29,6 +31,7 @@
 namespace hwarb::pmu {
 
 class Event;
+struct EventAttr;
 
 class Pmu {
  public:
@@ -37,6 +40,7 @@ class Pmu {
   // What the arbiter accounts this PMU's events as (breakpoint slots by default).
   virtual arbiter::ResourceKind resource_kind() const { return arbiter::ResourceKind::kBreakpoint; }
 
+  virtual Result<void> validate(const EventAttr& /*attr*/) const { return {}; }
   virtual Result<void> event_init(Event& event) = 0;
   virtual Result<void> add(Event& event, CpuId cpu) = 0;
   virtual void del(Event& event, CpuId cpu) = 0;

@@ -22,6 +22,11 @@ struct Sample {
   CpuId cpu{};
   Time time = 0;
   AccessKind access = AccessKind::kNone;
+  // Data accesses (breakpoints): the access's size in bytes and the memory value before and after
+  // it (for reads both are the value read). 0 where the hardware cannot tell.
+  int size = 0;
+  std::uint64_t old_value = 0;
+  std::uint64_t new_value = 0;
 
   friend bool operator==(const Sample&, const Sample&) = default;
 };

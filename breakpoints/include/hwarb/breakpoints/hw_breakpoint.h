@@ -1,0 +1,86 @@
+// hwarb/breakpoints/hw_breakpoint.h — the kernel-style breakpoint API (names follow Linux's
+// include/linux/hw_breakpoint.h), on top of the perf-event core and the breakpoint PMU.
+//
+// Contract:
+//  - Every call is all or nothing: on error no event, no reservation and no register changes.
+//  - register_user_hw_breakpoint(attr, handler, task[, cpu]): one event for `task` (on all CPUs,
+//    or on one). register_cpu_hw_breakpoint: one CPU-bound event (no task).
+//    register_wide_hw_breakpoint(attr, handler): one event per ONLINE CPU, opened with
+//    Core::open_all, so no arbiter user ever sees a part of it. The privileged credential is set
+//    for wide and CPU breakpoints (kernel users), not for user ones.
+//  - The order of checks is Linux's: the owner, then the slots (ENOSPC/ENODEV), then the fields
+//    (validate.h), so a bad request on a full CPU is ENOSPC.
+//  - modify_user_hw_breakpoint(bp, attr): only bp_addr, bp_len, bp_type and disabled may differ
+//    from the event's attributes. Order as Linux's modify_user_hw_breakpoint_check: the new
+//    fields are validated (EINVAL/EPERM), then any other difference is EINVAL naming the field,
+//    then the slots (a data <-> execute change on a machine with separate pools). On any error the
+//    breakpoint is exactly as before and still armed if it was; on success an installed one is
+//    re-installed at once with the new address.
+//  - unregister_*: releases (also done by the handles' destructors).
+//  - register_ptrace_hw_breakpoint / flush_ptrace_hw_breakpoint(task): breakpoints that belong to
+//    the task's ptrace state (Linux's thread->ptrace_bps); the API owns them and flush releases
+//    all of them (on exec or when the tracer detaches).
+//  - Handlers run inside the debug exception (Event::deliver) and must not call back into the API.
+// Not thread-safe: callers serialise with the Core (machine/sim/system.h does).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "hwarb/base/error.h"
+#include "hwarb/base/ids.h"
+#include "hwarb/breakpoints/bp_pmu.h"
+#include "hwarb/pmu/core.h"
+
+namespace hwarb::breakpoints {
+
+// perf_event_attr for a breakpoint, as Linux's hw_breakpoint_init: type breakpoint, pinned,
+// sample_period 1 (every hit calls the handler).
+pmu::EventAttr breakpoint_attr(std::uint64_t addr, std::uint64_t len, pmu::BpType type);
+
+using BreakpointHandle = pmu::EventHandle;
+
+// A wide breakpoint: one event per CPU that was online when it was registered.
+struct WideBreakpointHandle {
+  std::vector<BreakpointHandle> per_cpu;
+  bool valid() const { return !per_cpu.empty(); }
+};
+
+class HwBreakpoints {
+ public:
+  // The core must have `pmu` registered for EventType::kBreakpoint.
+  HwBreakpoints(pmu::Core& core, BreakpointPmu& pmu) : core_(core), pmu_(pmu) {}
+
+  Result<BreakpointHandle> register_user_hw_breakpoint(const pmu::EventAttr& attr,
+                                                       pmu::OverflowHandler handler, TaskId task,
+                                                       std::optional<CpuId> cpu = std::nullopt);
+  Result<BreakpointHandle> register_cpu_hw_breakpoint(const pmu::EventAttr& attr,
+                                                      pmu::OverflowHandler handler, CpuId cpu);
+  Result<WideBreakpointHandle> register_wide_hw_breakpoint(const pmu::EventAttr& attr,
+                                                           pmu::OverflowHandler handler);
+
+  Result<void> modify_user_hw_breakpoint(const BreakpointHandle& bp, const pmu::EventAttr& attr);
+  Result<void> modify_user_hw_breakpoint(pmu::EventId id, const pmu::EventAttr& attr);
+
+  void unregister_hw_breakpoint(BreakpointHandle& bp) { (void)bp.close(); }
+  void unregister_wide_hw_breakpoint(WideBreakpointHandle& bp) { bp.per_cpu.clear(); }
+
+  Result<pmu::EventId> register_ptrace_hw_breakpoint(const pmu::EventAttr& attr,
+                                                     pmu::OverflowHandler handler, TaskId task);
+  // The task's ptrace breakpoints, in registration order.
+  std::vector<pmu::EventId> ptrace_breakpoints(TaskId task) const;
+  void flush_ptrace_hw_breakpoint(TaskId task);
+
+  pmu::Core& core() { return core_; }
+  BreakpointPmu& pmu() { return pmu_; }
+
+ private:
+  static pmu::EventAttr as_breakpoint(pmu::EventAttr attr, bool privileged);
+
+  pmu::Core& core_;
+  BreakpointPmu& pmu_;
+  std::map<TaskId, std::vector<BreakpointHandle>> ptrace_;
+};
+
+}  // namespace hwarb::breakpoints

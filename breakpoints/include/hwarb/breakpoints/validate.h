@@ -1,0 +1,56 @@
+// hwarb/breakpoints/validate.h — Linux's breakpoint attribute checks (DESIGN.md section 4).
+//
+// Pure functions; no state. The checks run in Linux's order (arch_build_bp_info, then the
+// alignment check of hw_breakpoint_arch_parse, then arch_check_bp_in_kernelspace), after the slot
+// check of the caller: a bad request on a full CPU is ENOSPC, not EINVAL.
+//
+//   1. type: r/w/rw/x. x86 has no read-only watchpoint (r: EINVAL); empty: EINVAL.
+//   2. len: execute needs len == sizeof(long) of the arch (8 on x86_64, 4 on i386 and arm64);
+//      data needs 1, 2, 4 or 8 (no 8 on i386).
+//   3. addr: data aligned to len; arm64 execute aligned to 4. x86 execute breakpoints may start
+//      at any byte (Linux encodes them as LEN_1, whose alignment mask is 0).
+//   4. the range [addr, addr+len) must not wrap past 2^64 (EINVAL);
+//   5. a range reaching user space's end (>= TASK_SIZE_MAX) is kernel space: EINVAL when
+//      exclude_kernel is set, else EPERM unless the caller is privileged (CAP_SYS_ADMIN).
+// Every error is EINVAL or EPERM and its message starts with the field it is about.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "hwarb/base/error.h"
+#include "hwarb/pmu/event.h"
+
+namespace hwarb::breakpoints {
+
+enum class Arch : std::uint8_t { kX86_64, kI386, kArm64 };
+std::string_view to_string(Arch arch);
+// "x86_64", "i386", "arm64"; anything else EINVAL naming `arch`.
+Result<Arch> parse_arch(std::string_view name);
+
+// sizeof(long): the length of an execute breakpoint.
+constexpr std::uint64_t exec_len(Arch arch) {
+  return arch == Arch::kX86_64 ? 8 : 4;
+}
+// The first address that is not user space (Linux's TASK_SIZE_MAX).
+constexpr std::uint64_t task_size_max(Arch arch) {
+  switch (arch) {
+    case Arch::kX86_64:
+      return 0x00007ffffffff000ULL;
+    case Arch::kI386:
+      return 0xc0000000ULL;
+    case Arch::kArm64:
+      return 0x0001000000000000ULL;
+  }
+  return 0;
+}
+// The default len of a type when the user names none: exec_len for x, else 4.
+constexpr std::uint64_t default_len(Arch arch, pmu::BpType type) {
+  return type == pmu::BpType::kX ? exec_len(arch) : 4;
+}
+std::string_view to_string(pmu::BpType type);  // "r", "w", "rw", "x", "empty"
+
+// The checks above on attr.bp_type, bp_len, bp_addr, exclude_kernel and privileged.
+Result<void> validate_breakpoint(Arch arch, const pmu::EventAttr& attr);
+
+}  // namespace hwarb::breakpoints

@@ -1,0 +1,124 @@
+// hwarb/breakpoints/watchpoint.h — watchpoints as debugger users ask for them (DESIGN.md
+// section 4, "beyond Linux"), built on the hw_breakpoint API.
+//
+//  - A watchpoint is a byte range [addr, addr+len) of any length and alignment, watched for
+//    writes (w), reads and writes (rw) or execution (x: one instruction at addr, len 1). It is
+//    either a task's (on every CPU) or wide (every online CPU, any task).
+//  - split_range() covers the range with the fewest naturally aligned 1/2/4/8-byte pieces (greedy
+//    from the low end: the largest aligned size that still fits). Each piece is one breakpoint.
+//  - Sharing: identical pieces (same owner, address, length and type) share one breakpoint,
+//    reference counted; the breakpoint goes with its last user.
+//  - watch() is all or nothing: the pieces that are not shared yet are opened together with
+//    Core::open_all. Not enough registers: ENOSPC, and the message says why (the arbiter's
+//    explanation for the registers still needed).
+//  - Hits: one report per access per watchpoint, however many of its pieces the access touched,
+//    with the value before and after the access (see WatchHit); an optional condition on the new
+//    value filters reports. Reports of one access come in WatchId order.
+// Not thread-safe: the Core's caller serialises.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hwarb/arbiter/arbiter.h"
+#include "hwarb/base/error.h"
+#include "hwarb/base/ids.h"
+#include "hwarb/breakpoints/hw_breakpoint.h"
+
+namespace hwarb::breakpoints {
+
+struct Piece {
+  std::uint64_t addr = 0;
+  std::uint64_t len = 0;
+  friend bool operator==(const Piece&, const Piece&) = default;
+};
+// Fewest aligned pieces of at most max_len bytes covering [addr, addr+len) exactly. len >= 1 and
+// the range must not wrap (the caller checks).
+std::vector<Piece> split_range(std::uint64_t addr, std::uint64_t len, std::uint64_t max_len = 8);
+
+using WatchId = std::uint64_t;  // 1, 2, ... never reused
+
+struct WatchSpec {
+  std::optional<TaskId> task;  // none: wide (all online CPUs)
+  std::uint64_t addr = 0;
+  std::uint64_t len = 4;
+  pmu::BpType type = pmu::BpType::kW;
+  // Reports only hits whose new value satisfies it (data watchpoints only).
+  std::function<bool(std::uint64_t)> condition;
+};
+
+struct WatchHit {
+  WatchId id = 0;
+  pmu::Sample sample;
+  // Data watchpoints: the watched value before and after the access (reads: both the value).
+  // For a watchpoint of at most 8 bytes that is the whole range, little-endian; for a longer one
+  // the bytes of the access that fall into the range.
+  bool has_value = false;
+  std::uint64_t old_value = 0;
+  std::uint64_t new_value = 0;
+};
+using WatchHandler = std::function<void(const WatchHit&)>;
+// Reads a task's memory (after the access) to complete the watched value. May be empty: then the
+// values are the access's bytes that fall into the range.
+using MemoryReader = std::function<Result<std::uint64_t>(TaskId, std::uint64_t addr, int size)>;
+
+class Watchpoints {
+ public:
+  Watchpoints(HwBreakpoints& api, const arbiter::Arbiter& arbiter, MemoryReader reader = {})
+      : api_(api), arbiter_(arbiter), reader_(std::move(reader)) {}
+  ~Watchpoints();
+  Watchpoints(const Watchpoints&) = delete;
+  Watchpoints& operator=(const Watchpoints&) = delete;
+
+  // Errors: EINVAL naming the field (len 0, wrap, x with len != 1, a condition on x, r on x86 ...),
+  // the arbiter's refusal (ENOSPC with the reason), a piece's validation error.
+  Result<WatchId> watch(const WatchSpec& spec, WatchHandler handler);
+  Result<void> unwatch(WatchId id);  // ENOENT if unknown
+  // Drops the task's watchpoints (its breakpoints are gone with it).
+  void forget_task(TaskId task);
+
+  // The pieces of a watchpoint and the breakpoint events behind each (one per CPU for wide).
+  std::vector<Piece> pieces(WatchId id) const;
+  std::vector<pmu::EventId> events(WatchId id) const;
+  // Users of the breakpoint behind `event` (several when shared); empty if none.
+  std::vector<WatchId> users_of(pmu::EventId event) const;
+  std::size_t shared_pieces() const { return shared_.size(); }
+  std::size_t size() const { return watches_.size(); }
+
+ private:
+  struct Key {
+    std::int64_t task;  // -1: wide
+    std::uint64_t addr;
+    std::uint64_t len;
+    pmu::BpType type;
+    auto operator<=>(const Key&) const = default;
+  };
+  struct Shared {
+    std::vector<BreakpointHandle> handles;  // one, or one per CPU for wide
+    std::vector<WatchId> users;             // ascending
+  };
+  struct Watch {
+    WatchSpec spec;
+    WatchHandler handler;
+    std::vector<Key> keys;
+    // The last access reported (dedup of several pieces hit by one access).
+    std::optional<pmu::Sample> last;
+  };
+
+  void on_hit(const Key& key, const pmu::Sample& sample);
+  WatchHit make_hit(WatchId id, const Watch& w, const pmu::Sample& s) const;
+  void release_keys(WatchId id, const std::vector<Key>& keys);
+
+  HwBreakpoints& api_;
+  const arbiter::Arbiter& arbiter_;
+  MemoryReader reader_;
+  std::map<Key, Shared> shared_;
+  std::map<WatchId, Watch> watches_;
+  WatchId next_id_ = 1;
+};
+
+}  // namespace hwarb::breakpoints

@@ -1,0 +1,3 @@
+#include "hwarb/breakpoints/bp_pmu.h"
+
+#include <gtest/gtest.h>

@@ -1,0 +1,117 @@
+#include "hwarb/breakpoints/hw_breakpoint.h"
+
+#include <string>
+
+namespace hwarb::breakpoints {
+
+pmu::EventAttr breakpoint_attr(std::uint64_t addr, std::uint64_t len, pmu::BpType type) {
+  pmu::EventAttr a;
+  a.type = pmu::EventType::kBreakpoint;
+  a.pinned = true;
+  a.sample_period = 1;
+  a.bp_addr = addr;
+  a.bp_len = len;
+  a.bp_type = type;
+  return a;
+}
+
+pmu::EventAttr HwBreakpoints::as_breakpoint(pmu::EventAttr attr, bool privileged) {
+  attr.type = pmu::EventType::kBreakpoint;
+  attr.privileged = privileged;
+  return attr;
+}
+
+Result<BreakpointHandle> HwBreakpoints::register_user_hw_breakpoint(const pmu::EventAttr& attr,
+                                                                    pmu::OverflowHandler handler,
+                                                                    TaskId task,
+                                                                    std::optional<CpuId> cpu) {
+  return core_.open(as_breakpoint(attr, false), {task, cpu}, std::move(handler));
+}
+
+Result<BreakpointHandle> HwBreakpoints::register_cpu_hw_breakpoint(const pmu::EventAttr& attr,
+                                                                   pmu::OverflowHandler handler,
+                                                                   CpuId cpu) {
+  return core_.open(as_breakpoint(attr, true), {std::nullopt, cpu}, std::move(handler));
+}
+
+Result<WideBreakpointHandle> HwBreakpoints::register_wide_hw_breakpoint(
+    const pmu::EventAttr& attr, pmu::OverflowHandler handler) {
+  std::vector<pmu::Core::OpenRequest> requests;
+  for (int c = 0; c < core_.cpus(); ++c) {
+    if (!core_.cpu_online(CpuId(c))) continue;
+    requests.push_back({as_breakpoint(attr, true), {std::nullopt, CpuId(c)}, handler});
+  }
+  auto handles = core_.open_all(requests);
+  if (!handles) return std::unexpected(handles.error());
+  return WideBreakpointHandle{std::move(*handles)};
+}
+
+Result<void> HwBreakpoints::modify_user_hw_breakpoint(const BreakpointHandle& bp,
+                                                      const pmu::EventAttr& attr) {
+  if (!bp.valid()) return make_error(ErrorCode::kInval, "bp: an empty handle");
+  return modify_user_hw_breakpoint(bp.id(), attr);
+}
+
+Result<void> HwBreakpoints::modify_user_hw_breakpoint(pmu::EventId id, const pmu::EventAttr& attr) {
+  const pmu::Event* e = core_.find(id);
+  if (!e) return make_error(ErrorCode::kNoEnt, "bp: no breakpoint " + std::to_string(id));
+  if (e->attr().type != pmu::EventType::kBreakpoint) {
+    return make_error(ErrorCode::kInval, "bp: event " + std::to_string(id) + " is no breakpoint");
+  }
+  const pmu::EventAttr& old = e->attr();
+  pmu::EventAttr next = attr;
+  next.type = pmu::EventType::kBreakpoint;
+  next.privileged = old.privileged;
+  // 1. The new fields.
+  if (auto r = pmu_.validate(next); !r) return r;
+  // 2. Nothing else may change.
+  struct Field {
+    const char* name;
+    bool same;
+  };
+  const Field fields[] = {
+      {"config", next.config == old.config},
+      {"pinned", next.pinned == old.pinned},
+      {"exclusive", next.exclusive == old.exclusive},
+      {"inherit", next.inherit == old.inherit},
+      {"sample_period", next.sample_period == old.sample_period},
+      {"exclude_user", next.exclude_user == old.exclude_user},
+      {"exclude_kernel", next.exclude_kernel == old.exclude_kernel},
+      {"weight", next.weight == old.weight},
+      {"ring_capacity", next.ring_capacity == old.ring_capacity},
+      {"ring_mode", next.ring_mode == old.ring_mode},
+  };
+  for (const Field& f : fields) {
+    if (!f.same) {
+      return make_error(ErrorCode::kInval, std::string(f.name) +
+                                               ": modify_user_hw_breakpoint may change only "
+                                               "addr, len, type and disabled");
+    }
+  }
+  // 3. The slots, and the change itself (Core::modify is all or nothing).
+  return core_.modify(id, next, {e->task(), e->cpu()});
+}
+
+Result<pmu::EventId> HwBreakpoints::register_ptrace_hw_breakpoint(const pmu::EventAttr& attr,
+                                                                  pmu::OverflowHandler handler,
+                                                                  TaskId task) {
+  auto h = register_user_hw_breakpoint(attr, std::move(handler), task);
+  if (!h) return std::unexpected(h.error());
+  pmu::EventId id = h->id();
+  ptrace_[task].push_back(std::move(*h));
+  return id;
+}
+
+std::vector<pmu::EventId> HwBreakpoints::ptrace_breakpoints(TaskId task) const {
+  std::vector<pmu::EventId> out;
+  if (auto it = ptrace_.find(task); it != ptrace_.end()) {
+    for (const BreakpointHandle& h : it->second) out.push_back(h.id());
+  }
+  return out;
+}
+
+void HwBreakpoints::flush_ptrace_hw_breakpoint(TaskId task) {
+  ptrace_.erase(task);
+}
+
+}  // namespace hwarb::breakpoints

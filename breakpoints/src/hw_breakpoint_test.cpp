@@ -1,0 +1,3 @@
+#include "hwarb/breakpoints/hw_breakpoint.h"
+
+#include <gtest/gtest.h>

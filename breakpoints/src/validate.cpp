@@ -1,0 +1,112 @@
+#include "hwarb/breakpoints/validate.h"
+
+#include <cstdio>
+#include <string>
+
+namespace hwarb::breakpoints {
+
+std::string_view to_string(Arch arch) {
+  switch (arch) {
+    case Arch::kX86_64:
+      return "x86_64";
+    case Arch::kI386:
+      return "i386";
+    case Arch::kArm64:
+      return "arm64";
+  }
+  return "?";
+}
+
+Result<Arch> parse_arch(std::string_view name) {
+  for (Arch a : {Arch::kX86_64, Arch::kI386, Arch::kArm64}) {
+    if (name == to_string(a)) return a;
+  }
+  return make_error(ErrorCode::kInval,
+                    "arch: '" + std::string(name) + "' is not x86_64, i386 or arm64");
+}
+
+std::string_view to_string(pmu::BpType type) {
+  switch (type) {
+    case pmu::BpType::kEmpty:
+      return "empty";
+    case pmu::BpType::kR:
+      return "r";
+    case pmu::BpType::kW:
+      return "w";
+    case pmu::BpType::kRw:
+      return "rw";
+    case pmu::BpType::kX:
+      return "x";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string hex(std::uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+Result<void> validate_breakpoint(Arch arch, const pmu::EventAttr& attr) {
+  const bool x86 = arch != Arch::kArm64;
+  const std::uint64_t len = attr.bp_len;
+  const std::string len_s = std::to_string(len);
+  // 1. type
+  switch (attr.bp_type) {
+    case pmu::BpType::kEmpty:
+      return make_error(ErrorCode::kInval, "type: a breakpoint needs a type (r, w, rw or x)");
+    case pmu::BpType::kR:
+      if (x86) {
+        return make_error(ErrorCode::kInval, "type r: x86 has no read-only watchpoint (use rw)");
+      }
+      break;
+    default:
+      break;
+  }
+  // 2. len, 3. addr alignment
+  if (attr.bp_type == pmu::BpType::kX) {
+    if (len != exec_len(arch)) {
+      return make_error(ErrorCode::kInval, "len " + len_s + ": an execute breakpoint on " +
+                                               std::string(to_string(arch)) + " needs len " +
+                                               std::to_string(exec_len(arch)));
+    }
+    if (!x86 && attr.bp_addr % 4 != 0) {
+      return make_error(ErrorCode::kInval,
+                        "addr: an execute breakpoint on arm64 needs a 4-byte aligned address");
+    }
+  } else {
+    const std::uint64_t max_len = arch == Arch::kI386 ? 4 : 8;
+    if ((len != 1 && len != 2 && len != 4 && len != 8) || len > max_len) {
+      return make_error(ErrorCode::kInval, "len " + len_s + ": a data breakpoint on " +
+                                               std::string(to_string(arch)) + " needs len 1, 2, 4" +
+                                               (max_len == 8 ? " or 8" : ""));
+    }
+    if (attr.bp_addr % len != 0) {
+      return make_error(ErrorCode::kInval, "addr: not aligned to len " + len_s);
+    }
+  }
+  // 4. wrap
+  const std::uint64_t last = attr.bp_addr + (len - 1);
+  if (last < attr.bp_addr) {
+    return make_error(ErrorCode::kInval, "addr: " + hex(attr.bp_addr) + " + len " + len_s +
+                                             " wraps around the address space");
+  }
+  // 5. kernel space
+  if (last >= task_size_max(arch)) {
+    if (attr.exclude_kernel) {
+      return make_error(ErrorCode::kInval, "addr: " + hex(attr.bp_addr) +
+                                               " reaches kernel space, and exclude_kernel is set");
+    }
+    if (!attr.privileged) {
+      return make_error(ErrorCode::kPerm, "addr: " + hex(attr.bp_addr) +
+                                              " reaches kernel space; needs a privileged caller");
+    }
+  }
+  return {};
+}
+
+}  // namespace hwarb::breakpoints

@@ -1,0 +1,154 @@
+#include "hwarb/sim/system.h"
+
+#include "hwarb/base/check.h"
+
+namespace hwarb::sim {
+
+namespace {
+
+class MachineClock final : public pmu::Clock {
+ public:
+  explicit MachineClock(const Machine& m) : m_(m) {}
+  pmu::Time now() const override { return m_.now(); }
+
+ private:
+  const Machine& m_;
+};
+
+pmu::AccessKind access_kind(AccessKind k) {
+  switch (k) {
+    case AccessKind::kRead:
+      return pmu::AccessKind::kRead;
+    case AccessKind::kWrite:
+      return pmu::AccessKind::kWrite;
+    case AccessKind::kExec:
+      return pmu::AccessKind::kExecute;
+  }
+  return pmu::AccessKind::kNone;
+}
+
+arbiter::ArchProfile profile_of(breakpoints::Arch arch) {
+  switch (arch) {
+    case breakpoints::Arch::kX86_64:
+      return arbiter::ArchProfile::x86_64();
+    case breakpoints::Arch::kI386:
+      return arbiter::ArchProfile::i386();
+    case breakpoints::Arch::kArm64:
+      return arbiter::ArchProfile::arm64();
+  }
+  return arbiter::ArchProfile::x86_64();
+}
+
+}  // namespace
+
+System::System(const SystemConfig& config) : config_(config) {}
+
+Result<std::unique_ptr<System>> System::create(const SystemConfig& config) {
+  auto machine = Machine::create(config.cpus);
+  if (!machine) return std::unexpected(machine.error());
+  arbiter::ArbiterConfig ac;
+  ac.profile = profile_of(config.arch);
+  ac.cpus = config.cpus;
+  ac.flexible = config.flexible;
+  auto arb = arbiter::Arbiter::create(ac);
+  if (!arb) return std::unexpected(arb.error());
+
+  std::unique_ptr<System> s(new System(config));
+  s->machine_ = std::move(*machine);
+  s->clock_ = std::make_unique<MachineClock>(*s->machine_);
+  s->arbiter_ = std::move(*arb);
+  const bool x86 = config.arch != breakpoints::Arch::kArm64;
+  breakpoints::DebugRegisterFile* regs = x86 ? s.get() : nullptr;
+  s->bp_pmu_ = std::make_unique<breakpoints::BreakpointPmu>(config.arch, config.cpus, regs);
+  s->core_ = std::make_unique<pmu::Core>(*s->arbiter_, *s->clock_);
+  HWARB_CHECK(s->core_->register_pmu(pmu::EventType::kBreakpoint, *s->bp_pmu_).has_value(),
+              "register the breakpoint PMU");
+  s->api_ = std::make_unique<breakpoints::HwBreakpoints>(*s->core_, *s->bp_pmu_);
+  Machine* m = s->machine_.get();
+  s->watch_ = std::make_unique<breakpoints::Watchpoints>(
+      *s->api_, *s->arbiter_,
+      [m](TaskId t, std::uint64_t addr, int size) { return m->read_memory(t, addr, size); });
+  SchedulerObserver* observer = s.get();
+  DebugExceptionHandler* handler = s.get();
+  HWARB_CHECK(s->machine_->add_observer(observer).has_value(), "add the scheduler observer");
+  HWARB_CHECK(s->machine_->set_debug_handler(handler).has_value(), "set the debug handler");
+  return s;
+}
+
+System::~System() {
+  // Handles first (they close events on the core), then the core, then the machine.
+  watch_.reset();
+  api_.reset();
+  core_.reset();
+  (void)machine_->remove_observer(this);
+  (void)machine_->set_debug_handler(nullptr);
+}
+
+void System::on_switch(CpuId cpu, std::optional<TaskId> prev, std::optional<TaskId> next) {
+  if (prev) HWARB_CHECK(core_->sched_out(cpu, *prev).has_value(), "core sched_out");
+  if (next) HWARB_CHECK(core_->sched_in(cpu, *next).has_value(), "core sched_in");
+}
+
+void System::on_tick(CpuId cpu) {
+  HWARB_CHECK(core_->tick(cpu).has_value(), "core tick");
+}
+
+Result<void> System::on_fork(TaskId parent, TaskId child) {
+  return core_->fork(parent, child);
+}
+
+void System::on_fork_rollback(TaskId, TaskId child) {
+  HWARB_CHECK(core_->exit(child).has_value(), "core exit of a vetoed child");
+}
+
+void System::on_exit(TaskId task) {
+  HWARB_CHECK(core_->exit(task).has_value(), "core exit");
+  watch_->forget_task(task);
+  api_->flush_ptrace_hw_breakpoint(task);
+}
+
+void System::on_cpu_online(CpuId cpu) {
+  HWARB_CHECK(arbiter_->set_cpu_online(cpu, true).has_value(), "arbiter online");
+  HWARB_CHECK(core_->set_cpu_online(cpu, true).has_value(), "core online");
+}
+
+void System::on_cpu_offline(CpuId cpu) {
+  HWARB_CHECK(core_->set_cpu_online(cpu, false).has_value(), "core offline");
+  HWARB_CHECK(arbiter_->set_cpu_online(cpu, false).has_value(), "arbiter offline");
+}
+
+void System::on_debug_exception(const DebugException& e) {
+  breakpoints::DebugTrap trap;
+  trap.cpu = e.cpu;
+  trap.task = e.task;
+  trap.dr6 = e.dr6;
+  trap.ip = e.ip;
+  trap.addr = e.addr;
+  trap.access = access_kind(e.kind);
+  trap.size = e.size;
+  trap.old_value = e.old_value;
+  trap.new_value = e.new_value;
+  trap.time = e.time;
+  const std::uint64_t consumed = bp_pmu_->handle(trap);
+  if (consumed != 0) {
+    auto dr6 = machine_->dr6(e.cpu);
+    HWARB_CHECK(dr6.has_value(), "dr6 of the trapping CPU");
+    HWARB_CHECK(machine_->set_dr6(e.cpu, *dr6 & ~consumed).has_value(), "clear DR6");
+  }
+}
+
+std::uint64_t System::dr7(CpuId cpu) const {
+  auto v = machine_->dr7(cpu);
+  HWARB_CHECK(v.has_value(), "dr7 of a possible CPU");
+  return *v;
+}
+
+void System::set_dr7(CpuId cpu, std::uint64_t value) {
+  HWARB_CHECK(machine_->set_dr7(cpu, value).has_value(), "set dr7");
+}
+
+void System::set_address(CpuId cpu, int slot, std::uint64_t addr) {
+  HWARB_CHECK(machine_->set_debug_address(cpu, slot, addr).has_value(), "set DRn");
+}
+
+}  // namespace hwarb::sim
