@@ -208,7 +208,11 @@ WatchHit Watchpoints::make_hit(WatchId id, const Watch& w, const pmu::Sample& s)
   const std::uint64_t lo = std::max(a, wa), hi = std::min(a_end, w_end);
   if (lo >= hi) return hit;  // cannot happen for an exact cover; report zeros
   if (w.spec.len <= 8 && reader_ && s.task) {
-    auto now = reader_(*s.task, wa, static_cast<int>(w.spec.len));
+    std::optional<std::uint64_t> now = 0;
+    for (std::uint64_t b = 0; b < w.spec.len && now; ++b) {
+      auto byte = reader_(*s.task, wa + b, 1);
+      now = byte ? std::optional(*now | (*byte << (b * 8))) : std::nullopt;
+    }
     if (now) {
       // The bytes the access touched come from its old value; the rest did not change.
       std::uint64_t old = *now;

@@ -2,12 +2,17 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <memory>
 #include <set>
 #include <span>
 #include <utility>
+
+#include "hwarb/breakpoints/hw_breakpoint.h"
+#include "hwarb/breakpoints/watchpoint.h"
+#include "hwarb/sim/system.h"
 
 namespace hwarb::scenario {
 
@@ -66,8 +71,38 @@ std::string_view to_string(CommandKind kind) {
       return "pt";
     case CommandKind::kLbr:
       return "lbr";
+    case CommandKind::kSwitch:
+      return "switch";
+    case CommandKind::kTick:
+      return "tick";
+    case CommandKind::kFork:
+      return "fork";
+    case CommandKind::kExit:
+      return "exit";
+    case CommandKind::kAccess:
+      return "access";
+    case CommandKind::kExec:
+      return "exec";
+    case CommandKind::kWatch:
+      return "watch";
+    case CommandKind::kShow:
+      return "show";
+    case CommandKind::kInject:
+      return "inject";
   }
   return "?";
+}
+
+bool condition_holds(const Command& cmd, std::uint64_t v) {
+  const std::string& op = cmd.cond_op;
+  const std::uint64_t c = cmd.cond_value;
+  if (op.empty()) return true;
+  if (op == "==") return v == c;
+  if (op == "!=") return v != c;
+  if (op == "<") return v < c;
+  if (op == "<=") return v <= c;
+  if (op == ">") return v > c;
+  return v >= c;
 }
 
 SlotType slot_type(AccessType type) {
@@ -77,41 +112,6 @@ SlotType slot_type(AccessType type) {
 std::uint64_t default_len(Arch arch, AccessType type) {
   if (type == AccessType::kX) return arch == Arch::kX86_64 ? 8 : 4;
   return 4;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Breakpoint field validation (moves to breakpoints/ later).
-
-Result<void> validate_breakpoint(Arch arch, const BreakpointFields& bp) {
-  const bool x86 = arch != Arch::kArm64;
-  const std::string len = std::to_string(bp.len);
-  if (bp.type == AccessType::kX) {
-    const std::uint64_t want = default_len(arch, AccessType::kX);
-    if (bp.len != want) {
-      return make_error(ErrorCode::kInval, "len " + len + ": an execute breakpoint on " +
-                                               std::string(to_string(arch)) + " needs len " +
-                                               std::to_string(want));
-    }
-    // x86 execute breakpoints match one instruction start at any byte address.
-    if (!x86 && bp.addr % want != 0) {
-      return make_error(ErrorCode::kInval,
-                        "addr: an execute breakpoint on arm64 needs a 4-byte aligned address");
-    }
-    return {};
-  }
-  if (x86 && bp.type == AccessType::kR) {
-    return make_error(ErrorCode::kInval, "type r: x86 has no read-only watchpoint (use rw)");
-  }
-  const std::uint64_t max_len = arch == Arch::kI386 ? 4 : 8;
-  if ((bp.len != 1 && bp.len != 2 && bp.len != 4 && bp.len != 8) || bp.len > max_len) {
-    return make_error(ErrorCode::kInval, "len " + len + ": a data breakpoint on " +
-                                             std::string(to_string(arch)) + " needs len 1, 2, 4" +
-                                             (max_len == 8 ? " or 8" : ""));
-  }
-  if (bp.addr % bp.len != 0) {
-    return make_error(ErrorCode::kInval, "addr: not aligned to len " + len);
-  }
-  return {};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -164,22 +164,46 @@ const Grammar& grammar_of(std::string_view command) {
       {"bts", {{"task", "cpu"}, {}}},
       {"pt", {{"task", "cpu"}, {}}},
       {"lbr", {{"task", "cpu"}, {}}},
+      {"switch", {{"cpu", "task"}, {}}},
+      {"tick", {{"cpu"}, {}}},
+      {"fork", {{"parent"}, {}}},
+      {"exit", {{}, {}}},
+      {"access", {{"task", "cpu", "addr", "len", "value"}, {"r", "w"}}},
+      {"exec", {{"task", "cpu", "addr"}, {}}},
+      {"watch", {{"task", "addr", "len", "type", "if"}, {}}},
+      {"offline", {{"cpu"}, {}}},
+      {"online", {{"cpu"}, {}}},
+      {"show", {{}, {}}},
+      {"inject", {{"enomem"}, {}}},
   };
   return kGrammar.at(command);
 }
 
 const std::map<std::string_view, CommandKind>& command_kinds() {
   static const std::map<std::string_view, CommandKind> kKinds = {
-      {"task", CommandKind::kTask},     {"bp", CommandKind::kBp},   {"wide", CommandKind::kWide},
-      {"modify", CommandKind::kModify}, {"del", CommandKind::kDel}, {"cpu", CommandKind::kCpu},
-      {"bts", CommandKind::kBts},       {"pt", CommandKind::kPt},   {"lbr", CommandKind::kLbr},
+      {"task", CommandKind::kTask},   {"bp", CommandKind::kBp},
+      {"wide", CommandKind::kWide},   {"modify", CommandKind::kModify},
+      {"del", CommandKind::kDel},     {"cpu", CommandKind::kCpu},
+      {"bts", CommandKind::kBts},     {"pt", CommandKind::kPt},
+      {"lbr", CommandKind::kLbr},     {"switch", CommandKind::kSwitch},
+      {"tick", CommandKind::kTick},   {"fork", CommandKind::kFork},
+      {"exit", CommandKind::kExit},   {"access", CommandKind::kAccess},
+      {"exec", CommandKind::kExec},   {"watch", CommandKind::kWatch},
+      {"offline", CommandKind::kCpu}, {"online", CommandKind::kCpu},
+      {"show", CommandKind::kShow},   {"inject", CommandKind::kInject},
   };
   return kKinds;
 }
 
 bool creates_request(CommandKind k) {
   return k == CommandKind::kBp || k == CommandKind::kWide || k == CommandKind::kBts ||
-         k == CommandKind::kPt || k == CommandKind::kLbr;
+         k == CommandKind::kPt || k == CommandKind::kLbr || k == CommandKind::kWatch;
+}
+
+// Commands whose first word after the command is not a NAME.
+bool has_no_name(std::string_view command) {
+  return command == "switch" || command == "tick" || command == "access" || command == "exec" ||
+         command == "offline" || command == "online" || command == "show" || command == "inject";
 }
 
 class Parser {
@@ -221,15 +245,25 @@ class Parser {
     if (command == "machine") return parse_machine(words);
     if (!command_kinds().contains(command)) {
       return fail("unknown command '" + std::string(command) +
-                  "' (expected machine, task, bp, wide, modify, del, cpu, bts, pt or lbr)");
+                  "' (expected machine, task, bp, wide, modify, del, cpu, bts, pt, lbr, switch, "
+                  "tick, fork, exit, access, exec, watch, offline, online, show or inject)");
     }
     seen_other_ = true;
     const CommandKind kind = command_kinds().at(command);
-    if (kind == CommandKind::kCpu) return parse_cpu(words);
+    if (command == "cpu") return parse_cpu(words);
 
     Command cmd;
     cmd.kind = kind;
     cmd.line = line_;
+    if (has_no_name(command)) {
+      std::map<std::string_view, std::string_view> keys;
+      std::set<std::string_view> flags;
+      if (auto r = split_args(command, std::span(words).subspan(1), &keys, &flags); !r) return r;
+      if (auto r = apply_args(command, keys, flags, &cmd); !r) return r;
+      if (auto r = check_work(command, keys, flags, &cmd); !r) return r;
+      scenario_.commands.push_back(std::move(cmd));
+      return {};
+    }
     if (words.size() < 2 || words[1].find('=') != std::string_view::npos) {
       return fail(std::string(command) + ": missing NAME");
     }
@@ -300,7 +334,41 @@ class Parser {
     for (const auto& [key, value] : keys) {
       const std::string v(value);
       if (key == "task") {
-        cmd->task = v;
+        if (command == "switch" && value == "idle") {
+          cmd->idle = true;
+        } else {
+          cmd->task = v;
+        }
+      } else if (key == "value") {
+        std::string_view digits = value;
+        if (digits.starts_with("0x") || digits.starts_with("0X")) digits.remove_prefix(2);
+        std::uint64_t n = 0;
+        if (!parse_number(digits, 16, &n)) {
+          return fail(c + ": bad value '" + v + "' (expected a 64-bit hex number)");
+        }
+        cmd->value = n;
+      } else if (key == "if") {
+        std::string_view e = value;
+        for (const char* op : {"==", "!=", "<=", ">=", "<", ">"}) {
+          if (e.starts_with(op)) {
+            cmd->cond_op = op;
+            e.remove_prefix(cmd->cond_op.size());
+            break;
+          }
+        }
+        int base = 10;
+        if (e.starts_with("0x") || e.starts_with("0X")) {
+          e.remove_prefix(2);
+          base = 16;
+        }
+        if (cmd->cond_op.empty() || !parse_number(e, base, &cmd->cond_value)) {
+          return fail(c + ": bad if '" + v +
+                      "' (expected OP VALUE, OP one of == != < <= > >=, e.g. if=>=0x10)");
+        }
+      } else if (key == "enomem") {
+        if (!parse_number(value, 10, &cmd->inject_at) || cmd->inject_at < 1) {
+          return fail(c + ": bad enomem '" + v + "' (expected a number >= 1)");
+        }
       } else if (key == "parent") {
         cmd->parent = v;
       } else if (key == "cpu") {
@@ -346,6 +414,7 @@ class Parser {
     if (flags.contains("disabled")) cmd->disabled = true;
     if (flags.contains("enabled")) cmd->disabled = false;
     cmd->inherit = flags.contains("inherit");
+    cmd->write = flags.contains("w");
     return {};
   }
 
@@ -353,17 +422,28 @@ class Parser {
   Result<void> check_names(std::string_view command, Command* cmd) {
     const std::string c(command);
     if (cmd->task) {
-      auto it = names_.find(*cmd->task);
-      if (it == names_.end() || !it->second.is_task) {
-        return fail(c + ": unknown task '" + *cmd->task + "'");
-      }
+      if (auto r = check_task(c, *cmd->task); !r) return r;
     }
-    if (cmd->kind == CommandKind::kTask) {
-      if (names_.contains(cmd->name)) return fail("task: name '" + cmd->name + "' already in use");
+    if (cmd->kind == CommandKind::kExit) {
+      if (auto r = check_task("exit", cmd->name); !r) return r;
+      sched_init();
+      if (auto it = on_cpu_.find(cmd->name); it != on_cpu_.end()) {
+        running_[static_cast<std::size_t>(it->second)].reset();
+        on_cpu_.erase(it);
+      }
+      exited_.insert(cmd->name);
+      return {};
+    }
+    if (cmd->kind == CommandKind::kFork && !cmd->parent) return fail("fork: parent=T is required");
+    if (cmd->kind == CommandKind::kTask || cmd->kind == CommandKind::kFork) {
+      if (names_.contains(cmd->name)) return fail(c + ": name '" + cmd->name + "' already in use");
       if (cmd->parent) {
         auto it = names_.find(*cmd->parent);
         if (it == names_.end() || !it->second.is_task) {
-          return fail("task: unknown parent task '" + *cmd->parent + "'");
+          return fail(c + ": unknown parent task '" + *cmd->parent + "'");
+        }
+        if (exited_.contains(*cmd->parent)) {
+          return fail(c + ": parent task '" + *cmd->parent + "' has exited");
         }
       }
       names_[cmd->name] = NameInfo{.is_task = true};
@@ -372,6 +452,20 @@ class Parser {
     }
     if (creates_request(cmd->kind)) {
       if (names_.contains(cmd->name)) return fail(c + ": name '" + cmd->name + "' already in use");
+      if (cmd->kind == CommandKind::kWatch) {
+        if (scenario_.machine.arch == Arch::kArm64) return fail(no_hardware(c));
+        if (!cmd->addr) return fail("watch: addr=HEX is required");
+        if (cmd->len && *cmd->len == 0) return fail("watch: len must be at least 1");
+        if (!cmd->cond_op.empty() && cmd->type == AccessType::kX) {
+          return fail("watch: if= needs a data watchpoint (type w or rw)");
+        }
+        if (cmd->type == AccessType::kR) {
+          return fail("watch: type r is not available (x86 has no read-only watchpoint; use rw)");
+        }
+        names_[cmd->name] = NameInfo{.kind = cmd->kind, .task_bound = cmd->task.has_value()};
+        cmd->id = id_of(cmd->name);
+        return {};
+      }
       const bool exclusive = cmd->kind != CommandKind::kBp && cmd->kind != CommandKind::kWide;
       if (!cmd->cpu && cmd->kind == CommandKind::kBp) return fail("bp: cpu=N|any is required");
       if (!cmd->cpu && exclusive) {
@@ -406,6 +500,144 @@ class Parser {
       return fail("modify: cpu=any needs a task, and '" + cmd->name + "' is CPU-bound");
     }
     return {};
+  }
+
+  static std::string no_hardware(const std::string& command) {
+    return command +
+           ": arch arm64 models slot accounting only (the simulated machine has x86 debug "
+           "registers); use arch=x86_64 or i386";
+  }
+
+  Result<void> check_task(const std::string& command, const std::string& task) {
+    auto it = names_.find(task);
+    if (it == names_.end() || !it->second.is_task) {
+      return fail(command + ": unknown task '" + task + "'");
+    }
+    if (exited_.contains(task)) return fail(command + ": task '" + task + "' has exited");
+    return {};
+  }
+
+  void sched_init() {
+    if (running_.empty()) {
+      running_.resize(static_cast<std::size_t>(scenario_.machine.cpus));
+      online_.assign(static_cast<std::size_t>(scenario_.machine.cpus), true);
+      online_count_ = scenario_.machine.cpus;
+    }
+  }
+
+  // The scheduling state a command needs, tracked statically (the machine is deterministic).
+  Result<void> check_online(const std::string& command, int cpu) {
+    sched_init();
+    if (!online_[static_cast<std::size_t>(cpu)]) {
+      return fail(command + ": cpu " + std::to_string(cpu) + " is offline");
+    }
+    return {};
+  }
+
+  Result<void> check_running(const std::string& command, const std::string& task, int cpu) {
+    sched_init();
+    auto it = on_cpu_.find(task);
+    if (it == on_cpu_.end()) {
+      return fail(command + ": task '" + task + "' does not run on cpu " + std::to_string(cpu) +
+                  " (it is not running; switch it in first)");
+    }
+    if (it->second != cpu) {
+      return fail(command + ": task '" + task + "' does not run on cpu " + std::to_string(cpu) +
+                  " (it runs on cpu " + std::to_string(it->second) + ")");
+    }
+    return {};
+  }
+
+  Result<void> set_online(const std::string& command, int cpu, bool online) {
+    sched_init();
+    const auto c = static_cast<std::size_t>(cpu);
+    const std::string n = std::to_string(cpu);
+    if (online_[c] == online) {
+      return fail(command + ": cpu " + n + " is already " + (online ? "online" : "offline"));
+    }
+    if (!online && running_[c]) {
+      return fail(command + ": cpu " + n + " runs task '" + *running_[c] +
+                  "' (switch it to idle first)");
+    }
+    if (!online && online_count_ == 1) {
+      return fail(command + ": cpu " + n + " is the last online CPU");
+    }
+    online_[c] = online;
+    online_count_ += online ? 1 : -1;
+    return {};
+  }
+
+  Result<void> check_work(std::string_view command,
+                          const std::map<std::string_view, std::string_view>& keys,
+                          const std::set<std::string_view>& flags, Command* cmd) {
+    const std::string c(command);
+    auto require = [&](std::string_view key) -> Result<void> {
+      if (!keys.contains(key)) return fail(c + ": " + std::string(key) + "= is required");
+      return {};
+    };
+    if (cmd->cpu && cmd->cpu->any) return fail(c + ": expected a CPU number, not any");
+    if (cmd->task) {
+      if (auto r = check_task(c, *cmd->task); !r) return r;
+    }
+    switch (cmd->kind) {
+      case CommandKind::kSwitch: {
+        if (auto r = require("cpu"); !r) return r;
+        if (!cmd->task && !cmd->idle) return fail("switch: task=T|idle is required");
+        const int cpu = cmd->cpu->index;
+        if (auto r = check_online(c, cpu); !r) return r;
+        auto& cur = running_[static_cast<std::size_t>(cpu)];
+        if (cmd->task) {
+          auto it = on_cpu_.find(*cmd->task);
+          if (it != on_cpu_.end() && it->second != cpu) {
+            return fail("switch: task '" + *cmd->task + "' runs on cpu " +
+                        std::to_string(it->second) + " (switch that CPU away from it first)");
+          }
+        }
+        if (cur) on_cpu_.erase(*cur);
+        cur.reset();
+        if (cmd->task) {
+          cur = *cmd->task;
+          on_cpu_[*cmd->task] = cpu;
+        }
+        return {};
+      }
+      case CommandKind::kTick:
+        if (cmd->cpu) return check_online(c, cmd->cpu->index);
+        return {};
+      case CommandKind::kAccess:
+      case CommandKind::kExec: {
+        if (scenario_.machine.arch == Arch::kArm64) return fail(no_hardware(c));
+        for (std::string_view k : {"task", "cpu", "addr"}) {
+          if (auto r = require(k); !r) return r;
+        }
+        if (cmd->kind == CommandKind::kAccess) {
+          if (flags.contains("r") == flags.contains("w")) {
+            return fail("access: exactly one of r or w is required");
+          }
+          if (auto r = require("len"); !r) return r;
+          if (*cmd->len != 1 && *cmd->len != 2 && *cmd->len != 4 && *cmd->len != 8) {
+            return fail("access: bad len " + std::to_string(*cmd->len) +
+                        " (expected 1, 2, 4 or 8)");
+          }
+          if (cmd->value && !cmd->write) return fail("access: value= needs w");
+          if (cmd->len && *cmd->len < 8 && cmd->value && (*cmd->value >> (*cmd->len * 8)) != 0) {
+            return fail("access: value does not fit in len " + std::to_string(*cmd->len) +
+                        " bytes");
+          }
+        }
+        if (auto r = check_online(c, cmd->cpu->index); !r) return r;
+        return check_running(c, *cmd->task, cmd->cpu->index);
+      }
+      case CommandKind::kCpu: {
+        if (auto r = require("cpu"); !r) return r;
+        cmd->online = command == "online";
+        return set_online(c, cmd->cpu->index, cmd->online);
+      }
+      case CommandKind::kInject:
+        return require("enomem");
+      default:
+        return {};
+    }
   }
 
   RequestId id_of(const std::string& name) {
@@ -464,6 +696,7 @@ class Parser {
     cmd.line = line_;
     cmd.cpu = *cpu;
     cmd.online = words[2] == "online";
+    if (auto r = set_online("cpu", cpu->index, cmd.online); !r) return r;
     scenario_.commands.push_back(std::move(cmd));
     return {};
   }
@@ -474,17 +707,70 @@ class Parser {
   bool seen_other_ = false;
   std::map<std::string, NameInfo> names_;
   std::map<std::string, RequestId> ids_;
+  // Scheduling state (sized at the first command after `machine`).
+  std::vector<std::optional<std::string>> running_;  // per CPU
+  std::vector<bool> online_;
+  int online_count_ = 0;
+  std::map<std::string, int> on_cpu_;
+  std::set<std::string> exited_;
 };
 
 // ---------------------------------------------------------------------------------------------
 // Runner.
 
+std::string hex(std::uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+pmu::BpType bp_type(AccessType t) {
+  switch (t) {
+    case AccessType::kR:
+      return pmu::BpType::kR;
+    case AccessType::kW:
+      return pmu::BpType::kW;
+    case AccessType::kRw:
+      return pmu::BpType::kRw;
+    case AccessType::kX:
+      return pmu::BpType::kX;
+  }
+  return pmu::BpType::kEmpty;
+}
+
+std::string_view access_name(pmu::AccessKind k) {
+  switch (k) {
+    case pmu::AccessKind::kRead:
+      return "r";
+    case pmu::AccessKind::kWrite:
+      return "w";
+    case pmu::AccessKind::kExecute:
+      return "x";
+    default:
+      return "?";
+  }
+}
+
+breakpoints::Arch arch_of(Arch a) {
+  switch (a) {
+    case Arch::kX86_64:
+      return breakpoints::Arch::kX86_64;
+    case Arch::kI386:
+      return breakpoints::Arch::kI386;
+    case Arch::kArm64:
+      return breakpoints::Arch::kArm64;
+  }
+  return breakpoints::Arch::kX86_64;
+}
+
 // What a request name holds at run time.
 struct Held {
   CommandKind kind = CommandKind::kBp;
-  Request request;  // wide: the per-CPU template (cpu unset)
-  BreakpointFields fields;
-  std::vector<Reservation> parts;  // empty: refused, holds nothing
+  Request request;                       // the slot request (wide: the per-CPU template, cpu unset)
+  std::vector<pmu::EventHandle> events;  // bp: one; wide: one per CPU
+  std::vector<Reservation> parts;        // bts/pt/lbr
+  std::optional<breakpoints::WatchId> watch;
+  bool live() const { return !events.empty() || !parts.empty() || watch.has_value(); }
 };
 
 class Runner {
@@ -493,40 +779,34 @@ class Runner {
       : scenario_(scenario), options_(options) {}
 
   Result<std::vector<std::string>> run() {
-    ArbiterConfig config;
-    switch (scenario_.machine.arch) {
-      case Arch::kX86_64:
-        config.profile = arbiter::ArchProfile::x86_64();
-        break;
-      case Arch::kI386:
-        config.profile = arbiter::ArchProfile::i386();
-        break;
-      case Arch::kArm64:
-        config.profile = arbiter::ArchProfile::arm64();
-        break;
-    }
+    sim::SystemConfig config;
     config.cpus = scenario_.machine.cpus;
+    config.arch = arch_of(scenario_.machine.arch);
     config.flexible = scenario_.machine.flexible;
-    auto arbiter = Arbiter::create(config);
-    if (!arbiter) return std::unexpected(arbiter.error().with_context("machine"));
-    arbiter_ = std::move(*arbiter);
+    auto sys = sim::System::create(config);
+    if (!sys) return std::unexpected(sys.error().with_context("machine"));
+    sys_ = std::move(*sys);
     for (const Command& cmd : scenario_.commands) {
       if (auto r = execute(cmd); !r) {
         return std::unexpected(
             r.error().with_context(scenario_.file + ":" + std::to_string(cmd.line)));
       }
     }
-    held_.clear();  // release everything before the arbiter goes
+    held_.clear();  // release everything before the system goes
     return std::move(out_);
   }
 
  private:
+  sim::Machine& machine() { return sys_->machine(); }
+  Arbiter& arbiter() { return sys_->arbiter(); }
+
   Result<void> execute(const Command& cmd) {
     switch (cmd.kind) {
       case CommandKind::kTask:
-        return {};  // tasks exist by name; parent= is recorded only
+      case CommandKind::kFork:
+        return task(cmd);
       case CommandKind::kCpu:
-        return arbiter_->set_cpu_online(CpuId(cmd.cpu->index), cmd.online);
+        return machine().set_online(CpuId(cmd.cpu->index), cmd.online);
       case CommandKind::kDel:
         held_.erase(cmd.name);  // releases whatever it holds
         return {};
@@ -543,25 +823,122 @@ class Runner {
       case CommandKind::kLbr:
         exclusive(cmd);
         return {};
+      case CommandKind::kWatch:
+        return watch(cmd);
+      case CommandKind::kSwitch: {
+        const CpuId cpu(cmd.cpu->index);
+        if (cmd.idle) return machine().switch_to_idle(cpu);
+        auto t = live_task(*cmd.task);
+        if (!t) return std::unexpected(t.error());
+        return machine().switch_to(cpu, *t);
+      }
+      case CommandKind::kTick:
+        if (cmd.cpu) return machine().tick(CpuId(cmd.cpu->index));
+        for (int c = 0; c < machine().possible_cpus(); ++c) {
+          if (*machine().is_online(CpuId(c))) {
+            if (auto r = machine().tick(CpuId(c)); !r) return r;
+          }
+        }
+        return {};
+      case CommandKind::kExit: {
+        auto t = live_task(cmd.name);
+        if (!t) return std::unexpected(t.error());
+        return machine().exit(*t);
+      }
+      case CommandKind::kAccess: {
+        auto t = live_task(*cmd.task);
+        if (!t) return std::unexpected(t.error());
+        auto r = machine().access(CpuId(cmd.cpu->index), *t,
+                                  cmd.write ? sim::AccessKind::kWrite : sim::AccessKind::kRead,
+                                  *cmd.addr, static_cast<int>(*cmd.len), cmd.value.value_or(0));
+        if (!r) return std::unexpected(r.error());
+        return {};
+      }
+      case CommandKind::kExec: {
+        auto t = live_task(*cmd.task);
+        if (!t) return std::unexpected(t.error());
+        auto r = machine().exec(CpuId(cmd.cpu->index), *t, *cmd.addr);
+        if (!r) return std::unexpected(r.error());
+        return {};
+      }
+      case CommandKind::kShow:
+        show();
+        return {};
+      case CommandKind::kInject:
+        arbiter().inject_fault_at(cmd.inject_at);
+        return {};
     }
     return {};
   }
 
-  std::optional<TaskId> task_id(const std::optional<std::string>& name) const {
-    if (!name) return std::nullopt;
-    const auto& names = scenario_.task_names;
-    auto it = std::find(names.begin(), names.end(), *name);
-    return TaskId(static_cast<std::int64_t>(it - names.begin()) + 1);
+  // ---- tasks ----
+
+  Result<TaskId> live_task(const std::string& name) const {
+    auto it = tasks_.find(name);
+    if (it == tasks_.end() || !machine_has(it->second)) {
+      return make_error(ErrorCode::kSrch, "task '" + name + "' does not exist (its fork failed)");
+    }
+    return it->second;
+  }
+  bool machine_has(TaskId t) const { return sys_->machine().task_exists(t); }
+
+  std::string task_name(TaskId id) const {
+    for (const auto& [name, t] : tasks_) {
+      if (t == id) return name;
+    }
+    return "#" + std::to_string(id.value());
   }
 
-  BreakpointFields new_fields(const Command& cmd) const {
-    BreakpointFields f;
-    f.type = cmd.type.value_or(AccessType::kRw);
-    f.len = cmd.len.value_or(default_len(scenario_.machine.arch, f.type));
-    f.addr = cmd.addr.value_or(0x1000 * cmd.id.value());
-    f.disabled = cmd.disabled.value_or(false);
-    f.inherit = cmd.inherit;
-    return f;
+  Result<void> task(const Command& cmd) {
+    if (!cmd.parent) {
+      auto t = machine().create_task();
+      if (!t) return std::unexpected(t.error());
+      tasks_[cmd.name] = *t;
+      return {};
+    }
+    auto parent = live_task(*cmd.parent);
+    if (!parent) return std::unexpected(parent.error());
+    auto t = machine().fork(*parent);
+    if (!t) {
+      refuse(cmd.name, t.error().code(), t.error().message());
+      return {};
+    }
+    tasks_[cmd.name] = *t;
+    if (cmd.kind == CommandKind::kFork) ok(cmd.name);
+    return {};
+  }
+
+  // ---- requests ----
+
+  std::optional<TaskId> task_id(const std::optional<std::string>& name) const {
+    if (!name) return std::nullopt;
+    auto it = tasks_.find(*name);
+    if (it == tasks_.end()) return TaskId(-1);  // a failed fork: the request is refused (ESRCH)
+    return it->second;
+  }
+
+  pmu::EventAttr new_attr(const Command& cmd) const {
+    const AccessType type = cmd.type.value_or(AccessType::kRw);
+    pmu::EventAttr a = breakpoints::breakpoint_attr(
+        cmd.addr.value_or(0x1000 * cmd.id.value()),
+        cmd.len.value_or(default_len(scenario_.machine.arch, type)), bp_type(type));
+    a.disabled = cmd.disabled.value_or(false);
+    a.inherit = cmd.inherit;
+    a.pinned = cmd.pinned.value_or(true);
+    a.weight = cmd.weight.value_or(1);
+    return a;
+  }
+
+  Request slot_request(const pmu::EventAttr& a, std::optional<TaskId> task,
+                       std::optional<CpuId> cpu) const {
+    Request r;
+    r.kind = ResourceKind::kBreakpoint;
+    r.type = a.bp_type == pmu::BpType::kX ? SlotType::kInst : SlotType::kData;
+    r.task = task;
+    r.cpu = cpu;
+    r.weight = a.weight;
+    r.pinned = a.pinned;
+    return r;
   }
 
   void ok(const std::string& name) { out_.push_back(name + " ok"); }
@@ -572,26 +949,35 @@ class Runner {
     out_.push_back(std::move(line));
   }
 
+  pmu::OverflowHandler hit_printer(const std::string& name) {
+    return [this, name](pmu::Event&, const pmu::Sample& s) {
+      out_.push_back("hit " + name + " task=" + (s.task ? task_name(*s.task) : "-") +
+                     " cpu=" + std::to_string(s.cpu.value()) + " ip=" + hex(s.ip) +
+                     " addr=" + hex(s.addr) + " access=" + std::string(access_name(s.access)));
+    };
+  }
+
   void bp(const Command& cmd) {
     Held h;
     h.kind = cmd.kind;
-    h.fields = new_fields(cmd);
-    h.request.kind = ResourceKind::kBreakpoint;
-    h.request.type = slot_type(h.fields.type);
-    h.request.task = task_id(cmd.task);
-    if (!cmd.cpu->any) h.request.cpu = CpuId(cmd.cpu->index);
-    h.request.weight = cmd.weight.value_or(1);
-    h.request.pinned = cmd.pinned.value_or(true);
-    h.request.id = cmd.id;
+    pmu::EventAttr attr = new_attr(cmd);
+    std::optional<TaskId> task = task_id(cmd.task);
+    std::optional<CpuId> cpu;
+    if (!cmd.cpu->any) cpu = CpuId(cmd.cpu->index);
+    h.request = slot_request(attr, task, cpu);
+    breakpoints::HwBreakpoints& api = sys_->breakpoints();
     // The slot check comes first (a bad request on a full CPU gets ENOSPC), then the fields.
-    auto r = arbiter_->reserve(h.request);
+    auto r =
+        task
+            ? (task->value() < 0
+                   ? Result<pmu::EventHandle>(make_error(ErrorCode::kSrch, "task: its fork failed"))
+                   : api.register_user_hw_breakpoint(attr, hit_printer(cmd.name), *task, cpu))
+            : api.register_cpu_hw_breakpoint(attr, hit_printer(cmd.name), *cpu);
     if (!r) {
       refuse(cmd.name, r.error().code(), reason(h.request, r.error()));
-    } else if (auto v = validate_breakpoint(scenario_.machine.arch, h.fields); !v) {
-      r->release();
-      refuse(cmd.name, v.error().code(), v.error().message());
     } else {
-      h.parts.push_back(std::move(*r));
+      names_[r->id()] = cmd.name;
+      h.events.push_back(std::move(*r));
       ok(cmd.name);
     }
     held_[cmd.name] = std::move(h);
@@ -600,26 +986,18 @@ class Runner {
   void wide(const Command& cmd) {
     Held h;
     h.kind = cmd.kind;
-    h.fields = new_fields(cmd);
-    h.request.kind = ResourceKind::kBreakpoint;
-    h.request.type = slot_type(h.fields.type);
-    h.request.weight = cmd.weight.value_or(1);
-    h.request.pinned = cmd.pinned.value_or(true);
-    h.request.id = cmd.id;
-    std::vector<Request> requests;
-    for (CpuId cpu : arbiter_->online_cpus()) {
-      Request r = h.request;
-      r.cpu = cpu;
-      requests.push_back(r);
-    }
-    auto r = arbiter_->reserve_all(requests);
+    pmu::EventAttr attr = new_attr(cmd);
+    h.request = slot_request(attr, std::nullopt, std::nullopt);
+    auto r = sys_->breakpoints().register_wide_hw_breakpoint(attr, hit_printer(cmd.name));
     if (!r) {
+      std::vector<Request> requests;
+      for (CpuId cpu : arbiter().online_cpus()) {
+        requests.push_back(slot_request(attr, std::nullopt, cpu));
+      }
       refuse(cmd.name, r.error().code(), reason_any(requests, r.error()));
-    } else if (auto v = validate_breakpoint(scenario_.machine.arch, h.fields); !v) {
-      for (Reservation& part : *r) part.release();
-      refuse(cmd.name, v.error().code(), v.error().message());
     } else {
-      h.parts = std::move(*r);
+      for (auto& e : r->per_cpu) names_[e.id()] = cmd.name;
+      h.events = std::move(r->per_cpu);
       ok(cmd.name);
     }
     held_[cmd.name] = std::move(h);
@@ -627,45 +1005,42 @@ class Runner {
 
   Result<void> modify(const Command& cmd) {
     Held& h = held_.at(cmd.name);
-    if (h.parts.empty()) {
+    if (h.events.empty()) {
       refuse(cmd.name, ErrorCode::kNoEnt, cmd.name + " holds no reservation");
       return {};
     }
-    BreakpointFields f = h.fields;
-    if (cmd.type) f.type = *cmd.type;
-    if (cmd.len) f.len = *cmd.len;
-    if (cmd.addr) f.addr = *cmd.addr;
-    if (cmd.disabled) f.disabled = *cmd.disabled;
-    // As Linux's modify_user_hw_breakpoint: the fields are checked before the slots.
-    if (auto v = validate_breakpoint(scenario_.machine.arch, f); !v) {
-      refuse(cmd.name, v.error().code(), v.error().message());
-      return {};
+    pmu::Core& core = sys_->core();
+    std::vector<pmu::EventAttr> old_attrs;
+    std::vector<pmu::EventOwner> old_owners;
+    for (const pmu::EventHandle& e : h.events) {
+      old_attrs.push_back(e.event()->attr());
+      old_owners.push_back({e.event()->task(), e.event()->cpu()});
     }
-    Request next = h.request;
-    next.type = slot_type(f.type);
-    if (cmd.weight) next.weight = *cmd.weight;
-    if (cmd.pinned) next.pinned = *cmd.pinned;
-    if (cmd.cpu) next.cpu = cmd.cpu->any ? std::nullopt : std::optional(CpuId(cmd.cpu->index));
-    if (next != h.request) {
-      std::vector<Request> old;
-      for (std::size_t i = 0; i < h.parts.size(); ++i) {
-        old.push_back(h.parts[i].request());
-        Request part_next = next;
-        if (h.kind == CommandKind::kWide) part_next.cpu = old[i].cpu;
-        if (auto r = arbiter_->modify(h.parts[i], part_next); !r) {
-          // All or nothing: put back the parts already changed.
-          for (std::size_t j = 0; j < i; ++j) {
-            if (auto back = arbiter_->modify(h.parts[j], old[j]); !back) {
-              return std::unexpected(back.error().with_context("modify rollback"));
-            }
+    for (std::size_t i = 0; i < h.events.size(); ++i) {
+      pmu::EventAttr next = old_attrs[i];
+      if (cmd.type) next.bp_type = bp_type(*cmd.type);
+      if (cmd.len) next.bp_len = *cmd.len;
+      if (cmd.addr) next.bp_addr = *cmd.addr;
+      if (cmd.disabled) next.disabled = *cmd.disabled;
+      if (cmd.weight) next.weight = *cmd.weight;
+      if (cmd.pinned) next.pinned = *cmd.pinned;
+      pmu::EventOwner owner = old_owners[i];
+      if (cmd.cpu) owner.cpu = cmd.cpu->any ? std::nullopt : std::optional(CpuId(cmd.cpu->index));
+      if (auto r = core.modify(h.events[i].id(), next, owner); !r) {
+        // All or nothing: put back the parts already changed (they held these slots before).
+        for (std::size_t j = 0; j < i; ++j) {
+          if (auto back = core.modify(h.events[j].id(), old_attrs[j], old_owners[j]); !back) {
+            return std::unexpected(back.error().with_context("modify rollback"));
           }
-          refuse(cmd.name, r.error().code(), reason(part_next, r.error()));
-          return {};
         }
+        refuse(cmd.name, r.error().code(),
+               reason(slot_request(next, owner.task, owner.cpu), r.error()));
+        return {};
       }
     }
-    h.request = next;
-    h.fields = f;
+    const pmu::Event* e = h.events.front().event();
+    h.request =
+        slot_request(e->attr(), e->task(), h.kind == CommandKind::kWide ? std::nullopt : e->cpu());
     ok(cmd.name);
     return {};
   }
@@ -678,50 +1053,133 @@ class Runner {
                                                     : ResourceKind::kLbr;
     h.request.task = task_id(cmd.task);
     if (!cmd.cpu->any) h.request.cpu = CpuId(cmd.cpu->index);
-    h.request.id = cmd.id;
-    auto r = arbiter_->reserve(h.request);
+    // Request ids of the exclusive kinds live above the event ids.
+    h.request.id = RequestId(kExclusiveIds + cmd.id.value());
+    auto r = arbiter().reserve(h.request);
     if (!r) {
       refuse(cmd.name, r.error().code(), reason(h.request, r.error()));
     } else {
+      names_[h.request.id.value()] = cmd.name;
       h.parts.push_back(std::move(*r));
       ok(cmd.name);
     }
     held_[cmd.name] = std::move(h);
   }
 
+  Result<void> watch(const Command& cmd) {
+    Held h;
+    h.kind = cmd.kind;
+    breakpoints::WatchSpec spec;
+    spec.task = task_id(cmd.task);
+    if (spec.task && spec.task->value() < 0) {
+      refuse(cmd.name, ErrorCode::kSrch, "task: its fork failed");
+      held_[cmd.name] = std::move(h);
+      return {};
+    }
+    spec.addr = *cmd.addr;
+    spec.len = cmd.len.value_or(cmd.type == AccessType::kX ? 1 : 4);
+    spec.type = bp_type(cmd.type.value_or(AccessType::kW));
+    if (!cmd.cond_op.empty()) {
+      spec.condition = [cmd](std::uint64_t v) { return condition_holds(cmd, v); };
+    }
+    const std::string name = cmd.name;
+    auto r = sys_->watchpoints().watch(spec, [this, name](const breakpoints::WatchHit& hit) {
+      const pmu::Sample& s = hit.sample;
+      std::string line = "hit " + name + " task=" + (s.task ? task_name(*s.task) : "-") +
+                         " cpu=" + std::to_string(s.cpu.value()) + " ip=" + hex(s.ip) +
+                         " addr=" + hex(s.addr) + " access=" + std::string(access_name(s.access));
+      if (hit.has_value) line += " old=" + hex(hit.old_value) + " new=" + hex(hit.new_value);
+      out_.push_back(std::move(line));
+    });
+    if (!r) {
+      refuse(cmd.name, r.error().code(), r.error().message());
+    } else {
+      h.watch = *r;
+      watch_names_[*r] = cmd.name;
+      ok(cmd.name);
+    }
+    held_[cmd.name] = std::move(h);
+    return {};
+  }
+
+  // ---- show ----
+
+  std::string event_name(const pmu::Event& e) const {
+    pmu::EventId origin = e.parent() != 0 ? e.parent() : e.id();
+    if (auto it = names_.find(origin); it != names_.end()) return it->second;
+    std::vector<breakpoints::WatchId> users = sys_->watchpoints().users_of(origin);
+    if (!users.empty()) {
+      std::string n;
+      for (breakpoints::WatchId w : users) n += (n.empty() ? "" : "+") + watch_names_.at(w);
+      return n + "[" + hex(e.attr().bp_addr) + "/" + std::to_string(e.attr().bp_len) + "]";
+    }
+    return "#" + std::to_string(e.id());
+  }
+
+  void show() {
+    const bool hw = scenario_.machine.arch != Arch::kArm64;
+    for (int c = 0; c < machine().possible_cpus(); ++c) {
+      const CpuId cpu(c);
+      std::string line = "cpu " + std::to_string(c) + (*machine().is_online(cpu) ? "" : " offline");
+      auto cur = *machine().current(cpu);
+      line += " task=" + (cur ? task_name(*cur) : std::string("idle"));
+      if (hw) {
+        const sim::DebugRegisters regs = *machine().debug_registers(cpu);
+        for (int n = 0; n < 4; ++n) line += " dr" + std::to_string(n) + "=" + hex(regs.dr[n]);
+        line += " dr7=" + hex(regs.dr7);
+      }
+      std::vector<const pmu::Event*> inst = sys_->bp_pmu().installed(cpu);
+      line += " installed:";
+      bool any = false;
+      for (std::size_t n = 0; n < inst.size(); ++n) {
+        if (!inst[n]) continue;
+        line +=
+            " " + std::string(hw ? "dr" : "slot") + std::to_string(n) + "=" + event_name(*inst[n]);
+        any = true;
+      }
+      if (!any) line += " none";
+      out_.push_back(std::move(line));
+    }
+    pmu::Core& core = sys_->core();
+    for (pmu::EventId id : core.events()) {
+      const pmu::Event* e = core.find(id);
+      auto v = core.read(id);
+      std::string line = "event " + event_name(*e);
+      line += " task=" + (e->task() ? task_name(*e->task()) : std::string("-"));
+      line += " cpu=" + (e->cpu() ? std::to_string(e->cpu()->value()) : std::string("any"));
+      line += " state=" + std::string(pmu::to_string(e->state()));
+      line += " count=" + std::to_string(v->count);
+      line += " time_enabled=" + std::to_string(v->time_enabled);
+      line += " time_running=" + std::to_string(v->time_running);
+      out_.push_back(std::move(line));
+    }
+  }
+
   // ---- explanations ----
 
   std::string request_name(RequestId id) const {
-    const auto& names = scenario_.request_names;
-    if (id.value() >= 1 && id.value() <= names.size()) return names[id.value() - 1];
-    return "#" + std::to_string(id.value());
-  }
-
-  std::string task_name(TaskId id) const {
-    const auto& names = scenario_.task_names;
-    if (id.value() >= 1 && static_cast<std::size_t>(id.value()) <= names.size()) {
-      return names[id.value() - 1];
-    }
+    if (auto it = names_.find(id.value()); it != names_.end()) return it->second;
+    if (const pmu::Event* e = sys_->core().find(id.value())) return event_name(*e);
     return "#" + std::to_string(id.value());
   }
 
   // The reason for a refusal of `request` with `error`, built from Arbiter::explain.
-  std::string reason(const Request& request, const Error& error) const {
-    const Explanation ex = arbiter_->explain(request);
+  std::string reason(const Request& request, const Error& error) {
+    const Explanation ex = arbiter().explain(request);
     if (ex.admitted || ex.code != error.code()) return error.message();
     return format(request, ex);
   }
 
-  // For a refused reserve_all of per-CPU requests: the first one explain refuses.
-  std::string reason_any(const std::vector<Request>& requests, const Error& error) const {
+  // For a refused set of per-CPU requests: the first one explain refuses.
+  std::string reason_any(const std::vector<Request>& requests, const Error& error) {
     for (const Request& r : requests) {
-      const Explanation ex = arbiter_->explain(r);
+      const Explanation ex = arbiter().explain(r);
       if (!ex.admitted && ex.code == error.code()) return format(r, ex);
     }
     return error.message();
   }
 
-  std::string format(const Request& request, const Explanation& ex) const {
+  std::string format(const Request& request, const Explanation& ex) {
     switch (ex.code) {
       case ErrorCode::kNoSpc:
         return format_nospc(ex);
@@ -735,8 +1193,8 @@ class Runner {
     }
   }
 
-  std::string format_nospc(const Explanation& ex) const {
-    const arbiter::ArchProfile& profile = arbiter_->config().profile;
+  std::string format_nospc(const Explanation& ex) {
+    const arbiter::ArchProfile& profile = arbiter().config().profile;
     std::string s;
     if (ex.cpu) s = "cpu " + std::to_string(ex.cpu->value()) + " ";
     s += std::string(profile.pool_name(profile.pool_of(ex.pool_type))) +
@@ -779,8 +1237,7 @@ class Runner {
     std::vector<std::string> holders;
     for (const std::string& name : scenario_.request_names) {
       auto it = held_.find(name);
-      if (it != held_.end() && !it->second.parts.empty() &&
-          it->second.request.kind == *ex.busy_kind) {
+      if (it != held_.end() && it->second.live() && it->second.request.kind == *ex.busy_kind) {
         holders.push_back(name);
       }
     }
@@ -792,10 +1249,15 @@ class Runner {
     return s;
   }
 
+  static constexpr std::uint64_t kExclusiveIds = std::uint64_t{1} << 62;
+
   const Scenario& scenario_;
   RunOptions options_;
-  std::unique_ptr<Arbiter> arbiter_;
-  std::map<std::string, Held> held_;  // declared after arbiter_: destroyed before it
+  std::unique_ptr<sim::System> sys_;
+  std::map<std::string, TaskId> tasks_;
+  std::map<std::uint64_t, std::string> names_;  // event id (or exclusive request id) -> name
+  std::map<breakpoints::WatchId, std::string> watch_names_;
+  std::map<std::string, Held> held_;  // declared after sys_: destroyed before it
   std::vector<std::string> out_;
 };
 

@@ -27,54 +27,6 @@ std::string parse_error(std::string_view text) {
   return s ? "" : s.error().message();
 }
 
-ErrorCode check(Arch arch, AccessType type, std::uint64_t len, std::uint64_t addr) {
-  auto r = validate_breakpoint(arch, {.type = type, .len = len, .addr = addr});
-  return r ? ErrorCode{} : r.error().code();
-}
-
-TEST(ValidateBreakpoint, X86RejectsReadOnly) {
-  EXPECT_EQ(check(Arch::kX86_64, AccessType::kR, 4, 0x1000), ErrorCode::kInval);
-  EXPECT_EQ(check(Arch::kI386, AccessType::kR, 4, 0x1000), ErrorCode::kInval);
-  EXPECT_EQ(check(Arch::kArm64, AccessType::kR, 4, 0x1000), ErrorCode{});
-}
-
-TEST(ValidateBreakpoint, DataLengths) {
-  for (std::uint64_t len : {1, 2, 4, 8}) {
-    EXPECT_EQ(check(Arch::kX86_64, AccessType::kW, len, 0x1000), ErrorCode{}) << len;
-  }
-  EXPECT_EQ(check(Arch::kX86_64, AccessType::kW, 3, 0x1000), ErrorCode::kInval);
-  EXPECT_EQ(check(Arch::kX86_64, AccessType::kW, 0, 0x1000), ErrorCode::kInval);
-  EXPECT_EQ(check(Arch::kX86_64, AccessType::kW, 16, 0x1000), ErrorCode::kInval);
-  EXPECT_EQ(check(Arch::kI386, AccessType::kW, 8, 0x1000), ErrorCode::kInval);
-  EXPECT_EQ(check(Arch::kI386, AccessType::kRw, 4, 0x1000), ErrorCode{});
-}
-
-TEST(ValidateBreakpoint, Alignment) {
-  EXPECT_EQ(check(Arch::kX86_64, AccessType::kRw, 4, 0x1002), ErrorCode::kInval);
-  EXPECT_EQ(check(Arch::kX86_64, AccessType::kRw, 2, 0x1002), ErrorCode{});
-  EXPECT_EQ(check(Arch::kX86_64, AccessType::kRw, 8, 0x1004), ErrorCode::kInval);
-  EXPECT_EQ(check(Arch::kX86_64, AccessType::kRw, 1, 0x1003), ErrorCode{});
-}
-
-TEST(ValidateBreakpoint, ExecuteLength) {
-  EXPECT_EQ(check(Arch::kX86_64, AccessType::kX, 8, 0x1000), ErrorCode{});
-  EXPECT_EQ(check(Arch::kX86_64, AccessType::kX, 4, 0x1000), ErrorCode::kInval);
-  // x86 execute breakpoints may sit on any byte (instructions are not aligned).
-  EXPECT_EQ(check(Arch::kX86_64, AccessType::kX, 8, 0x1003), ErrorCode{});
-  EXPECT_EQ(check(Arch::kI386, AccessType::kX, 4, 0x1000), ErrorCode{});
-  EXPECT_EQ(check(Arch::kI386, AccessType::kX, 8, 0x1000), ErrorCode::kInval);
-  EXPECT_EQ(check(Arch::kArm64, AccessType::kX, 4, 0x1000), ErrorCode{});
-  EXPECT_EQ(check(Arch::kArm64, AccessType::kX, 8, 0x1000), ErrorCode::kInval);
-  EXPECT_EQ(check(Arch::kArm64, AccessType::kX, 4, 0x1002), ErrorCode::kInval);
-}
-
-TEST(ValidateBreakpoint, DefaultLengths) {
-  EXPECT_EQ(default_len(Arch::kX86_64, AccessType::kX), 8u);
-  EXPECT_EQ(default_len(Arch::kI386, AccessType::kX), 4u);
-  EXPECT_EQ(default_len(Arch::kArm64, AccessType::kX), 4u);
-  EXPECT_EQ(default_len(Arch::kX86_64, AccessType::kRw), 4u);
-}
-
 TEST(Parse, DefaultsAndComments) {
   auto s = parse_scenario("# c\n\n  task t1  # trailing\nbp a task=t1 cpu=any\n", "f.scn");
   ASSERT_TRUE(s.has_value()) << s.error().message();
@@ -106,7 +58,8 @@ TEST(Parse, NameKeepsItsIdAfterDel) {
 TEST(Parse, ErrorsNameFileAndLine) {
   EXPECT_EQ(parse_error("bp a cpu=0\nfrob x\n"),
             "t.scn:2: unknown command 'frob' (expected machine, task, bp, wide, modify, del, cpu, "
-            "bts, pt or lbr)");
+            "bts, pt, lbr, switch, tick, fork, exit, access, exec, watch, offline, online, show or "
+            "inject)");
   EXPECT_EQ(parse_error("bp a cpu=0\nmachine cpus=4\n"),
             "t.scn:2: machine: must come before any other command");
   EXPECT_EQ(parse_error("machine\nmachine\n"),

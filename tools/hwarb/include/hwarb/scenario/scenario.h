@@ -1,18 +1,20 @@
 // hwarb/scenario/scenario.h — scenario files (.scn) for `hwarb sim`.
 //
-// A scenario is a line-oriented script that drives the slot arbiter on a simulated machine; the
-// language is documented in docs/scenarios.md (and briefly in `hwarb sim --help`).
+// A scenario is a line-oriented script that drives the simulated machine (sim::System: machine,
+// arbiter, perf-event core, breakpoint PMU, Watchpoint layer); the language is documented in the
+// README (and briefly in `hwarb sim --help`).
 //
 // Contract:
 //  - parse_scenario() checks the WHOLE text — syntax, keys, values and ranges, names (duplicate,
-//    unknown, wrong kind), CPU indices, the position of `machine` — before anything runs. A
-//    scenario error is an Error whose message is "FILE:LINE: message".
-//  - run_scenario() executes a parsed scenario and returns the output lines: one per
-//    bp/wide/modify/bts/pt/lbr command, "NAME ok" or "NAME <ERRNO>" (plus " — reason" with
-//    explain). Refusals are normal output. It fails only on internal errors (a bug), never on
-//    anything in the scenario.
-//  - validate_breakpoint() is the breakpoint-field validation (type, len, addr) that belongs to
-//    the breakpoints layer; it lives here until that layer exists.
+//    unknown, wrong kind), CPU indices, the position of `machine`, and the scheduling state it
+//    implies (an access by a task that does not run on that CPU, a switch to a task that runs
+//    elsewhere or has exited, offlining a busy CPU) — before anything runs. A scenario error is
+//    an Error whose message is "FILE:LINE: message".
+//  - run_scenario() executes a parsed scenario and returns the output lines: "NAME ok" or
+//    "NAME <ERRNO>" (plus " — reason" with explain) for bp/wide/modify/watch/fork/bts/pt/lbr,
+//    one "hit ..." line per delivered hit, the `show` report. Refusals are normal output. The
+//    only run-time error is a command that uses a task whose fork failed (fault injection).
+//    Same scenario, same output.
 #pragma once
 
 #include <cstdint>
@@ -35,28 +37,9 @@ enum class AccessType : std::uint8_t { kR, kW, kRw, kX };
 std::string_view to_string(AccessType type);
 arbiter::SlotType slot_type(AccessType type);
 
-// The breakpoint fields the arbiter does not look at.
-struct BreakpointFields {
-  AccessType type = AccessType::kRw;
-  std::uint64_t len = 4;
-  std::uint64_t addr = 0;
-  bool disabled = false;
-  bool inherit = false;
-
-  friend bool operator==(const BreakpointFields&, const BreakpointFields&) = default;
-};
-
 // The default len of a type: sizeof(long) for x on x86 (8 on x86_64, 4 on i386), 4 for x on
 // arm64 (the instruction size), 4 for data breakpoints.
 std::uint64_t default_len(Arch arch, AccessType type);
-
-// Linux's breakpoint attribute checks (EINVAL, message names the field):
-//  - x86 (x86_64, i386): type r is refused (no read-only watchpoints); x needs len ==
-//    sizeof(long) and any address (x86 execute breakpoints have no alignment); data len in
-//    {1, 2, 4, 8} (no 8 on i386) and addr aligned to len.
-//  - arm64: r, w, rw allowed; x needs len 4 and addr aligned to 4; data len in {1, 2, 4, 8} and
-//    addr aligned to len.
-Result<void> validate_breakpoint(Arch arch, const BreakpointFields& bp);
 
 struct MachineSpec {
   int cpus = 2;
@@ -74,6 +57,15 @@ enum class CommandKind : std::uint8_t {
   kBts,     // bts NAME [task=T] [cpu=N|any]
   kPt,      // pt NAME ...
   kLbr,     // lbr NAME ...
+  kSwitch,  // switch cpu=N task=T|idle
+  kTick,    // tick [cpu=N]
+  kFork,    // fork NAME parent=T
+  kExit,    // exit T
+  kAccess,  // access task=T cpu=N r|w addr=HEX len=N [value=HEX]
+  kExec,    // exec task=T cpu=N addr=HEX
+  kWatch,   // watch NAME [task=T] addr=HEX len=N [type=w|rw|x] [if=EXPR]
+  kShow,    // show
+  kInject,  // inject enomem=K
 };
 std::string_view to_string(CommandKind kind);
 
@@ -102,7 +94,20 @@ struct Command {
   std::optional<bool> pinned;    // pinned (true) | flexible (false)
   std::optional<bool> disabled;  // disabled (true) | enabled (false)
   bool inherit = false;
+  // switch: task=idle
+  bool idle = false;
+  // access: w (true) | r (false); value=HEX
+  bool write = false;
+  std::optional<std::uint64_t> value;
+  // watch: if=OP VALUE, OP one of == != < <= > >=
+  std::string cond_op;
+  std::uint64_t cond_value = 0;
+  // inject: enomem=K
+  int inject_at = 0;
 };
+
+// The condition of a watch command on the new value (cond_op empty: always true).
+bool condition_holds(const Command& cmd, std::uint64_t value);
 
 struct Scenario {
   std::string file;  // the name used in messages
