@@ -13,7 +13,8 @@
 namespace hwarb::cli {
 namespace {
 
-constexpr const char* kScenarioHelp = R"(Scenario language (full reference: docs/scenarios.md)
+constexpr const char* kScenarioHelp =
+    R"(Scenario language (full reference: README.md, "Scenario files")
   One command per line, words separated by blanks, key=value in any order; '#' starts a
   comment, blank lines are ignored. NAMEs: letters, digits, _ . - (first a letter or _).
 
@@ -23,13 +24,14 @@ constexpr const char* kScenarioHelp = R"(Scenario language (full reference: docs
       breakpoints; arm64: 6 instruction + 4 data slots. as_pinned: flexible requests are
       accounted as pinned (exact Linux).
   task NAME [parent=P]
-      Declares a task. parent= is recorded only: events are not inherited yet.
+      Creates a task; parent= forks P (copies of P's inherit breakpoints).
   bp NAME [task=T] cpu=N|any [type=r|w|rw|x] [len=N] [addr=HEX] [pinned|flexible]
          [disabled|enabled] [inherit] [weight=N]
       One breakpoint. No task: CPU-bound on cpu N. With task: on cpu N, or on all CPUs
       with cpu=any. Defaults: type=rw, len=4 (x: 8 on x86_64, 4 on i386/arm64),
       addr=0x1000*ID (ID = 1-based order of the NAME's first appearance), pinned, enabled,
-      weight=1. disabled and inherit are recorded (a disabled bp still holds its slot).
+      weight=1. A disabled bp holds its slot but is not installed; inherit copies it to
+      children forked later.
   wide NAME [type=..] [len=..] [addr=..] [pinned|flexible] [disabled|enabled] [weight=N]
       One CPU-bound breakpoint per online CPU, all or nothing.
   modify NAME [cpu=N|any] [type=..] [len=..] [addr=..] [weight=N] [pinned|flexible]
@@ -39,9 +41,21 @@ constexpr const char* kScenarioHelp = R"(Scenario language (full reference: docs
       A NAME that holds nothing (its creation was refused) prints NAME ENOENT.
   del NAME
       Releases NAME (nothing printed; fine when it holds nothing); NAME may then be reused.
-  cpu N offline|online
-      CPU hotplug. CPU-bound requests on an offline CPU get ENODEV; wide covers online CPUs
-      only; accounting is over all CPUs and survives offline/online.
+  cpu N offline|online   (also: offline cpu=N, online cpu=N)
+      CPU hotplug (only an idle CPU, never the last). CPU-bound requests on an offline CPU
+      get ENODEV; wide covers online CPUs only; accounting survives offline/online.
+  switch cpu=N task=T|idle     context switch (uninstalls the old task's bps, installs T's)
+  tick [cpu=N]                 a 1 ms tick (all online CPUs without cpu=): flexible rotation
+  fork NAME parent=T           fork; prints NAME ok|ERRNO
+  exit T                       the task exits; its bps go to EXIT, copies fold into parents
+  access task=T cpu=N r|w addr=HEX len=1|2|4|8 [value=HEX]
+  exec task=T cpu=N addr=HEX   scripted work of a task running on that CPU
+  watch NAME [task=T] addr=HEX len=N [type=w|rw|x] [if=OPVALUE]
+      A watchpoint over any range: fewest aligned pieces, shared registers, old/new values,
+      if= filter on the new value (OP: == != < <= > >=).
+  show                         per CPU: DR0-DR3, DR7, installed events; per event: state,
+                               count, time_enabled, time_running
+  inject enomem=K              the K-th fallible arbiter step from now fails with ENOMEM
   bts NAME [task=T] [cpu=N|any]    (also: pt NAME ..., lbr NAME ...)
       An exclusive facility: any number of one kind, another kind gets EBUSY. cpu= defaults
       to any with a task and is required without one.
@@ -51,9 +65,10 @@ constexpr const char* kScenarioHelp = R"(Scenario language (full reference: docs
   x needs len 8 on x86_64, 4 on i386 and arm64 (x86: any addr; arm64: aligned to 4).
   Else EINVAL.
 
-Output: one line per bp, wide, modify, bts, pt, lbr: 'NAME ok' or 'NAME <ERRNO>' (ENOSPC,
-  EBUSY, ENODEV, EINVAL, ENOENT); with --explain refusals end in ' — reason'. task,
-  machine, cpu and del print nothing.
+Output: one line per bp, wide, modify, watch, fork, bts, pt, lbr: 'NAME ok' or
+  'NAME <ERRNO>' (ENOSPC, EBUSY, ENODEV, EINVAL, ENOENT, ENOMEM); with --explain refusals
+  end in ' — reason'. Each hit: 'hit NAME task=T cpu=N ip=HEX addr=HEX access=r|w|x'
+  (+ ' old=HEX new=HEX' for watchpoints). Other commands print nothing.
 Errors: the whole file is checked before anything runs; a scenario error (bad syntax,
   unknown command or key, bad value, duplicate or unknown name, cpu=any without task, CPU
   out of range, misplaced machine) prints 'FILE:LINE: message' on stderr, nothing on
@@ -96,8 +111,7 @@ CommandRunner setup_sim(CLI::App& app) {
     bool explain = false;
   };
   auto options = std::make_shared<Options>();
-  CLI::App* sim = app.add_subcommand(
-      "sim", "Run a scenario file (.scn) against the slot arbiter of a simulated machine");
+  CLI::App* sim = app.add_subcommand("sim", "Run a scenario file (.scn) on the simulated machine");
   sim->add_option("FILE", options->file, "The scenario file (.scn)")->required();
   sim->add_flag("--explain", options->explain,
                 "Append ' — reason' to each refusal: the full CPU and pool and who holds it, "
