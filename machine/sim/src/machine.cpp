@@ -43,6 +43,18 @@ Result<void> check_slot(int slot) {
   return {};
 }
 
+constexpr std::uint8_t kind_bit(AccessKind kind) {
+  return static_cast<std::uint8_t>(1u << static_cast<unsigned>(kind));
+}
+
+// The access kinds a data slot of this type watches, as kind_bit()s (type_matches as a mask).
+constexpr std::uint8_t kinds_of(x86::DrType type) {
+  std::uint8_t k = 0;
+  if (type_matches(type, AccessKind::kRead)) k |= kind_bit(AccessKind::kRead);
+  if (type_matches(type, AccessKind::kWrite)) k |= kind_bit(AccessKind::kWrite);
+  return k;
+}
+
 Result<void> check_range(std::uint64_t addr, int size) {
   if (!SparseMemory::valid_size(size)) {
     return make_error(ErrorCode::kInval, "size: " + std::to_string(size) + " is not 1, 2, 4 or 8");
@@ -166,6 +178,13 @@ Result<Machine::Task*> Machine::find_running(CpuId cpu, TaskId task) {
   return t;
 }
 
+Machine::Task* Machine::running_task(CpuId cpu, TaskId task) {
+  if (cpu.value() < 0 || cpu.value() >= possible_cpus()) return nullptr;
+  Cpu& c = cpus_[static_cast<std::size_t>(cpu.value())];
+  if (!c.online || c.current != task) return nullptr;
+  return c.running;
+}
+
 // --- CPUs ----------------------------------------------------------------------------------
 
 Result<bool> Machine::is_online(CpuId cpu) const {
@@ -247,7 +266,11 @@ Result<void> Machine::exit(TaskId task) {
   auto t = find_task(task);
   if (!t) return std::unexpected(t.error());
   std::optional<CpuId> cpu = (*t)->running_on;
-  if (cpu) cpus_[static_cast<std::size_t>(cpu->value())].current.reset();
+  if (cpu) {
+    Cpu& c = cpus_[static_cast<std::size_t>(cpu->value())];
+    c.current.reset();
+    c.running = nullptr;
+  }
   tasks_.erase(task.value());
   if (cpu) notify_switch(*cpu, task, std::nullopt);
   CallbackScope scope(callback_depth_);
@@ -305,6 +328,7 @@ Result<void> Machine::switch_to(CpuId cpu, TaskId task) {
   std::optional<TaskId> prev = s.current;
   if (prev) tasks_.at(prev->value()).running_on.reset();
   s.current = task;
+  s.running = *t;
   (*t)->running_on = cpu;
   notify_switch(cpu, prev, task);
   return {};
@@ -319,6 +343,7 @@ Result<void> Machine::switch_to_idle(CpuId cpu) {
   std::optional<TaskId> prev = s.current;
   tasks_.at(prev->value()).running_on.reset();
   s.current.reset();
+  s.running = nullptr;
   notify_switch(cpu, prev, std::nullopt);
   return {};
 }
@@ -342,6 +367,21 @@ Result<std::uint64_t> Machine::ticks(CpuId cpu) const {
 
 // --- debug registers -----------------------------------------------------------------------
 
+void Machine::decode_data_slots(Cpu& c) {
+  c.data_slots = 0;
+  for (int slot = 0; slot < x86::kSlots; ++slot) {
+    if (!x86::dr7::enabled(c.regs.dr7, slot)) continue;
+    const std::uint8_t kinds = kinds_of(x86::dr7::type(c.regs.dr7, slot));
+    if (kinds == 0) continue;
+    const auto n = static_cast<std::uint64_t>(x86::len_bytes(x86::dr7::len(c.regs.dr7, slot)));
+    DataSlot& d = c.data[static_cast<std::size_t>(c.data_slots++)];
+    d.lo = c.regs.dr[slot] & ~(n - 1);
+    d.hi = d.lo + n;
+    d.trap_bit = x86::dr6::trap_bit(slot);
+    d.kinds = kinds;
+  }
+}
+
 Result<DebugRegisters> Machine::debug_registers(CpuId cpu) const {
   auto c = find_cpu(cpu);
   if (!c) return std::unexpected(c.error());
@@ -360,6 +400,7 @@ Result<void> Machine::set_debug_address(CpuId cpu, int slot, std::uint64_t addr)
   if (!c) return std::unexpected(c.error());
   if (auto ok = check_slot(slot); !ok) return ok;
   (*c)->regs.dr[slot] = addr;
+  decode_data_slots(**c);
   return {};
 }
 
@@ -376,6 +417,7 @@ Result<void> Machine::set_dr7(CpuId cpu, std::uint64_t value) {
     return make_error(ErrorCode::kInval, "dr7: " + hex(value) + " sets reserved bits 32-63");
   }
   (*c)->regs.dr7 = value;
+  decode_data_slots(**c);
   return {};
 }
 
@@ -424,16 +466,24 @@ void Machine::deliver(const DebugException& e) {
   handler_->on_debug_exception(e);
 }
 
+// access() and exec() check in the order of the slow helpers (callback, kind, CPU, task, range)
+// but only call them, to build the error, when a check fails.
 Result<Outcome> Machine::access(CpuId cpu, TaskId task, AccessKind kind, std::uint64_t addr,
                                 int size, std::uint64_t value) {
-  if (auto ok = not_in_callback("access"); !ok) return std::unexpected(ok.error());
+  if (callback_depth_ > 0) return std::unexpected(not_in_callback("access").error());
   if (kind != AccessKind::kRead && kind != AccessKind::kWrite) {
     return make_error(ErrorCode::kInval, "kind: an access is a read or a write (use exec)");
   }
-  auto t = find_running(cpu, task);
-  if (!t) return std::unexpected(t.error());
-  if (auto ok = check_range(addr, size); !ok) return std::unexpected(ok.error());
-  Task& s = **t;
+  Task* running = running_task(cpu, task);
+  if (running == nullptr) {
+    auto t = find_running(cpu, task);
+    if (!t) return std::unexpected(t.error());
+    running = *t;
+  }
+  if (!SparseMemory::valid_size(size) || !SparseMemory::valid_range(addr, size)) {
+    return std::unexpected(check_range(addr, size).error());
+  }
+  Task& s = *running;
 
   Outcome out;
   out.old_value = s.memory.read(addr, size);
@@ -446,8 +496,15 @@ Result<Outcome> Machine::access(CpuId cpu, TaskId task, AccessKind kind, std::ui
   }
   now_ns_ += kAccessNs;
 
-  const DebugRegisters& regs = cpus_[static_cast<std::size_t>(cpu.value())].regs;
-  std::uint64_t bits = data_breakpoint_hits(regs, kind, addr, size);
+  // data_breakpoint_hits(regs, kind, addr, size) on the decoded slots.
+  const Cpu& c = cpus_[static_cast<std::size_t>(cpu.value())];
+  const std::uint8_t k = kind_bit(kind);
+  const std::uint64_t end = addr + static_cast<std::uint64_t>(size);
+  std::uint64_t bits = 0;
+  for (int i = 0; i < c.data_slots; ++i) {
+    const DataSlot& d = c.data[static_cast<std::size_t>(i)];
+    if ((d.kinds & k) != 0 && addr < d.hi && d.lo < end) bits |= d.trap_bit;
+  }
   if (s.single_step) bits |= x86::dr6::kSingleStep;
   if (bits != 0) {
     DebugException e{cpu,  task, bits,          s.ip,          addr,
@@ -460,10 +517,14 @@ Result<Outcome> Machine::access(CpuId cpu, TaskId task, AccessKind kind, std::ui
 }
 
 Result<Outcome> Machine::exec(CpuId cpu, TaskId task, std::uint64_t ip) {
-  if (auto ok = not_in_callback("exec"); !ok) return std::unexpected(ok.error());
-  auto t = find_running(cpu, task);
-  if (!t) return std::unexpected(t.error());
-  Task& s = **t;
+  if (callback_depth_ > 0) return std::unexpected(not_in_callback("exec").error());
+  Task* running = running_task(cpu, task);
+  if (running == nullptr) {
+    auto t = find_running(cpu, task);
+    if (!t) return std::unexpected(t.error());
+    running = *t;
+  }
+  Task& s = *running;
   Outcome out;
   s.ip = ip;
 

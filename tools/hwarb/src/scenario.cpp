@@ -808,7 +808,11 @@ class Runner {
       case CommandKind::kCpu:
         return machine().set_online(CpuId(cmd.cpu->index), cmd.online);
       case CommandKind::kDel:
-        held_.erase(cmd.name);  // releases whatever it holds
+        // Handles and reservations release themselves; a watchpoint belongs to the layer.
+        if (auto it = held_.find(cmd.name); it != held_.end() && it->second.watch) {
+          if (auto r = sys_->watchpoints().unwatch(*it->second.watch); !r) return r;
+        }
+        held_.erase(cmd.name);
         return {};
       case CommandKind::kBp:
         bp(cmd);

@@ -52,6 +52,7 @@
 // time (callers serialise).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -195,11 +196,24 @@ class Machine {
   Result<void> remove_observer(SchedulerObserver* observer);       // ENOENT if not added
 
  private:
+  struct Task;
+  // The enabled data slots of a CPU's DR7 decoded for access(): a slot matches an access of
+  // `kind` when (kinds & kind_bit(kind)) and the byte ranges overlap (x86::data_match's
+  // half-open [lo, hi), with hi computed the same way). Rebuilt on every DR0–DR3/DR7 write.
+  struct DataSlot {
+    std::uint64_t lo = 0;
+    std::uint64_t hi = 0;
+    std::uint64_t trap_bit = 0;
+    std::uint8_t kinds = 0;
+  };
   struct Cpu {
     bool online = true;
     std::optional<TaskId> current;
+    Task* running = nullptr;  // tasks_' node of `current` (std::map nodes are stable)
     DebugRegisters regs;
     std::uint64_t ticks = 0;
+    int data_slots = 0;  // the first data_slots entries of `data` are in use
+    std::array<DataSlot, 4> data;
   };
   struct Task {
     std::optional<TaskId> parent;
@@ -218,6 +232,10 @@ class Machine {
   Result<const Task*> find_task(TaskId task) const;
   Result<Task*> find_task(TaskId task);
   Result<Task*> find_running(CpuId cpu, TaskId task);
+  // access()/exec()'s fast path: the task when it is running on that online CPU, else nullptr
+  // (then find_running gives the error).
+  Task* running_task(CpuId cpu, TaskId task);
+  static void decode_data_slots(Cpu& c);
   void notify_switch(CpuId cpu, std::optional<TaskId> prev, std::optional<TaskId> next);
   void deliver(const DebugException& e);
 

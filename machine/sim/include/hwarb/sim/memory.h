@@ -7,19 +7,41 @@
 //    Sizes are 1, 2, 4 or 8; an access may be unaligned and may straddle pages, but it must not
 //    wrap past 2^64 (callers validate this with valid_range; read/write assume it).
 //  - SparseMemory is a value type: copying it copies every page (that is what fork does).
-//  - Not thread-safe; deterministic (no iteration order is observable).
+//  - Not thread-safe, not even for concurrent const reads (a read caches the last page it found);
+//    deterministic (no iteration order is observable).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
+#include <utility>
 
 namespace hwarb::sim {
 
 class SparseMemory {
  public:
   static constexpr std::uint64_t kPageSize = 4096;
+
+  SparseMemory() = default;
+  SparseMemory(const SparseMemory& o) : pages_(o.pages_) {}
+  SparseMemory& operator=(const SparseMemory& o) {
+    pages_ = o.pages_;
+    cached_ = nullptr;
+    return *this;
+  }
+  // The nodes (and so the cached page) move with the map; the source forgets its cache.
+  SparseMemory(SparseMemory&& o) noexcept
+      : pages_(std::move(o.pages_)), cached_pn_(o.cached_pn_), cached_(o.cached_) {
+    o.cached_ = nullptr;
+  }
+  SparseMemory& operator=(SparseMemory&& o) noexcept {
+    pages_ = std::move(o.pages_);
+    cached_pn_ = o.cached_pn_;
+    cached_ = o.cached_;
+    o.cached_ = nullptr;
+    return *this;
+  }
 
   // True when `size` is 1, 2, 4 or 8.
   static constexpr bool valid_size(int size) {
@@ -43,7 +65,14 @@ class SparseMemory {
 
  private:
   using Page = std::array<std::uint8_t, kPageSize>;
+  // The page holding page number `pn`, nullptr if never written. Remembers the last one found
+  // (elements of an unordered_map keep their address across rehashing; pages are never erased).
+  const Page* find_page(std::uint64_t pn) const;
+  Page& page_for_write(std::uint64_t pn);
+
   std::unordered_map<std::uint64_t, Page> pages_;  // key: addr / kPageSize
+  mutable std::uint64_t cached_pn_ = 0;
+  mutable Page* cached_ = nullptr;
 };
 
 }  // namespace hwarb::sim
