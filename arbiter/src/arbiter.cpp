@@ -843,7 +843,12 @@ Result<void> Arbiter::modify(Reservation& reservation, const Request& next) {
   if (auto v = s.validate(next); !v) return std::unexpected(v.error());
 
   std::lock_guard guard(s.state_lock);
-  if (auto v = s.check_online(next); !v) return std::unexpected(v.error());
+  // ENODEV is for moving onto an offline CPU; a reservation that stays on its (offline) CPU may
+  // change its type, weight or pinned-ness, as Linux's modify_bp_slot, which never looks at
+  // whether the CPU is online.
+  if (next.cpu != old.cpu) {
+    if (auto v = s.check_online(next); !v) return std::unexpected(v.error());
+  }
   if (is_exclusive_kind(old.kind)) {
     node->req = next;
     return {};

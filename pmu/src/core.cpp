@@ -364,13 +364,16 @@ Result<void> Core::modify(EventId id, const EventAttr& attr, EventOwner owner) {
     if (auto r = arbiter_.modify(slot.reservation, next); !r) return r;
   }
   // 3. Committed: take it off, change it, schedule again.
-  Context* ctx = context_of(*e);
+  Context* old_ctx = context_of(*e);
+  // A CPU-bound event whose CPU changes moves to that CPU's context.
+  Context* ctx =
+      owner.task ? old_ctx : cpu_ctx_[static_cast<std::size_t>(owner.cpu->value())].get();
   std::optional<CpuId> old_cpu = e->active_cpu_;
   if (e->state() == EventState::kActive) event_sched_out(*e);
   Time now = clock_.now();
-  if (attr.pinned != e->attr().pinned) {
-    (e->attr().pinned ? ctx->pinned : ctx->flexible)
-        .erase((e->attr().pinned ? ctx->pinned : ctx->flexible).iterator_to(*e));
+  if (attr.pinned != e->attr().pinned || ctx != old_ctx) {
+    EventList& from = e->attr().pinned ? old_ctx->pinned : old_ctx->flexible;
+    from.erase(from.iterator_to(*e));
     (attr.pinned ? ctx->pinned : ctx->flexible).push_back(*e);
   }
   e->attr_ = attr;

@@ -16,6 +16,11 @@ class TestPmu : public Pmu {
   std::string_view name() const override { return "test"; }
   arbiter::ResourceKind resource_kind() const override { return kind; }
 
+  Result<void> validate(const EventAttr&) const override {
+    ++validates;
+    if (fail_validate) return make_error(ErrorCode::kInval, "config: refused by the test PMU");
+    return {};
+  }
   Result<void> event_init(Event&) override {
     ++inits;
     if (fail_init) return make_error(ErrorCode::kInval, "config: rejected by the test PMU");
@@ -58,6 +63,8 @@ class TestPmu : public Pmu {
 
   arbiter::ResourceKind kind = arbiter::ResourceKind::kBreakpoint;
   bool fail_init = false;
+  bool fail_validate = false;
+  mutable int validates = 0;
   int inits = 0, adds = 0, dels = 0, starts = 0, stops = 0, reads = 0, destroys = 0;
 
  private:

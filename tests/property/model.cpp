@@ -82,11 +82,11 @@ std::optional<ErrorCode> Model::invalid(const Request& r) const {
   return std::nullopt;
 }
 
-std::optional<ErrorCode> Model::refusal(const Request& r) const {
+std::optional<ErrorCode> Model::refusal(const Request& r, bool placing) const {
   // 1. Validation.
   if (auto err = invalid(r)) return err;
-  // 2. CPU-bound on an offline CPU.
-  if (!r.task && !cpu_online(r.cpu->value())) return ErrorCode::kNoDev;
+  // 2. CPU-bound, placed on an offline CPU.
+  if (placing && !r.task && !cpu_online(r.cpu->value())) return ErrorCode::kNoDev;
   // 3. Exclusive kinds: machine-wide, no slots.
   if (is_exclusive(r.kind)) {
     for (const LiveRequest& l : live_) {
@@ -140,7 +140,8 @@ std::expected<void, ErrorCode> Model::modify(Handle handle, const Request& next)
   const LiveRequest old = *it;
   const auto pos = it - live_.begin();
   live_.erase(it);
-  if (auto err = refusal(next)) {
+  // ENODEV only for a move onto an offline CPU (arbiter.h).
+  if (auto err = refusal(next, next.cpu != old.request.cpu)) {
     live_.insert(live_.begin() + pos, old);
     return std::unexpected(*err);
   }

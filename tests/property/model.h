@@ -47,7 +47,9 @@ class Model {
   // Why `request` would be refused now; nullopt when it would be admitted. Changes nothing.
   // EINVAL when the request is malformed (checked for every request of a batch first).
   std::optional<ErrorCode> invalid(const Request& request) const;
-  std::optional<ErrorCode> refusal(const Request& request) const;
+  // placing: the request is being placed on its CPU (reserve, or a modify that moves it), so an
+  // offline CPU refuses it with ENODEV.
+  std::optional<ErrorCode> refusal(const Request& request, bool placing = true) const;
 
   std::expected<Handle, ErrorCode> reserve(const Request& request);
   // In order, each seeing the ones before it; all or nothing.

@@ -161,7 +161,9 @@ class Arbiter {
   // ENOSPC). On failure the error names the index of the refused request.
   Result<std::vector<Reservation>> reserve_all(std::span<const Request> requests);
   // Changes type, CPU, weight, pinned or id (task and kind cannot change: EINVAL). Release the
-  // old, admit the new; if the new is refused the old stays exactly as it was.
+  // old, admit the new; if the new is refused the old stays exactly as it was. ENODEV only when
+  // a CPU-bound reservation moves to an offline CPU (one that stays on its offline CPU may
+  // change).
   Result<void> modify(Reservation& reservation, const Request& next);
   // Gives the reservation's slots back; the Reservation becomes empty.
   void release(Reservation& reservation);

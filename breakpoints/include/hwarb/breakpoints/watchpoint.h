@@ -13,7 +13,8 @@
 //    explanation for the registers still needed).
 //  - Hits: one report per access per watchpoint, however many of its pieces the access touched,
 //    with the value before and after the access (see WatchHit); an optional condition on the new
-//    value filters reports. Reports of one access come in WatchId order.
+//    value filters reports. Reports of one access come in the order the hardware reports the
+//    registers (DR0 first), and for a shared register in WatchId order.
 // Not thread-safe: the Core's caller serialises.
 #pragma once
 
