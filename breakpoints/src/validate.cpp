@@ -1,5 +1,7 @@
 #include "hwarb/breakpoints/validate.h"
 
+#include "hwarb/base/format.h"
+
 #include <cstdio>
 #include <string>
 
@@ -40,16 +42,6 @@ std::string_view to_string(pmu::BpType type) {
   }
   return "?";
 }
-
-namespace {
-
-std::string hex(std::uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-}  // namespace
 
 Result<void> validate_breakpoint(Arch arch, const pmu::EventAttr& attr) {
   const bool x86 = arch != Arch::kArm64;

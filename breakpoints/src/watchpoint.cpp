@@ -1,5 +1,7 @@
 #include "hwarb/breakpoints/watchpoint.h"
 
+#include "hwarb/base/format.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -7,12 +9,6 @@
 namespace hwarb::breakpoints {
 
 namespace {
-
-std::string hex(std::uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 // Bytes [from, from+n) of a little-endian value, shifted down to bit 0.
 std::uint64_t bytes_of(std::uint64_t v, std::uint64_t from, std::uint64_t n) {

@@ -1,5 +1,7 @@
 #include "hwarb/sim/machine.h"
 
+#include "hwarb/base/format.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -10,12 +12,6 @@
 namespace hwarb::sim {
 
 namespace {
-
-std::string hex(std::uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 std::string task_name(std::optional<TaskId> t) {
   return t ? std::to_string(t->value()) : std::string("idle");

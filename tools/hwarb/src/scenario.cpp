@@ -1,5 +1,7 @@
 #include "hwarb/scenario/scenario.h"
 
+#include "hwarb/base/format.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -718,12 +720,6 @@ class Parser {
 // ---------------------------------------------------------------------------------------------
 // Runner.
 
-std::string hex(std::uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 pmu::BpType bp_type(AccessType t) {
   switch (t) {
     case AccessType::kR:
@@ -953,12 +949,15 @@ class Runner {
     out_.push_back(std::move(line));
   }
 
+  // "hit NAME task=T cpu=N ip=HEX addr=HEX access=r|w|x"
+  std::string hit_line(const std::string& name, const pmu::Sample& s) const {
+    return "hit " + name + " task=" + (s.task ? task_name(*s.task) : "-") +
+           " cpu=" + std::to_string(s.cpu.value()) + " ip=" + hex(s.ip) + " addr=" + hex(s.addr) +
+           " access=" + std::string(access_name(s.access));
+  }
+
   pmu::OverflowHandler hit_printer(const std::string& name) {
-    return [this, name](pmu::Event&, const pmu::Sample& s) {
-      out_.push_back("hit " + name + " task=" + (s.task ? task_name(*s.task) : "-") +
-                     " cpu=" + std::to_string(s.cpu.value()) + " ip=" + hex(s.ip) +
-                     " addr=" + hex(s.addr) + " access=" + std::string(access_name(s.access)));
-    };
+    return [this, name](pmu::Event&, const pmu::Sample& s) { out_.push_back(hit_line(name, s)); };
   }
 
   void bp(const Command& cmd) {
@@ -1089,9 +1088,7 @@ class Runner {
     const std::string name = cmd.name;
     auto r = sys_->watchpoints().watch(spec, [this, name](const breakpoints::WatchHit& hit) {
       const pmu::Sample& s = hit.sample;
-      std::string line = "hit " + name + " task=" + (s.task ? task_name(*s.task) : "-") +
-                         " cpu=" + std::to_string(s.cpu.value()) + " ip=" + hex(s.ip) +
-                         " addr=" + hex(s.addr) + " access=" + std::string(access_name(s.access));
+      std::string line = hit_line(name, s);
       if (hit.has_value) line += " old=" + hex(hit.old_value) + " new=" + hex(hit.new_value);
       out_.push_back(std::move(line));
     });
