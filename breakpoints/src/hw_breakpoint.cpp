@@ -21,10 +21,18 @@ pmu::EventAttr HwBreakpoints::as_breakpoint(pmu::EventAttr attr, bool privileged
   return attr;
 }
 
+Result<void> HwBreakpoints::check_task(TaskId task) const {
+  if (task_exists_ && !task_exists_(task)) {
+    return make_error(ErrorCode::kSrch, "task: no task " + std::to_string(task.value()));
+  }
+  return {};
+}
+
 Result<BreakpointHandle> HwBreakpoints::register_user_hw_breakpoint(const pmu::EventAttr& attr,
                                                                     pmu::OverflowHandler handler,
                                                                     TaskId task,
                                                                     std::optional<CpuId> cpu) {
+  if (auto r = check_task(task); !r) return std::unexpected(r.error());
   return core_.open(as_breakpoint(attr, false), {task, cpu}, std::move(handler));
 }
 

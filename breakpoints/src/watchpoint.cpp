@@ -38,6 +38,9 @@ Watchpoints::~Watchpoints() {
 
 Result<WatchId> Watchpoints::watch(const WatchSpec& spec, WatchHandler handler) {
   const Arch arch = api_.pmu().arch();
+  if (spec.task) {
+    if (auto r = api_.check_task(*spec.task); !r) return std::unexpected(r.error());
+  }
   // 1. The fields of the watchpoint itself.
   if (spec.len == 0) return make_error(ErrorCode::kInval, "len: must be at least 1");
   if (spec.addr + (spec.len - 1) < spec.addr) {

@@ -137,17 +137,6 @@ std::string err_of(const std::optional<ErrorCode>& e) {
   return outcome_name(e);
 }
 
-template <typename T>
-std::optional<ErrorCode> code_of(const Result<T>& r) {
-  if (r) return std::nullopt;
-  return r.error().code();
-}
-template <typename T>
-std::optional<ErrorCode> code_of(const std::expected<T, ErrorCode>& r) {
-  if (r) return std::nullopt;
-  return r.error();
-}
-
 #define EXPECT_OUTCOME(got, want, what)                                                        \
   do {                                                                                         \
     if (code_of(got) != code_of(want)) {                                                       \

@@ -111,4 +111,16 @@ inline void release_by(arbiter::Arbiter& a, arbiter::Reservation& r, unsigned wa
   }
 }
 
+// The error code of a result (nullopt on success), for comparing the system with the model.
+template <typename T>
+std::optional<ErrorCode> code_of(const Result<T>& r) {
+  if (r) return std::nullopt;
+  return r.error().code();
+}
+template <typename T>
+std::optional<ErrorCode> code_of(const std::expected<T, ErrorCode>& r) {
+  if (r) return std::nullopt;
+  return r.error();
+}
+
 }  // namespace hwarb::model

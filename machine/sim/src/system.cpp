@@ -65,6 +65,7 @@ Result<std::unique_ptr<System>> System::create(const SystemConfig& config) {
               "register the breakpoint PMU");
   s->api_ = std::make_unique<breakpoints::HwBreakpoints>(*s->core_, *s->bp_pmu_);
   Machine* m = s->machine_.get();
+  s->api_->set_task_lookup([m](TaskId t) { return m->task_exists(t); });
   s->watch_ = std::make_unique<breakpoints::Watchpoints>(
       *s->api_, *s->arbiter_,
       [m](TaskId t, std::uint64_t addr, int size) { return m->read_memory(t, addr, size); });

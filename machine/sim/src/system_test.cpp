@@ -65,5 +65,15 @@ TEST(System, ForkInheritsAndExitCleansUp) {
   EXPECT_FALSE(s->arbiter().is_used());
 }
 
+TEST(System, BreakpointOnAnUnknownTaskIsEsrch) {
+  auto s = make();
+  auto bp = s->breakpoints().register_user_hw_breakpoint(breakpoint_attr(0x1000, 4, BpType::kW), {},
+                                                         TaskId(42));
+  ASSERT_FALSE(bp.has_value());
+  EXPECT_EQ(bp.error().code(), ErrorCode::kSrch);
+  EXPECT_TRUE(bp.error().message().starts_with("task"));
+  EXPECT_FALSE(s->arbiter().is_used());
+}
+
 }  // namespace
 }  // namespace hwarb::sim

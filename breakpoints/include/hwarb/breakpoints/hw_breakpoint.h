@@ -24,6 +24,7 @@
 // Not thread-safe: callers serialise with the Core (machine/sim/system.h does).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <vector>
@@ -72,6 +73,12 @@ class HwBreakpoints {
   std::vector<pmu::EventId> ptrace_breakpoints(TaskId task) const;
   void flush_ptrace_hw_breakpoint(TaskId task);
 
+  // How the API tells a live task (the machine sets it). Without one every task id is accepted.
+  // register_user_* and register_ptrace_* for a task it does not know: ESRCH.
+  void set_task_lookup(std::function<bool(TaskId)> exists) { task_exists_ = std::move(exists); }
+  // ESRCH naming `task` when the lookup does not know it.
+  Result<void> check_task(TaskId task) const;
+
   pmu::Core& core() { return core_; }
   BreakpointPmu& pmu() { return pmu_; }
 
@@ -81,6 +88,7 @@ class HwBreakpoints {
   pmu::Core& core_;
   BreakpointPmu& pmu_;
   std::map<TaskId, std::vector<BreakpointHandle>> ptrace_;
+  std::function<bool(TaskId)> task_exists_;
 };
 
 }  // namespace hwarb::breakpoints
