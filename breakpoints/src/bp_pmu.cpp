@@ -107,7 +107,7 @@ void BreakpointPmu::stop(pmu::Event& event, CpuId cpu) {
 void BreakpointPmu::read(pmu::Event&) {}
 
 std::uint64_t BreakpointPmu::handle(const DebugTrap& trap) {
-  auto& regs = slots_.at(static_cast<std::size_t>(trap.cpu.value()));
+  auto& regs = slots_.at(static_cast<std::size_t>(trap.sample.cpu.value()));
   std::uint64_t consumed = 0;
   for (int n = 0; n < x86::kSlots && static_cast<std::size_t>(n) < regs.size(); ++n) {
     if (!x86::dr6::trapped(trap.dr6, n)) continue;
@@ -118,17 +118,7 @@ std::uint64_t BreakpointPmu::handle(const DebugTrap& trap) {
     // Case 2: a stopped event, or one that excludes the (user) mode of the access: eaten.
     if (!s.started || s.event->attr().exclude_user) continue;
     // Case 3: deliver.
-    pmu::Sample sample;
-    sample.ip = trap.ip;
-    sample.addr = trap.addr;
-    sample.task = trap.task;
-    sample.cpu = trap.cpu;
-    sample.time = trap.time;
-    sample.access = trap.access;
-    sample.size = trap.size;
-    sample.old_value = trap.old_value;
-    sample.new_value = trap.new_value;
-    s.event->deliver(sample);
+    s.event->deliver(trap.sample);
   }
   return consumed;
 }

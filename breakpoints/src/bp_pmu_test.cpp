@@ -317,31 +317,17 @@ TEST(BpPmu, CoreSchedulingProgramsTheRegisters) {
 
 DebugTrap trap(int cpu, std::uint64_t dr6) {
   DebugTrap t;
-  t.cpu = CpuId(cpu);
-  t.task = TaskId(7);
   t.dr6 = dr6;
-  t.ip = 0x401000;
-  t.addr = 0x1002;
-  t.access = pmu::AccessKind::kWrite;
-  t.size = 2;
-  t.old_value = 0x1111;
-  t.new_value = 0x2222;
-  t.time = 12345;
+  t.sample.cpu = CpuId(cpu);
+  t.sample.task = TaskId(7);
+  t.sample.ip = 0x401000;
+  t.sample.addr = 0x1002;
+  t.sample.access = pmu::AccessKind::kWrite;
+  t.sample.size = 2;
+  t.sample.old_value = 0x1111;
+  t.sample.new_value = 0x2222;
+  t.sample.time = 12345;
   return t;
-}
-
-pmu::Sample sample_of(const DebugTrap& t) {
-  pmu::Sample s;
-  s.ip = t.ip;
-  s.addr = t.addr;
-  s.task = t.task;
-  s.cpu = t.cpu;
-  s.time = t.time;
-  s.access = t.access;
-  s.size = t.size;
-  s.old_value = t.old_value;
-  s.new_value = t.new_value;
-  return s;
 }
 
 TEST(BpPmu, HandleSkipsEmptySlotsWithoutHidingLaterBits) {
@@ -367,16 +353,16 @@ TEST(BpPmu, HandleSkipsEmptySlotsWithoutHidingLaterBits) {
   DebugTrap t = trap(0, b1 | b2);
   EXPECT_EQ(f.pmu.handle(t), b2);
   ASSERT_EQ(h2.size(), 1u);
-  EXPECT_EQ(h2[0], sample_of(t));
+  EXPECT_EQ(h2[0], t.sample);
   EXPECT_TRUE(h0.empty());
   // Every bit, plus BS and BD: only the occupied slots' bits come back.
   t = trap(0, 0xf | x86::dr6::kSingleStep | x86::dr6::kDebugAccess);
-  t.time = 99999;
+  t.sample.time = 99999;
   EXPECT_EQ(f.pmu.handle(t), b0 | b2);
   ASSERT_EQ(h0.size(), 1u);
   ASSERT_EQ(h2.size(), 2u);
-  EXPECT_EQ(h0[0], sample_of(t));
-  EXPECT_EQ(h2[1], sample_of(t));
+  EXPECT_EQ(h0[0], t.sample);
+  EXPECT_EQ(h2[1], t.sample);
   EXPECT_EQ(e0.read()->count, 1u);
   EXPECT_EQ(e2.read()->count, 2u);
   // BS alone belongs to someone else.

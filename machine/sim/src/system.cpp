@@ -120,16 +120,17 @@ void System::on_cpu_offline(CpuId cpu) {
 
 void System::on_debug_exception(const DebugException& e) {
   breakpoints::DebugTrap trap;
-  trap.cpu = e.cpu;
-  trap.task = e.task;
   trap.dr6 = e.dr6;
-  trap.ip = e.ip;
-  trap.addr = e.addr;
-  trap.access = access_kind(e.kind);
-  trap.size = e.size;
-  trap.old_value = e.old_value;
-  trap.new_value = e.new_value;
-  trap.time = e.time;
+  pmu::Sample& sample = trap.sample;
+  sample.ip = e.ip;
+  sample.addr = e.addr;
+  sample.task = e.task;
+  sample.cpu = e.cpu;
+  sample.time = e.time;
+  sample.access = access_kind(e.kind);
+  sample.size = e.size;
+  sample.old_value = e.old_value;
+  sample.new_value = e.new_value;
   const std::uint64_t consumed = bp_pmu_->handle(trap);
   if (consumed != 0) {
     auto dr6 = machine_->dr6(e.cpu);

@@ -44,18 +44,11 @@ class DebugRegisterFile {
   virtual void set_address(CpuId cpu, int slot, std::uint64_t addr) = 0;
 };
 
-// A debug exception, as the machine reports it to the driver.
+// A debug exception, as the machine reports it to the driver: the DR6 bits it raised and the
+// sample every event it hits gets (sample.cpu is the trapping CPU).
 struct DebugTrap {
-  CpuId cpu;
-  std::optional<TaskId> task;
   std::uint64_t dr6 = 0;  // "set means happened" bits of this exception
-  std::uint64_t ip = 0;
-  std::uint64_t addr = 0;
-  pmu::AccessKind access = pmu::AccessKind::kNone;
-  int size = 0;
-  std::uint64_t old_value = 0;
-  std::uint64_t new_value = 0;
-  pmu::Time time = 0;
+  pmu::Sample sample;
 };
 
 class BreakpointPmu final : public pmu::Pmu {
