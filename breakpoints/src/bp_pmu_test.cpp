@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "hwarb/arbiter/arbiter.h"
+#include "hwarb/breakpoints/hw_breakpoint.h"
 #include "hwarb/pmu/core.h"
 #include "hwarb/x86/debugreg.h"
 
@@ -55,17 +56,6 @@ class FakeRegs final : public DebugRegisterFile {
   std::vector<std::vector<std::uint64_t>> addr_;
 };
 
-pmu::EventAttr bp_attr(std::uint64_t addr, std::uint64_t len, BpType type) {
-  pmu::EventAttr a;
-  a.type = pmu::EventType::kBreakpoint;
-  a.pinned = true;
-  a.sample_period = 1;
-  a.bp_addr = addr;
-  a.bp_len = len;
-  a.bp_type = type;
-  return a;
-}
-
 DrType dr_type_of(BpType t) {
   switch (t) {
     case BpType::kW:
@@ -104,7 +94,7 @@ struct Fixture {
   // A disabled event (never scheduled by the core) that the test adds to the driver by hand.
   // Each belongs to its own task, so the arbiter admits any number of them.
   pmu::Event& event(std::uint64_t addr, std::uint64_t len, BpType type) {
-    auto a = bp_attr(addr, len, type);
+    auto a = breakpoint_attr(addr, len, type);
     a.disabled = true;
     auto h = core->open(a, {TaskId(next_task++), std::nullopt});
     EXPECT_TRUE(h.has_value()) << h.error().to_string();
@@ -116,7 +106,7 @@ struct Fixture {
   // A CPU-bound, enabled event: the core installs and starts it at once.
   pmu::EventHandle cpu_event(int cpu, std::uint64_t addr, std::uint64_t len, BpType type,
                              std::vector<pmu::Sample>* hits, bool exclude_user = false) {
-    auto a = bp_attr(addr, len, type);
+    auto a = breakpoint_attr(addr, len, type);
     a.exclude_user = exclude_user;
     auto h = core->open(a, {std::nullopt, CpuId(cpu)},
                         [hits](pmu::Event&, const pmu::Sample& s) { hits->push_back(s); });
@@ -151,12 +141,12 @@ TEST(BpPmu, NameArchAndRegisters) {
 TEST(BpPmu, ValidateUsesTheDriversArch) {
   Fixture x86;
   Fixture arm(Arch::kArm64, 2, false);
-  EXPECT_FALSE(x86.pmu.validate(bp_attr(0x1000, 4, BpType::kR)));
-  EXPECT_TRUE(arm.pmu.validate(bp_attr(0x1000, 4, BpType::kR)));
-  EXPECT_TRUE(x86.pmu.validate(bp_attr(0x1000, 8, BpType::kX)));
-  EXPECT_FALSE(arm.pmu.validate(bp_attr(0x1000, 8, BpType::kX)));
+  EXPECT_FALSE(x86.pmu.validate(breakpoint_attr(0x1000, 4, BpType::kR)));
+  EXPECT_TRUE(arm.pmu.validate(breakpoint_attr(0x1000, 4, BpType::kR)));
+  EXPECT_TRUE(x86.pmu.validate(breakpoint_attr(0x1000, 8, BpType::kX)));
+  EXPECT_FALSE(arm.pmu.validate(breakpoint_attr(0x1000, 8, BpType::kX)));
   // event_init refuses through the core: nothing remains.
-  auto h = x86.core->open(bp_attr(0x1001, 4, BpType::kW), {std::nullopt, CpuId(0)});
+  auto h = x86.core->open(breakpoint_attr(0x1001, 4, BpType::kW), {std::nullopt, CpuId(0)});
   ASSERT_FALSE(h);
   EXPECT_EQ(h.error().code(), ErrorCode::kInval);
   EXPECT_TRUE(h.error().message().starts_with("addr"));
@@ -301,7 +291,7 @@ TEST(BpPmu, FifthAddIsEnospcAndWritesNothing) {
 
 TEST(BpPmu, CoreSchedulingProgramsTheRegisters) {
   Fixture f;
-  auto a = bp_attr(0x1000, 4, BpType::kW);
+  auto a = breakpoint_attr(0x1000, 4, BpType::kW);
   auto h = f.core->open(a, {TaskId(1), std::nullopt});
   ASSERT_TRUE(h);
   EXPECT_EQ(f.dr7(0), 0u);
@@ -378,7 +368,7 @@ TEST(BpPmu, HandleDeliversInSlotOrder) {
   std::vector<pmu::EventHandle> hs;
   std::vector<pmu::EventId> order;
   for (int i = 0; i < 4; ++i) {
-    auto a = bp_attr(0x1000 + 8 * static_cast<std::uint64_t>(i), 8, BpType::kRw);
+    auto a = breakpoint_attr(0x1000 + 8 * static_cast<std::uint64_t>(i), 8, BpType::kRw);
     auto h = f.core->open(a, {std::nullopt, CpuId(1)},
                           [&order](pmu::Event& e, const pmu::Sample&) { order.push_back(e.id()); });
     ASSERT_TRUE(h);
