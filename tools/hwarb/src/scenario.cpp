@@ -19,39 +19,12 @@
 namespace hwarb::scenario {
 
 using arbiter::Arbiter;
-using arbiter::ArbiterConfig;
 using arbiter::Explanation;
 using arbiter::FlexiblePolicy;
 using arbiter::Request;
 using arbiter::Reservation;
 using arbiter::ResourceKind;
 using arbiter::SlotType;
-
-std::string_view to_string(Arch arch) {
-  switch (arch) {
-    case Arch::kX86_64:
-      return "x86_64";
-    case Arch::kI386:
-      return "i386";
-    case Arch::kArm64:
-      return "arm64";
-  }
-  return "?";
-}
-
-std::string_view to_string(AccessType type) {
-  switch (type) {
-    case AccessType::kR:
-      return "r";
-    case AccessType::kW:
-      return "w";
-    case AccessType::kRw:
-      return "rw";
-    case AccessType::kX:
-      return "x";
-  }
-  return "?";
-}
 
 std::string_view to_string(CommandKind kind) {
   switch (kind) {
@@ -105,15 +78,6 @@ bool condition_holds(const Command& cmd, std::uint64_t v) {
   if (op == "<=") return v <= c;
   if (op == ">") return v > c;
   return v >= c;
-}
-
-SlotType slot_type(AccessType type) {
-  return type == AccessType::kX ? SlotType::kInst : SlotType::kData;
-}
-
-std::uint64_t default_len(Arch arch, AccessType type) {
-  if (type == AccessType::kX) return arch == Arch::kX86_64 ? 8 : 4;
-  return 4;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -664,15 +628,9 @@ class Parser {
                       ")");
         }
       } else if (key == "arch") {
-        if (value == "x86_64") {
-          m.arch = Arch::kX86_64;
-        } else if (value == "i386") {
-          m.arch = Arch::kI386;
-        } else if (value == "arm64") {
-          m.arch = Arch::kArm64;
-        } else {
-          return fail("machine: bad arch '" + v + "' (expected x86_64, i386 or arm64)");
-        }
+        auto arch = breakpoints::parse_arch(value);
+        if (!arch) return fail("machine: bad arch '" + v + "' (expected x86_64, i386 or arm64)");
+        m.arch = *arch;
       } else if (key == "flexible") {
         if (value == "multiplexed") {
           m.flexible = FlexiblePolicy::kMultiplexed;
@@ -720,20 +678,6 @@ class Parser {
 // ---------------------------------------------------------------------------------------------
 // Runner.
 
-pmu::BpType bp_type(AccessType t) {
-  switch (t) {
-    case AccessType::kR:
-      return pmu::BpType::kR;
-    case AccessType::kW:
-      return pmu::BpType::kW;
-    case AccessType::kRw:
-      return pmu::BpType::kRw;
-    case AccessType::kX:
-      return pmu::BpType::kX;
-  }
-  return pmu::BpType::kEmpty;
-}
-
 std::string_view access_name(pmu::AccessKind k) {
   switch (k) {
     case pmu::AccessKind::kRead:
@@ -745,18 +689,6 @@ std::string_view access_name(pmu::AccessKind k) {
     default:
       return "?";
   }
-}
-
-breakpoints::Arch arch_of(Arch a) {
-  switch (a) {
-    case Arch::kX86_64:
-      return breakpoints::Arch::kX86_64;
-    case Arch::kI386:
-      return breakpoints::Arch::kI386;
-    case Arch::kArm64:
-      return breakpoints::Arch::kArm64;
-  }
-  return breakpoints::Arch::kX86_64;
 }
 
 // What a request name holds at run time.
@@ -777,7 +709,7 @@ class Runner {
   Result<std::vector<std::string>> run() {
     sim::SystemConfig config;
     config.cpus = scenario_.machine.cpus;
-    config.arch = arch_of(scenario_.machine.arch);
+    config.arch = scenario_.machine.arch;
     config.flexible = scenario_.machine.flexible;
     auto sys = sim::System::create(config);
     if (!sys) return std::unexpected(sys.error().with_context("machine"));
@@ -921,7 +853,7 @@ class Runner {
     const AccessType type = cmd.type.value_or(AccessType::kRw);
     pmu::EventAttr a = breakpoints::breakpoint_attr(
         cmd.addr.value_or(0x1000 * cmd.id.value()),
-        cmd.len.value_or(default_len(scenario_.machine.arch, type)), bp_type(type));
+        cmd.len.value_or(breakpoints::default_len(scenario_.machine.arch, type)), type);
     a.disabled = cmd.disabled.value_or(false);
     a.inherit = cmd.inherit;
     a.pinned = cmd.pinned.value_or(true);
@@ -1021,7 +953,7 @@ class Runner {
     }
     for (std::size_t i = 0; i < h.events.size(); ++i) {
       pmu::EventAttr next = old_attrs[i];
-      if (cmd.type) next.bp_type = bp_type(*cmd.type);
+      if (cmd.type) next.bp_type = *cmd.type;
       if (cmd.len) next.bp_len = *cmd.len;
       if (cmd.addr) next.bp_addr = *cmd.addr;
       if (cmd.disabled) next.disabled = *cmd.disabled;
@@ -1081,7 +1013,7 @@ class Runner {
     }
     spec.addr = *cmd.addr;
     spec.len = cmd.len.value_or(cmd.type == AccessType::kX ? 1 : 4);
-    spec.type = bp_type(cmd.type.value_or(AccessType::kW));
+    spec.type = cmd.type.value_or(AccessType::kW);
     if (!cmd.cond_op.empty()) {
       spec.condition = [cmd](std::uint64_t v) { return condition_holds(cmd, v); };
     }

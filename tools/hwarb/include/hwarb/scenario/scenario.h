@@ -26,20 +26,14 @@
 #include "hwarb/arbiter/arbiter.h"
 #include "hwarb/base/error.h"
 #include "hwarb/base/ids.h"
+#include "hwarb/breakpoints/validate.h"
 
 namespace hwarb::scenario {
 
-enum class Arch : std::uint8_t { kX86_64, kI386, kArm64 };
-std::string_view to_string(Arch arch);
-
-// A breakpoint's access type: r, w, rw (data pool) or x (instruction pool).
-enum class AccessType : std::uint8_t { kR, kW, kRw, kX };
-std::string_view to_string(AccessType type);
-arbiter::SlotType slot_type(AccessType type);
-
-// The default len of a type: sizeof(long) for x on x86 (8 on x86_64, 4 on i386), 4 for x on
-// arm64 (the instruction size), 4 for data breakpoints.
-std::uint64_t default_len(Arch arch, AccessType type);
+// The architectures and breakpoint types are the breakpoints layer's (validate.h): arch decides
+// the pools and the checks; a type r, w, rw (data pool) or x (instruction pool).
+using Arch = breakpoints::Arch;
+using AccessType = pmu::BpType;
 
 struct MachineSpec {
   int cpus = 2;
