@@ -31,13 +31,17 @@
 #include "baselines/bp_request.h"
 #include "baselines/linux_arbiter.h"
 #include "baselines/seed003_arbiter.h"
+#include "bench_util.h"
 #include "hwarb/arbiter/arbiter.h"
 
 namespace {
 
 namespace arb = hwarb::arbiter;
 using hwarb::bench::BpRequest;
-using Clock = std::chrono::steady_clock;
+using hwarb::bench::Clock;
+using hwarb::bench::ratio;
+using hwarb::bench::seconds_since;
+using hwarb::bench::SplitMix;
 
 constexpr int kSlots = 4;  // x86_64: one shared pool of 4
 
@@ -85,23 +89,6 @@ class BaselineImpl {
 
 using LinuxImpl = BaselineImpl<hwarb::bench::LinuxArbiter>;
 using SeedImpl = BaselineImpl<hwarb::bench::Seed003Arbiter>;
-
-// ---- deterministic randomness ----------------------------------------------------------------
-
-class SplitMix {
- public:
-  explicit SplitMix(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  int below(int n) { return static_cast<int>(next() % static_cast<std::uint64_t>(n)); }
-
- private:
-  std::uint64_t state_;
-};
 
 // ---- workloads ------------------------------------------------------------------------------
 
@@ -349,10 +336,6 @@ struct Measure {
   bool leaked = false;
 };
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 // One repetition: every thread runs `chunks` runs of `units`; returns operations per second.
 template <typename W>
 double run_rep(W& w, int threads, std::int64_t units, std::int64_t chunks) {
@@ -538,23 +521,7 @@ bool check_agreement(int cpus, int tasks, int steps, std::uint64_t seed) {
 // ---- output ---------------------------------------------------------------------------------
 
 std::string rate(const Measure& m) {
-  char buf[32];
-  const double v = m.ops_per_s;
-  if (v >= 1e6) {
-    std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
-  } else if (v >= 1e3) {
-    std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-  }
-  return std::string(buf) + (m.windowed ? "*" : "");
-}
-
-std::string ratio(double a, double b) {
-  char buf[32];
-  const double r = b > 0 ? a / b : 0;
-  std::snprintf(buf, sizeof buf, r >= 100 ? "%.0fx" : "%.2fx", r);
-  return buf;
+  return hwarb::bench::format_rate(m.ops_per_s) + (m.windowed ? "*" : "");
 }
 
 void print_table(const std::vector<Row>& rows) {

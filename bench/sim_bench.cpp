@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench_util.h"
 #include "hwarb/breakpoints/hw_breakpoint.h"
 #include "hwarb/sim/machine.h"
 #include "hwarb/sim/system.h"
@@ -44,35 +45,20 @@ namespace {
 namespace sim = hwarb::sim;
 using hwarb::CpuId;
 using hwarb::TaskId;
+using hwarb::bench::Clock;
+using hwarb::bench::format_rate;
+using hwarb::bench::ratio;
+using hwarb::bench::seconds_since;
+using hwarb::bench::SplitMix;
 using hwarb::breakpoints::breakpoint_attr;
 using hwarb::breakpoints::BreakpointHandle;
 using hwarb::pmu::BpType;
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Keeps the compiler from dropping or merging work whose result is `v`.
 template <typename T>
 void escape(const T& v) {
   asm volatile("" : : "g"(&v) : "memory");
 }
-
-class SplitMix {
- public:
-  explicit SplitMix(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  int below(int n) { return static_cast<int>(next() % static_cast<std::uint64_t>(n)); }
-
- private:
-  std::uint64_t state_;
-};
 
 struct Options {
   bool quick = false;
@@ -95,18 +81,6 @@ std::unique_ptr<sim::System> make_system() {
     std::exit(1);
   }
   return std::move(*s);
-}
-
-std::string rate(double v) {
-  char buf[32];
-  if (v >= 1e6) {
-    std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
-  } else if (v >= 1e3) {
-    std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-  }
-  return buf;
 }
 
 double median(std::vector<double> v) {
@@ -550,12 +524,6 @@ bool run_memory(const Options& opt, MemoryResult& out) {
 
 // ---- main -----------------------------------------------------------------------------------
 
-std::string ratio(double a, double b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2fx", b > 0 ? a / b : 0);
-  return buf;
-}
-
 void usage() {
   std::puts(
       "usage: sim_bench [--quick] [--part access|switch|memory|all] [--reps N] [--time SECONDS]\n"
@@ -624,8 +592,9 @@ int main(int argc, char** argv) {
         opt.reps);
     for (const auto& r : rows) {
       std::printf("| %s | %s [%s-%s] | %s [%s-%s] | %s |\n", r.variant.c_str(),
-                  rate(r.machine).c_str(), rate(r.machine_lo).c_str(), rate(r.machine_hi).c_str(),
-                  rate(r.bare).c_str(), rate(r.bare_lo).c_str(), rate(r.bare_hi).c_str(),
+                  format_rate(r.machine).c_str(), format_rate(r.machine_lo).c_str(),
+                  format_rate(r.machine_hi).c_str(), format_rate(r.bare).c_str(),
+                  format_rate(r.bare_lo).c_str(), format_rate(r.bare_hi).c_str(),
                   ratio(r.bare, r.machine).c_str());
     }
     std::fflush(stdout);
@@ -639,10 +608,11 @@ int main(int argc, char** argv) {
         "| tasks | %d inherited bps/task | no bps | no bps/with bps | forks/s with | forks/s "
         "without |\n|---:|---:|---:|---:|---:|---:|\n"
         "| %d | %s [%s-%s] | %s [%s-%s] | %s | %s | %s |\n",
-        opt.reps, kInheritBps, r.tasks, rate(r.with).c_str(), rate(r.with_lo).c_str(),
-        rate(r.with_hi).c_str(), rate(r.without).c_str(), rate(r.without_lo).c_str(),
-        rate(r.without_hi).c_str(), ratio(r.without, r.with).c_str(), rate(r.fork_with).c_str(),
-        rate(r.fork_without).c_str());
+        opt.reps, kInheritBps, r.tasks, format_rate(r.with).c_str(), format_rate(r.with_lo).c_str(),
+        format_rate(r.with_hi).c_str(), format_rate(r.without).c_str(),
+        format_rate(r.without_lo).c_str(), format_rate(r.without_hi).c_str(),
+        ratio(r.without, r.with).c_str(), format_rate(r.fork_with).c_str(),
+        format_rate(r.fork_without).c_str());
     std::fflush(stdout);
   }
   if (wants("memory")) {
