@@ -815,17 +815,20 @@ class Runner {
   bool machine_has(TaskId t) const { return sys_->machine().task_exists(t); }
 
   std::string task_name(TaskId id) const {
-    for (const auto& [name, t] : tasks_) {
-      if (t == id) return name;
-    }
-    return "#" + std::to_string(id.value());
+    auto it = task_names_.find(id);
+    return it != task_names_.end() ? it->second : "#" + std::to_string(id.value());
+  }
+
+  void add_task(const std::string& name, TaskId id) {
+    tasks_[name] = id;
+    task_names_[id] = name;
   }
 
   Result<void> task(const Command& cmd) {
     if (!cmd.parent) {
       auto t = machine().create_task();
       if (!t) return std::unexpected(t.error());
-      tasks_[cmd.name] = *t;
+      add_task(cmd.name, *t);
       return {};
     }
     auto parent = live_task(*cmd.parent);
@@ -835,7 +838,7 @@ class Runner {
       refuse(cmd.name, t.error().code(), t.error().message());
       return {};
     }
-    tasks_[cmd.name] = *t;
+    add_task(cmd.name, *t);
     if (cmd.kind == CommandKind::kFork) ok(cmd.name);
     return {};
   }
@@ -1188,6 +1191,7 @@ class Runner {
   RunOptions options_;
   std::unique_ptr<sim::System> sys_;
   std::map<std::string, TaskId> tasks_;
+  std::map<TaskId, std::string> task_names_;    // the reverse of tasks_, for hit lines
   std::map<std::uint64_t, std::string> names_;  // event id (or exclusive request id) -> name
   std::map<breakpoints::WatchId, std::string> watch_names_;
   std::map<std::string, Held> held_;  // declared after sys_: destroyed before it
