@@ -102,24 +102,43 @@ Result<void> HwBreakpoints::modify_user_hw_breakpoint(pmu::EventId id, const pmu
 
 Result<pmu::EventId> HwBreakpoints::register_ptrace_hw_breakpoint(const pmu::EventAttr& attr,
                                                                   pmu::OverflowHandler handler,
-                                                                  TaskId task) {
+                                                                  TaskId task, int slot) {
+  if (slot < 0 || slot >= kPtraceSlots) {
+    return make_error(ErrorCode::kInval, "slot: " + std::to_string(slot) + " is not in 0..3");
+  }
+  if (auto it = ptrace_.find(task); it != ptrace_.end() && it->second.bps[slot].valid()) {
+    return make_error(ErrorCode::kBusy, "slot: " + std::to_string(slot) + " of task " +
+                                            std::to_string(task.value()) +
+                                            " already has a breakpoint");
+  }
   auto h = register_user_hw_breakpoint(attr, std::move(handler), task);
   if (!h) return std::unexpected(h.error());
   pmu::EventId id = h->id();
-  ptrace_[task].push_back(std::move(*h));
+  ptrace_[task].bps[slot] = std::move(*h);
   return id;
+}
+
+const PtraceThread* HwBreakpoints::find_ptrace_thread(TaskId task) const {
+  auto it = ptrace_.find(task);
+  return it == ptrace_.end() ? nullptr : &it->second;
 }
 
 std::vector<pmu::EventId> HwBreakpoints::ptrace_breakpoints(TaskId task) const {
   std::vector<pmu::EventId> out;
-  if (auto it = ptrace_.find(task); it != ptrace_.end()) {
-    for (const BreakpointHandle& h : it->second) out.push_back(h.id());
+  if (const PtraceThread* t = find_ptrace_thread(task)) {
+    for (const BreakpointHandle& h : t->bps) {
+      if (h.valid()) out.push_back(h.id());
+    }
   }
   return out;
 }
 
 void HwBreakpoints::flush_ptrace_hw_breakpoint(TaskId task) {
   ptrace_.erase(task);
+}
+
+bool HwBreakpoints::is_used() const {
+  return core_.arbiter().is_used();
 }
 
 }  // namespace hwarb::breakpoints

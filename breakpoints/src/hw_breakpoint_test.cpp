@@ -640,19 +640,33 @@ TEST(HwBreakpoint, PtraceBreakpointsAreFlushed) {
   TaskId a = *m.create_task(), b = *m.create_task();
   Hits hits;
   auto id1 = s->breakpoints().register_ptrace_hw_breakpoint(breakpoint_attr(0x1000, 4, BpType::kW),
-                                                            hits.handler(), a);
+                                                            hits.handler(), a, 2);
   auto id2 = s->breakpoints().register_ptrace_hw_breakpoint(breakpoint_attr(0x2000, 8, BpType::kRw),
-                                                            hits.handler(), a);
+                                                            hits.handler(), a, 0);
   auto id3 = s->breakpoints().register_ptrace_hw_breakpoint(breakpoint_attr(0x3000, 1, BpType::kW),
-                                                            hits.handler(), b);
+                                                            hits.handler(), b, 0);
   ASSERT_TRUE(id1 && id2 && id3);
-  EXPECT_EQ(s->breakpoints().ptrace_breakpoints(a), (std::vector<pmu::EventId>{*id1, *id2}));
+  // Slot order, not registration order.
+  EXPECT_EQ(s->breakpoints().ptrace_breakpoints(a), (std::vector<pmu::EventId>{*id2, *id1}));
   EXPECT_EQ(s->breakpoints().ptrace_breakpoints(b), (std::vector<pmu::EventId>{*id3}));
-  // A refused one is not recorded.
-  auto bad =
-      s->breakpoints().register_ptrace_hw_breakpoint(breakpoint_attr(0x1001, 4, BpType::kW), {}, a);
+  // A refused one is not recorded; an occupied slot or one outside 0..3 is refused first.
+  auto bad = s->breakpoints().register_ptrace_hw_breakpoint(breakpoint_attr(0x1001, 4, BpType::kW),
+                                                            {}, a, 1);
   ASSERT_FALSE(bad);
+  auto busy = s->breakpoints().register_ptrace_hw_breakpoint(breakpoint_attr(0x1000, 4, BpType::kW),
+                                                             {}, a, 2);
+  ASSERT_FALSE(busy);
+  EXPECT_EQ(busy.error().code(), ErrorCode::kBusy);
+  EXPECT_TRUE(busy.error().message().starts_with("slot"));
+  for (int slot : {-1, 4}) {
+    auto out = s->breakpoints().register_ptrace_hw_breakpoint(
+        breakpoint_attr(0x1000, 4, BpType::kW), {}, a, slot);
+    ASSERT_FALSE(out);
+    EXPECT_EQ(out.error().code(), ErrorCode::kInval);
+  }
   EXPECT_EQ(s->breakpoints().ptrace_breakpoints(a).size(), 2u);
+  s->breakpoints().ptrace_thread(a).dr7 = 0x401;
+  s->breakpoints().ptrace_thread(a).virtual_dr6 = 0x4001;
   ASSERT_TRUE(m.switch_to(CpuId(0), a));
   EXPECT_TRUE(write(*s, 0, a, 0x1000, 4));
   EXPECT_TRUE(read(*s, 0, a, 0x2000, 4));
@@ -663,6 +677,10 @@ TEST(HwBreakpoint, PtraceBreakpointsAreFlushed) {
   EXPECT_EQ(regs(*s, 0).dr[0], 0x1100u);
   s->breakpoints().flush_ptrace_hw_breakpoint(a);
   EXPECT_TRUE(s->breakpoints().ptrace_breakpoints(a).empty());
+  // Flush zeroes dr7 and the virtual DR6 too (the state is gone; a new one starts empty).
+  EXPECT_EQ(s->breakpoints().find_ptrace_thread(a), nullptr);
+  EXPECT_EQ(s->breakpoints().ptrace_thread(a).dr7, 0u);
+  EXPECT_EQ(s->breakpoints().ptrace_thread(a).virtual_dr6, 0u);
   EXPECT_EQ(s->core().find(*id1), nullptr);
   EXPECT_EQ(s->core().find(*id2), nullptr);
   EXPECT_EQ(regs(*s, 0).dr7, 0u);
@@ -675,6 +693,7 @@ TEST(HwBreakpoint, PtraceBreakpointsAreFlushed) {
   EXPECT_TRUE(s->breakpoints().ptrace_breakpoints(b).empty());
   EXPECT_EQ(s->core().find(*id3), nullptr);
   EXPECT_FALSE(s->arbiter().is_used());
+  EXPECT_FALSE(s->breakpoints().is_used());
 }
 
 TEST(HwBreakpoint, HandlesReleaseOnDestruction) {

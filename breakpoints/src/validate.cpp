@@ -81,13 +81,12 @@ Result<void> validate_breakpoint(Arch arch, const pmu::EventAttr& attr) {
       return make_error(ErrorCode::kInval, "addr: not aligned to len " + len_s);
     }
   }
-  // 4. wrap
-  const std::uint64_t last = attr.bp_addr + (len - 1);
-  if (last < attr.bp_addr) {
-    return make_error(ErrorCode::kInval, "addr: " + hex(attr.bp_addr) + " + len " + len_s +
-                                             " wraps around the address space");
-  }
-  // 5. kernel space
+  // 4. kernel space. The span is what the register covers: an x86 execute breakpoint is encoded
+  // as LEN_1 (Linux's X86_BREAKPOINT_LEN_X), so it covers one byte whatever its len, and Linux's
+  // arch_check_bp_in_kernelspace measures that encoding, not attr.bp_len. The span cannot wrap:
+  // data ranges are aligned to their len, arm64 execute ones to 4 with len 4.
+  const std::uint64_t span = (x86 && attr.bp_type == pmu::BpType::kX) ? 1 : len;
+  const std::uint64_t last = attr.bp_addr + (span - 1);
   if (last >= task_size_max(arch)) {
     if (attr.exclude_kernel) {
       return make_error(ErrorCode::kInval, "addr: " + hex(attr.bp_addr) +

@@ -172,29 +172,22 @@ TEST(Validate, X86ExecuteAtAnyByteArm64ExecuteAlignedToFour) {
   }
 }
 
-TEST(Validate, RangeMustNotWrap) {
-  // Only an x86 execute breakpoint (any byte, len sizeof(long)) can reach past 2^64: an aligned
-  // data range ends at 2^64 - 1 at the latest.
-  for (bool privileged : {false, true}) {
-    for (bool exclude_kernel : {false, true}) {
-      for (std::uint64_t back = 1; back < 8; ++back) {
-        SCOPED_TRACE(back);
-        // x86_64: [2^64 - back, + 8) wraps for back < 8.
-        expect_error(validate_breakpoint(Arch::kX86_64, bp(kMax - back + 1, 8, BpType::kX,
-                                                           exclude_kernel, privileged)),
-                     ErrorCode::kInval, "addr", "wraps");
-        if (back < 4) {
-          expect_error(validate_breakpoint(Arch::kI386, bp(kMax - back + 1, 4, BpType::kX,
-                                                           exclude_kernel, privileged)),
-                       ErrorCode::kInval, "addr", "wraps");
-        }
-      }
+TEST(Validate, X86ExecuteCoversOneByteSoNothingWraps) {
+  // Linux encodes an x86 execute breakpoint as LEN_1: near 2^64 it is kernel space (EINVAL or
+  // EPERM), never a wrap, and the register covers only the byte at addr.
+  for (Arch a : {Arch::kX86_64, Arch::kI386}) {
+    for (std::uint64_t back = 1; back < 8; ++back) {
+      SCOPED_TRACE(back);
+      const std::uint64_t addr = kMax - back + 1;
+      expect_error(validate_breakpoint(a, bp(addr, exec_len(a), BpType::kX, true, false)),
+                   ErrorCode::kInval, "addr", "exclude_kernel");
+      expect_error(validate_breakpoint(a, bp(addr, exec_len(a), BpType::kX, false, false)),
+                   ErrorCode::kPerm, "addr", "kernel");
+      expect_ok(validate_breakpoint(a, bp(addr, exec_len(a), BpType::kX, false, true)));
     }
   }
-  // The last 8 bytes exactly: no wrap (kernel space, fine for a privileged caller).
-  expect_ok(validate_breakpoint(Arch::kX86_64, bp(kMax - 7, 8, BpType::kX, false, true)));
+  // The last bytes of the address space exactly, for a privileged caller.
   expect_ok(validate_breakpoint(Arch::kX86_64, bp(kMax - 7, 8, BpType::kRw, false, true)));
-  expect_ok(validate_breakpoint(Arch::kI386, bp(kMax - 3, 4, BpType::kX, false, true)));
   expect_ok(validate_breakpoint(Arch::kArm64, bp(kMax - 3, 4, BpType::kX, false, true)));
 }
 
@@ -214,9 +207,10 @@ TEST(Validate, KernelSpaceAtAndAboveTaskSizeMax) {
         {tsm, exec_len(a), BpType::kX, true},
     };
     if (a != Arch::kArm64) {
-      // x86 execute at any byte: a range straddling the boundary is kernel space.
-      cases.push_back({tsm - 1, exec_len(a), BpType::kX, true});
-      cases.push_back({tsm - exec_len(a) + 1, exec_len(a), BpType::kX, true});
+      // x86 execute at any byte covers that byte only (LEN_1), as Linux checks it: the last
+      // user byte is user space even though addr + len reaches past TASK_SIZE_MAX.
+      cases.push_back({tsm - 1, exec_len(a), BpType::kX, false});
+      cases.push_back({tsm - exec_len(a) + 1, exec_len(a), BpType::kX, false});
     }
     for (const Case& c : cases) {
       SCOPED_TRACE(std::string(to_string(a)) + " addr " + std::to_string(c.addr));
@@ -245,7 +239,7 @@ TEST(Validate, FirstFailingRuleWins) {
                "type");
   expect_error(validate_breakpoint(Arch::kX86_64, bp(kMax, 3, BpType::kR, false, false)),
                ErrorCode::kInval, "type");
-  // len before alignment, wrap and kernel space.
+  // len before alignment and kernel space.
   expect_error(validate_breakpoint(Arch::kX86_64, bp(0x1001, 3, BpType::kW)), ErrorCode::kInval,
                "len");
   expect_error(validate_breakpoint(Arch::kI386, bp(0x1001, 8, BpType::kW)), ErrorCode::kInval,
@@ -254,14 +248,14 @@ TEST(Validate, FirstFailingRuleWins) {
                "len");
   expect_error(validate_breakpoint(Arch::kX86_64, bp(kMax, 4, BpType::kX, true, false)),
                ErrorCode::kInval, "len");
-  // alignment before wrap and kernel space: a misaligned data range at the very top.
+  // alignment before kernel space: a misaligned data range at the very top.
   expect_error(validate_breakpoint(Arch::kX86_64, bp(kMax - 2, 4, BpType::kW, false, false)),
                ErrorCode::kInval, "addr", "aligned");
   expect_error(validate_breakpoint(Arch::kArm64, bp(kMax - 1, 4, BpType::kX, false, false)),
                ErrorCode::kInval, "addr", "arm64");
-  // wrap before kernel space: an unprivileged caller gets EINVAL (wrap), not EPERM.
+  // x86 execute near 2^64: kernel space (one byte), EPERM for an unprivileged caller.
   expect_error(validate_breakpoint(Arch::kX86_64, bp(kMax - 3, 8, BpType::kX, false, false)),
-               ErrorCode::kInval, "addr", "wraps");
+               ErrorCode::kPerm, "addr", "kernel");
 }
 
 // An independent model of the rules, in order; returns the failing field and code.
@@ -286,12 +280,14 @@ Verdict model(Arch a, const pmu::EventAttr& attr) {
     }
     if (attr.bp_addr % attr.bp_len != 0) return {ErrorCode::kInval, "addr"};
   }
-  // Byte by byte: does any byte of the range lie past 2^64 or at/above the user limit?
+  // Byte by byte over what the register covers (x86 execute: the one byte at addr): does any
+  // byte lie past 2^64 or at/above the user limit?
   const std::uint64_t limit = a == Arch::kX86_64 ? 0x00007ffffffff000ULL
                               : a == Arch::kI386 ? 0xc0000000ULL
                                                  : 0x0001000000000000ULL;
   bool kernel = false;
-  for (std::uint64_t i = 0; i < attr.bp_len; ++i) {
+  const std::uint64_t covered = (x86 && attr.bp_type == BpType::kX) ? 1 : attr.bp_len;
+  for (std::uint64_t i = 0; i < covered; ++i) {
     if (i > 0 && attr.bp_addr + i == 0) return {ErrorCode::kInval, "addr"};
     if (attr.bp_addr + i >= limit) kernel = true;
   }

@@ -301,6 +301,24 @@ Result<void> Machine::set_single_step(TaskId task, bool on) {
   return {};
 }
 
+Result<void> Machine::set_stopped(TaskId task, bool stopped) {
+  auto t = find_task(task);
+  if (!t) return std::unexpected(t.error());
+  (*t)->stopped = stopped;
+  return {};
+}
+
+Result<bool> Machine::stopped(TaskId task) const {
+  auto t = find_task(task);
+  if (!t) return std::unexpected(t.error());
+  return (*t)->stopped;
+}
+
+std::unexpected<Error> Machine::stopped_error(TaskId task) {
+  return make_error(ErrorCode::kBusy, "task: " + std::to_string(task.value()) +
+                                          " is in a ptrace stop; its tracer must resume it");
+}
+
 // --- scheduler -----------------------------------------------------------------------------
 
 void Machine::notify_switch(CpuId cpu, std::optional<TaskId> prev, std::optional<TaskId> next) {
@@ -476,6 +494,7 @@ Result<Outcome> Machine::access(CpuId cpu, TaskId task, AccessKind kind, std::ui
     if (!t) return std::unexpected(t.error());
     running = *t;
   }
+  if (running->stopped) return stopped_error(task);
   if (!SparseMemory::valid_size(size) || !SparseMemory::valid_range(addr, size)) {
     return std::unexpected(check_range(addr, size).error());
   }
@@ -520,6 +539,7 @@ Result<Outcome> Machine::exec(CpuId cpu, TaskId task, std::uint64_t ip) {
     if (!t) return std::unexpected(t.error());
     running = *t;
   }
+  if (running->stopped) return stopped_error(task);
   Task& s = *running;
   Outcome out;
   s.ip = ip;

@@ -1,5 +1,7 @@
 #include "hwarb/sim/system.h"
 
+#include <csignal>
+
 #include "hwarb/base/check.h"
 
 namespace hwarb::sim {
@@ -66,6 +68,7 @@ Result<std::unique_ptr<System>> System::create(const SystemConfig& config) {
   s->api_ = std::make_unique<breakpoints::HwBreakpoints>(*s->core_, *s->bp_pmu_);
   Machine* m = s->machine_.get();
   s->api_->set_task_lookup([m](TaskId t) { return m->task_exists(t); });
+  s->ptrace_ = std::make_unique<ptrace_compat::DebugRegEmulation>(*s->api_);
   s->watch_ = std::make_unique<breakpoints::Watchpoints>(
       *s->api_, *s->arbiter_,
       [m](TaskId t, std::uint64_t addr, int size) { return m->read_memory(t, addr, size); });
@@ -79,7 +82,9 @@ Result<std::unique_ptr<System>> System::create(const SystemConfig& config) {
 System::~System() {
   // Handles first (they close events on the core), then the core, then the machine.
   watch_.reset();
+  traced_.clear();
   api_.reset();
+  ptrace_.reset();
   core_.reset();
   (void)machine_->remove_observer(this);
   (void)machine_->set_debug_handler(nullptr);
@@ -106,6 +111,7 @@ void System::on_exit(TaskId task) {
   HWARB_CHECK(core_->exit(task).has_value(), "core exit");
   watch_->forget_task(task);
   api_->flush_ptrace_hw_breakpoint(task);
+  traced_.erase(task);
 }
 
 void System::on_cpu_online(CpuId cpu) {
@@ -131,12 +137,103 @@ void System::on_debug_exception(const DebugException& e) {
   sample.size = e.size;
   sample.old_value = e.old_value;
   sample.new_value = e.new_value;
+  ptrace_->begin_exception(e.task);
   const std::uint64_t consumed = bp_pmu_->handle(trap);
   if (consumed != 0) {
     auto dr6 = machine_->dr6(e.cpu);
     HWARB_CHECK(dr6.has_value(), "dr6 of the trapping CPU");
     HWARB_CHECK(machine_->set_dr6(e.cpu, *dr6 & ~consumed).has_value(), "clear DR6");
   }
+  const ptrace_compat::DebugException ex = ptrace_->end_exception(e.task, e.dr6, consumed);
+  auto it = traced_.find(e.task);
+  if (it == traced_.end()) {
+    ptrace_->set_virtual_dr6(e.task, ex.virtual_dr6);
+    return;
+  }
+  Traced& t = it->second;
+  if (t.stop) {
+    t.pending.push_back(ex);
+    return;
+  }
+  take_effect(e.task, t, ex);
+}
+
+void System::take_effect(TaskId task, Traced& t, const ptrace_compat::DebugException& ex) {
+  ptrace_->set_virtual_dr6(task, ex.virtual_dr6);
+  if (ex.sigtrap) {
+    t.stop = SIGTRAP;
+    HWARB_CHECK(machine_->set_stopped(task, true).has_value(), "stop a traced task");
+  }
+}
+
+Result<void> System::ptrace_attach(TaskId task) {
+  if (auto r = api_->check_task(task); !r) return r;
+  if (traced_.contains(task)) {
+    return make_error(ErrorCode::kPerm,
+                      "task: " + std::to_string(task.value()) + " is traced already");
+  }
+  traced_[task].stop = SIGSTOP;
+  HWARB_CHECK(machine_->set_stopped(task, true).has_value(), "stop an attached task");
+  return {};
+}
+
+Result<void> System::ptrace_check_stopped(TaskId task) const {
+  if (auto r = api_->check_task(task); !r) return r;
+  auto it = traced_.find(task);
+  if (it == traced_.end()) {
+    return make_error(ErrorCode::kSrch, "task: " + std::to_string(task.value()) + " is not traced");
+  }
+  if (!it->second.stop) {
+    return make_error(ErrorCode::kSrch, "task: " + std::to_string(task.value()) +
+                                            " is running, not in a ptrace stop");
+  }
+  return {};
+}
+
+Result<void> System::ptrace_detach(TaskId task) {
+  if (auto r = ptrace_check_stopped(task); !r) return r;
+  ptrace_release(task);
+  return {};
+}
+
+void System::ptrace_release(TaskId task) {
+  if (traced_.erase(task) == 0) return;
+  HWARB_CHECK(machine_->set_single_step(task, false).has_value(), "single-step off at detach");
+  HWARB_CHECK(machine_->set_stopped(task, false).has_value(), "resume at detach");
+}
+
+Result<std::optional<ptrace_compat::Stop>> System::ptrace_wait(TaskId task,
+                                                               ptrace_compat::WaitMode mode) {
+  if (auto r = api_->check_task(task); !r) return std::unexpected(r.error());
+  auto it = traced_.find(task);
+  if (it == traced_.end()) {
+    return make_error(ErrorCode::kSrch, "task: " + std::to_string(task.value()) + " is not traced");
+  }
+  if (!it->second.stop) {
+    if (mode == ptrace_compat::WaitMode::kBlock) {
+      return make_error(ErrorCode::kAgain,
+                        "task: " + std::to_string(task.value()) +
+                            " is running, and only its machine's caller can make it stop");
+    }
+    return std::optional<ptrace_compat::Stop>{};
+  }
+  auto dr6 = ptrace_->get_debugreg(task, 6);
+  if (!dr6) return std::unexpected(dr6.error());
+  return std::optional<ptrace_compat::Stop>{ptrace_compat::Stop{*it->second.stop, *dr6}};
+}
+
+Result<void> System::ptrace_resume(TaskId task, bool step) {
+  if (auto r = ptrace_check_stopped(task); !r) return r;
+  if (auto r = machine_->set_single_step(task, step); !r) return r;
+  Traced& t = traced_[task];
+  t.stop.reset();
+  HWARB_CHECK(machine_->set_stopped(task, false).has_value(), "resume a traced task");
+  while (!t.pending.empty() && !t.stop) {
+    const ptrace_compat::DebugException ex = t.pending.front();
+    t.pending.pop_front();
+    take_effect(task, t, ex);
+  }
+  return {};
 }
 
 std::uint64_t System::dr7(CpuId cpu) const {

@@ -17,13 +17,17 @@
 //    breakpoint is exactly as before and still armed if it was; on success an installed one is
 //    re-installed at once with the new address.
 //  - unregister_*: releases (also done by the handles' destructors).
-//  - register_ptrace_hw_breakpoint / flush_ptrace_hw_breakpoint(task): breakpoints that belong to
-//    the task's ptrace state (Linux's thread->ptrace_bps); the API owns them and flush releases
-//    all of them (on exec or when the tracer detaches).
+//  - ptrace_thread(task): the task's ptrace debug state, Linux's thread_struct fields
+//    ptrace_bps[HBP_NUM], ptrace_dr7 and virtual_dr6. The ptrace emulation (ptrace_compat/)
+//    registers the slots' breakpoints with register_ptrace_hw_breakpoint and keeps dr7/dr6 there;
+//    the API owns the handles. flush_ptrace_hw_breakpoint(task) unregisters all of them and zeroes
+//    dr7 and virtual_dr6, as Linux's, which runs at exit and exec only: a tracer's detach leaves
+//    them in place (debuggers clear DR7 before they detach).
 //  - Handlers run inside the debug exception (Event::deliver) and must not call back into the API.
 // Not thread-safe: callers serialise with the Core (machine/sim/system.h does).
 #pragma once
 
+#include <array>
 #include <functional>
 #include <map>
 #include <optional>
@@ -41,6 +45,16 @@ namespace hwarb::breakpoints {
 pmu::EventAttr breakpoint_attr(std::uint64_t addr, std::uint64_t len, pmu::BpType type);
 
 using BreakpointHandle = pmu::EventHandle;
+
+// Linux's HBP_NUM: the debug address registers ptrace exposes (DR0–DR3).
+inline constexpr int kPtraceSlots = 4;
+
+// A task's ptrace debug state (Linux's thread_struct ptrace_bps[], ptrace_dr7, virtual_dr6).
+struct PtraceThread {
+  std::array<BreakpointHandle, kPtraceSlots> bps;  // slot n: the breakpoint behind DRn, if any
+  std::uint64_t dr7 = 0;          // the DR7 value last written successfully, as written
+  std::uint64_t virtual_dr6 = 0;  // DR6 with "set means happened" polarity
+};
 
 // A wide breakpoint: one event per CPU that was online when it was registered.
 struct WideBreakpointHandle {
@@ -67,11 +81,21 @@ class HwBreakpoints {
   void unregister_hw_breakpoint(BreakpointHandle& bp) { (void)bp.close(); }
   void unregister_wide_hw_breakpoint(WideBreakpointHandle& bp) { bp.per_cpu.clear(); }
 
+  // A user breakpoint of `task` kept in slot `slot` (0..3) of its ptrace state. EBUSY when the
+  // slot already has one, EINVAL for a slot outside 0..3; otherwise as register_user.
   Result<pmu::EventId> register_ptrace_hw_breakpoint(const pmu::EventAttr& attr,
-                                                     pmu::OverflowHandler handler, TaskId task);
-  // The task's ptrace breakpoints, in registration order.
+                                                     pmu::OverflowHandler handler, TaskId task,
+                                                     int slot);
+  // The task's ptrace state, created empty on first use (no breakpoint, dr7 0, virtual_dr6 0).
+  PtraceThread& ptrace_thread(TaskId task) { return ptrace_[task]; }
+  // The task's ptrace state if it has one.
+  const PtraceThread* find_ptrace_thread(TaskId task) const;
+  // The task's ptrace breakpoints in slot order (empty slots skipped).
   std::vector<pmu::EventId> ptrace_breakpoints(TaskId task) const;
   void flush_ptrace_hw_breakpoint(TaskId task);
+  // Linux's hw_breakpoint_is_used(): does any user (ptrace, perf or kernel) hold a slot of the
+  // core's arbiter?
+  bool is_used() const;
 
   // How the API tells a live task (the machine sets it). Without one every task id is accepted.
   // register_user_* and register_ptrace_* for a task it does not know: ESRCH.
@@ -87,7 +111,7 @@ class HwBreakpoints {
 
   pmu::Core& core_;
   BreakpointPmu& pmu_;
-  std::map<TaskId, std::vector<BreakpointHandle>> ptrace_;
+  std::map<TaskId, PtraceThread> ptrace_;
   std::function<bool(TaskId)> task_exists_;
 };
 

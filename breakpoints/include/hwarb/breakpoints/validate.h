@@ -9,9 +9,11 @@
 //      data needs 1, 2, 4 or 8 (no 8 on i386).
 //   3. addr: data aligned to len; arm64 execute aligned to 4. x86 execute breakpoints may start
 //      at any byte (Linux encodes them as LEN_1, whose alignment mask is 0).
-//   4. the range [addr, addr+len) must not wrap past 2^64 (EINVAL);
-//   5. a range reaching user space's end (>= TASK_SIZE_MAX) is kernel space: EINVAL when
-//      exclude_kernel is set, else EPERM unless the caller is privileged (CAP_SYS_ADMIN).
+//   4. a range reaching user space's end (>= TASK_SIZE_MAX) is kernel space: EINVAL when
+//      exclude_kernel is set, else EPERM unless the caller is privileged (CAP_SYS_ADMIN). The
+//      range is what the register covers: one byte for an x86 execute breakpoint (Linux encodes
+//      it as LEN_1), so an x86 execute breakpoint at TASK_SIZE_MAX - 1 is user space. No range
+//      can wrap past 2^64 (data is aligned to len; arm64 execute to 4).
 // Every error is EINVAL or EPERM and its message starts with the field it is about.
 #pragma once
 

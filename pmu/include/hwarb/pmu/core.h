@@ -68,6 +68,7 @@ class Core {
   Core& operator=(const Core&) = delete;
 
   int cpus() const { return static_cast<int>(cpu_ctx_.size()); }
+  const arbiter::Arbiter& arbiter() const { return arbiter_; }
   // The PMU for events of `type`. EEXIST when one is registered already.
   Result<void> register_pmu(EventType type, Pmu& pmu);
 

@@ -161,6 +161,12 @@ class Machine {
   // The CPU the task runs on, nullopt when not running.
   Result<std::optional<CpuId>> running_on(TaskId task) const;
   Result<void> set_single_step(TaskId task, bool on);
+  // A stopped task (a ptrace stop) does no work: access()/exec() by it are EBUSY. Stopping does
+  // not deschedule it. Unlike the other scheduling calls, set_stopped may be called from inside
+  // a callback, as the debug-exception handler stops the task that trapped (the rest of the
+  // access or exec in progress still completes; the stop takes effect after it).
+  Result<void> set_stopped(TaskId task, bool stopped);
+  Result<bool> stopped(TaskId task) const;
 
   // --- Scheduler and clock ----------------------------------------------------------------
   Result<void> switch_to(CpuId cpu, TaskId task);
@@ -219,6 +225,7 @@ class Machine {
     std::optional<TaskId> parent;
     std::optional<CpuId> running_on;
     bool single_step = false;
+    bool stopped = false;
     std::uint64_t ip = 0;
     SparseMemory memory;
   };
@@ -226,6 +233,7 @@ class Machine {
   explicit Machine(int cpus);
 
   Result<void> not_in_callback(const char* op) const;
+  static std::unexpected<Error> stopped_error(TaskId task);
   Result<const Cpu*> find_cpu(CpuId cpu) const;
   Result<Cpu*> find_cpu(CpuId cpu);
   Result<Cpu*> find_online_cpu(CpuId cpu);

@@ -10,6 +10,25 @@
 //  - The breakpoint PMU programs the machine's DR0–DR3/DR7 (System is its DebugRegisterFile).
 //  - The machine's debug exceptions -> BreakpointPmu::handle; the trap bits it consumed are
 //    cleared from the CPU's DR6 (BS and foreign bits stay for their owners).
+//  - ptrace (ptrace_compat/): the DR0–DR7 emulation of every task (ptrace()), and tracers
+//    (ptrace_attach .. ptrace_detach; sim::SimTracee wraps them as a ptrace_compat::Tracee):
+//      1. attach puts the task in a stop (SIGSTOP, as PTRACE_ATTACH); a stopped task does no work
+//         (Machine::set_stopped) until the tracer resumes it with cont or step.
+//      2. Each debug exception of a task runs Linux's user-mode #DB path: the emulation's
+//         begin_exception, BreakpointPmu::handle (ptrace breakpoints record their trap bits), then
+//         end_exception gives the exception's virtual DR6 and whether SIGTRAP is due. For a
+//         traced task that is not stopped the value becomes the virtual DR6 and SIGTRAP stops it.
+//         An untraced task only gets the value (the machine has no signals).
+//      3. One access()/exec() can raise two exceptions (an execute fault, then the single-step
+//         trap after the instruction). The machine finishes the call, so the second exception of a
+//         task the first one stopped is queued and takes effect when the tracer resumes: its
+//         virtual DR6 is stored then and, if it stops, the task stops again at once. The tracer
+//         thus sees the stops one at a time, each with its own DR6, as on Linux; what is not
+//         modelled is that a `cont` after the fault would have switched single-stepping off
+//         before the instruction ran.
+//      4. step arms the machine's single-step for the task; cont disarms it. Detach resumes the
+//         task and disarms single-step; it keeps the ptrace breakpoints (Linux flushes them only
+//         at exec and exit). A task's exit flushes them and ends its tracing.
 //
 // Locking. The arbiter is thread-safe by itself; nothing else is. Rules:
 //  1. A System used from several threads is used under lock(): every call on machine(), core(),
@@ -21,8 +40,11 @@
 //     interleaving, as in Linux.
 #pragma once
 
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "hwarb/arbiter/arbiter.h"
 #include "hwarb/base/error.h"
@@ -30,6 +52,8 @@
 #include "hwarb/breakpoints/hw_breakpoint.h"
 #include "hwarb/breakpoints/watchpoint.h"
 #include "hwarb/pmu/core.h"
+#include "hwarb/ptrace_compat/debugreg_emulation.h"
+#include "hwarb/ptrace_compat/tracee.h"
 #include "hwarb/sim/machine.h"
 
 namespace hwarb::sim {
@@ -58,8 +82,29 @@ class System final : SchedulerObserver, DebugExceptionHandler, breakpoints::Debu
   breakpoints::BreakpointPmu& bp_pmu() { return *bp_pmu_; }
   breakpoints::HwBreakpoints& breakpoints() { return *api_; }
   breakpoints::Watchpoints& watchpoints() { return *watch_; }
+  ptrace_compat::DebugRegEmulation& ptrace() { return *ptrace_; }
+
+  // Tracing (rules 1-4 above). ESRCH for an unknown task.
+  // attach: EPERM when the task is traced already. The task stops with SIGSTOP.
+  Result<void> ptrace_attach(TaskId task);
+  // detach: ESRCH unless the task is traced and stopped (as PTRACE_DETACH).
+  Result<void> ptrace_detach(TaskId task);
+  // What a tracer's exit does: detach whether the task is stopped or not (no-op if untraced).
+  void ptrace_release(TaskId task);
+  bool ptrace_traced(TaskId task) const { return traced_.contains(task); }
+  // The stop the traced task is in (with DR6 read now), or nullopt while it runs. ESRCH when it
+  // is not traced; kBlock on a running task is EAGAIN (nothing runs it but the caller).
+  Result<std::optional<ptrace_compat::Stop>> ptrace_wait(TaskId task, ptrace_compat::WaitMode mode);
+  // cont (step == false) or step from a stop; ESRCH unless traced and stopped.
+  Result<void> ptrace_resume(TaskId task, bool step);
+  // ESRCH unless the task is traced and in a stop: what PEEKUSER/POKEUSER require.
+  Result<void> ptrace_check_stopped(TaskId task) const;
 
  private:
+  struct Traced {
+    std::optional<int> stop;                            // the signal of the stop it is in
+    std::deque<ptrace_compat::DebugException> pending;  // rule 3
+  };
   explicit System(const SystemConfig& config);
 
   // SchedulerObserver
@@ -76,6 +121,8 @@ class System final : SchedulerObserver, DebugExceptionHandler, breakpoints::Debu
   std::uint64_t dr7(CpuId cpu) const override;
   void set_dr7(CpuId cpu, std::uint64_t value) override;
   void set_address(CpuId cpu, int slot, std::uint64_t addr) override;
+  // Rule 2 for an exception of a traced task that is not stopped (or a queued one, rule 3).
+  void take_effect(TaskId task, Traced& t, const ptrace_compat::DebugException& ex);
 
   SystemConfig config_;
   std::mutex mu_;
@@ -87,6 +134,8 @@ class System final : SchedulerObserver, DebugExceptionHandler, breakpoints::Debu
   std::unique_ptr<pmu::Core> core_;
   std::unique_ptr<breakpoints::HwBreakpoints> api_;
   std::unique_ptr<breakpoints::Watchpoints> watch_;
+  std::unique_ptr<ptrace_compat::DebugRegEmulation> ptrace_;
+  std::map<TaskId, Traced> traced_;
 };
 
 }  // namespace hwarb::sim
