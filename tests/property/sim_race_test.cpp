@@ -4,9 +4,12 @@
 // appends itself, its result and the hits it delivered to a shared log while it still holds the
 // lock, so the log is the linearization order. The log is then replayed serially on a fresh
 // System: every result, every hit (log index, event, task, CPU, address) and every final count and
-// time must be identical — no lost or phantom hit, no decision that depends on the threads. The
-// test runs under ThreadSanitizer too (label `race`), which checks that the lock really covers
-// everything the stack touches, handlers and handle destruction included.
+// time must be identical — no lost or phantom hit, no decision that depends on the threads. A
+// tracer thread debugs the first task through a SimTracee at the same time (pokes of DR0-DR7,
+// waits, continues and single-steps), so ptrace stops, the emulation's handlers and the accesses
+// a stop refuses are in the log too. The test runs under ThreadSanitizer as well (label `race`),
+// which checks that the lock really covers everything the stack touches, handlers and handle
+// destruction included.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "hwarb/breakpoints/hw_breakpoint.h"
+#include "hwarb/sim/sim_tracee.h"
 #include "hwarb/sim/system.h"
 #include "hwarb/x86/debugreg.h"
 
@@ -51,6 +55,9 @@ enum class Kind : std::uint8_t {
   kTick,
   kAccess,
   kExec,
+  kPoke,    // the tracer: POKEUSER of u_debugreg[reg]
+  kWait,    // the tracer: wait(), the stop logged in `observed`
+  kResume,  // the tracer: cont, or step when `step`
 };
 
 // Who a registered breakpoint belongs to.
@@ -76,8 +83,12 @@ struct Entry {
   AccessKind access = AccessKind::kRead;
   std::uint64_t addr = 0;
   int size = 0;
+  int reg = 0;              // poke
+  std::uint64_t value = 0;  // poke
+  bool step = false;        // resume
   std::optional<ErrorCode> error;
-  EventId id = 0;  // register: the new event
+  std::uint64_t observed = 0;  // wait: signal << 32 | DR6 (low half), 0 while running
+  EventId id = 0;              // register: the new event
   std::vector<HitRec> hits;
 };
 
@@ -116,6 +127,15 @@ std::string describe(const Entry& e) {
          << "(cpu " << e.cpu << ", task " << e.task << ", 0x" << std::hex << e.addr << std::dec
          << "/" << e.size << ")";
       break;
+    case Kind::kPoke:
+      os << "poke(dr" << e.reg << ", 0x" << std::hex << e.value << std::dec << ")";
+      break;
+    case Kind::kWait:
+      os << "wait() -> 0x" << std::hex << e.observed << std::dec;
+      break;
+    case Kind::kResume:
+      os << (e.step ? "step()" : "cont()");
+      break;
   }
   os << " = " << (e.error ? errno_name(*e.error) : std::string("ok")) << ", " << e.hits.size()
      << " hits";
@@ -127,7 +147,8 @@ struct RaceConfig {
   int tasks = 3;
   int registrars = 2;
   int runners = 2;
-  int ops = 1000;  // per thread
+  bool tracer = true;  // a thread debugging the first task
+  int ops = 1000;      // per thread
   std::uint32_t seed = 1;
 };
 
@@ -144,6 +165,7 @@ struct Stack {
     auto s = System::create({cfg.cpus, Arch::kX86_64, arbiter::FlexiblePolicy::kMultiplexed});
     sys = std::move(s.value());  // throws (and fails the test) if the config were refused
     for (int i = 0; i < cfg.tasks; ++i) tasks.push_back(*sys->machine().create_task());
+    if (cfg.tracer) tracee.emplace(std::move(SimTracee::attach(*sys, tasks.front()).value()));
   }
   pmu::OverflowHandler handler() {
     return [this](pmu::Event& e, const pmu::Sample& s) {
@@ -191,6 +213,20 @@ struct Stack {
       case Kind::kExec:
         e.error = code_of(m.exec(CpuId(e.cpu), TaskId(e.task), e.addr));
         break;
+      case Kind::kPoke:
+        e.error = code_of(tracee->poke_debugreg(e.reg, e.value));
+        break;
+      case Kind::kWait: {
+        auto w = tracee->wait();
+        e.error = code_of(w);
+        e.observed = (w && *w) ? (std::uint64_t(static_cast<unsigned>((*w)->signal)) << 32) |
+                                     ((*w)->dr6 & 0xffffffffULL)
+                               : 0;
+        break;
+      }
+      case Kind::kResume:
+        e.error = code_of(e.step ? tracee->step() : tracee->cont());
+        break;
     }
     e.hits = std::move(pending);
     pending.clear();
@@ -199,6 +235,7 @@ struct Stack {
   std::unique_ptr<System> sys;
   std::vector<TaskId> tasks;
   std::vector<HitRec> pending;
+  std::optional<SimTracee> tracee;  // declared after sys: detaches before the System goes
 };
 
 pmu::EventAttr random_attr(std::mt19937& rng) {
@@ -221,7 +258,7 @@ std::vector<Entry> run_concurrently(const RaceConfig& cfg, Stack& stack,
                                     std::map<std::size_t, BreakpointHandle>& left) {
   std::vector<Entry> log;
   std::atomic<int> ready{0};
-  const int nthreads = cfg.registrars + cfg.runners;
+  const int nthreads = cfg.registrars + cfg.runners + (cfg.tracer ? 1 : 0);
   auto registrar = [&](int id) {
     std::mt19937 rng(cfg.seed * 7919u + static_cast<std::uint32_t>(id));
     auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
@@ -301,9 +338,45 @@ std::vector<Entry> run_concurrently(const RaceConfig& cfg, Stack& stack,
       std::this_thread::yield();
     }
   };
+  // The debugger of the first task: DR0-DR3 in the window, DR7 images with random slots and
+  // encodings (some refused), DR6 writes, waits, continues and single-steps.
+  auto tracer = [&](int id) {
+    std::mt19937 rng(cfg.seed * 15485863u + static_cast<std::uint32_t>(id));
+    auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+    ready.fetch_add(1);
+    while (ready.load() < nthreads) std::this_thread::yield();
+    for (int i = 0; i < cfg.ops; ++i) {
+      Entry e;
+      e.thread = id;
+      const int r = pick(20);
+      e.kind = r < 10 ? Kind::kPoke : r < 14 ? Kind::kWait : Kind::kResume;
+      e.step = pick(3) == 0;
+      static const int kRegs[] = {0, 1, 2, 3, 6, 7, 7, 7};
+      e.reg = kRegs[pick(8)];
+      if (e.reg < 4) {
+        e.value = kWindow + static_cast<std::uint64_t>(pick(kSpan));
+      } else if (e.reg == 6) {
+        e.value = x86::dr6::kHardwareInit;
+      } else {
+        for (int slot = 0; slot < 4; ++slot) {
+          if (pick(2) == 0) continue;
+          e.value |= x86::dr7::local_bit(slot) |
+                     (static_cast<std::uint64_t>(pick(16)) << x86::dr7::control_shift(slot));
+        }
+      }
+      auto lock = stack.sys->lock();
+      const std::size_t index = log.size();
+      std::map<std::size_t, BreakpointHandle> none;
+      stack.apply(e, index, none);
+      log.push_back(std::move(e));
+      lock.unlock();
+      std::this_thread::yield();
+    }
+  };
   std::vector<std::thread> threads;
   for (int i = 0; i < cfg.registrars; ++i) threads.emplace_back(registrar, i);
   for (int i = 0; i < cfg.runners; ++i) threads.emplace_back(runner, cfg.registrars + i);
+  if (cfg.tracer) threads.emplace_back(tracer, cfg.registrars + cfg.runners);
   for (std::thread& t : threads) t.join();
   return log;
 }
@@ -322,7 +395,8 @@ void drain(Stack& s, std::map<std::size_t, BreakpointHandle>& handles, const std
 
 // One round. Adds the hits it replayed to `hits` and to `switches` how often consecutive log
 // entries came from different threads (a measure of the interleaving).
-void run_round(const RaceConfig& cfg, std::size_t& hits, std::size_t& switches) {
+void run_round(const RaceConfig& cfg, std::size_t& hits, std::size_t& switches,
+               std::size_t& stops) {
   SCOPED_TRACE("seed " + std::to_string(cfg.seed) + ", " + std::to_string(cfg.cpus) + " CPUs, " +
                std::to_string(cfg.registrars) + " registrars, " + std::to_string(cfg.runners) +
                " runners");
@@ -338,9 +412,13 @@ void run_round(const RaceConfig& cfg, std::size_t& hits, std::size_t& switches) 
     Entry got = want;
     got.id = 0;
     got.hits.clear();
+    got.observed = 0;
     replay.apply(got, i, handles);
     ASSERT_EQ(got.error, want.error)
         << "entry " << i << ": live " << describe(want) << "\n  replay " << describe(got);
+    ASSERT_EQ(got.observed, want.observed)
+        << "entry " << i << ": live " << describe(want) << "\n  replay " << describe(got);
+    if (want.kind == Kind::kWait && want.observed != 0) ++stops;
     if (want.kind == Kind::kRegister && !want.error) {
       ASSERT_FALSE(ids.contains(want.id)) << "entry " << i << ": live id reused";
       ids[want.id] = got.id;
@@ -381,7 +459,7 @@ TEST(SimRace, ConcurrentLockedOperationsReplaySerially) {
   constexpr auto kBudget = std::chrono::seconds(12);
   static const int kCpus[] = {1, 2, 3, 4, 8};
   const auto start = std::chrono::steady_clock::now();
-  std::size_t hits = 0, switches = 0, entries = 0;
+  std::size_t hits = 0, switches = 0, entries = 0, stops = 0;
   int rounds = 0;
   for (; rounds < kMaxRounds; ++rounds) {
     if (rounds >= 5 && std::chrono::steady_clock::now() - start > kBudget) break;
@@ -392,17 +470,18 @@ TEST(SimRace, ConcurrentLockedOperationsReplaySerially) {
     cfg.runners = 2 + (rounds / 3) % 3;
     cfg.ops = 2000;
     cfg.seed = static_cast<std::uint32_t>(rounds + 1);
-    run_round(cfg, hits, switches);
+    run_round(cfg, hits, switches, stops);
     if (HasFatalFailure()) return;
-    entries += static_cast<std::size_t>((cfg.registrars + cfg.runners) * cfg.ops);
+    entries += static_cast<std::size_t>((cfg.registrars + cfg.runners + 1) * cfg.ops);
   }
   // Not vacuous: hits were delivered (and replayed), and the threads really interleaved.
   EXPECT_GT(hits, 1000u);
+  EXPECT_GT(stops, 0u) << "the tracer never saw its tracee stop";
   EXPECT_GT(switches, entries / 20) << "the threads hardly interleaved";
   std::printf(
-      "%d rounds, %zu hits replayed, %zu thread switches in the logs of about %zu "
-      "operations\n",
-      rounds, hits, switches, entries);
+      "%d rounds, %zu hits and %zu ptrace stops replayed, %zu thread switches in the logs of "
+      "about %zu operations\n",
+      rounds, hits, stops, switches, entries);
 }
 
 }  // namespace
