@@ -33,7 +33,9 @@ done
 expect 0 "hwarb sim --help" -- sim --help
 for s in "--explain" "FILE" "machine cpus=N" "task NAME [parent=P]" "bp NAME [task=T]" \
   "wide NAME" "modify NAME" "del NAME" "cpu N offline|online" "bts NAME" "pt NAME" \
-  "ENOSPC" "FILE:LINE: message" "Exit status"; do
+  "ENOSPC" "FILE:LINE: message" "Exit status" "ptrace T attach [layout=x86_64|i386]" \
+  "ptrace T peek REG" "ptrace T poke REG=HEX" "ptrace T cont" "ptrace T step" \
+  "stopped SIGTRAP dr6=" "run-time scenario error"; do
   contains "$tmp/out" "$s"
 done
 expect 2 "no subcommand" --
@@ -53,6 +55,14 @@ expect 0 "empty scenario" -- sim "$tmp/empty.scn"
 printf 'bp a cpu=0' >"$tmp/nonl.scn"
 expect 0 "no final newline" -- sim "$tmp/nonl.scn"
 contains "$tmp/out" "a ok"
+
+# A run-time scenario error (an access by a task in a ptrace stop) exits 2 with FILE:LINE on
+# stderr and nothing on stdout, like a parse error.
+printf 'machine cpus=1\ntask t\nswitch cpu=0 task=t\nptrace t wait\naccess task=t cpu=0 r addr=0x10 len=1\n' \
+  >"$tmp/stopped.scn"
+expect 2 "access in a ptrace stop" -- sim "$tmp/stopped.scn"
+contains "$tmp/err" "stopped.scn:5: access: task 't' is in a ptrace stop (SIGSTOP)"
+[[ -s $tmp/out ]] && { echo "FAIL: a run-time scenario error printed on stdout" >&2; fail=1; }
 
 [[ $fail -eq 0 ]] && echo "ok"
 exit $fail

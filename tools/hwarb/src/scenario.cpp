@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <csignal>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -14,6 +15,7 @@
 
 #include "hwarb/breakpoints/hw_breakpoint.h"
 #include "hwarb/breakpoints/watchpoint.h"
+#include "hwarb/sim/sim_tracee.h"
 #include "hwarb/sim/system.h"
 
 namespace hwarb::scenario {
@@ -64,6 +66,28 @@ std::string_view to_string(CommandKind kind) {
       return "show";
     case CommandKind::kInject:
       return "inject";
+    case CommandKind::kPtrace:
+      return "ptrace";
+  }
+  return "?";
+}
+
+std::string_view to_string(PtraceOp op) {
+  switch (op) {
+    case PtraceOp::kAttach:
+      return "attach";
+    case PtraceOp::kDetach:
+      return "detach";
+    case PtraceOp::kPeek:
+      return "peek";
+    case PtraceOp::kPoke:
+      return "poke";
+    case PtraceOp::kWait:
+      return "wait";
+    case PtraceOp::kCont:
+      return "cont";
+    case PtraceOp::kStep:
+      return "step";
   }
   return "?";
 }
@@ -147,16 +171,17 @@ const Grammar& grammar_of(std::string_view command) {
 
 const std::map<std::string_view, CommandKind>& command_kinds() {
   static const std::map<std::string_view, CommandKind> kKinds = {
-      {"task", CommandKind::kTask},   {"bp", CommandKind::kBp},
-      {"wide", CommandKind::kWide},   {"modify", CommandKind::kModify},
-      {"del", CommandKind::kDel},     {"cpu", CommandKind::kCpu},
-      {"bts", CommandKind::kBts},     {"pt", CommandKind::kPt},
-      {"lbr", CommandKind::kLbr},     {"switch", CommandKind::kSwitch},
-      {"tick", CommandKind::kTick},   {"fork", CommandKind::kFork},
-      {"exit", CommandKind::kExit},   {"access", CommandKind::kAccess},
-      {"exec", CommandKind::kExec},   {"watch", CommandKind::kWatch},
-      {"offline", CommandKind::kCpu}, {"online", CommandKind::kCpu},
-      {"show", CommandKind::kShow},   {"inject", CommandKind::kInject},
+      {"task", CommandKind::kTask},     {"bp", CommandKind::kBp},
+      {"wide", CommandKind::kWide},     {"modify", CommandKind::kModify},
+      {"del", CommandKind::kDel},       {"cpu", CommandKind::kCpu},
+      {"bts", CommandKind::kBts},       {"pt", CommandKind::kPt},
+      {"lbr", CommandKind::kLbr},       {"switch", CommandKind::kSwitch},
+      {"tick", CommandKind::kTick},     {"fork", CommandKind::kFork},
+      {"exit", CommandKind::kExit},     {"access", CommandKind::kAccess},
+      {"exec", CommandKind::kExec},     {"watch", CommandKind::kWatch},
+      {"offline", CommandKind::kCpu},   {"online", CommandKind::kCpu},
+      {"show", CommandKind::kShow},     {"inject", CommandKind::kInject},
+      {"ptrace", CommandKind::kPtrace},
   };
   return kKinds;
 }
@@ -212,11 +237,13 @@ class Parser {
     if (!command_kinds().contains(command)) {
       return fail("unknown command '" + std::string(command) +
                   "' (expected machine, task, bp, wide, modify, del, cpu, bts, pt, lbr, switch, "
-                  "tick, fork, exit, access, exec, watch, offline, online, show or inject)");
+                  "tick, fork, exit, access, exec, watch, offline, online, show, inject or "
+                  "ptrace)");
     }
     seen_other_ = true;
     const CommandKind kind = command_kinds().at(command);
     if (command == "cpu") return parse_cpu(words);
+    if (command == "ptrace") return parse_ptrace(words);
 
     Command cmd;
     cmd.kind = kind;
@@ -661,6 +688,124 @@ class Parser {
     return {};
   }
 
+  // ptrace T OP [ARG]: its own shape (T and OP are positional; see scenario.h).
+  Result<void> parse_ptrace(const std::vector<std::string_view>& words) {
+    static constexpr std::string_view kOps = "attach, detach, peek, poke, wait, cont or step";
+    static const std::map<std::string_view, PtraceOp> kOpNames = {
+        {"attach", PtraceOp::kAttach}, {"detach", PtraceOp::kDetach}, {"peek", PtraceOp::kPeek},
+        {"poke", PtraceOp::kPoke},     {"wait", PtraceOp::kWait},     {"cont", PtraceOp::kCont},
+        {"step", PtraceOp::kStep},
+    };
+    // `ptrace peek dr0` (no task): say so rather than "unknown task 'peek'".
+    const bool task_missing =
+        words.size() < 2 || words[1].find('=') != std::string_view::npos ||
+        (kOpNames.contains(words[1]) && !names_.contains(std::string(words[1])));
+    if (task_missing) {
+      return fail("ptrace: missing task (expected 'ptrace T OP', OP one of " + std::string(kOps) +
+                  ")");
+    }
+    if (scenario_.machine.arch == Arch::kArm64) return fail(no_hardware("ptrace"));
+    Command cmd;
+    cmd.kind = CommandKind::kPtrace;
+    cmd.line = line_;
+    cmd.name = std::string(words[1]);
+    if (auto r = check_task("ptrace", cmd.name); !r) return r;
+    if (words.size() < 3) return fail("ptrace: missing OP (expected " + std::string(kOps) + ")");
+    auto op = kOpNames.find(words[2]);
+    if (op == kOpNames.end()) {
+      return fail("ptrace: unknown OP '" + std::string(words[2]) + "' (expected " +
+                  std::string(kOps) + ")");
+    }
+    cmd.ptrace_op = op->second;
+    const std::string c = "ptrace " + std::string(words[2]);
+    std::span<const std::string_view> args = std::span(words).subspan(3);
+    std::size_t takes = 0;  // how many words after OP it accepts
+    switch (cmd.ptrace_op) {
+      case PtraceOp::kAttach:
+        takes = 1;
+        if (!args.empty()) {
+          const std::string_view a = args[0];
+          if (!a.starts_with("layout=")) {
+            return fail(c + ": unknown key '" + std::string(a.substr(0, a.find('='))) +
+                        "' (expected layout=x86_64|i386)");
+          }
+          const std::string_view v = a.substr(a.find('=') + 1);
+          auto layout = ptrace_compat::parse_user_layout(v);
+          if (!layout) {
+            return fail(c + ": bad layout '" + std::string(v) + "' (expected x86_64 or i386)");
+          }
+          cmd.layout = *layout;
+          if (cmd.layout == ptrace_compat::UserLayout::kX86_64 &&
+              scenario_.machine.arch == Arch::kI386) {
+            return fail(c + ": layout x86_64 needs an x86_64 machine (this one is i386)");
+          }
+        }
+        break;
+      case PtraceOp::kPeek:
+      case PtraceOp::kPoke: {
+        takes = 1;
+        const bool poke = cmd.ptrace_op == PtraceOp::kPoke;
+        if (args.empty()) {
+          return fail(c + (poke ? ": missing REG=HEX" : ": missing REG") +
+                      " (REG: dr0..dr7 or a byte offset into struct user)");
+        }
+        std::string_view reg = args[0];
+        const std::size_t eq = reg.find('=');
+        std::string_view value;
+        if (eq != std::string_view::npos) {
+          value = reg.substr(eq + 1);
+          reg = reg.substr(0, eq);
+        }
+        if (auto r = parse_register(c, reg, &cmd); !r) return r;
+        if (!poke) {
+          if (eq != std::string_view::npos) {
+            return fail(c + ": '" + std::string(args[0]) + "': peek takes no value");
+          }
+          break;
+        }
+        if (eq == std::string_view::npos) return fail(c + ": '" + cmd.reg + "' needs =HEX");
+        if (value.empty()) return fail(c + ": empty value for " + cmd.reg);
+        std::string_view digits = value;
+        if (digits.starts_with("0x") || digits.starts_with("0X")) digits.remove_prefix(2);
+        std::uint64_t n = 0;
+        if (!parse_number(digits, 16, &n)) {
+          return fail(c + ": bad value '" + std::string(value) +
+                      "' (expected a 64-bit hex number)");
+        }
+        cmd.value = n;
+        break;
+      }
+      default:
+        break;
+    }
+    if (args.size() > takes) return fail(c + ": unexpected '" + std::string(args[takes]) + "'");
+    scenario_.commands.push_back(std::move(cmd));
+    return {};
+  }
+
+  // dr0..dr7, or a byte offset (decimal, or hex with 0x).
+  Result<void> parse_register(const std::string& c, std::string_view reg, Command* cmd) {
+    cmd->reg = std::string(reg);
+    auto bad = [&] {
+      return fail(c + ": bad register '" + cmd->reg +
+                  "' (expected dr0..dr7 or a byte offset into struct user, decimal or 0x hex)");
+    };
+    if (reg.empty()) return bad();
+    if (reg.starts_with("dr")) {
+      if (reg.size() != 3 || reg[2] < '0' || reg[2] > '7') return bad();
+      cmd->debugreg = reg[2] - '0';
+      return {};
+    }
+    std::string_view digits = reg;
+    int base = 10;
+    if (digits.starts_with("0x") || digits.starts_with("0X")) {
+      digits.remove_prefix(2);
+      base = 16;
+    }
+    if (!parse_number(digits, base, &cmd->offset)) return bad();
+    return {};
+  }
+
   Scenario scenario_;
   int line_ = 0;
   bool machine_seen_ = false;
@@ -712,17 +857,20 @@ class Runner {
     config.arch = scenario_.machine.arch;
     config.flexible = scenario_.machine.flexible;
     auto sys = sim::System::create(config);
-    if (!sys) return std::unexpected(sys.error().with_context("machine"));
+    if (!sys) return std::unexpected(sys.error().with_context("machine").with_context(kInternal));
     sys_ = std::move(*sys);
     for (const Command& cmd : scenario_.commands) {
       if (auto r = execute(cmd); !r) {
-        return std::unexpected(
-            r.error().with_context(scenario_.file + ":" + std::to_string(cmd.line)));
+        Error e = r.error().with_context(scenario_.file + ":" + std::to_string(cmd.line));
+        return std::unexpected(run_error_ ? e : e.with_context(kInternal));
       }
     }
-    held_.clear();  // release everything before the system goes
+    tracees_.clear();  // detach (the tracers go away) ...
+    held_.clear();     // ... and release everything before the system goes
     return std::move(out_);
   }
+
+  static constexpr std::string_view kInternal = "internal error";
 
  private:
   sim::Machine& machine() { return sys_->machine(); }
@@ -775,11 +923,14 @@ class Runner {
       case CommandKind::kExit: {
         auto t = live_task(cmd.name);
         if (!t) return std::unexpected(t.error());
-        return machine().exit(*t);
+        if (auto r = machine().exit(*t); !r) return r;
+        tracees_.erase(cmd.name);  // the exit ended the tracing
+        return {};
       }
       case CommandKind::kAccess: {
         auto t = live_task(*cmd.task);
         if (!t) return std::unexpected(t.error());
+        if (auto s = check_not_stopped(cmd, *t); !s) return s;
         auto r = machine().access(CpuId(cmd.cpu->index), *t,
                                   cmd.write ? sim::AccessKind::kWrite : sim::AccessKind::kRead,
                                   *cmd.addr, static_cast<int>(*cmd.len), cmd.value.value_or(0));
@@ -789,6 +940,7 @@ class Runner {
       case CommandKind::kExec: {
         auto t = live_task(*cmd.task);
         if (!t) return std::unexpected(t.error());
+        if (auto s = check_not_stopped(cmd, *t); !s) return s;
         auto r = machine().exec(CpuId(cmd.cpu->index), *t, *cmd.addr);
         if (!r) return std::unexpected(r.error());
         return {};
@@ -799,16 +951,24 @@ class Runner {
       case CommandKind::kInject:
         arbiter().inject_fault_at(cmd.inject_at);
         return {};
+      case CommandKind::kPtrace:
+        return ptrace(cmd);
     }
     return {};
   }
 
+  // A run-time scenario error (scenario.h): what the file alone cannot decide.
+  std::unexpected<Error> run_error(ErrorCode code, std::string message) {
+    run_error_ = true;
+    return make_error(code, std::move(message));
+  }
+
   // ---- tasks ----
 
-  Result<TaskId> live_task(const std::string& name) const {
+  Result<TaskId> live_task(const std::string& name) {
     auto it = tasks_.find(name);
     if (it == tasks_.end() || !machine_has(it->second)) {
-      return make_error(ErrorCode::kSrch, "task '" + name + "' does not exist (its fork failed)");
+      return run_error(ErrorCode::kSrch, "task '" + name + "' does not exist (its fork failed)");
     }
     return it->second;
   }
@@ -1038,6 +1198,164 @@ class Runner {
     return {};
   }
 
+  // ---- ptrace ----
+
+  static std::string hex16(std::uint64_t v) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
+    return buf;
+  }
+
+  static std::string signal_name(int sig) {
+    switch (sig) {
+      case SIGTRAP:
+        return "SIGTRAP";
+      case SIGSTOP:
+        return "SIGSTOP";
+      default:
+        return "signal " + std::to_string(sig);
+    }
+  }
+
+  // "stopped SIGTRAP dr6=0x..." or "running".
+  static std::string stop_text(const std::optional<ptrace_compat::Stop>& stop) {
+    if (!stop) return "running";
+    return "stopped " + signal_name(stop->signal) + " dr6=" + hex16(stop->dr6);
+  }
+
+  // An access or exec by a task in a ptrace stop: the machine refuses it (EBUSY); the file alone
+  // cannot tell (a hit may have stopped the task), so this is a run-time scenario error.
+  Result<void> check_not_stopped(const Command& cmd, TaskId t) {
+    auto stopped = machine().stopped(t);
+    if (!stopped) return std::unexpected(stopped.error());
+    if (!*stopped) return {};
+    std::string what;
+    if (auto s = sys_->ptrace_wait(t, ptrace_compat::WaitMode::kNoHang); s && *s) {
+      what = " (" + signal_name((*s)->signal) + ")";
+    }
+    return run_error(ErrorCode::kBusy, std::string(to_string(cmd.kind)) + ": task '" + *cmd.task +
+                                           "' is in a ptrace stop" + what +
+                                           "; resume it with `ptrace " + *cmd.task +
+                                           " cont` (or step) first");
+  }
+
+  ptrace_compat::UserLayout default_layout() const {
+    return scenario_.machine.arch == Arch::kI386 ? ptrace_compat::UserLayout::kI386
+                                                 : ptrace_compat::UserLayout::kX86_64;
+  }
+
+  // The struct user offset a peek/poke addresses, and how its output line names it: drN for a
+  // debug register (by name or by an offset that decodes to one), else the offset as written.
+  static std::uint64_t user_offset(const Command& cmd, ptrace_compat::UserLayout layout) {
+    if (cmd.debugreg)
+      return ptrace_compat::debugreg_offset(ptrace_compat::user_area(layout), *cmd.debugreg);
+    return cmd.offset;
+  }
+  static std::string reg_label(const Command& cmd, ptrace_compat::UserLayout layout) {
+    if (cmd.debugreg) return "dr" + std::to_string(*cmd.debugreg);
+    auto where = ptrace_compat::decode_offset(layout, cmd.offset);
+    if (where && where->kind == ptrace_compat::OffsetKind::kDebugReg) {
+      return "dr" + std::to_string(where->debugreg);
+    }
+    return cmd.reg;
+  }
+
+  // The reason of a refused ptrace request of task `name`.
+  std::string ptrace_reason(const std::string& name, TaskId task, const Error& error) {
+    switch (error.code()) {
+      case ErrorCode::kSrch:  // the tracee is live and attached: it runs
+        return "task '" + name + "' is running, not in a ptrace stop";
+      case ErrorCode::kNoSpc: {
+        // A ptrace breakpoint: a pinned breakpoint of the task on all CPUs.
+        Request r;
+        r.kind = ResourceKind::kBreakpoint;
+        r.type = SlotType::kData;
+        r.task = task;
+        r.weight = 1;
+        r.pinned = true;
+        const Explanation ex = arbiter().explain(r);
+        if (ex.admitted || ex.code != error.code()) return error.message();
+        return format_nospc(ex, /*name_task_holders=*/true);
+      }
+      default:
+        return error.message();
+    }
+  }
+
+  void ptrace_refuse(const Command& cmd, const std::string& what, TaskId task, const Error& e) {
+    refuse(what, e.code(), ptrace_reason(cmd.name, task, e));
+  }
+
+  Result<void> ptrace(const Command& cmd) {
+    auto t = live_task(cmd.name);
+    if (!t) return std::unexpected(t.error());
+    auto it = tracees_.find(cmd.name);
+    // `attach`, or the first command on an untraced task: attach (it stops with SIGSTOP).
+    if (cmd.ptrace_op == PtraceOp::kAttach || it == tracees_.end()) {
+      auto tr = sim::SimTracee::attach(*sys_, *t, cmd.layout.value_or(default_layout()));
+      if (!tr) {
+        if (cmd.ptrace_op != PtraceOp::kAttach) return std::unexpected(tr.error());
+        const bool again = tr.error().code() == ErrorCode::kPerm;
+        refuse("attach", tr.error().code(),
+               again ? "task '" + cmd.name + "' is traced already" : tr.error().message());
+        return {};
+      }
+      it = tracees_.insert_or_assign(cmd.name, std::move(*tr)).first;
+      if (cmd.ptrace_op == PtraceOp::kAttach) return {};
+    }
+    sim::SimTracee& tracee = it->second;
+    const std::string op(to_string(cmd.ptrace_op));
+    switch (cmd.ptrace_op) {
+      case PtraceOp::kAttach:
+        return {};
+      case PtraceOp::kPeek: {
+        const std::string what = "peek " + reg_label(cmd, tracee.layout());
+        auto v = tracee.peek_user(user_offset(cmd, tracee.layout()));
+        if (!v) {
+          ptrace_refuse(cmd, what, *t, v.error());
+        } else {
+          out_.push_back(what + " = " + hex16(*v));
+        }
+        return {};
+      }
+      case PtraceOp::kPoke: {
+        const std::string what = "poke " + reg_label(cmd, tracee.layout());
+        auto r = tracee.poke_user(user_offset(cmd, tracee.layout()), *cmd.value);
+        if (!r) {
+          ptrace_refuse(cmd, what, *t, r.error());
+        } else {
+          ok(what);
+        }
+        return {};
+      }
+      case PtraceOp::kWait: {
+        auto s = tracee.wait(ptrace_compat::WaitMode::kNoHang);
+        if (!s) {
+          ptrace_refuse(cmd, op, *t, s.error());
+        } else {
+          out_.push_back(stop_text(*s));
+        }
+        return {};
+      }
+      case PtraceOp::kCont:
+      case PtraceOp::kStep: {
+        auto r = cmd.ptrace_op == PtraceOp::kCont ? tracee.cont() : tracee.step();
+        if (!r) ptrace_refuse(cmd, op, *t, r.error());
+        return {};
+      }
+      case PtraceOp::kDetach: {
+        auto r = tracee.detach();
+        if (!r) {
+          ptrace_refuse(cmd, op, *t, r.error());
+        } else {
+          tracees_.erase(it);
+        }
+        return {};
+      }
+    }
+    return {};
+  }
+
   // ---- show ----
 
   std::string event_name(const pmu::Event& e) const {
@@ -1048,6 +1366,16 @@ class Runner {
       std::string n;
       for (breakpoints::WatchId w : users) n += (n.empty() ? "" : "+") + watch_names_.at(w);
       return n + "[" + hex(e.attr().bp_addr) + "/" + std::to_string(e.attr().bp_len) + "]";
+    }
+    if (e.task()) {
+      if (const breakpoints::PtraceThread* pt = sys_->breakpoints().find_ptrace_thread(*e.task())) {
+        for (int n = 0; n < breakpoints::kPtraceSlots; ++n) {
+          const pmu::Event* bp = pt->bps[static_cast<std::size_t>(n)].event();
+          if (bp != nullptr && bp->id() == e.id()) {
+            return "ptrace:" + task_name(*e.task()) + ":dr" + std::to_string(n);
+          }
+        }
+      }
     }
     return "#" + std::to_string(e.id());
   }
@@ -1089,6 +1417,20 @@ class Runner {
       line += " time_running=" + std::to_string(v->time_running);
       out_.push_back(std::move(line));
     }
+    // Each traced task: "ptrace T stopped SIGTRAP dr6=0x... dr7=0x..." (or "running ..."),
+    // in task order.
+    std::map<TaskId, std::string> traced;
+    for (const auto& [name, tracee] : tracees_) traced[tracee.task()] = name;
+    for (const auto& [task, name] : traced) {
+      auto stop = sys_->ptrace_wait(task, ptrace_compat::WaitMode::kNoHang);
+      auto dr6 = sys_->ptrace().get_debugreg(task, 6);
+      auto dr7 = sys_->ptrace().get_debugreg(task, 7);
+      if (!stop || !dr6 || !dr7) continue;
+      std::string line =
+          "ptrace " + name + " " +
+          (*stop ? "stopped " + signal_name((*stop)->signal) : std::string("running"));
+      out_.push_back(line + " dr6=" + hex16(*dr6) + " dr7=" + hex16(*dr7));
+    }
   }
 
   // ---- explanations ----
@@ -1129,7 +1471,22 @@ class Runner {
     }
   }
 
-  std::string format_nospc(const Explanation& ex) {
+  // The names of what task `task` holds on `cpu`: its pinned, live events there or on all CPUs.
+  std::vector<std::string> task_holders(TaskId task, std::optional<CpuId> cpu) const {
+    std::vector<std::string> names;
+    pmu::Core& core = sys_->core();
+    for (pmu::EventId id : core.events()) {
+      const pmu::Event* e = core.find(id);
+      if (e == nullptr || e->task() != task || !e->attr().pinned) continue;
+      if (e->state() == pmu::EventState::kExit) continue;
+      if (cpu && e->cpu() && *e->cpu() != *cpu) continue;
+      std::string n = event_name(*e);
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(std::move(n));
+    }
+    return names;
+  }
+
+  std::string format_nospc(const Explanation& ex, bool name_task_holders = false) {
     const arbiter::ArchProfile& profile = arbiter().config().profile;
     std::string s;
     if (ex.cpu) s = "cpu " + std::to_string(ex.cpu->value()) + " ";
@@ -1151,8 +1508,17 @@ class Runner {
       held.push_back(part);
     }
     if (ex.heaviest_task && ex.heaviest_task_use > 0) {
-      held.push_back("task " + task_name(*ex.heaviest_task) + " " +
-                     std::to_string(ex.heaviest_task_use));
+      std::string part =
+          "task " + task_name(*ex.heaviest_task) + " " + std::to_string(ex.heaviest_task_use);
+      if (name_task_holders) {
+        std::vector<std::string> names = task_holders(*ex.heaviest_task, ex.cpu);
+        if (!names.empty()) {
+          part += " (";
+          for (std::size_t i = 0; i < names.size(); ++i) part += (i ? ", " : "") + names[i];
+          part += ")";
+        }
+      }
+      held.push_back(std::move(part));
     }
     if (ex.flexible_reserve > 0) {
       held.push_back("flexible reserve " + std::to_string(ex.flexible_reserve));
@@ -1194,7 +1560,9 @@ class Runner {
   std::map<TaskId, std::string> task_names_;    // the reverse of tasks_, for hit lines
   std::map<std::uint64_t, std::string> names_;  // event id (or exclusive request id) -> name
   std::map<breakpoints::WatchId, std::string> watch_names_;
-  std::map<std::string, Held> held_;  // declared after sys_: destroyed before it
+  std::map<std::string, Held> held_;               // declared after sys_: destroyed before it
+  std::map<std::string, sim::SimTracee> tracees_;  // by task name; likewise (they detach)
+  bool run_error_ = false;  // the error being returned is a run-time scenario error
   std::vector<std::string> out_;
 };
 
@@ -1206,6 +1574,10 @@ Result<Scenario> parse_scenario(std::string_view text, std::string_view file) {
 
 Result<std::vector<std::string>> run_scenario(const Scenario& scenario, const RunOptions& options) {
   return Runner(scenario, options).run();
+}
+
+bool is_internal_error(const Error& error) {
+  return error.message().starts_with(std::string(Runner::kInternal) + ": ");
 }
 
 }  // namespace hwarb::scenario

@@ -58,8 +58,8 @@ TEST(Parse, NameKeepsItsIdAfterDel) {
 TEST(Parse, ErrorsNameFileAndLine) {
   EXPECT_EQ(parse_error("bp a cpu=0\nfrob x\n"),
             "t.scn:2: unknown command 'frob' (expected machine, task, bp, wide, modify, del, cpu, "
-            "bts, pt, lbr, switch, tick, fork, exit, access, exec, watch, offline, online, show or "
-            "inject)");
+            "bts, pt, lbr, switch, tick, fork, exit, access, exec, watch, offline, online, show, "
+            "inject or ptrace)");
   EXPECT_EQ(parse_error("bp a cpu=0\nmachine cpus=4\n"),
             "t.scn:2: machine: must come before any other command");
   EXPECT_EQ(parse_error("machine\nmachine\n"),
@@ -86,6 +86,71 @@ TEST(Parse, ErrorsNameFileAndLine) {
   EXPECT_EQ(parse_error("bts b cpu=0\nmodify b cpu=1\n"),
             "t.scn:2: modify: 'b' is a bts request; only bp and wide can be modified");
   EXPECT_EQ(parse_error("bts b\n"), "t.scn:1: bts: cpu=N is required without task=");
+}
+
+TEST(Parse, Ptrace) {
+  auto s = parse_scenario(
+      "task t\nptrace t attach layout=i386\nptrace t poke 0x350=ff\nptrace t peek dr6\n"
+      "ptrace t step\n",
+      "f.scn");
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  ASSERT_EQ(s->commands.size(), 5u);
+  const Command& attach = s->commands[1];
+  EXPECT_EQ(attach.kind, CommandKind::kPtrace);
+  EXPECT_EQ(attach.name, "t");
+  EXPECT_EQ(attach.ptrace_op, PtraceOp::kAttach);
+  EXPECT_EQ(attach.layout, ptrace_compat::UserLayout::kI386);
+  const Command& poke = s->commands[2];
+  EXPECT_EQ(poke.ptrace_op, PtraceOp::kPoke);
+  EXPECT_EQ(poke.reg, "0x350");
+  EXPECT_FALSE(poke.debugreg.has_value());
+  EXPECT_EQ(poke.offset, 0x350u);
+  EXPECT_EQ(poke.value, 0xffu);
+  EXPECT_EQ(s->commands[3].debugreg, 6);
+  EXPECT_EQ(s->commands[4].ptrace_op, PtraceOp::kStep);
+}
+
+TEST(Parse, PtraceErrorsNameTheField) {
+  EXPECT_EQ(parse_error("ptrace t peek dr0\n"), "t.scn:1: ptrace: unknown task 't'");
+  EXPECT_EQ(parse_error("task t\nptrace peek dr0\n"),
+            "t.scn:2: ptrace: missing task (expected 'ptrace T OP', OP one of attach, detach, "
+            "peek, poke, wait, cont or step)");
+  EXPECT_EQ(parse_error("task t\nptrace t\n"),
+            "t.scn:2: ptrace: missing OP (expected attach, detach, peek, poke, wait, cont or "
+            "step)");
+  EXPECT_EQ(parse_error("task t\nptrace t kill\n"),
+            "t.scn:2: ptrace: unknown OP 'kill' (expected attach, detach, peek, poke, wait, cont "
+            "or step)");
+  EXPECT_EQ(parse_error("task t\nptrace t peek\n"),
+            "t.scn:2: ptrace peek: missing REG (REG: dr0..dr7 or a byte offset into struct user)");
+  EXPECT_EQ(parse_error("task t\nptrace t poke\n"),
+            "t.scn:2: ptrace poke: missing REG=HEX (REG: dr0..dr7 or a byte offset into struct "
+            "user)");
+  const std::string bad_reg =
+      "' (expected dr0..dr7 or a byte offset into struct user, decimal or 0x hex)";
+  EXPECT_EQ(parse_error("task t\nptrace t peek dr8\n"),
+            "t.scn:2: ptrace peek: bad register 'dr8" + bad_reg);
+  EXPECT_EQ(parse_error("task t\nptrace t peek DR0\n"),
+            "t.scn:2: ptrace peek: bad register 'DR0" + bad_reg);
+  EXPECT_EQ(parse_error("task t\nptrace t peek 0x\n"),
+            "t.scn:2: ptrace peek: bad register '0x" + bad_reg);
+  EXPECT_EQ(parse_error("task t\nptrace t poke =1\n"),
+            "t.scn:2: ptrace poke: bad register '" + bad_reg);
+  EXPECT_EQ(parse_error("task t\nptrace t poke dr0\n"), "t.scn:2: ptrace poke: 'dr0' needs =HEX");
+  EXPECT_EQ(parse_error("task t\nptrace t poke dr0=\n"),
+            "t.scn:2: ptrace poke: empty value for dr0");
+  EXPECT_EQ(parse_error("task t\nptrace t poke dr0=0x10000000000000000\n"),
+            "t.scn:2: ptrace poke: bad value '0x10000000000000000' (expected a 64-bit hex number)");
+  EXPECT_EQ(parse_error("task t\nptrace t peek dr0=1\n"),
+            "t.scn:2: ptrace peek: 'dr0=1': peek takes no value");
+  EXPECT_EQ(parse_error("task t\nptrace t poke dr0=1 dr1=2\n"),
+            "t.scn:2: ptrace poke: unexpected 'dr1=2'");
+  EXPECT_EQ(parse_error("task t\nptrace t cont 1\n"), "t.scn:2: ptrace cont: unexpected '1'");
+  EXPECT_EQ(parse_error("task t\nptrace t attach mode=x\n"),
+            "t.scn:2: ptrace attach: unknown key 'mode' (expected layout=x86_64|i386)");
+  EXPECT_EQ(parse_error("task t\nptrace t attach layout=arm\n"),
+            "t.scn:2: ptrace attach: bad layout 'arm' (expected x86_64 or i386)");
+  EXPECT_EQ(parse_error("task t\nexit t\nptrace t wait\n"), "t.scn:3: ptrace: task 't' has exited");
 }
 
 // The following need the arbiter implementation.
@@ -119,6 +184,30 @@ TEST(Run, ExplainValidation) {
   auto lines = run("bp a cpu=0 type=r\n", /*explain=*/true);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_THAT(lines[0], HasSubstr("a EINVAL — type r"));
+}
+
+TEST(Run, PtraceLines) {
+  EXPECT_THAT(
+      run("task t\nptrace t wait\nptrace t poke dr7=0x40001\nptrace t peek 848\n"
+          "ptrace t poke 849=0\nptrace t cont\nptrace t wait\nptrace t step\n"),
+      ElementsAre("stopped SIGSTOP dr6=0x00000000ffff0ff0", "poke dr7 EINVAL",
+                  "peek dr0 = 0x0000000000000000", "poke 849 EIO", "running", "step ESRCH"));
+}
+
+TEST(Run, AccessInAPtraceStopIsARunTimeError) {
+  auto s = parse_scenario(
+      "machine cpus=1\ntask t\nswitch cpu=0 task=t\nptrace t poke dr0=0x10\n"
+      "ptrace t poke dr7=0x1\nptrace t cont\nexec task=t cpu=0 addr=0x10\n"
+      "exec task=t cpu=0 addr=0x14\n",
+      "f.scn");
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  auto lines = run_scenario(*s, {});
+  ASSERT_FALSE(lines.has_value());
+  EXPECT_FALSE(is_internal_error(lines.error()));
+  EXPECT_EQ(lines.error().code(), ErrorCode::kBusy);
+  EXPECT_EQ(lines.error().message(),
+            "f.scn:8: exec: task 't' is in a ptrace stop (SIGTRAP); resume it with `ptrace t "
+            "cont` (or step) first");
 }
 
 }  // namespace

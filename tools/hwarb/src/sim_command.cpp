@@ -54,11 +54,21 @@ constexpr const char* kScenarioHelp =
       A watchpoint over any range: fewest aligned pieces, shared registers, old/new values,
       if= filter on the new value (OP: == != < <= > >=).
   show                         per CPU: DR0-DR3, DR7, installed events; per event: state,
-                               count, time_enabled, time_running
+                               count, time_enabled, time_running; per traced task: its stop
+                               (or running), DR6 and DR7
   inject enomem=K              the K-th fallible arbiter step from now fails with ENOMEM
   bts NAME [task=T] [cpu=N|any]    (also: pt NAME ..., lbr NAME ...)
       An exclusive facility: any number of one kind, another kind gets EBUSY. cpu= defaults
       to any with a task and is required without one.
+  ptrace T attach [layout=x86_64|i386]    ptrace T detach    ptrace T wait
+  ptrace T peek REG    ptrace T poke REG=HEX    ptrace T cont    ptrace T step
+      A tracer of task T: PTRACE_PEEKUSER/POKEUSER of DR0-DR7 with Linux x86 semantics (REG:
+      dr0..dr7, or a byte offset into struct user, decimal or 0x hex); ptrace breakpoints
+      take slots from the same pool as bp and wide. The first ptrace command on an untraced
+      task attaches it (layout x86_64; i386 on arch=i386), which stops it with SIGSTOP;
+      peek/poke/cont/step/detach need a stop (else ESRCH). A ptrace breakpoint hit, or the
+      trap after a step, stops T with SIGTRAP; then an access/exec by T is a run-time error
+      until `ptrace T cont` (or step).
 
   Breakpoint checks, after the slot check (so a bad bp on a full CPU gets ENOSPC):
   x86 has no type=r; data len in {1,2,4,8} (no 8 on i386) with addr aligned to len;
@@ -68,11 +78,16 @@ constexpr const char* kScenarioHelp =
 Output: one line per bp, wide, modify, watch, fork, bts, pt, lbr: 'NAME ok' or
   'NAME <ERRNO>' (ENOSPC, EBUSY, ENODEV, EINVAL, ENOENT, ENOMEM); with --explain refusals
   end in ' — reason'. Each hit: 'hit NAME task=T cpu=N ip=HEX addr=HEX access=r|w|x'
-  (+ ' old=HEX new=HEX' for watchpoints). Other commands print nothing.
+  (+ ' old=HEX new=HEX' for watchpoints); a ptrace breakpoint's hit shows as T's stop.
+  ptrace: 'poke dr7 ok', 'poke dr7 ENOSPC', 'poke 849 EIO' (an offset that is no debug
+  register is printed as given), 'peek dr6 = 0x00000000ffff0ff0' (16 hex digits), wait:
+  'stopped SIGTRAP dr6=0x...' or 'running'; attach, detach, cont and step print only a
+  refusal ('cont ESRCH'). Other commands print nothing.
 Errors: the whole file is checked before anything runs; a scenario error (bad syntax,
   unknown command or key, bad value, duplicate or unknown name, cpu=any without task, CPU
   out of range, misplaced machine) prints 'FILE:LINE: message' on stderr, nothing on
-  stdout, and exits 2.
+  stdout, and exits 2. So does a run-time scenario error, which the file alone cannot
+  decide: an access/exec by a task in a ptrace stop, a task whose fork failed.
 Exit status: 0 ran (refusals included), 1 internal error, 2 usage, unreadable file or
   scenario error.)";
 
@@ -95,7 +110,11 @@ int run_sim(const std::string& file, bool explain) {
   }
   auto lines = scenario::run_scenario(*scenario, {.explain = explain});
   if (!lines) {
-    std::cerr << "hwarb sim: internal error: " << lines.error().to_string() << "\n";
+    if (!scenario::is_internal_error(lines.error())) {  // a run-time scenario error
+      std::cerr << lines.error().message() << "\n";
+      return kExitUsage;
+    }
+    std::cerr << "hwarb sim: " << lines.error().to_string() << "\n";
     return kExitFailure;
   }
   for (const std::string& line : *lines) std::cout << line << "\n";

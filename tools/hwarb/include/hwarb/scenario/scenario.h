@@ -12,9 +12,15 @@
 //    an Error whose message is "FILE:LINE: message".
 //  - run_scenario() executes a parsed scenario and returns the output lines: "NAME ok" or
 //    "NAME <ERRNO>" (plus " — reason" with explain) for bp/wide/modify/watch/fork/bts/pt/lbr,
-//    one "hit ..." line per delivered hit, the `show` report. Refusals are normal output. The
-//    only run-time error is a command that uses a task whose fork failed (fault injection).
-//    Same scenario, same output.
+//    one "hit ..." line per delivered hit, the `show` report, and the ptrace lines ("poke dr7
+//    ENOSPC", "peek dr6 = 0x00000000ffff0ff0", "stopped SIGTRAP dr6=0x...", "running", ...).
+//    Refusals are normal output. Same scenario, same output.
+//  - Run-time scenario errors are what the file alone cannot decide: a command that uses a task
+//    whose fork failed (fault injection), and an `access`/`exec` by a task that is in a ptrace
+//    stop (whether a hit stopped it is known only by running). Their Error message is
+//    "FILE:LINE: message", like a parse error. Any other error of run_scenario is internal (a bug
+//    in hwarb): is_internal_error() tells them apart; its message is "internal error:
+//    FILE:LINE: message".
 #pragma once
 
 #include <cstdint>
@@ -27,6 +33,7 @@
 #include "hwarb/base/error.h"
 #include "hwarb/base/ids.h"
 #include "hwarb/breakpoints/validate.h"
+#include "hwarb/ptrace_compat/user_area.h"
 
 namespace hwarb::scenario {
 
@@ -60,8 +67,13 @@ enum class CommandKind : std::uint8_t {
   kWatch,   // watch NAME [task=T] addr=HEX len=N [type=w|rw|x] [if=EXPR]
   kShow,    // show
   kInject,  // inject enomem=K
+  kPtrace,  // ptrace T attach|detach|peek|poke|wait|cont|step ...
 };
 std::string_view to_string(CommandKind kind);
+
+// The operation of a `ptrace T OP ...` command.
+enum class PtraceOp : std::uint8_t { kAttach, kDetach, kPeek, kPoke, kWait, kCont, kStep };
+std::string_view to_string(PtraceOp op);  // "attach", "detach", "peek", ...
 
 // cpu=N (any == false) or cpu=any.
 struct CpuChoice {
@@ -98,6 +110,14 @@ struct Command {
   std::uint64_t cond_value = 0;
   // inject: enomem=K
   int inject_at = 0;
+  // ptrace T OP (name = T). peek/poke: the register as written (`reg`: "dr7", "849", "0x390"),
+  // either a debug register by name (debugreg = N for drN) or a byte offset into struct user
+  // (offset); poke: value=. attach: layout= (unset: i386 on an i386 machine, else x86_64).
+  PtraceOp ptrace_op = PtraceOp::kWait;
+  std::string reg;
+  std::optional<int> debugreg;
+  std::uint64_t offset = 0;
+  std::optional<ptrace_compat::UserLayout> layout;
 };
 
 // The condition of a watch command on the new value (cond_op empty: always true).
@@ -121,7 +141,11 @@ struct RunOptions {
   bool explain = false;  // append " — reason" to refusals
 };
 
-// Runs a parsed scenario on a fresh arbiter; returns the output lines (without newlines).
+// Runs a parsed scenario on a fresh arbiter; returns the output lines (without newlines), or a
+// run-time scenario error or an internal error (see the contract above).
 Result<std::vector<std::string>> run_scenario(const Scenario& scenario, const RunOptions& options);
+
+// Whether an error of run_scenario is internal (a bug in hwarb) rather than a scenario error.
+bool is_internal_error(const Error& error);
 
 }  // namespace hwarb::scenario
