@@ -90,6 +90,11 @@ Result<SlotRequest> decode_dr7_slot(Arch arch, std::uint64_t dr7, int slot) {
   return r;
 }
 
+UserAbi DebugRegEmulation::abi(UserLayout layout) const {
+  return layout == UserLayout::kI386 && api_.pmu().arch() == Arch::kX86_64 ? UserAbi::kCompat
+                                                                           : UserAbi::kNative;
+}
+
 Result<void> DebugRegEmulation::check(TaskId task) const {
   if (api_.pmu().arch() == Arch::kArm64) {
     return make_error(ErrorCode::kOpNotSupp,
@@ -101,7 +106,7 @@ Result<void> DebugRegEmulation::check(TaskId task) const {
 Result<std::uint64_t> DebugRegEmulation::peek_user(TaskId task, UserLayout layout,
                                                    std::uint64_t offset) const {
   if (auto r = check(task); !r) return std::unexpected(r.error());
-  auto where = decode_offset(layout, offset);
+  auto where = decode_offset(layout, abi(layout), offset);
   if (!where) return std::unexpected(where.error());
   switch (where->kind) {
     case OffsetKind::kRegister:
@@ -122,7 +127,7 @@ Result<std::uint64_t> DebugRegEmulation::peek_user(TaskId task, UserLayout layou
 Result<void> DebugRegEmulation::poke_user(TaskId task, UserLayout layout, std::uint64_t offset,
                                           std::uint64_t value) {
   if (auto r = check(task); !r) return r;
-  auto where = decode_offset(layout, offset);
+  auto where = decode_offset(layout, abi(layout), offset);
   if (!where) return std::unexpected(where.error());
   if (layout == UserLayout::kI386 && value > kWord32) {
     return make_error(ErrorCode::kInval,
@@ -136,7 +141,7 @@ Result<void> DebugRegEmulation::poke_user(TaskId task, UserLayout layout, std::u
                             "model");
     case OffsetKind::kOther:
       // Native: no register behind the field, EIO. Compat: dummy fields are ignored.
-      if (layout == UserLayout::kI386) return {};
+      if (abi(layout) == UserAbi::kCompat) return {};
       return make_error(ErrorCode::kIo,
                         "offset " + std::to_string(offset) + ": not a register of the user area");
     case OffsetKind::kDebugReg:

@@ -71,13 +71,15 @@ const UserArea& user_area(UserLayout layout) {
   return kAreas[layout == UserLayout::kX86_64 ? 0 : 1];
 }
 
-Result<UserOffset> decode_offset(UserLayout layout, std::uint64_t offset) {
+Result<UserOffset> decode_offset(UserLayout layout, UserAbi abi, std::uint64_t offset) {
   const UserArea& a = user_area(layout);
   const std::uint64_t last_dr = debugreg_offset(a, 7);
-  if (layout == UserLayout::kX86_64) {
+  const std::string word = std::to_string(a.word);
+  if (abi == UserAbi::kNative) {
     // 1.
     if (offset % a.word != 0) {
-      return make_error(ErrorCode::kIo, offset_text(offset) + ": not aligned to 8 bytes");
+      return make_error(ErrorCode::kIo,
+                        offset_text(offset) + ": not aligned to " + word + " bytes");
     }
     if (offset >= a.size) {
       return make_error(ErrorCode::kIo, offset_text(offset) + ": past the user area (" +
@@ -92,13 +94,16 @@ Result<UserOffset> decode_offset(UserLayout layout, std::uint64_t offset) {
     // 4.
     return UserOffset{OffsetKind::kOther, 0};
   }
+  if (layout != UserLayout::kI386) {
+    return make_error(ErrorCode::kInval, "abi: compat decoding is for the i386 layout only");
+  }
   // compat 1.
   if (offset >= a.debugreg && offset <= last_dr) {
     return UserOffset{OffsetKind::kDebugReg, static_cast<int>((offset - a.debugreg) / a.word)};
   }
   // compat 2.
   if (offset % a.word != 0) {
-    return make_error(ErrorCode::kIo, offset_text(offset) + ": not aligned to 4 bytes");
+    return make_error(ErrorCode::kIo, offset_text(offset) + ": not aligned to " + word + " bytes");
   }
   if (offset > a.size) {
     return make_error(ErrorCode::kIo, offset_text(offset) + ": past the user area (" +

@@ -9,7 +9,8 @@ namespace hwarb::ptrace_compat {
 namespace {
 
 void expect_eio(UserLayout layout, std::uint64_t offset) {
-  auto r = decode_offset(layout, offset);
+  auto r = decode_offset(layout, layout == UserLayout::kI386 ? UserAbi::kCompat : UserAbi::kNative,
+                         offset);
   ASSERT_FALSE(r) << offset;
   EXPECT_EQ(r.error().code(), ErrorCode::kIo);
   EXPECT_TRUE(r.error().message().starts_with("offset " + std::to_string(offset)))
@@ -17,7 +18,8 @@ void expect_eio(UserLayout layout, std::uint64_t offset) {
 }
 
 void expect_kind(UserLayout layout, std::uint64_t offset, OffsetKind kind, int dr = 0) {
-  auto r = decode_offset(layout, offset);
+  auto r = decode_offset(layout, layout == UserLayout::kI386 ? UserAbi::kCompat : UserAbi::kNative,
+                         offset);
   ASSERT_TRUE(r) << offset << ": " << r.error().to_string();
   EXPECT_EQ(r->kind, kind) << offset;
   if (kind == OffsetKind::kDebugReg) {
@@ -84,6 +86,23 @@ TEST(UserArea, CompatDecodingAcceptsMisalignedDebugRegOffsets) {
   expect_kind(UserLayout::kI386, 64, OffsetKind::kRegister);
   expect_kind(UserLayout::kI386, 68, OffsetKind::kOther);
   expect_kind(UserLayout::kI386, 248, OffsetKind::kOther);
+}
+
+TEST(UserArea, NativeI386DecodingChecksAlignmentAndSizeFirst) {
+  // A 32-bit kernel's arch_ptrace: the same rules as x86_64 on the 4-byte layout.
+  auto native = [](std::uint64_t off) {
+    return decode_offset(UserLayout::kI386, UserAbi::kNative, off);
+  };
+  EXPECT_EQ(native(253).error().code(), ErrorCode::kIo);
+  EXPECT_EQ(native(284).error().code(), ErrorCode::kIo);
+  EXPECT_EQ(native(280)->debugreg, 7);
+  EXPECT_EQ(native(248)->kind, OffsetKind::kOther);
+  EXPECT_EQ(native(64)->kind, OffsetKind::kRegister);
+  // Compat decoding exists for the i386 layout only.
+  auto bad = decode_offset(UserLayout::kX86_64, UserAbi::kCompat, 848);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code(), ErrorCode::kInval);
+  EXPECT_TRUE(bad.error().message().starts_with("abi"));
 }
 
 TEST(UserArea, ParseLayout) {

@@ -1251,9 +1251,9 @@ class Runner {
       return ptrace_compat::debugreg_offset(ptrace_compat::user_area(layout), *cmd.debugreg);
     return cmd.offset;
   }
-  static std::string reg_label(const Command& cmd, ptrace_compat::UserLayout layout) {
+  std::string reg_label(const Command& cmd, ptrace_compat::UserLayout layout) {
     if (cmd.debugreg) return "dr" + std::to_string(*cmd.debugreg);
-    auto where = ptrace_compat::decode_offset(layout, cmd.offset);
+    auto where = ptrace_compat::decode_offset(layout, sys_->ptrace().abi(layout), cmd.offset);
     if (where && where->kind == ptrace_compat::OffsetKind::kDebugReg) {
       return "dr" + std::to_string(where->debugreg);
     }

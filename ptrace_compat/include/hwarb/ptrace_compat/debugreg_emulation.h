@@ -85,11 +85,15 @@ class DebugRegEmulation {
  public:
   explicit DebugRegEmulation(breakpoints::HwBreakpoints& api) : api_(api) {}
 
-  // PTRACE_PEEKUSER / PTRACE_POKEUSER of `task` in `layout` (user_area.h decodes the offset).
+  // PTRACE_PEEKUSER / PTRACE_POKEUSER of `task` in `layout` (user_area.h decodes the offset:
+  // the i386 layout as compat on an x86_64 machine, native on an i386 one; x86_64 natively).
   // ESRCH for an unknown task; EOPNOTSUPP for a general register and on arm64; EINVAL for a
   // value that does not fit the layout's word.
   Result<std::uint64_t> peek_user(TaskId task, UserLayout layout, std::uint64_t offset) const;
   Result<void> poke_user(TaskId task, UserLayout layout, std::uint64_t offset, std::uint64_t value);
+
+  // How this machine's kernel decodes offsets of `layout`: compat for i386 on x86_64.
+  UserAbi abi(UserLayout layout) const;
 
   // Linux's ptrace_get_debugreg / ptrace_set_debugreg. EIO for n outside 0..7 (and writes of
   // DR4/DR5), ESRCH for an unknown task.

@@ -6,18 +6,20 @@
 //    the general registers come from <sys/user.h>. The kernel's struct (asm/user_64.h) has two
 //    more longs after u_debugreg[], error_code and fault_address, which glibc's copy leaves out:
 //    the kernel accepts offsets up to offsetof(u_debugreg) + 8*8 + 2*8 = 928, and so do we.
-//  - kI386: `struct user32`, what a 32-bit tracer sees on a 64-bit kernel (the compat path:
-//    getreg32/putreg32), with 4-byte words. <sys/user.h> on x86_64 has no such struct, so it is
-//    declared in user_area.cpp field by field (offsets checked by static_assert): u_debugreg at
-//    252, size 284.
+//  - kI386: the 32-bit `struct user` with 4-byte words: `struct user32`, which a 32-bit tracer
+//    sees on a 64-bit kernel (the compat path: getreg32/putreg32), and the native struct user of
+//    a 32-bit kernel, which has the same offsets. <sys/user.h> on x86_64 has no such struct, so it
+//    is declared in user_area.cpp field by field (offsets checked by static_assert): u_debugreg
+//    at 252, size 284.
 //
-// Decoding, as Linux's arch_ptrace (native) and getreg32/putreg32 (compat), in this order:
-//   native (kX86_64):
+// Decoding, as Linux's arch_ptrace (native: x86_64, or i386 on a 32-bit kernel) and
+// getreg32/putreg32 (compat: i386 on a 64-bit kernel), in this order:
+//   native:
 //     1. offset not 8-byte aligned, or >= the kernel's sizeof(struct user): EIO;
 //     2. offset < sizeof(user_regs_struct): a general register;
 //     3. offsetof(u_debugreg[0]) <= offset <= offsetof(u_debugreg[7]): DR(offset - base) / 8;
 //     4. anything else: a field with no register behind it (peek reads 0, poke is EIO).
-//   compat (kI386):
+//   compat:
 //     1. offsetof(u_debugreg[0]) <= offset <= offsetof(u_debugreg[7]): DR(offset - base) / 4.
 //        The kernel's `case` range comes before its alignment check, so a misaligned offset
 //        inside the range (253 is DR0, 279 is DR6) is accepted. Linux oddity, followed.
@@ -65,7 +67,11 @@ struct UserOffset {
   int debugreg = 0;  // kDebugReg: 0..7
 };
 
-// The decoding above; EIO naming the offset and the reason.
-Result<UserOffset> decode_offset(UserLayout layout, std::uint64_t offset);
+// Which kernel decodes the offset: the layout's own (native) or a 64-bit kernel serving a 32-bit
+// tracer (compat; kI386 only).
+enum class UserAbi : std::uint8_t { kNative, kCompat };
+
+// The decoding above; EIO naming the offset and the reason. kCompat with kX86_64 is EINVAL.
+Result<UserOffset> decode_offset(UserLayout layout, UserAbi abi, std::uint64_t offset);
 
 }  // namespace hwarb::ptrace_compat
