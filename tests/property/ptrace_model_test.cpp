@@ -326,6 +326,8 @@ struct Model {
   void resume(bool step) {
     stepping = step;
     stop.reset();
+    // cont turns single-step off before the instruction behind a fault runs: its trap is gone.
+    if (!step) std::erase(queued, kBs);
     while (!queued.empty() && !stop) {
       const std::uint64_t v = queued.front();
       queued.pop_front();

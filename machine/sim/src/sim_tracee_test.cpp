@@ -134,6 +134,15 @@ TEST(SimTracee, ExecuteFaultThenStepTrapAreTwoStops) {
   EXPECT_EQ(stop_of(*t), (Stop{SIGTRAP, kDr6Fresh | x86::dr6::kSingleStep}));
   ASSERT_TRUE(t->cont());
   EXPECT_EQ(stop_of(*t), std::nullopt);
+  // cont from the fault's stop turns single-stepping off before the instruction runs: no
+  // single-step trap follows.
+  ASSERT_TRUE(f.sys->machine().exec(kCpu0, f.task, 0x401000));
+  EXPECT_EQ(stop_of(*t), (Stop{SIGTRAP, kDr6Fresh | 0x2}));  // not stepping: the fault alone
+  ASSERT_TRUE(t->step());
+  ASSERT_TRUE(f.sys->machine().exec(kCpu0, f.task, 0x401000));
+  EXPECT_EQ(stop_of(*t), (Stop{SIGTRAP, kDr6Fresh | 0x2}));
+  ASSERT_TRUE(t->cont());
+  EXPECT_EQ(stop_of(*t), std::nullopt);
 }
 
 TEST(SimTracee, PerfOnlyHitDoesNotStopButResetsVirtualDr6) {

@@ -3,6 +3,7 @@
 #include <csignal>
 
 #include "hwarb/base/check.h"
+#include "hwarb/x86/debugreg.h"
 
 namespace hwarb::sim {
 
@@ -227,6 +228,11 @@ Result<void> System::ptrace_resume(TaskId task, bool step) {
   if (auto r = machine_->set_single_step(task, step); !r) return r;
   Traced& t = traced_[task];
   t.stop.reset();
+  if (!step) {
+    std::erase_if(t.pending, [](const ptrace_compat::DebugException& ex) {
+      return ex.virtual_dr6 == x86::dr6::kSingleStep;
+    });
+  }
   HWARB_CHECK(machine_->set_stopped(task, false).has_value(), "resume a traced task");
   while (!t.pending.empty() && !t.stop) {
     const ptrace_compat::DebugException ex = t.pending.front();

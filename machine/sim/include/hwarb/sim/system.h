@@ -23,9 +23,10 @@
 //         trap after the instruction). The machine finishes the call, so the second exception of a
 //         task the first one stopped is queued and takes effect when the tracer resumes: its
 //         virtual DR6 is stored then and, if it stops, the task stops again at once. The tracer
-//         thus sees the stops one at a time, each with its own DR6, as on Linux; what is not
-//         modelled is that a `cont` after the fault would have switched single-stepping off
-//         before the instruction ran.
+//         thus sees the stops one at a time, each with its own DR6, as on Linux. A `cont` from
+//         the fault's stop switches single-stepping off before the instruction runs, so on Linux
+//         the single-step trap never happens: queued single-step-only exceptions are dropped on
+//         cont and kept on step.
 //      4. step arms the machine's single-step for the task; cont disarms it. Detach resumes the
 //         task and disarms single-step; it keeps the ptrace breakpoints (Linux flushes them only
 //         at exec and exit). A task's exit flushes them and ends its tracing.
