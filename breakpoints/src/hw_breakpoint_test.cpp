@@ -299,12 +299,14 @@ TEST(HwBreakpoint, SlotCheckComesBeforeFieldCheck) {
     fill.push_back(std::move(*h));
   }
   const pmu::EventAttr bad_attrs[] = {
-      breakpoint_attr(0x1000, 3, BpType::kW),     // len
-      breakpoint_attr(0x1001, 4, BpType::kW),     // addr alignment
-      breakpoint_attr(0x1000, 4, BpType::kR),     // type
-      breakpoint_attr(0x1000, 4, BpType::kEmpty)  // type
+      breakpoint_attr(0x1000, 3, BpType::kW),   // len
+      breakpoint_attr(0x1001, 4, BpType::kW),   // addr alignment
+      breakpoint_attr(0x1000, 4, BpType::kR),   // type
+      breakpoint_attr(0x1000, 16, BpType::kW),  // len: a range breakpoint, EOPNOTSUPP
   };
-  const char* fields[] = {"len", "addr", "type", "type"};
+  const char* fields[] = {"len", "addr", "type", "len"};
+  const ErrorCode codes[] = {ErrorCode::kInval, ErrorCode::kInval, ErrorCode::kInval,
+                             ErrorCode::kOpNotSupp};
   TaskId t = *s->machine().create_task();
   TaskId full = *s->machine().create_task();
   for (int i = 0; i < 4; ++i) {
@@ -330,12 +332,29 @@ TEST(HwBreakpoint, SlotCheckComesBeforeFieldCheck) {
     // A free CPU / task: the field error.
     r = s->breakpoints().register_cpu_hw_breakpoint(bad, {}, CpuId(2));
     ASSERT_FALSE(r);
-    EXPECT_EQ(r.error().code(), ErrorCode::kInval);
+    EXPECT_EQ(r.error().code(), codes[i]);
     EXPECT_TRUE(r.error().message().starts_with(fields[i])) << r.error().message();
     r = s->breakpoints().register_user_hw_breakpoint(bad, {}, t, CpuId(2));
     ASSERT_FALSE(r);
-    EXPECT_EQ(r.error().code(), ErrorCode::kInval);
+    EXPECT_EQ(r.error().code(), codes[i]);
     EXPECT_TRUE(r.error().message().starts_with(fields[i])) << r.error().message();
+    EXPECT_EQ(state(*s), before);
+  }
+  // The empty type (and RW|X) is refused before the slots are counted, as Linux's
+  // __reserve_bp_slot: EINVAL even where the slots are full.
+  for (unsigned type : {0u, 7u}) {
+    SCOPED_TRACE(type);
+    const pmu::EventAttr bad = breakpoint_attr(0x1000, 4, static_cast<BpType>(type));
+    auto c = s->breakpoints().register_cpu_hw_breakpoint(bad, {}, CpuId(1));
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error().code(), ErrorCode::kInval);
+    EXPECT_TRUE(c.error().message().starts_with("type")) << c.error().message();
+    auto w = s->breakpoints().register_wide_hw_breakpoint(bad, {});
+    ASSERT_FALSE(w);
+    EXPECT_EQ(w.error().code(), ErrorCode::kInval);
+    c = s->breakpoints().register_user_hw_breakpoint(bad, {}, full, CpuId(0));
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error().code(), ErrorCode::kInval);
     EXPECT_EQ(state(*s), before);
   }
   // On a full CPU the task-wide one is refused for its slots as well.

@@ -1,5 +1,7 @@
 #include "hwarb/breakpoints/validate.h"
 
+#include <bit>
+
 #include "hwarb/base/format.h"
 
 #include <cstdio>
@@ -43,6 +45,16 @@ std::string_view to_string(pmu::BpType type) {
   return "?";
 }
 
+Result<void> check_reservable(const pmu::EventAttr& attr) {
+  constexpr unsigned kInvalid = 7;  // HW_BREAKPOINT_RW | HW_BREAKPOINT_X
+  const unsigned type = static_cast<unsigned>(attr.bp_type);
+  if (attr.bp_type == pmu::BpType::kEmpty || type == kInvalid) {
+    return make_error(ErrorCode::kInval,
+                      "type " + std::to_string(type) + ": not a breakpoint type (r, w, rw or x)");
+  }
+  return {};
+}
+
 Result<void> validate_breakpoint(Arch arch, const pmu::EventAttr& attr) {
   const bool x86 = arch != Arch::kArm64;
   const std::uint64_t len = attr.bp_len;
@@ -56,8 +68,14 @@ Result<void> validate_breakpoint(Arch arch, const pmu::EventAttr& attr) {
         return make_error(ErrorCode::kInval, "type r: x86 has no read-only watchpoint (use rw)");
       }
       break;
-    default:
+    case pmu::BpType::kW:
+    case pmu::BpType::kRw:
+    case pmu::BpType::kX:
       break;
+    default:  // a value outside the enumeration (R|X, W|X, RW|X)
+      return make_error(ErrorCode::kInval, "type " +
+                                               std::to_string(static_cast<unsigned>(attr.bp_type)) +
+                                               ": not a breakpoint type (r, w, rw or x)");
   }
   // 2. len, 3. addr alignment
   if (attr.bp_type == pmu::BpType::kX) {
@@ -72,7 +90,18 @@ Result<void> validate_breakpoint(Arch arch, const pmu::EventAttr& attr) {
     }
   } else {
     const std::uint64_t max_len = arch == Arch::kI386 ? 4 : 8;
-    if ((len != 1 && len != 2 && len != 4 && len != 8) || len > max_len) {
+    const bool encodable = (len == 1 || len == 2 || len == 4 || len == 8) && len <= max_len;
+    if (!encodable && x86 && std::has_single_bit(len)) {
+      // Linux's arch_build_bp_info takes any other power of two as an AMD range breakpoint:
+      // aligned to its len, it needs X86_FEATURE_BPEXT, which hwarb's CPUs do not have.
+      if (attr.bp_addr % len != 0) {
+        return make_error(ErrorCode::kInval, "addr: not aligned to len " + len_s);
+      }
+      return make_error(
+          ErrorCode::kOpNotSupp,
+          "len " + len_s + ": a range breakpoint, which needs AMD's BPEXT (this CPU has none)");
+    }
+    if (!encodable) {
       return make_error(ErrorCode::kInval, "len " + len_s + ": a data breakpoint on " +
                                                std::string(to_string(arch)) + " needs len 1, 2, 4" +
                                                (max_len == 8 ? " or 8" : ""));

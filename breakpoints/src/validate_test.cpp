@@ -121,17 +121,27 @@ TEST(Validate, DataLenIsOneTwoFourOrEight) {
         SCOPED_TRACE(std::string(to_string(a)) + " " + std::string(to_string(t)) + " len " +
                      std::to_string(len));
         const bool ok = len == 1 || len == 2 || len == 4 || (len == 8 && has8);
+        // x86: another power of two (aligned: 0x1000 is) is an AMD range breakpoint, which
+        // needs BPEXT: EOPNOTSUPP. arm64 has no such thing.
+        const bool range = a != Arch::kArm64 && (len == 8 || len == 16);
         auto r = validate_breakpoint(a, bp(0x1000, len, t));
         if (ok) {
           expect_ok(r);
+        } else if (range) {
+          expect_error(r, ErrorCode::kOpNotSupp, "len", "range");
         } else {
           expect_error(r, ErrorCode::kInval, "len");
         }
       }
     }
   }
-  // Large lengths (a power of two too).
-  expect_error(validate_breakpoint(Arch::kX86_64, bp(0x1000, 16, BpType::kW)), ErrorCode::kInval,
+  // Large lengths: a power of two is a range breakpoint (misaligned: EINVAL on addr), others
+  // EINVAL on len.
+  expect_error(validate_breakpoint(Arch::kX86_64, bp(0x1000, 16, BpType::kW)),
+               ErrorCode::kOpNotSupp, "len");
+  expect_error(validate_breakpoint(Arch::kX86_64, bp(0x1008, 16, BpType::kW)), ErrorCode::kInval,
+               "addr");
+  expect_error(validate_breakpoint(Arch::kX86_64, bp(0x1000, 24, BpType::kW)), ErrorCode::kInval,
                "len");
   expect_error(validate_breakpoint(Arch::kX86_64, bp(0, kMax, BpType::kW)), ErrorCode::kInval,
                "len");
@@ -242,7 +252,7 @@ TEST(Validate, FirstFailingRuleWins) {
   // len before alignment and kernel space.
   expect_error(validate_breakpoint(Arch::kX86_64, bp(0x1001, 3, BpType::kW)), ErrorCode::kInval,
                "len");
-  expect_error(validate_breakpoint(Arch::kI386, bp(0x1001, 8, BpType::kW)), ErrorCode::kInval,
+  expect_error(validate_breakpoint(Arch::kI386, bp(0x1001, 6, BpType::kW)), ErrorCode::kInval,
                "len");
   expect_error(validate_breakpoint(Arch::kArm64, bp(0x1001, 8, BpType::kX)), ErrorCode::kInval,
                "len");
@@ -265,9 +275,8 @@ struct Verdict {
 };
 Verdict model(Arch a, const pmu::EventAttr& attr) {
   const bool x86 = a != Arch::kArm64;
-  if (attr.bp_type == BpType::kEmpty || (x86 && attr.bp_type == BpType::kR)) {
-    return {ErrorCode::kInval, "type"};
-  }
+  const unsigned t = static_cast<unsigned>(attr.bp_type);
+  if (t == 0 || t > 4 || (x86 && attr.bp_type == BpType::kR)) return {ErrorCode::kInval, "type"};
   const std::uint64_t long_size = a == Arch::kX86_64 ? 8 : 4;
   if (attr.bp_type == BpType::kX) {
     if (attr.bp_len != long_size) return {ErrorCode::kInval, "len"};
@@ -276,6 +285,12 @@ Verdict model(Arch a, const pmu::EventAttr& attr) {
     std::vector<std::uint64_t> ok = {1, 2, 4};
     if (a != Arch::kI386) ok.push_back(8);
     if (std::find(ok.begin(), ok.end(), attr.bp_len) == ok.end()) {
+      // x86: any other power of two is an AMD range breakpoint (no BPEXT here).
+      const bool pow2 = attr.bp_len != 0 && (attr.bp_len & (attr.bp_len - 1)) == 0;
+      if (x86 && pow2) {
+        if (attr.bp_addr % attr.bp_len != 0) return {ErrorCode::kInval, "addr"};
+        return {ErrorCode::kOpNotSupp, "len"};
+      }
       return {ErrorCode::kInval, "len"};
     }
     if (attr.bp_addr % attr.bp_len != 0) return {ErrorCode::kInval, "addr"};
@@ -303,8 +318,9 @@ TEST(Validate, MatrixAgainstModelAndEveryMessageNamesItsField) {
     std::vector<std::uint64_t> bases = {0, 0x1000, tsm - 16, tsm - 8, tsm, kMax - 15};
     for (std::uint64_t base : bases) {
       for (std::uint64_t off = 0; off < 16; ++off) {
-        for (BpType t : {BpType::kEmpty, BpType::kR, BpType::kW, BpType::kRw, BpType::kX}) {
-          for (std::uint64_t len = 0; len <= 9; ++len) {
+        for (unsigned tv = 0; tv <= 7; ++tv) {
+          const BpType t = static_cast<BpType>(tv);
+          for (std::uint64_t len : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 32, 24}) {
             for (int flags = 0; flags < 4; ++flags) {
               pmu::EventAttr attr = bp(base + off, len, t, flags & 1, flags & 2);
               Verdict v = model(a, attr);

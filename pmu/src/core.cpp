@@ -298,6 +298,7 @@ Result<EventHandle> Core::open(const EventAttr& attr, EventOwner owner, Overflow
   if (auto r = check_owner(attr, owner); !r) return std::unexpected(r.error());
   auto pmu = pmu_for(attr);
   if (!pmu) return std::unexpected(pmu.error());
+  if (auto r = (*pmu)->check_reservable(attr); !r) return std::unexpected(r.error());
   EventId id = next_id_;
   auto reservation = arbiter_.reserve(request_for(attr, owner, id, **pmu));
   if (!reservation) return std::unexpected(reservation.error());
@@ -317,6 +318,7 @@ Result<std::vector<EventHandle>> Core::open_all(std::span<const OpenRequest> req
     if (auto c = check_owner(r.attr, r.owner); !c) return std::unexpected(c.error());
     auto pmu = pmu_for(r.attr);
     if (!pmu) return std::unexpected(pmu.error());
+    if (auto c = (*pmu)->check_reservable(r.attr); !c) return std::unexpected(c.error());
     pmus.push_back(*pmu);
     slots.push_back(request_for(r.attr, r.owner, next_id_ + i, **pmu));
   }

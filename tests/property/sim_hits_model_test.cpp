@@ -346,12 +346,19 @@ struct MTask {
   MContext ctx;
 };
 
-bool fields_valid(Arch arch, BpType type, std::uint64_t len, std::uint64_t addr) {
-  if (type == BpType::kX) return len == breakpoints::exec_len(arch);
-  if (type != BpType::kW && type != BpType::kRw) return false;
-  if (len != 1 && len != 2 && len != 4 && len != 8) return false;
-  if (len == 8 && arch == Arch::kI386) return false;
-  return addr % len == 0;
+// The field checks' verdict: none, EINVAL, or EOPNOTSUPP for an aligned len 8 on i386 (to Linux
+// an AMD range breakpoint, which needs BPEXT).
+std::optional<ErrorCode> field_error(Arch arch, BpType type, std::uint64_t len,
+                                     std::uint64_t addr) {
+  if (type == BpType::kX) {
+    if (len == breakpoints::exec_len(arch)) return std::nullopt;
+    return ErrorCode::kInval;
+  }
+  if (type != BpType::kW && type != BpType::kRw) return ErrorCode::kInval;
+  if (len != 1 && len != 2 && len != 4 && len != 8) return ErrorCode::kInval;
+  if (addr % len != 0) return ErrorCode::kInval;
+  if (len == 8 && arch == Arch::kI386) return ErrorCode::kOpNotSupp;
+  return std::nullopt;
 }
 
 arbiter::SlotType slot_type(BpType t) {
@@ -527,9 +534,9 @@ class RefModel {
     }
     auto slots = arb_.reserve_all(requests);
     if (!slots) return std::unexpected(slots.error());
-    if (!fields_valid(arch_, b.type, b.len, b.addr)) {
+    if (auto bad = field_error(arch_, b.type, b.len, b.addr)) {
       for (model::Handle h : *slots) arb_.release(h);
-      return std::unexpected(ErrorCode::kInval);
+      return std::unexpected(*bad);
     }
     const EventId first = next_event_;
     for (std::size_t i = 0; i < owners.size(); ++i) {
@@ -554,9 +561,10 @@ class RefModel {
 
   std::expected<void, ErrorCode> modify(EventId id, const BpSpec& next, bool forbidden) {
     MEvent& e = events_.at(id);
-    if (!fields_valid(arch_, next.type, next.len, next.addr) || forbidden || e.exited) {
-      return std::unexpected(ErrorCode::kInval);
+    if (auto bad = field_error(arch_, next.type, next.len, next.addr)) {
+      return std::unexpected(*bad);
     }
+    if (forbidden || e.exited) return std::unexpected(ErrorCode::kInval);
     // hw_breakpoint.h: the slots are checked for "a data <-> execute change on a machine with
     // separate pools". x86 and i386 share one pool between execute and data breakpoints, so no
     // change of type needs (or may be refused) a slot there, as in Linux, whose x86 slot

@@ -3,7 +3,8 @@
 // It owns the per-CPU slot table (which event sits in which debug register) and programs the
 // hardware through a DebugRegisterFile, which a machine implements (machine/sim; machine/linux
 // later). Contract, per pmu.h:
-//  - validate/event_init: validate_breakpoint() for the driver's arch (validate.h).
+//  - validate/event_init: validate_breakpoint() for the driver's arch (validate.h);
+//    check_reservable: validate.h's check_reservable (before the slots, as Linux).
 //  - add(event, cpu): installs into the FIRST FREE register of `cpu`: DRn = bp_addr, then DR7 =
 //    x86::dr7::install(DR7, n, type, len) (global enable bit Gn, the R/W and LEN fields of slot n,
 //    GE 0x200, as Linux's __encode_dr7). No free register: ENOSPC, nothing written. The event
@@ -60,6 +61,9 @@ class BreakpointPmu final : public pmu::Pmu {
   Arch arch() const { return arch_; }
 
   Result<void> validate(const pmu::EventAttr& attr) const override;
+  Result<void> check_reservable(const pmu::EventAttr& attr) const override {
+    return breakpoints::check_reservable(attr);
+  }
   Result<void> event_init(pmu::Event& event) override;
   Result<void> add(pmu::Event& event, CpuId cpu) override;
   void del(pmu::Event& event, CpuId cpu) override;

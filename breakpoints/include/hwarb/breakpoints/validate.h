@@ -4,9 +4,12 @@
 // alignment check of hw_breakpoint_arch_parse, then arch_check_bp_in_kernelspace), after the slot
 // check of the caller: a bad request on a full CPU is ENOSPC, not EINVAL.
 //
-//   1. type: r/w/rw/x. x86 has no read-only watchpoint (r: EINVAL); empty: EINVAL.
+//   1. type: r/w/rw/x. x86 has no read-only watchpoint (r: EINVAL); empty and values outside
+//      the enumeration: EINVAL.
 //   2. len: execute needs len == sizeof(long) of the arch (8 on x86_64, 4 on i386 and arm64);
-//      data needs 1, 2, 4 or 8 (no 8 on i386).
+//      data needs 1, 2, 4 or 8 (no 8 on i386). On x86 any other power of two is an AMD range
+//      breakpoint to Linux: EINVAL when the address is not aligned to it, else EOPNOTSUPP (it
+//      needs X86_FEATURE_BPEXT, which hwarb's CPUs lack; so i386 len 8 is EOPNOTSUPP too).
 //   3. addr: data aligned to len; arm64 execute aligned to 4. x86 execute breakpoints may start
 //      at any byte (Linux encodes them as LEN_1, whose alignment mask is 0).
 //   4. a range reaching user space's end (>= TASK_SIZE_MAX) is kernel space: EINVAL when
@@ -14,7 +17,10 @@
 //      range is what the register covers: one byte for an x86 execute breakpoint (Linux encodes
 //      it as LEN_1), so an x86 execute breakpoint at TASK_SIZE_MAX - 1 is user space. No range
 //      can wrap past 2^64 (data is aligned to len; arm64 execute to 4).
-// Every error is EINVAL or EPERM and its message starts with the field it is about.
+// Every error is EINVAL, EOPNOTSUPP or EPERM and its message starts with the field it is about.
+//
+// Checks Linux makes before the slot count (__reserve_bp_slot), so that they win over ENOSPC:
+// check_reservable() refuses the types "empty" and RW|X (HW_BREAKPOINT_INVALID) with EINVAL.
 #pragma once
 
 #include <cstdint>
@@ -54,5 +60,7 @@ std::string_view to_string(pmu::BpType type);  // "r", "w", "rw", "x", "empty"
 
 // The checks above on attr.bp_type, bp_len, bp_addr, exclude_kernel and privileged.
 Result<void> validate_breakpoint(Arch arch, const pmu::EventAttr& attr);
+// The checks of __reserve_bp_slot, made before the slots are counted (see above).
+Result<void> check_reservable(const pmu::EventAttr& attr);
 
 }  // namespace hwarb::breakpoints

@@ -7,6 +7,9 @@
 //    is ENOSPC). An error is returned to the opener and the reservation is given back.
 //  - validate(attr): the driver's attribute checks alone (no state), used by event_init and by
 //    Core::modify before anything changes. Default: everything is valid.
+//  - check_reservable(attr): the few checks the driver makes BEFORE the slots are counted (Linux's
+//    __reserve_bp_slot refuses an empty or invalid breakpoint type first), so that they win over
+//    ENOSPC. Core::open and open_all call it before the arbiter. Default: nothing.
 //  - add(event, cpu): installs the event on `cpu`'s hardware, stopped. May fail (no free
 //    register: any error) — the scheduler treats that as "could not schedule" (a pinned event
 //    goes to ERROR, flexible scheduling stops for this pass). On failure nothing is installed.
@@ -41,6 +44,7 @@ class Pmu {
   virtual arbiter::ResourceKind resource_kind() const { return arbiter::ResourceKind::kBreakpoint; }
 
   virtual Result<void> validate(const EventAttr& /*attr*/) const { return {}; }
+  virtual Result<void> check_reservable(const EventAttr& /*attr*/) const { return {}; }
   virtual Result<void> event_init(Event& event) = 0;
   virtual Result<void> add(Event& event, CpuId cpu) = 0;
   virtual void del(Event& event, CpuId cpu) = 0;
