@@ -1,0 +1,78 @@
+// hwarb/linux/syscalls.h — thin wrappers of the Linux system calls hwarb's real backend needs:
+// ptrace(2) on the user area, resuming and detaching; waitpid(2); kill(2); CPU affinity;
+// perf_event_open(2) for PERF_TYPE_BREAKPOINT events.
+//
+// Contract:
+//  - Each wrapper makes exactly one system call (wait_for and the Fd-returning calls retry on
+//    EINTR) and converts errno once, here, into an hwarb::Error: the code is from_errno(errno)
+//    (an errno outside ErrorCode becomes EIO), the message starts with the field the kernel
+//    refused (`offset`, `value`, `pid`, `slots`, `attr`, ...) and ends with the kernel's own
+//    errno name and text, so nothing is lost when the code had to be folded into EIO.
+//  - Nothing is all-or-nothing beyond what the kernel guarantees for the one call.
+//  - ptrace requests must come from the tracer thread (Linux's rule); PEEKUSER/POKEUSER and the
+//    resume requests need the tracee in a ptrace-stop, else ESRCH (the kernel's answer).
+// Thread-safety: as the system calls themselves (errno is per thread).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "hwarb/base/error.h"
+#include "hwarb/linux/fd.h"
+#include "hwarb/pmu/event.h"
+
+namespace hwarb::linux {
+
+// PTRACE_PEEKUSER through the raw system call (the word comes back through a pointer, so a
+// word of -1 is not mistaken for an error). Typical errors: EIO (offset misaligned or past the
+// user area), ESRCH (no such tracee, or not in a ptrace-stop).
+Result<std::uint64_t> ptrace_peek_user(pid_t pid, std::uint64_t offset);
+// PTRACE_POKEUSER. Typical errors: EIO (offset; DR4/DR5; a field without a register), EINVAL and
+// ENOSPC (value: a refused breakpoint), ESRCH.
+Result<void> ptrace_poke_user(pid_t pid, std::uint64_t offset, std::uint64_t value);
+// PTRACE_CONT / PTRACE_SINGLESTEP / PTRACE_DETACH, delivering `signal` (0: none).
+Result<void> ptrace_cont(pid_t pid, int signal = 0);
+Result<void> ptrace_singlestep(pid_t pid, int signal = 0);
+Result<void> ptrace_detach(pid_t pid, int signal = 0);
+// PTRACE_ATTACH (the tracee will report a SIGSTOP stop through wait_for). EPERM when refused.
+Result<void> ptrace_attach(pid_t pid);
+
+// kill(2).
+Result<void> send_signal(pid_t pid, int signal);
+
+// sched_getaffinity(2): the CPUs thread `pid` (0: the calling thread) may run on, ascending
+// (CPUs below CPU_SETSIZE = 1024).
+Result<std::vector<int>> cpu_affinity(pid_t pid);
+// sched_setaffinity(2) to the one CPU `cpu`. A thread that is not running moves there only when it
+// next runs: a tracee in a stop stays on the CPU it stopped on (StoppedChild::spawn(cpu) pins the
+// child before it stops). EINVAL naming `cpu` outside 0..1023 or not allowed.
+Result<void> pin_to_cpu(pid_t pid, int cpu);
+
+// What waitpid(2) reported about one child.
+enum class WaitKind : std::uint8_t {
+  kRunning,  // nohang, and nothing to report
+  kStopped,  // a stop; value = the stop signal (SIGTRAP for ptrace event stops)
+  kExited,   // value = the exit status
+  kKilled,   // value = the signal that killed it
+};
+struct WaitStatus {
+  WaitKind kind = WaitKind::kRunning;
+  int value = 0;
+  int raw = 0;  // the raw status word (0 for kRunning)
+  friend bool operator==(const WaitStatus&, const WaitStatus&) = default;
+};
+// waitpid(pid, __WALL | (nohang ? WNOHANG : 0)), retried on EINTR. ECHILD naming `pid` when it
+// is not a child (or tracee) of the caller, or was reaped already.
+Result<WaitStatus> wait_for(pid_t pid, bool nohang);
+
+// perf_event_open(2) of a PERF_TYPE_BREAKPOINT event on thread `pid` (cpu -1: wherever it runs),
+// with the attributes Linux's hw_breakpoint_init gives a user breakpoint: pinned, sample_period
+// 1, exclude_kernel (as ptrace's breakpoints), enabled at once, close-on-exec. The event holds
+// one of the task's debug-register slots until the Fd is closed. Errors: ENOSPC (`slots`: none
+// left for the task), EINVAL/EOPNOTSUPP (`attr`: address, len or type refused), ESRCH (`pid`),
+// EACCES/EPERM (`pid`: not allowed), ENOENT/ENODEV (`attr`: no breakpoint PMU).
+Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len, pmu::BpType type);
+
+}  // namespace hwarb::linux

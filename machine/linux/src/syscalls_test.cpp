@@ -1,0 +1,269 @@
+#include "hwarb/linux/syscalls.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <csignal>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hwarb/linux/fd.h"
+#include "hwarb/linux/stopped_child.h"
+#include "hwarb/ptrace_compat/user_area.h"
+#include "test_support.h"
+
+namespace hwarb::linux {
+namespace {
+
+using pmu::BpType;
+using ptrace_compat::debugreg_offset;
+using ptrace_compat::user_area;
+using ptrace_compat::UserLayout;
+using testing::refused;
+using testing::skip_reason;
+
+const ptrace_compat::UserArea& kArea = user_area(UserLayout::kX86_64);
+constexpr std::uint64_t kDr6Fresh = 0xffff0ff0;
+// DR7: slot 0 locally enabled, R/W 01 (write), LEN 11 (8 bytes).
+constexpr std::uint64_t kDr7Write8 = 0xd0001;
+
+std::uint64_t dr(int n) {
+  return debugreg_offset(kArea, n);
+}
+
+template <typename T>
+void expect_error(const Result<T>& r, ErrorCode code, std::string_view field) {
+  ASSERT_FALSE(r) << "expected " << errno_name(code);
+  EXPECT_EQ(r.error().code(), code) << r.error().to_string();
+  EXPECT_TRUE(r.error().message().starts_with(field)) << r.error().to_string();
+}
+
+TEST(Fd, ClosesWhatItOwnsAndMovesOwnership) {
+  std::array<int, 2> p{};
+  ASSERT_EQ(::pipe2(p.data(), O_CLOEXEC), 0);
+  Fd w(p[1]);
+  {
+    Fd r(p[0]);
+    Fd moved(std::move(r));
+    EXPECT_FALSE(r.valid());
+    EXPECT_EQ(moved.get(), p[0]);
+  }
+  EXPECT_EQ(::fcntl(p[0], F_GETFD), -1);
+  EXPECT_EQ(::fcntl(p[1], F_GETFD), FD_CLOEXEC);
+  ASSERT_TRUE(w.close());
+  EXPECT_FALSE(w.valid());
+  EXPECT_EQ(::fcntl(p[1], F_GETFD), -1);
+  EXPECT_TRUE(w.close());  // owns nothing: nothing to do
+}
+
+TEST(Fd, CloseReportsTheKernelsErrorByName) {
+  Fd bad(1 << 20);
+  auto r = bad.close();
+  expect_error(r, ErrorCode::kIo, "fd");  // EBADF is not an ErrorCode: folded into EIO...
+  EXPECT_NE(r.error().message().find("EBADF"), std::string::npos) << r.error().message();
+  EXPECT_FALSE(bad.valid());
+}
+
+TEST(Syscalls, PtraceOnAnUntracedProcessIsEsrch) {
+  expect_error(ptrace_peek_user(::getpid(), dr(7)), ErrorCode::kSrch, "pid");
+  expect_error(ptrace_poke_user(::getpid(), dr(7), 0), ErrorCode::kSrch, "pid");
+  expect_error(ptrace_cont(::getpid()), ErrorCode::kSrch, "pid");
+}
+
+TEST(Syscalls, WaitForANonChildIsEchild) {
+  expect_error(wait_for(1, true), ErrorCode::kChild, "pid");
+}
+
+class ChildTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto c = StoppedChild::spawn();
+    if (!c && refused(c.error())) GTEST_SKIP() << skip_reason("ptrace", c.error());
+    ASSERT_TRUE(c) << c.error().to_string();
+    child_.emplace(std::move(*c));
+    pid_ = child_->pid();
+  }
+  // Opens a perf breakpoint on the child; skips the test when this machine refuses them.
+  std::optional<Fd> open_or_skip(std::uint64_t addr) {
+    auto fd = perf_breakpoint_open(pid_, addr, 8, BpType::kW);
+    if (!fd && refused(fd.error())) {
+      skip_ = skip_reason("perf_event_open(PERF_TYPE_BREAKPOINT)", fd.error());
+      return std::nullopt;
+    }
+    EXPECT_TRUE(fd) << fd.error().to_string();
+    if (!fd) return std::nullopt;
+    return std::move(*fd);
+  }
+
+  std::optional<StoppedChild> child_;
+  pid_t pid_ = -1;
+  std::string skip_;
+};
+
+TEST_F(ChildTest, AFreshChildHasEmptyDebugRegisters) {
+  EXPECT_GT(pid_, 0);
+  for (int n : {0, 1, 2, 3, 4, 5, 7}) EXPECT_EQ(*ptrace_peek_user(pid_, dr(n)), 0u) << "DR" << n;
+  EXPECT_EQ(*ptrace_peek_user(pid_, dr(6)), kDr6Fresh);
+}
+
+TEST_F(ChildTest, Dr0AndDr7RoundTrip) {
+  ASSERT_TRUE(ptrace_poke_user(pid_, dr(0), 0x10000));
+  EXPECT_EQ(*ptrace_peek_user(pid_, dr(0)), 0x10000u);
+  ASSERT_TRUE(ptrace_poke_user(pid_, dr(7), kDr7Write8));
+  EXPECT_EQ(*ptrace_peek_user(pid_, dr(7)), kDr7Write8);
+  // DR7 reads back exactly as written: reserved bits 10-15 and bits 32-63 included.
+  const std::uint64_t odd = kDr7Write8 | 0xfc00 | (std::uint64_t{0xabcd} << 40);
+  ASSERT_TRUE(ptrace_poke_user(pid_, dr(7), odd));
+  EXPECT_EQ(*ptrace_peek_user(pid_, dr(7)), odd);
+  ASSERT_TRUE(ptrace_poke_user(pid_, dr(0), 0x20008));
+  EXPECT_EQ(*ptrace_peek_user(pid_, dr(0)), 0x20008u);
+  ASSERT_TRUE(ptrace_poke_user(pid_, dr(7), 0));
+  EXPECT_EQ(*ptrace_peek_user(pid_, dr(7)), 0u);
+  ASSERT_TRUE(ptrace_poke_user(pid_, dr(6), 0x1234));
+  EXPECT_EQ(*ptrace_peek_user(pid_, dr(6)), 0x1234u);
+}
+
+TEST_F(ChildTest, BadOffsetsAreEio) {
+  expect_error(ptrace_peek_user(pid_, dr(0) + 1), ErrorCode::kIo, "offset");
+  expect_error(ptrace_poke_user(pid_, dr(7) + 4, 0), ErrorCode::kIo, "offset");
+  // The kernel's struct user ends at 928: error_code and fault_address follow u_debugreg.
+  EXPECT_EQ(*ptrace_peek_user(pid_, kArea.size - 8), 0u);
+  expect_error(ptrace_poke_user(pid_, kArea.size - 8, 0), ErrorCode::kIo, "offset");
+  expect_error(ptrace_peek_user(pid_, kArea.size), ErrorCode::kIo, "offset");
+  expect_error(ptrace_poke_user(pid_, kArea.size, 0), ErrorCode::kIo, "offset");
+}
+
+TEST_F(ChildTest, Dr4AndDr5ReadZeroAndRefuseWrites) {
+  for (int n : {4, 5}) {
+    EXPECT_EQ(*ptrace_peek_user(pid_, dr(n)), 0u);
+    expect_error(ptrace_poke_user(pid_, dr(n), 1), ErrorCode::kIo, "offset");
+  }
+}
+
+TEST_F(ChildTest, RefusedBreakpointsAreEinvalAndChangeNothing) {
+  expect_error(ptrace_poke_user(pid_, dr(0), 0xffffffff81000000), ErrorCode::kInval, "value");
+  EXPECT_EQ(*ptrace_peek_user(pid_, dr(0)), 0u);
+  // R/W 10 (I/O) is refused; DR7 keeps its previous value.
+  ASSERT_TRUE(ptrace_poke_user(pid_, dr(7), kDr7Write8));
+  expect_error(ptrace_poke_user(pid_, dr(7), 0x20001), ErrorCode::kInval, "value");
+  EXPECT_EQ(*ptrace_peek_user(pid_, dr(7)), kDr7Write8);
+}
+
+TEST_F(ChildTest, PerfBreakpointsTakeTheTasksSlots) {
+  std::vector<Fd> fds;
+  for (int i = 0; i < 4; ++i) {
+    auto fd = open_or_skip(0x10000 + 8 * static_cast<std::uint64_t>(i));
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_TRUE(fd);
+    EXPECT_TRUE(fd->valid());
+    fds.push_back(std::move(*fd));
+  }
+  expect_error(perf_breakpoint_open(pid_, 0x10040, 8, BpType::kW), ErrorCode::kNoSpc, "slots");
+  // ptrace is one more user of the same four slots.
+  expect_error(ptrace_poke_user(pid_, dr(7), kDr7Write8), ErrorCode::kNoSpc, "value");
+  expect_error(ptrace_poke_user(pid_, dr(0), 0x10000), ErrorCode::kNoSpc, "value");
+  EXPECT_EQ(*ptrace_peek_user(pid_, dr(7)), 0u);
+  EXPECT_EQ(*ptrace_peek_user(pid_, dr(0)), 0u);
+  ASSERT_TRUE(fds.back().close());
+  ASSERT_TRUE(ptrace_poke_user(pid_, dr(0), 0x10000));
+  ASSERT_TRUE(ptrace_poke_user(pid_, dr(7), kDr7Write8));
+  EXPECT_EQ(*ptrace_peek_user(pid_, dr(7)), kDr7Write8);
+  // Slot 1 has no breakpoint and none is left for it.
+  expect_error(ptrace_poke_user(pid_, dr(1), 0x10008), ErrorCode::kNoSpc, "value");
+}
+
+TEST_F(ChildTest, PerfBreakpointFieldsAreChecked) {
+  auto probe = open_or_skip(0x10000);
+  if (!skip_.empty()) GTEST_SKIP() << skip_;
+  ASSERT_TRUE(probe);
+  expect_error(perf_breakpoint_open(pid_, 0x10000, 3, BpType::kW), ErrorCode::kInval, "attr");
+  expect_error(perf_breakpoint_open(pid_, 0x10001, 8, BpType::kW), ErrorCode::kInval, "attr");
+  expect_error(perf_breakpoint_open(pid_, 0xffffffff81000000, 8, BpType::kW), ErrorCode::kInval,
+               "attr");
+  // No such pid (pids stop at 2^22).
+  expect_error(perf_breakpoint_open(0x7fffffff, 0x10000, 8, BpType::kW), ErrorCode::kSrch, "pid");
+}
+
+TEST_F(ChildTest, ResumeNeedsAStop) {
+  ASSERT_TRUE(ptrace_cont(pid_));
+  expect_error(ptrace_cont(pid_), ErrorCode::kSrch, "pid");
+  expect_error(ptrace_singlestep(pid_), ErrorCode::kSrch, "pid");
+  expect_error(ptrace_peek_user(pid_, dr(7)), ErrorCode::kSrch, "pid");
+  ASSERT_TRUE(send_signal(pid_, SIGSTOP));
+  auto st = child_->wait(false);
+  ASSERT_TRUE(st) << st.error().to_string();
+  EXPECT_EQ(*st, (WaitStatus{WaitKind::kStopped, SIGSTOP, st->raw}));
+  EXPECT_EQ(*ptrace_peek_user(pid_, dr(6)), kDr6Fresh);
+}
+
+TEST_F(ChildTest, SingleStepStopsWithSigtrap) {
+  ASSERT_TRUE(ptrace_singlestep(pid_));
+  auto st = child_->wait(false);
+  ASSERT_TRUE(st) << st.error().to_string();
+  EXPECT_EQ(st->kind, WaitKind::kStopped);
+  EXPECT_EQ(st->value, SIGTRAP);
+  EXPECT_NE(*ptrace_peek_user(pid_, dr(6)) & 0x4000, 0u);
+}
+
+TEST_F(ChildTest, PinsTheStoppedChildToOneCpu) {
+  auto mine = cpu_affinity(0);
+  ASSERT_TRUE(mine) << mine.error().to_string();
+  ASSERT_FALSE(mine->empty());
+  const int cpu = mine->back();
+  ASSERT_TRUE(pin_to_cpu(pid_, cpu));
+  EXPECT_EQ(*cpu_affinity(pid_), std::vector<int>{cpu});
+  expect_error(pin_to_cpu(pid_, 1 << 20), ErrorCode::kInval, "cpu");
+  // Still in its stop.
+  EXPECT_EQ(*ptrace_peek_user(pid_, dr(6)), kDr6Fresh);
+}
+
+// The CPU a process last ran on: field 39 of /proc/PID/stat.
+int last_cpu(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::istringstream rest(stat.substr(stat.rfind(')') + 2));  // from field 3 on
+  std::string field;
+  for (int i = 3; i <= 39; ++i) rest >> field;
+  return std::stoi(field);
+}
+
+TEST(StoppedChild, SpawnedOnACpuStopsThere) {
+  auto mine = cpu_affinity(0);
+  ASSERT_TRUE(mine) << mine.error().to_string();
+  for (int cpu : *mine) {
+    auto c = StoppedChild::spawn(cpu);
+    if (!c && refused(c.error())) GTEST_SKIP() << skip_reason("ptrace", c.error());
+    ASSERT_TRUE(c) << c.error().to_string();
+    EXPECT_EQ(*cpu_affinity(c->pid()), std::vector<int>{cpu});
+    EXPECT_EQ(last_cpu(c->pid()), cpu);
+  }
+  expect_error(StoppedChild::spawn(-1), ErrorCode::kInval, "cpu");
+  if (mine->back() + 1 >= ::sysconf(_SC_NPROCESSORS_CONF)) {
+    expect_error(StoppedChild::spawn(mine->back() + 1), ErrorCode::kInval, "cpu");
+  }
+}
+
+TEST_F(ChildTest, KillReapsOnceAndMovesTransferOwnership) {
+  StoppedChild moved(std::move(*child_));
+  EXPECT_FALSE(child_->alive());
+  EXPECT_TRUE(child_->kill());  // owns nothing
+  EXPECT_EQ(moved.pid(), pid_);
+  ASSERT_TRUE(moved.kill());
+  EXPECT_FALSE(moved.alive());
+  EXPECT_EQ(moved.pid(), -1);
+  EXPECT_TRUE(moved.kill());
+  expect_error(moved.wait(true), ErrorCode::kSrch, "child");
+  // Reaped: the pid is no child of ours any more.
+  expect_error(wait_for(pid_, true), ErrorCode::kChild, "pid");
+}
+
+}  // namespace
+}  // namespace hwarb::linux

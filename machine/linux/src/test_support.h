@@ -1,0 +1,36 @@
+// test_support.h (machine/linux tests only) — the probes that decide whether this machine lets the
+// tests trace a child and open breakpoint events. A refusal skips the test with the kernel's
+// reason printed (never silently); any other failure is a test failure.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "hwarb/base/error.h"
+
+namespace hwarb::linux::testing {
+
+// EPERM/EACCES: the environment forbids it (seccomp, Yama, a container, perf_event_paranoid);
+// ENOENT/ENODEV/EOPNOTSUPP from perf_event_open: no breakpoint PMU.
+inline bool refused(const Error& e) {
+  switch (e.code()) {
+    case ErrorCode::kPerm:
+    case ErrorCode::kAcces:
+    case ErrorCode::kNoEnt:
+    case ErrorCode::kNoDev:
+    case ErrorCode::kOpNotSupp:
+      return true;
+    default:
+      return false;
+  }
+}
+
+inline std::string skip_reason(const char* what, const Error& e) {
+  std::string reason = std::string(what) + " refused on this machine: " + e.to_string();
+  std::fprintf(stderr, "SKIP: %s\n", reason.c_str());
+  return reason;
+}
+
+}  // namespace hwarb::linux::testing
