@@ -7,8 +7,6 @@
 
 namespace hwarb::breakpoints {
 
-namespace {
-
 x86::DrType dr_type(pmu::BpType t) {
   switch (t) {
     case pmu::BpType::kX:
@@ -20,15 +18,12 @@ x86::DrType dr_type(pmu::BpType t) {
   }
 }
 
-// Linux encodes execute breakpoints as LEN_1 (the LEN field must be 00 for them).
 x86::DrLen dr_len(const pmu::EventAttr& a) {
   if (a.bp_type == pmu::BpType::kX) return x86::DrLen::k1;
   auto len = x86::len_from_bytes(static_cast<int>(a.bp_len));
-  HWARB_CHECK(len.has_value(), "add of an unvalidated breakpoint length");
+  HWARB_CHECK(len.has_value(), "the encoding of an unvalidated breakpoint length");
   return *len;
 }
-
-}  // namespace
 
 BreakpointPmu::BreakpointPmu(Arch arch, int cpus, DebugRegisterFile* hw) : arch_(arch), hw_(hw) {
   if (!hw && arch == Arch::kArm64) {

@@ -23,23 +23,6 @@ pmu::EventAttr ptrace_attr(std::uint64_t addr, std::uint64_t len, BpType type, b
   return a;
 }
 
-// The x86 R/W and LEN encoding of a registered breakpoint (an execute one is LEN_1, Linux's
-// X86_BREAKPOINT_LEN_X).
-x86::DrType dr_type(BpType type) {
-  switch (type) {
-    case BpType::kX:
-      return x86::DrType::kExecute;
-    case BpType::kW:
-      return x86::DrType::kWrite;
-    default:
-      return x86::DrType::kReadWrite;
-  }
-}
-x86::DrLen dr_len(const pmu::EventAttr& attr) {
-  if (attr.bp_type == BpType::kX) return x86::DrLen::k1;
-  return x86::len_from_bytes(static_cast<int>(attr.bp_len)).value_or(x86::DrLen::k1);
-}
-
 std::string dr_name(int n) {
   return "dr" + std::to_string(n);
 }
@@ -51,7 +34,8 @@ std::uint64_t rebuild_dr7(const PtraceThread& thread) {
   for (int i = 0; i < breakpoints::kPtraceSlots; ++i) {
     const pmu::Event* e = thread.bps[i].event();
     if (e == nullptr || e->attr().disabled) continue;
-    image |= x86::dr7::encode_slot(i, dr_type(e->attr().bp_type), dr_len(e->attr()));
+    image |= x86::dr7::encode_slot(i, breakpoints::dr_type(e->attr().bp_type),
+                                   breakpoints::dr_len(e->attr()));
   }
   // Linux accumulates this in an `int`: bit 31 (LEN3's high bit) sign-extends.
   return static_cast<std::uint64_t>(

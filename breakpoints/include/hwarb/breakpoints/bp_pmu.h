@@ -32,8 +32,14 @@
 #include "hwarb/breakpoints/validate.h"
 #include "hwarb/pmu/event.h"
 #include "hwarb/pmu/pmu.h"
+#include "hwarb/x86/debugreg.h"
 
 namespace hwarb::breakpoints {
+
+// The x86 R/W and LEN fields of a validated breakpoint (Linux's arch_build_bp_info: hw->type,
+// hw->len): execute is R/W 00 with LEN_1 (X86_BREAKPOINT_LEN_X), w is 01, rw is 11.
+x86::DrType dr_type(pmu::BpType type);
+x86::DrLen dr_len(const pmu::EventAttr& attr);
 
 // One CPU's debug registers as the driver sees them. Implemented by the machine; calls never
 // fail for a CPU in range (the machine checks its own invariants).
