@@ -1,11 +1,16 @@
-// bench/bench_util.h — what every benchmark driver in bench/ shares: the clock, deterministic
-// randomness and the formatting of rates and ratios in the result tables.
+// bench/bench_util.h — what every benchmark driver in bench/ shares: the clock, the median, the
+// calibrated timing loop, deterministic randomness and the formatting of rates and ratios in the
+// result tables.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace hwarb::bench {
 
@@ -16,6 +21,47 @@ inline double seconds_since(Clock::time_point t0) {
 }
 
 // SplitMix64: a fixed seed gives the same sequence on every run and machine.
+// The median of `v` (the upper one for an even count); 0 when empty.
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// A measured loop: run(units) does `units` units and returns how many it did. Calibration
+// (doubling the units until a run takes calib_seconds) doubles as warm-up; each repetition then
+// runs about rep_seconds and records its rate in units per second.
+class Timed {
+ public:
+  Timed(std::function<std::int64_t(std::int64_t)> run, double calib_seconds, double rep_seconds)
+      : run_(std::move(run)) {
+    std::int64_t units = 1;
+    double t = 0;
+    for (;;) {
+      const auto t0 = Clock::now();
+      run_(units);
+      t = seconds_since(t0);
+      if (t >= calib_seconds) break;
+      units *= 2;
+    }
+    units_ = std::max<std::int64_t>(
+        1, static_cast<std::int64_t>(rep_seconds * static_cast<double>(units) / t));
+  }
+  void rep() {
+    const auto t0 = Clock::now();
+    const std::int64_t done = run_(units_);
+    rates_.push_back(static_cast<double>(done) / seconds_since(t0));
+  }
+  double median_rate() const { return median(rates_); }
+  double min_rate() const { return rates_.empty() ? 0 : *std::ranges::min_element(rates_); }
+  double max_rate() const { return rates_.empty() ? 0 : *std::ranges::max_element(rates_); }
+
+ private:
+  std::function<std::int64_t(std::int64_t)> run_;
+  std::int64_t units_ = 1;
+  std::vector<double> rates_;
+};
+
 class SplitMix {
  public:
   explicit SplitMix(std::uint64_t seed) : state_(seed) {}

@@ -40,6 +40,7 @@ namespace {
 namespace bts = hwarb::bts;
 using hwarb::bench::Clock;
 using hwarb::bench::format_rate;
+using hwarb::bench::median;
 using hwarb::bench::ratio;
 using hwarb::bench::seconds_since;
 
@@ -77,12 +78,6 @@ class Backoff {
  private:
   int spins_ = 0;
 };
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Record i of the source: i, ~i, i * kMix. The consumer expects record k of a run to be source
 // record k % kSourceRecords.

@@ -59,8 +59,10 @@ using hwarb::ErrorCode;
 using hwarb::Result;
 using hwarb::bench::Clock;
 using hwarb::bench::format_rate;
+using hwarb::bench::median;
 using hwarb::bench::ratio;
 using hwarb::bench::seconds_since;
+using hwarb::bench::Timed;
 using hwarb::ptrace_compat::Tracee;
 using hwarb::ptrace_compat::UserLayout;
 
@@ -78,12 +80,6 @@ struct Options {
 std::uint64_t dr(int n) {
   return hwarb::ptrace_compat::debugreg_offset(hwarb::ptrace_compat::user_area(UserLayout::kX86_64),
                                                n);
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // ---- the two sides --------------------------------------------------------------------------
@@ -268,35 +264,12 @@ bool check(int cycles) {
 
 // ---- timing ---------------------------------------------------------------------------------
 
-// One side's timed loop over a workload. run(n) makes n calls; a failed call is fatal.
-class Timed {
+// One side's calls of a workload, in order: run(n) makes the next n calls and reports the first
+// failure (which fails the benchmark).
+class Calls {
  public:
-  Timed(Tracee& t, const Workload& w, const Options& opt) : t_(t), w_(w) {
-    const double calib = opt.quick ? 0.0005 : 0.005;
-    std::int64_t n = 1;
-    double s = 0;
-    for (;;) {
-      const auto t0 = Clock::now();
-      run(n);
-      s = seconds_since(t0);
-      if (s >= calib) break;
-      n *= 2;
-    }
-    units_ = std::max<std::int64_t>(
-        1, static_cast<std::int64_t>(opt.rep_time * static_cast<double>(n) / s));
-  }
-  void rep() {
-    const auto t0 = Clock::now();
-    run(units_);
-    rates_.push_back(static_cast<double>(units_) / seconds_since(t0));
-  }
-  double median_rate() const { return median(rates_); }
-  double min_rate() const { return rates_.empty() ? 0 : *std::ranges::min_element(rates_); }
-  double max_rate() const { return rates_.empty() ? 0 : *std::ranges::max_element(rates_); }
-  bool ok() const { return ok_; }
-
- private:
-  void run(std::int64_t n) {
+  Calls(Tracee& t, const Workload& w) : t_(t), w_(w) {}
+  std::int64_t run(std::int64_t n) {
     for (std::int64_t k = 0; k < n; ++k, ++cursor_) {
       const Call c = w_.call(cursor_);
       const bool good =
@@ -306,13 +279,14 @@ class Timed {
         ok_ = false;
       }
     }
+    return n;
   }
+  bool ok() const { return ok_; }
 
+ private:
   Tracee& t_;
   const Workload& w_;
   std::int64_t cursor_ = 0;
-  std::int64_t units_ = 1;
-  std::vector<double> rates_;
   bool ok_ = true;
 };
 
@@ -356,8 +330,14 @@ bool measure(const Workload& w, const Options& opt, const Placement& where, Row&
       }
     }
   }
+  std::vector<std::unique_ptr<Calls>> calls;
   std::vector<std::unique_ptr<Timed>> timed;
-  for (Tracee* t : sides) timed.push_back(std::make_unique<Timed>(*t, w, opt));
+  for (Tracee* t : sides) {
+    calls.push_back(std::make_unique<Calls>(*t, w));
+    Calls* c = calls.back().get();
+    timed.push_back(std::make_unique<Timed>([c](std::int64_t n) { return c->run(n); },
+                                            opt.quick ? 0.0005 : 0.005, opt.rep_time));
+  }
   for (int r = 0; r < opt.reps; ++r) {
     for (auto& t : timed) t->rep();
   }
@@ -365,7 +345,7 @@ bool measure(const Workload& w, const Options& opt, const Placement& where, Row&
   row = Row{w.name, w.calls, rate(*timed[0]), timed.size() > 2 ? rate(*timed[2]) : Rate{},
             rate(*timed[1])};
   bool ok = true;
-  for (const auto& t : timed) ok = t->ok() && ok;
+  for (const auto& c : calls) ok = c->ok() && ok;
   return ok;
 }
 

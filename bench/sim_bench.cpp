@@ -47,9 +47,11 @@ using hwarb::CpuId;
 using hwarb::TaskId;
 using hwarb::bench::Clock;
 using hwarb::bench::format_rate;
+using hwarb::bench::median;
 using hwarb::bench::ratio;
 using hwarb::bench::seconds_since;
 using hwarb::bench::SplitMix;
+using hwarb::bench::Timed;
 using hwarb::breakpoints::breakpoint_attr;
 using hwarb::breakpoints::BreakpointHandle;
 using hwarb::pmu::BpType;
@@ -83,45 +85,10 @@ std::unique_ptr<sim::System> make_system() {
   return std::move(*s);
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+// bench_util.h's Timed with this driver's calibration time.
+Timed timed(std::function<std::int64_t(std::int64_t)> run, const Options& opt) {
+  return Timed(std::move(run), opt.quick ? 0.0002 : 0.005, opt.rep_time);
 }
-
-// A measured loop: run(units) does `units` units and returns them. Calibration (doubling until a
-// run takes calib_time) doubles as warm-up; each repetition then runs about rep_time.
-class Timed {
- public:
-  template <typename F>
-  Timed(F run, const Options& opt) : run_(std::move(run)) {
-    const double calib = opt.quick ? 0.0002 : 0.005;
-    std::int64_t units = 1;
-    double t = 0;
-    for (;;) {
-      const auto t0 = Clock::now();
-      run_(units);
-      t = seconds_since(t0);
-      if (t >= calib) break;
-      units *= 2;
-    }
-    units_ = std::max<std::int64_t>(
-        1, static_cast<std::int64_t>(opt.rep_time * static_cast<double>(units) / t));
-  }
-  void rep() {
-    const auto t0 = Clock::now();
-    const std::int64_t done = run_(units_);
-    rates_.push_back(static_cast<double>(done) / seconds_since(t0));
-  }
-  double median_rate() const { return median(rates_); }
-  double min_rate() const { return rates_.empty() ? 0 : *std::ranges::min_element(rates_); }
-  double max_rate() const { return rates_.empty() ? 0 : *std::ranges::max_element(rates_); }
-
- private:
-  std::function<std::int64_t(std::int64_t)> run_;
-  std::int64_t units_ = 1;
-  std::vector<double> rates_;
-};
 
 // ---- 1. accesses checked per second ----------------------------------------------------------
 
@@ -308,10 +275,10 @@ bool run_access(const Options& opt, std::vector<AccessRow>& rows) {
       return passes * kStream;
     };
   };
-  Timed bare_miss_t(bare(miss), opt), bare_hit_t(bare(hits), opt);
-  Timed miss_t(machine(CpuId(0), rig.armed, miss), opt);
-  Timed hit_t(machine(CpuId(0), rig.armed, hits), opt);
-  Timed off_t(machine(CpuId(1), rig.disarmed, miss), opt);
+  Timed bare_miss_t = timed(bare(miss), opt), bare_hit_t = timed(bare(hits), opt);
+  Timed miss_t = timed(machine(CpuId(0), rig.armed, miss), opt);
+  Timed hit_t = timed(machine(CpuId(0), rig.armed, hits), opt);
+  Timed off_t = timed(machine(CpuId(1), rig.disarmed, miss), opt);
   for (int r = 0; r < opt.reps; ++r) {
     bare_miss_t.rep();
     miss_t.rep();
@@ -400,8 +367,8 @@ bool run_switch(const Options& opt, SwitchResult& out) {
   SwitchRig with, without;
   if (!setup_switch(with, opt.switch_tasks, kInheritBps)) return false;
   if (!setup_switch(without, opt.switch_tasks, 0)) return false;
-  Timed with_t([&with](std::int64_t u) { return switch_run(with, u); }, opt);
-  Timed without_t([&without](std::int64_t u) { return switch_run(without, u); }, opt);
+  Timed with_t = timed([&with](std::int64_t u) { return switch_run(with, u); }, opt);
+  Timed without_t = timed([&without](std::int64_t u) { return switch_run(without, u); }, opt);
   for (int r = 0; r < opt.reps; ++r) {
     without_t.rep();
     with_t.rep();
