@@ -545,4 +545,61 @@ constexpr std::uint64_t disable_bts(std::uint64_t debugctl) {
 
 }  // namespace debugctl
 
+// What the processor does with one taken branch when BTS may be on: the one place that applies
+// the rules above (the simulated CPU and the software BTS facility both call it).
+//
+//   1. BTS off (TR or BTS clear), or the branch's privilege filtered out (BTS_OFF_OS for a branch
+//      taken at CPL 0, BTS_OFF_USR at CPL > 0): nothing is stored, nothing changes.
+//   2. The buffer is full (ds::bts_full):
+//        BTINT clear -> the index goes back to the base (circular), then case 4;
+//        BTINT set   -> nothing is stored (dropped); the index stays at the maximum.
+//   3. `buffer` is the memory at [bts_buffer_base, bts_absolute_maximum): buffer[i] is the byte at
+//      linear address bts_buffer_base + i. A buffer too small for the record's place, or a record
+//      that does not fit the format, is EINVAL and nothing changes (a real CPU would fault; the
+//      callers validate the area with ds::validate_bts when they install it).
+//   4. The record is written at the index, the index moves one record on, and with BTINT set the
+//      PMI is raised when this store makes the index reach the threshold (edge: a store from below
+//      the threshold to at or above it).
+struct BtsStore {
+  bool stored = false;
+  bool wrapped = false;    // case 2, BTINT clear
+  bool dropped = false;    // case 2, BTINT set
+  bool interrupt = false;  // case 4: raise the PMI
+};
+
+constexpr Result<BtsStore> store_bts(BtsFormat format, std::uint64_t debugctl_value, DsArea& area,
+                                     std::span<std::byte> buffer, const BtsRecord& record,
+                                     bool kernel) {
+  BtsStore out;
+  if (kernel ? !debugctl::traces_kernel(debugctl_value)
+             : !debugctl::traces_user(debugctl_value)) {
+    return out;
+  }
+  const std::size_t size = bts::record_size(format);
+  std::uint64_t index = area.bts_index;
+  if (ds::bts_full(format, area)) {
+    if (debugctl::btint(debugctl_value)) {
+      out.dropped = true;
+      return out;
+    }
+    index = area.bts_buffer_base;
+    out.wrapped = true;
+  }
+  if (index < area.bts_buffer_base || index - area.bts_buffer_base > buffer.size() ||
+      buffer.size() - (index - area.bts_buffer_base) < size) {
+    return make_error(ErrorCode::kInval, "bts_index: " + detail::hex(index) +
+                                             " is outside the BTS buffer's memory");
+  }
+  const std::size_t at = static_cast<std::size_t>(index - area.bts_buffer_base);
+  if (auto r = bts::encode(format, record, buffer.subspan(at, size)); !r) {
+    return std::unexpected(r.error());
+  }
+  const bool was_below = index < area.bts_interrupt_threshold;
+  area.bts_index = index + size;
+  out.stored = true;
+  out.interrupt =
+      debugctl::btint(debugctl_value) && was_below && ds::bts_threshold_reached(area);
+  return out;
+}
+
 }  // namespace hwarb::x86
