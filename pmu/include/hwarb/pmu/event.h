@@ -67,6 +67,10 @@ struct EventAttr {
   // Sample ring buffer: 0 = none.
   std::size_t ring_capacity = 0;
   RingMode ring_mode = RingMode::kStopWhenFull;
+  // AUX area (the BTS PMU): its size in bytes and whether it is a snapshot (overwrite) buffer
+  // rather than a ring the consumer frees (perf's aux mmap, read-only for snapshots).
+  std::size_t aux_size = 0;
+  bool aux_snapshot = false;
 };
 
 // Who owns an event: a task (on one CPU or, cpu empty, on all CPUs), or a CPU (task empty).
