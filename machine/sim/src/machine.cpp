@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "hwarb/sim/branch_walk.h"
 #include "hwarb/x86/debugreg.h"
 
 namespace hwarb::sim {
@@ -531,16 +532,22 @@ Result<Outcome> Machine::access(CpuId cpu, TaskId task, AccessKind kind, std::ui
   return out;
 }
 
-Result<Outcome> Machine::exec(CpuId cpu, TaskId task, std::uint64_t ip) {
-  if (callback_depth_ > 0) return std::unexpected(not_in_callback("exec").error());
+Result<Machine::Task*> Machine::working_task(CpuId cpu, TaskId task, const char* op) {
+  if (callback_depth_ > 0) return std::unexpected(not_in_callback(op).error());
   Task* running = running_task(cpu, task);
   if (running == nullptr) {
     auto t = find_running(cpu, task);
-    if (!t) return std::unexpected(t.error());
+    if (!t) return t;
     running = *t;
   }
   if (running->stopped) return stopped_error(task);
-  Task& s = *running;
+  return running;
+}
+
+Result<Outcome> Machine::exec(CpuId cpu, TaskId task, std::uint64_t ip) {
+  auto running = working_task(cpu, task, "exec");
+  if (!running) return std::unexpected(running.error());
+  Task& s = **running;
   Outcome out;
   s.ip = ip;
 
@@ -561,6 +568,145 @@ Result<Outcome> Machine::exec(CpuId cpu, TaskId task, std::uint64_t ip) {
                            now_ns_});
   }
   return out;
+}
+
+// --- Branch Trace Store --------------------------------------------------------------------
+
+Result<void> Machine::set_bts_format(x86::BtsFormat format) {
+  if (auto ok = not_in_callback("set_bts_format"); !ok) return ok;
+  if (format != x86::BtsFormat::k32 && format != x86::BtsFormat::k64) {
+    return make_error(ErrorCode::kInval, "format: is neither k32 nor k64");
+  }
+  if (ds_areas_ > 0) {
+    return make_error(ErrorCode::kBusy,
+                      "format: " + std::to_string(ds_areas_) + " CPU(s) have a DS area installed");
+  }
+  bts_format_ = format;
+  kernel_start_ = kernel_start_of(format);
+  return {};
+}
+
+Result<void> Machine::set_debugctl(CpuId cpu, std::uint64_t value) {
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  (*c)->debugctl = value;
+  return {};
+}
+
+Result<std::uint64_t> Machine::debugctl(CpuId cpu) const {
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  return (*c)->debugctl;
+}
+
+Result<void> Machine::set_ds_area(CpuId cpu, const x86::DsArea& area, std::span<std::byte> buffer) {
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  if (auto ok = x86::ds::validate_bts(bts_format_, area); !ok) return ok;
+  const std::uint64_t bytes = area.bts_absolute_maximum - area.bts_buffer_base;
+  if (buffer.size() < bytes) {
+    return make_error(ErrorCode::kInval, "buffer: " + std::to_string(buffer.size()) +
+                                             " bytes, the DS area describes " +
+                                             std::to_string(bytes));
+  }
+  Cpu& s = **c;
+  if (!s.has_ds) ++ds_areas_;
+  s.has_ds = true;
+  s.ds = area;
+  s.bts_buffer = buffer.first(static_cast<std::size_t>(bytes));
+  return {};
+}
+
+Result<void> Machine::clear_ds_area(CpuId cpu) {
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  Cpu& s = **c;
+  if (!s.has_ds) return {};
+  --ds_areas_;
+  s.has_ds = false;
+  s.ds = {};
+  s.bts_buffer = {};
+  return {};
+}
+
+Result<x86::DsArea> Machine::ds_area(CpuId cpu) const {
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  if (!(*c)->has_ds) {
+    return make_error(ErrorCode::kNoEnt,
+                      "cpu: " + std::to_string(cpu.value()) + " has no DS area installed");
+  }
+  return (*c)->ds;
+}
+
+Result<void> Machine::set_bts_index(CpuId cpu, std::uint64_t index) {
+  auto area = ds_area(cpu);
+  if (!area) return std::unexpected(area.error());
+  area->bts_index = index;
+  if (auto ok = x86::ds::validate_bts(bts_format_, *area); !ok) return ok;
+  cpus_[static_cast<std::size_t>(cpu.value())].ds.bts_index = index;
+  return {};
+}
+
+Result<std::uint64_t> Machine::bts_dropped(CpuId cpu) const {
+  auto c = find_cpu(cpu);
+  if (!c) return std::unexpected(c.error());
+  return (*c)->bts_dropped;
+}
+
+Result<void> Machine::set_bts_interrupt_handler(BtsInterruptHandler* handler) {
+  if (auto ok = not_in_callback("set_bts_interrupt_handler"); !ok) return ok;
+  bts_handler_ = handler;
+  return {};
+}
+
+Result<BranchOutcome> Machine::take_branch(CpuId cpu, Task& task, std::uint64_t from,
+                                           std::uint64_t to, bool predicted) {
+  Cpu& c = cpus_[static_cast<std::size_t>(cpu.value())];
+  BranchOutcome out;
+  if (c.has_ds && x86::debugctl::bts_enabled(c.debugctl)) {
+    auto store = x86::store_bts(bts_format_, c.debugctl, c.ds, c.bts_buffer, {from, to, predicted},
+                                from >= kernel_start_);
+    if (!store) return std::unexpected(store.error());
+    out = {store->stored, store->wrapped, store->dropped, store->interrupt};
+    if (store->dropped) ++c.bts_dropped;
+  }
+  task.ip = to;
+  now_ns_ += kAccessNs;
+  if (out.interrupt && bts_handler_ != nullptr) {
+    CallbackScope scope(callback_depth_);
+    bts_handler_->on_bts_interrupt(cpu);
+  }
+  return out;
+}
+
+Result<BranchOutcome> Machine::branch(CpuId cpu, TaskId task, std::uint64_t from, std::uint64_t to,
+                                      bool predicted) {
+  auto running = working_task(cpu, task, "branch");
+  if (!running) return std::unexpected(running.error());
+  return take_branch(cpu, **running, from, to, predicted);
+}
+
+Result<std::uint64_t> Machine::run(CpuId cpu, TaskId task, BranchWalk& walk, std::uint64_t count) {
+  auto running = working_task(cpu, task, "run");
+  if (!running) return std::unexpected(running.error());
+  if (walk.format() != bts_format_) {
+    const auto name = [](x86::BtsFormat f) { return f == x86::BtsFormat::k64 ? "64" : "32"; };
+    return make_error(ErrorCode::kInval, std::string("walk: a ") + name(walk.format()) +
+                                             "-bit walk on a " + name(bts_format_) +
+                                             "-bit machine");
+  }
+  // The handler cannot exit or switch the task (EBUSY), so it stays valid and running; it can
+  // stop it, which ends the run.
+  Task& s = **running;
+  std::uint64_t taken = 0;
+  while (taken < count && !s.stopped) {
+    const TakenBranch b = walk.next();
+    auto r = take_branch(cpu, s, b.from, b.to, b.predicted);
+    if (!r) return std::unexpected(r.error());
+    ++taken;
+  }
+  return taken;
 }
 
 // --- observers -----------------------------------------------------------------------------

@@ -66,6 +66,23 @@ Result<std::unique_ptr<System>> System::create(const SystemConfig& config) {
   s->core_ = std::make_unique<pmu::Core>(*s->arbiter_, *s->clock_);
   HWARB_CHECK(s->core_->register_pmu(pmu::EventType::kBreakpoint, *s->bp_pmu_).has_value(),
               "register the breakpoint PMU");
+  const x86::BtsFormat format =
+      config.arch == breakpoints::Arch::kI386 ? x86::BtsFormat::k32 : x86::BtsFormat::k64;
+  HWARB_CHECK(s->machine_->set_bts_format(format).has_value(), "BTS format");
+  bts::TracerConfig tc;
+  tc.cpus = config.cpus;
+  tc.format = format;
+  tc.kernel_start = s->machine_->kernel_start();
+  auto tracer = bts::Tracer::create(tc, *s, s->arbiter_.get());
+  if (!tracer) return std::unexpected(tracer.error());
+  s->tracer_ = std::move(*tracer);
+  s->bts_pmu_ = std::make_unique<bts::BtsPmu>(*s->tracer_);
+  HWARB_CHECK(s->core_->register_pmu(pmu::EventType::kBts, *s->bts_pmu_).has_value(),
+              "register the BTS PMU");
+  s->ptrace_bts_ = std::make_unique<ptrace_compat::PtraceBts>(*s->tracer_);
+  System* self = s.get();
+  s->tracer_->set_full_handler(
+      [self](bts::ContextId c, std::optional<TaskId> t) { self->on_bts_full(c, t); });
   s->api_ = std::make_unique<breakpoints::HwBreakpoints>(*s->core_, *s->bp_pmu_);
   Machine* m = s->machine_.get();
   s->api_->set_task_lookup([m](TaskId t) { return m->task_exists(t); });
@@ -75,8 +92,10 @@ Result<std::unique_ptr<System>> System::create(const SystemConfig& config) {
       [m](TaskId t, std::uint64_t addr, int size) { return m->read_memory(t, addr, size); });
   SchedulerObserver* observer = s.get();
   DebugExceptionHandler* handler = s.get();
+  BtsInterruptHandler* pmi = s.get();
   HWARB_CHECK(s->machine_->add_observer(observer).has_value(), "add the scheduler observer");
   HWARB_CHECK(s->machine_->set_debug_handler(handler).has_value(), "set the debug handler");
+  HWARB_CHECK(s->machine_->set_bts_interrupt_handler(pmi).has_value(), "set the BTS PMI handler");
   return s;
 }
 
@@ -86,13 +105,18 @@ System::~System() {
   traced_.clear();
   api_.reset();
   ptrace_.reset();
+  ptrace_bts_.reset();
   core_.reset();
+  bts_pmu_.reset();
+  tracer_.reset();
   (void)machine_->remove_observer(this);
   (void)machine_->set_debug_handler(nullptr);
+  (void)machine_->set_bts_interrupt_handler(nullptr);
 }
 
 void System::on_switch(CpuId cpu, std::optional<TaskId> prev, std::optional<TaskId> next) {
   if (prev) HWARB_CHECK(core_->sched_out(cpu, *prev).has_value(), "core sched_out");
+  HWARB_CHECK(tracer_->on_switch(cpu, prev, next, machine_->now()).has_value(), "BTS switch");
   if (next) HWARB_CHECK(core_->sched_in(cpu, *next).has_value(), "core sched_in");
 }
 
@@ -112,6 +136,8 @@ void System::on_exit(TaskId task) {
   HWARB_CHECK(core_->exit(task).has_value(), "core exit");
   watch_->forget_task(task);
   api_->flush_ptrace_hw_breakpoint(task);
+  tracer_->on_exit(task);
+  ptrace_bts_->release(task);
   traced_.erase(task);
 }
 
@@ -240,6 +266,39 @@ Result<void> System::ptrace_resume(TaskId task, bool step) {
     take_effect(task, t, ex);
   }
   return {};
+}
+
+void System::on_bts_interrupt(CpuId cpu) {
+  HWARB_CHECK(tracer_->on_interrupt(cpu).has_value(), "BTS interrupt");
+}
+
+void System::program(CpuId cpu, const x86::DsArea& area, std::span<std::byte> buffer,
+                     std::uint64_t debugctl) {
+  HWARB_CHECK(machine_->set_ds_area(cpu, area, buffer).has_value(), "install the DS area");
+  auto old = machine_->debugctl(cpu);
+  HWARB_CHECK(old.has_value(), "debugctl of a possible CPU");
+  const std::uint64_t value =
+      (*old & ~x86::debugctl::kBtsMask) | (debugctl & x86::debugctl::kBtsMask);
+  HWARB_CHECK(machine_->set_debugctl(cpu, value).has_value(), "set debugctl");
+}
+
+x86::DsArea System::ds_area(CpuId cpu) const {
+  auto area = machine_->ds_area(cpu);
+  HWARB_CHECK(area.has_value(), "the DS area the tracer installed");
+  return *area;
+}
+
+void System::set_bts_index(CpuId cpu, std::uint64_t index) {
+  HWARB_CHECK(machine_->set_bts_index(cpu, index).has_value(), "move bts_index");
+}
+
+void System::on_bts_full(bts::ContextId context, std::optional<TaskId> task) {
+  if (!task || !ptrace_bts_ || !ptrace_bts_->is_full_context(context)) return;
+  auto it = traced_.find(*task);
+  if (it == traced_.end() || it->second.stop) return;
+  it->second.stop = ptrace_compat::kBtsFullSignal;
+  HWARB_CHECK(machine_->set_stopped(*task, true).has_value(),
+              "stop a task whose BTS buffer filled");
 }
 
 std::uint64_t System::dr7(CpuId cpu) const {

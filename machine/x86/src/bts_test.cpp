@@ -517,5 +517,239 @@ TEST(DebugctlTest, EnableAndDisableLikeLinux) {
   EXPECT_FALSE(bts_interrupt(v));
 }
 
+// --- store_bts ------------------------------------------------------------------------------
+
+constexpr std::uint64_t kOn = debugctl::kTr | debugctl::kBts;
+constexpr std::uint64_t kOnInt = kOn | debugctl::kBtint;
+
+// The n-th test record: distinct addresses that fit both formats, alternating predicted.
+constexpr BtsRecord rec(int n) {
+  const auto v = static_cast<std::uint64_t>(n);
+  return {0x400000 + 0x10 * v, 0x500000 + 0x10 * v, n % 2 == 0};
+}
+
+// The records the buffer holds at slots 0..count-1.
+std::vector<BtsRecord> slots(BtsFormat f, const std::vector<std::byte>& buffer) {
+  std::vector<BtsRecord> out;
+  const std::size_t size = bts::record_size(f);
+  for (std::size_t at = 0; at + size <= buffer.size(); at += size) {
+    auto r = bts::decode(f, std::span<const std::byte>(buffer).subspan(at, size));
+    EXPECT_TRUE(r.has_value());
+    out.push_back(*r);
+  }
+  return out;
+}
+
+// Stores rec(n) and checks the outcome flags ("s" stored, "w" wrapped, "d" dropped, "i" interrupt).
+void store_expect(BtsFormat f, std::uint64_t ctl, DsArea& area, std::vector<std::byte>& buffer,
+                  int n, const std::string& flags) {
+  auto r = store_bts(f, ctl, area, buffer, rec(n), false);
+  ASSERT_TRUE(r.has_value()) << r.error().message();
+  std::string got;
+  if (r->stored) got += "s";
+  if (r->wrapped) got += "w";
+  if (r->dropped) got += "d";
+  if (r->interrupt) got += "i";
+  EXPECT_EQ(got, flags) << "record " << n;
+}
+
+TEST(StoreBtsTest, OffOrFilteredStoresNothing) {
+  struct Row {
+    std::uint64_t ctl;
+    bool kernel_stored;
+    bool user_stored;
+  };
+  const Row rows[] = {
+      {0, false, false},
+      {debugctl::kTr, false, false},
+      {debugctl::kBts, false, false},
+      {debugctl::kBts | debugctl::kBtint, false, false},
+      {kOn, true, true},
+      {kOn | debugctl::kBtsOffOs, false, true},
+      {kOn | debugctl::kBtsOffUsr, true, false},
+      {kOn | debugctl::kBtsOffOs | debugctl::kBtsOffUsr, false, false},
+      {kOnInt | debugctl::kBtsOffOs, false, true},
+  };
+  for (const Row& row : rows) {
+    for (bool kernel : {false, true}) {
+      DsArea area = four_records(0x1000, kMax);
+      std::vector<std::byte> buffer = filled(4 * 24, 0xaa);
+      auto r = store_bts(k64, row.ctl, area, buffer, rec(1), kernel);
+      ASSERT_TRUE(r.has_value()) << r.error().message();
+      const bool expect = kernel ? row.kernel_stored : row.user_stored;
+      EXPECT_EQ(r->stored, expect) << std::hex << row.ctl << " kernel " << kernel;
+      EXPECT_FALSE(r->wrapped || r->dropped || r->interrupt);
+      if (expect) {
+        EXPECT_EQ(area.bts_index, 0x1018u);
+        EXPECT_EQ(slots(k64, buffer)[0], rec(1));
+      } else {
+        EXPECT_EQ(area, four_records(0x1000, kMax));
+        EXPECT_EQ(buffer, filled(4 * 24, 0xaa));
+      }
+    }
+  }
+  // A filtered branch changes nothing even when the buffer is full with BTINT set.
+  DsArea full = four_records(kMax, kMax);
+  std::vector<std::byte> buffer = filled(4 * 24, 0xaa);
+  auto r = store_bts(k64, kOnInt | debugctl::kBtsOffUsr, full, buffer, rec(1), false);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_FALSE(r->stored || r->wrapped || r->dropped || r->interrupt);
+  EXPECT_EQ(full, four_records(kMax, kMax));
+}
+
+TEST(StoreBtsTest, RecordsLandAtTheIndexAndTheIndexMovesOn) {
+  DsArea area = four_records(0x1000, ds::bts_no_interrupt_threshold(k64, kMax));
+  std::vector<std::byte> buffer = filled(4 * 24, 0xaa);
+  for (int n = 0; n < 4; ++n) {
+    store_expect(k64, kOn, area, buffer, n, "s");
+    EXPECT_EQ(area.bts_index, 0x1000u + 24 * static_cast<std::uint64_t>(n + 1));
+    EXPECT_EQ(slots(k64, buffer)[static_cast<std::size_t>(n)], rec(n));
+  }
+  // The predicted bit is the only flag written.
+  EXPECT_EQ(buffer[16], std::byte{0x10});
+  EXPECT_EQ(buffer[24 + 16], std::byte{0x00});
+  // Only the BTS index moves.
+  DsArea expected = four_records(kMax, ds::bts_no_interrupt_threshold(k64, kMax));
+  EXPECT_EQ(area, expected);
+}
+
+TEST(StoreBtsTest, CircularBufferOverwritesTheOldest) {
+  // BTINT clear: even a threshold inside the buffer raises nothing.
+  for (std::uint64_t threshold : {std::uint64_t{0x1030}, kMax, kMax + 24}) {
+    DsArea area = four_records(0x1000, threshold);
+    std::vector<std::byte> buffer = filled(4 * 24, 0xaa);
+    for (int n = 0; n < 4; ++n) store_expect(k64, kOn, area, buffer, n, "s");
+    EXPECT_EQ(area.bts_index, kMax);
+    // Full: back to the base, the oldest overwritten, then on from there.
+    store_expect(k64, kOn, area, buffer, 4, "sw");
+    EXPECT_EQ(area.bts_index, 0x1018u);
+    EXPECT_EQ(slots(k64, buffer), (std::vector<BtsRecord>{rec(4), rec(1), rec(2), rec(3)}));
+    store_expect(k64, kOn, area, buffer, 5, "s");
+    EXPECT_EQ(area.bts_index, 0x1030u);
+    EXPECT_EQ(slots(k64, buffer), (std::vector<BtsRecord>{rec(4), rec(5), rec(2), rec(3)}));
+    for (int n = 6; n < 8; ++n) store_expect(k64, kOn, area, buffer, n, "s");
+    store_expect(k64, kOn, area, buffer, 8, "sw");
+    EXPECT_EQ(slots(k64, buffer), (std::vector<BtsRecord>{rec(8), rec(5), rec(6), rec(7)}));
+  }
+}
+
+TEST(StoreBtsTest, InterruptExactlyWhenTheThresholdIsReachedThenDrops) {
+  // Threshold after two records.
+  DsArea area = four_records(0x1000, 0x1030);
+  std::vector<std::byte> buffer = filled(4 * 24, 0xaa);
+  store_expect(k64, kOnInt, area, buffer, 0, "s");
+  store_expect(k64, kOnInt, area, buffer, 1, "si");
+  store_expect(k64, kOnInt, area, buffer, 2, "s");
+  store_expect(k64, kOnInt, area, buffer, 3, "s");
+  EXPECT_EQ(area.bts_index, kMax);
+  // Full with BTINT set: nothing stored, nothing moves, nothing overwritten.
+  const std::vector<std::byte> before = buffer;
+  store_expect(k64, kOnInt, area, buffer, 4, "d");
+  store_expect(k64, kOnInt, area, buffer, 5, "d");
+  EXPECT_EQ(area, four_records(kMax, 0x1030));
+  EXPECT_EQ(buffer, before);
+  // Software drains (index back to the base): the next crossing interrupts again.
+  area = ds::bts_wrap(area);
+  store_expect(k64, kOnInt, area, buffer, 6, "s");
+  store_expect(k64, kOnInt, area, buffer, 7, "si");
+  EXPECT_EQ(slots(k64, buffer), (std::vector<BtsRecord>{rec(6), rec(7), rec(2), rec(3)}));
+  // An index already at or past the threshold is no crossing.
+  area = four_records(0x1030, 0x1030);
+  store_expect(k64, kOnInt, area, buffer, 8, "s");
+}
+
+TEST(StoreBtsTest, ThresholdAtTheMaximumInterruptsOnTheLastRecord) {
+  DsArea area = four_records(0x1000, kMax);
+  std::vector<std::byte> buffer = filled(4 * 24, 0xaa);
+  for (int n = 0; n < 3; ++n) store_expect(k64, kOnInt, area, buffer, n, "s");
+  store_expect(k64, kOnInt, area, buffer, 3, "si");
+  store_expect(k64, kOnInt, area, buffer, 4, "d");
+  EXPECT_EQ(area.bts_index, kMax);
+}
+
+TEST(StoreBtsTest, ThresholdAboveTheMaximumNeverInterrupts) {
+  for (std::uint64_t threshold : {kMax + 1, kMax + 24, ~std::uint64_t{0}}) {
+    DsArea area = four_records(0x1000, threshold);
+    std::vector<std::byte> buffer = filled(4 * 24, 0xaa);
+    for (int n = 0; n < 4; ++n) store_expect(k64, kOnInt, area, buffer, n, "s");
+    // BTINT set still means "stop when full", without any interrupt.
+    store_expect(k64, kOnInt, area, buffer, 4, "d");
+    EXPECT_EQ(area.bts_index, kMax);
+  }
+}
+
+TEST(StoreBtsTest, ThirtyTwoBitFormatStoresTwelveByteRecords) {
+  constexpr BtsFormat k32 = BtsFormat::k32;
+  // Eight 12-byte records over the 96 bytes at 0x1000; threshold after six.
+  DsArea area = four_records(0x1000, 0x1000 + 6 * 12);
+  std::vector<std::byte> buffer = filled(8 * 12, 0xaa);
+  for (int n = 0; n < 5; ++n) store_expect(k32, kOnInt, area, buffer, n, "s");
+  store_expect(k32, kOnInt, area, buffer, 5, "si");
+  EXPECT_EQ(area.bts_index, 0x1000u + 6 * 12);
+  for (int n = 0; n < 6; ++n) EXPECT_EQ(slots(k32, buffer)[static_cast<std::size_t>(n)], rec(n));
+  EXPECT_EQ(buffer[12 * 6], std::byte{0xaa});
+  // The 32-bit image of record 1 by hand.
+  EXPECT_EQ(std::vector<std::byte>(buffer.begin() + 12, buffer.begin() + 24),
+            bytes({0x10, 0x00, 0x40, 0x00, 0x10, 0x00, 0x50, 0x00, 0, 0, 0, 0}));
+
+  // A 64-bit address does not fit: EINVAL, nothing changes (also where the buffer would wrap).
+  for (std::uint64_t index : {std::uint64_t{0x1000 + 6 * 12}, kMax}) {
+    area.bts_index = index;
+    const DsArea area_before = area;
+    const std::vector<std::byte> buffer_before = buffer;
+    for (BtsRecord wide :
+         {BtsRecord{0xffffffff81000000, 0x400000, true}, BtsRecord{0x400000, 0x100000000, false}}) {
+      auto r = store_bts(k32, kOn, area, buffer, wide, true);
+      ASSERT_FALSE(r.has_value());
+      EXPECT_EQ(r.error().code(), ErrorCode::kInval);
+      EXPECT_TRUE(r.error().message().starts_with(wide.from > 0xffffffff ? "from:" : "to:"))
+          << r.error().message();
+      EXPECT_EQ(area, area_before);
+      EXPECT_EQ(buffer, buffer_before);
+    }
+  }
+  // The same area read as 64-bit holds four records.
+  area = four_records(0x1000, kMax);
+  for (int n = 0; n < 4; ++n) store_expect(k64, kOn, area, buffer, n, "s");
+  EXPECT_EQ(slots(k64, buffer)[3], rec(3));
+}
+
+TEST(StoreBtsTest, BufferTooSmallIsInvalidAndChangesNothing) {
+  for (BtsFormat f : kFormats) {
+    const std::size_t size = bts::record_size(f);
+    // The area says 96 bytes; the memory has 92: the last record's place is cut short.
+    const std::vector<std::byte> pristine = filled(4 * 24 - 4, 0xaa);
+    for (std::uint64_t index : {kMax - size, kMax}) {
+      DsArea area = four_records(index, kMax + 24);
+      std::vector<std::byte> buffer = pristine;
+      auto r = store_bts(f, kOn, area, buffer, rec(1), false);
+      if (index == kMax) {
+        // Full and circular: the store goes to the base, which is in memory.
+        ASSERT_TRUE(r.has_value()) << r.error().message();
+        EXPECT_TRUE(r->wrapped);
+        continue;
+      }
+      ASSERT_FALSE(r.has_value());
+      EXPECT_EQ(r.error().code(), ErrorCode::kInval);
+      EXPECT_TRUE(r.error().message().starts_with("bts_index:")) << r.error().message();
+      EXPECT_EQ(area, four_records(index, kMax + 24));
+      EXPECT_EQ(buffer, pristine);
+    }
+    // No memory at all.
+    DsArea area = four_records(0x1000, kMax);
+    auto r = store_bts(f, kOn, area, std::span<std::byte>(), rec(1), false);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code(), ErrorCode::kInval);
+    EXPECT_EQ(area, four_records(0x1000, kMax));
+    // An index below the base (an area that would not validate) is refused too.
+    area = four_records(0x0fe8, kMax);
+    std::vector<std::byte> buffer = filled(4 * 24, 0xaa);
+    r = store_bts(f, kOn, area, buffer, rec(1), false);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code(), ErrorCode::kInval);
+    EXPECT_EQ(buffer, filled(4 * 24, 0xaa));
+  }
+}
+
 }  // namespace
 }  // namespace hwarb::x86

@@ -3,6 +3,7 @@
 #include "hwarb/base/format.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <csignal>
 #include <cstdio>
@@ -15,8 +16,11 @@
 
 #include "hwarb/breakpoints/hw_breakpoint.h"
 #include "hwarb/breakpoints/watchpoint.h"
+#include "hwarb/ptrace_compat/bts_ptrace.h"
+#include "hwarb/sim/branch_walk.h"
 #include "hwarb/sim/sim_tracee.h"
 #include "hwarb/sim/system.h"
+#include "scenario_bts.h"
 
 namespace hwarb::scenario {
 
@@ -27,6 +31,8 @@ using arbiter::Request;
 using arbiter::Reservation;
 using arbiter::ResourceKind;
 using arbiter::SlotType;
+using internal::parse_buffer_mode;
+using internal::parse_ptrace_bts_flags;
 
 std::string_view to_string(CommandKind kind) {
   switch (kind) {
@@ -68,6 +74,18 @@ std::string_view to_string(CommandKind kind) {
       return "inject";
     case CommandKind::kPtrace:
       return "ptrace";
+    case CommandKind::kBtsOpen:
+      return "bts open";
+    case CommandKind::kBtsClose:
+      return "bts close";
+    case CommandKind::kBtsDrain:
+      return "bts drain";
+    case CommandKind::kBtsStatus:
+      return "bts status";
+    case CommandKind::kBranch:
+      return "branch";
+    case CommandKind::kRun:
+      return "run";
   }
   return "?";
 }
@@ -88,6 +106,18 @@ std::string_view to_string(PtraceOp op) {
       return "cont";
     case PtraceOp::kStep:
       return "step";
+    case PtraceOp::kBtsConfig:
+      return "bts-config";
+    case PtraceOp::kBtsStatus:
+      return "bts-status";
+    case PtraceOp::kBtsSize:
+      return "bts-size";
+    case PtraceOp::kBtsGet:
+      return "bts-get";
+    case PtraceOp::kBtsDrain:
+      return "bts-drain";
+    case PtraceOp::kBtsClear:
+      return "bts-clear";
   }
   return "?";
 }
@@ -152,6 +182,12 @@ const Grammar& grammar_of(std::string_view command) {
        {{"cpu", "type", "len", "addr", "weight"}, {"pinned", "flexible", "disabled", "enabled"}}},
       {"del", {{}, {}}},
       {"bts", {{"task", "cpu"}, {}}},
+      {"bts open", {{"task", "size", "mode"}, {"global", "user", "kernel", "sched"}}},
+      {"bts close", {{}, {}}},
+      {"bts drain", {{}, {}}},
+      {"bts status", {{}, {}}},
+      {"branch", {{"task", "cpu", "from", "to"}, {"predicted"}}},
+      {"run", {{"task", "cpu", "branches", "seed"}, {}}},
       {"pt", {{"task", "cpu"}, {}}},
       {"lbr", {{"task", "cpu"}, {}}},
       {"switch", {{"cpu", "task"}, {}}},
@@ -179,6 +215,7 @@ const std::map<std::string_view, CommandKind>& command_kinds() {
       {"tick", CommandKind::kTick},     {"fork", CommandKind::kFork},
       {"exit", CommandKind::kExit},     {"access", CommandKind::kAccess},
       {"exec", CommandKind::kExec},     {"watch", CommandKind::kWatch},
+      {"branch", CommandKind::kBranch}, {"run", CommandKind::kRun},
       {"offline", CommandKind::kCpu},   {"online", CommandKind::kCpu},
       {"show", CommandKind::kShow},     {"inject", CommandKind::kInject},
       {"ptrace", CommandKind::kPtrace},
@@ -194,7 +231,23 @@ bool creates_request(CommandKind k) {
 // Commands whose first word after the command is not a NAME.
 bool has_no_name(std::string_view command) {
   return command == "switch" || command == "tick" || command == "access" || command == "exec" ||
-         command == "offline" || command == "online" || command == "show" || command == "inject";
+         command == "branch" || command == "run" || command == "offline" || command == "online" ||
+         command == "show" || command == "inject";
+}
+
+// `bts VERB NAME ...`: the tracing-context forms of `bts` (any other second word is a NAME).
+std::optional<CommandKind> bts_verb(std::string_view word) {
+  if (word == "open") return CommandKind::kBtsOpen;
+  if (word == "close") return CommandKind::kBtsClose;
+  if (word == "drain") return CommandKind::kBtsDrain;
+  if (word == "status") return CommandKind::kBtsStatus;
+  return std::nullopt;
+}
+
+// A 64-bit hex number, with or without 0x.
+bool parse_hex(std::string_view s, std::uint64_t* out) {
+  if (s.starts_with("0x") || s.starts_with("0X")) s.remove_prefix(2);
+  return parse_number(s, 16, out);
 }
 
 class Parser {
@@ -237,13 +290,16 @@ class Parser {
     if (!command_kinds().contains(command)) {
       return fail("unknown command '" + std::string(command) +
                   "' (expected machine, task, bp, wide, modify, del, cpu, bts, pt, lbr, switch, "
-                  "tick, fork, exit, access, exec, watch, offline, online, show, inject or "
-                  "ptrace)");
+                  "tick, fork, exit, access, exec, branch, run, watch, offline, online, show, "
+                  "inject or ptrace)");
     }
     seen_other_ = true;
     const CommandKind kind = command_kinds().at(command);
     if (command == "cpu") return parse_cpu(words);
     if (command == "ptrace") return parse_ptrace(words);
+    if (command == "bts" && words.size() >= 2) {
+      if (auto verb = bts_verb(words[1])) return parse_bts_context(*verb, words);
+    }
 
     Command cmd;
     cmd.kind = kind;
@@ -332,14 +388,38 @@ class Parser {
         } else {
           cmd->task = v;
         }
-      } else if (key == "value") {
-        std::string_view digits = value;
-        if (digits.starts_with("0x") || digits.starts_with("0X")) digits.remove_prefix(2);
+      } else if (key == "value" || key == "addr" || key == "from" || key == "to") {
         std::uint64_t n = 0;
-        if (!parse_number(digits, 16, &n)) {
-          return fail(c + ": bad value '" + v + "' (expected a 64-bit hex number)");
+        if (!parse_hex(value, &n)) {
+          return fail(c + ": bad " + std::string(key) + " '" + v +
+                      "' (expected a 64-bit hex number)");
         }
-        cmd->value = n;
+        if (key == "value") {
+          cmd->value = n;
+        } else if (key == "addr") {
+          cmd->addr = n;
+        } else if (key == "from") {
+          cmd->from = n;
+        } else {
+          cmd->to = n;
+        }
+      } else if (key == "size" || key == "branches" || key == "seed") {
+        std::uint64_t n = 0;
+        if (!parse_number(value, 10, &n)) {
+          return fail(c + ": bad " + std::string(key) + " '" + v + "' (expected a decimal number)");
+        }
+        if (key == "size") {
+          cmd->size = n;
+        } else if (key == "branches") {
+          cmd->branches = n;
+        } else {
+          cmd->seed = n;
+        }
+      } else if (key == "mode") {
+        cmd->mode = parse_buffer_mode(value);
+        if (!cmd->mode) {
+          return fail(c + ": bad mode '" + v + "' (expected aux, snapshot, wrap or signal)");
+        }
       } else if (key == "if") {
         std::string_view e = value;
         for (const char* op : {"==", "!=", "<=", ">=", "<", ">"}) {
@@ -386,14 +466,6 @@ class Parser {
           return fail(c + ": bad len '" + v + "' (expected a decimal number)");
         }
         cmd->len = n;
-      } else if (key == "addr") {
-        std::string_view digits = value;
-        if (digits.starts_with("0x") || digits.starts_with("0X")) digits.remove_prefix(2);
-        std::uint64_t n = 0;
-        if (!parse_number(digits, 16, &n)) {
-          return fail(c + ": bad addr '" + v + "' (expected a 64-bit hex number)");
-        }
-        cmd->addr = n;
       } else if (key == "weight") {
         int n = 0;
         if (!parse_number(value, 10, &n) || n < 1) {
@@ -408,6 +480,11 @@ class Parser {
     if (flags.contains("enabled")) cmd->disabled = false;
     cmd->inherit = flags.contains("inherit");
     cmd->write = flags.contains("w");
+    cmd->global = flags.contains("global");
+    cmd->predicted = flags.contains("predicted");
+    if (flags.contains("user")) cmd->bts_flags |= bts::kUser;
+    if (flags.contains("kernel")) cmd->bts_flags |= bts::kKernel;
+    if (flags.contains("sched")) cmd->bts_flags |= bts::kSched;
     return {};
   }
 
@@ -475,6 +552,10 @@ class Parser {
     if (it == names_.end()) return fail(c + ": unknown name '" + cmd->name + "'");
     if (it->second.is_task) {
       return fail(c + ": '" + cmd->name + "' is a task, not a breakpoint or request");
+    }
+    if (it->second.kind == CommandKind::kBtsOpen) {
+      return fail(c + ": '" + cmd->name + "' is a bts context (close it with `bts close " +
+                  cmd->name + "`)");
     }
     cmd->id = id_of(cmd->name);
     if (cmd->kind == CommandKind::kDel) {
@@ -621,6 +702,27 @@ class Parser {
         if (auto r = check_online(c, cmd->cpu->index); !r) return r;
         return check_running(c, *cmd->task, cmd->cpu->index);
       }
+      case CommandKind::kBranch:
+      case CommandKind::kRun: {
+        if (scenario_.machine.arch == Arch::kArm64) return fail(no_hardware(c));
+        const bool branch = cmd->kind == CommandKind::kBranch;
+        for (std::string_view k : {"task", "cpu"}) {
+          if (auto r = require(k); !r) return r;
+        }
+        for (std::string_view k : branch ? std::array<std::string_view, 2>{"from", "to"}
+                                         : std::array<std::string_view, 2>{"branches", "seed"}) {
+          if (auto r = require(k); !r) return r;
+        }
+        if (branch && scenario_.machine.arch == Arch::kI386) {
+          for (std::uint64_t v : {*cmd->from, *cmd->to}) {
+            if (v > 0xffffffff) {
+              return fail("branch: " + hex(v) + " does not fit in 32 bits (an i386 machine)");
+            }
+          }
+        }
+        if (auto r = check_online(c, cmd->cpu->index); !r) return r;
+        return check_running(c, *cmd->task, cmd->cpu->index);
+      }
       case CommandKind::kCpu: {
         if (auto r = require("cpu"); !r) return r;
         cmd->online = command == "online";
@@ -688,13 +790,70 @@ class Parser {
     return {};
   }
 
+  // bts open|close|drain|status NAME ...: a tracing context (NAME shares the name space).
+  Result<void> parse_bts_context(CommandKind kind, const std::vector<std::string_view>& words) {
+    const std::string c(to_string(kind));
+    Command cmd;
+    cmd.kind = kind;
+    cmd.line = line_;
+    if (words.size() < 3 || words[2].find('=') != std::string_view::npos) {
+      return fail(c + ": missing NAME");
+    }
+    if (!valid_name(words[2])) {
+      return fail(c + ": bad name '" + std::string(words[2]) +
+                  "' (letters, digits, _ . -; starting with a letter or _)");
+    }
+    cmd.name = std::string(words[2]);
+    std::map<std::string_view, std::string_view> keys;
+    std::set<std::string_view> flags;
+    if (auto r = split_args(c, std::span(words).subspan(3), &keys, &flags); !r) return r;
+    if (auto r = apply_args(c, keys, flags, &cmd); !r) return r;
+    if (kind == CommandKind::kBtsOpen) {
+      if (names_.contains(cmd.name)) return fail(c + ": name '" + cmd.name + "' already in use");
+      if (scenario_.machine.arch == Arch::kArm64) return fail(no_hardware(c));
+      if (cmd.task && cmd.global) return fail(c + ": task=T and global are exclusive");
+      if (!cmd.task && !cmd.global) return fail(c + ": task=T or global needed");
+      if (cmd.task) {
+        if (auto r = check_task(c, *cmd.task); !r) return r;
+      }
+      if (!cmd.size) return fail(c + ": size=BYTES is required");
+      names_[cmd.name] = NameInfo{.kind = kind, .task_bound = cmd.task.has_value()};
+      scenario_.commands.push_back(std::move(cmd));
+      return {};
+    }
+    auto it = names_.find(cmd.name);
+    if (it == names_.end()) {
+      return fail(c + ": unknown context '" + cmd.name + "' (not opened with bts open, or closed)");
+    }
+    if (it->second.is_task) return fail(c + ": '" + cmd.name + "' is a task, not a bts context");
+    if (it->second.kind != CommandKind::kBtsOpen) {
+      return fail(c + ": '" + cmd.name + "' is a " + std::string(to_string(it->second.kind)) +
+                  " request, not a bts context (bts open)");
+    }
+    if (kind == CommandKind::kBtsClose) names_.erase(it);
+    scenario_.commands.push_back(std::move(cmd));
+    return {};
+  }
+
   // ptrace T OP [ARG]: its own shape (T and OP are positional; see scenario.h).
   Result<void> parse_ptrace(const std::vector<std::string_view>& words) {
-    static constexpr std::string_view kOps = "attach, detach, peek, poke, wait, cont or step";
+    static constexpr std::string_view kOps =
+        "attach, detach, peek, poke, wait, cont, step, bts-config, bts-status, bts-size, "
+        "bts-get, bts-drain or bts-clear";
     static const std::map<std::string_view, PtraceOp> kOpNames = {
-        {"attach", PtraceOp::kAttach}, {"detach", PtraceOp::kDetach}, {"peek", PtraceOp::kPeek},
-        {"poke", PtraceOp::kPoke},     {"wait", PtraceOp::kWait},     {"cont", PtraceOp::kCont},
+        {"attach", PtraceOp::kAttach},
+        {"detach", PtraceOp::kDetach},
+        {"peek", PtraceOp::kPeek},
+        {"poke", PtraceOp::kPoke},
+        {"wait", PtraceOp::kWait},
+        {"cont", PtraceOp::kCont},
         {"step", PtraceOp::kStep},
+        {"bts-config", PtraceOp::kBtsConfig},
+        {"bts-status", PtraceOp::kBtsStatus},
+        {"bts-size", PtraceOp::kBtsSize},
+        {"bts-get", PtraceOp::kBtsGet},
+        {"bts-drain", PtraceOp::kBtsDrain},
+        {"bts-clear", PtraceOp::kBtsClear},
     };
     // `ptrace peek dr0` (no task): say so rather than "unknown task 'peek'".
     const bool task_missing =
@@ -775,11 +934,55 @@ class Parser {
         cmd.value = n;
         break;
       }
+      case PtraceOp::kBtsConfig:
+        takes = args.size();
+        if (auto r = parse_bts_config(c, args, &cmd); !r) return r;
+        break;
+      case PtraceOp::kBtsGet:
+        takes = 1;
+        if (args.empty()) return fail(c + ": missing INDEX (0 is the newest record)");
+        if (!parse_number(args[0], 10, &cmd.index)) {
+          return fail(c + ": bad INDEX '" + std::string(args[0]) + "' (expected a decimal number)");
+        }
+        break;
       default:
         break;
     }
     if (args.size() > takes) return fail(c + ": unexpected '" + std::string(args[takes]) + "'");
     scenario_.commands.push_back(std::move(cmd));
+    return {};
+  }
+
+  // ptrace T bts-config size=BYTES [flags=LIST], in any order.
+  Result<void> parse_bts_config(const std::string& c, std::span<const std::string_view> args,
+                                Command* cmd) {
+    std::set<std::string_view> seen;
+    for (std::string_view a : args) {
+      const std::size_t eq = a.find('=');
+      const std::string_view key = a.substr(0, eq);
+      if (key != "size" && key != "flags") {
+        return fail(c + ": unknown key '" + std::string(key) +
+                    "' (expected size=BYTES and flags=LIST)");
+      }
+      if (eq == std::string_view::npos) {
+        return fail(c + ": '" + std::string(key) + "' needs =VALUE");
+      }
+      const std::string_view value = a.substr(eq + 1);
+      if (value.empty()) return fail(c + ": empty value for " + std::string(key));
+      if (!seen.insert(key).second) return fail(c + ": duplicate key '" + std::string(key) + "'");
+      if (key == "size") {
+        std::uint64_t n = 0;
+        if (!parse_number(value, 10, &n)) {
+          return fail(c + ": bad size '" + std::string(value) + "' (expected a decimal number)");
+        }
+        cmd->size = n;
+        continue;
+      }
+      auto flags = parse_ptrace_bts_flags(value);
+      if (!flags) return fail(c + ": " + flags.error().message());
+      cmd->ptrace_bts_flags = *flags;
+    }
+    if (!cmd->size) return fail(c + ": size=BYTES is required");
     return {};
   }
 
@@ -899,10 +1102,30 @@ class Runner {
       case CommandKind::kModify:
         return modify(cmd);
       case CommandKind::kBts:
+        bts_event(cmd);
+        return {};
       case CommandKind::kPt:
       case CommandKind::kLbr:
         exclusive(cmd);
         return {};
+      case CommandKind::kBtsOpen:
+        return bts_open(cmd);
+      case CommandKind::kBtsClose:
+        return bts_close(cmd);
+      case CommandKind::kBtsDrain:
+        return bts_drain(cmd);
+      case CommandKind::kBtsStatus:
+        return bts_status(cmd);
+      case CommandKind::kBranch: {
+        auto t = live_task(*cmd.task);
+        if (!t) return std::unexpected(t.error());
+        if (auto s = check_not_stopped(cmd, *t); !s) return s;
+        auto r = machine().branch(CpuId(cmd.cpu->index), *t, *cmd.from, *cmd.to, cmd.predicted);
+        if (!r) return std::unexpected(r.error());
+        return {};
+      }
+      case CommandKind::kRun:
+        return run_walk(cmd);
       case CommandKind::kWatch:
         return watch(cmd);
       case CommandKind::kSwitch: {
@@ -1071,14 +1294,7 @@ class Runner {
                    ? Result<pmu::EventHandle>(make_error(ErrorCode::kSrch, "task: its fork failed"))
                    : api.register_user_hw_breakpoint(attr, hit_printer(cmd.name), *task, cpu))
             : api.register_cpu_hw_breakpoint(attr, hit_printer(cmd.name), *cpu);
-    if (!r) {
-      refuse(cmd.name, r.error().code(), reason(h.request, r.error()));
-    } else {
-      names_[r->id()] = cmd.name;
-      h.events.push_back(std::move(*r));
-      ok(cmd.name);
-    }
-    held_[cmd.name] = std::move(h);
+    settle_open(cmd, std::move(h), std::move(r));
   }
 
   void wide(const Command& cmd) {
@@ -1143,6 +1359,19 @@ class Runner {
     return {};
   }
 
+  // The outcome of opening one event for `cmd`: "NAME ok" with the handle kept under the name,
+  // or "NAME ERRNO" (with the reason for --explain).
+  void settle_open(const Command& cmd, Held h, Result<pmu::EventHandle> r) {
+    if (!r) {
+      refuse(cmd.name, r.error().code(), reason(h.request, r.error()));
+    } else {
+      names_[r->id()] = cmd.name;
+      h.events.push_back(std::move(*r));
+      ok(cmd.name);
+    }
+    held_[cmd.name] = std::move(h);
+  }
+
   void exclusive(const Command& cmd) {
     Held h;
     h.kind = cmd.kind;
@@ -1162,6 +1391,126 @@ class Runner {
       ok(cmd.name);
     }
     held_[cmd.name] = std::move(h);
+  }
+
+  // ---- BTS ----
+
+  // `bts NAME`: a perf BTS event (the BTS PMU, through the perf core). Its AUX area holds
+  // kBtsEventAuxBytes; the scenario never reads it.
+  void bts_event(const Command& cmd) {
+    Held h;
+    h.kind = cmd.kind;
+    h.request.kind = ResourceKind::kBts;
+    h.request.task = task_id(cmd.task);
+    if (!cmd.cpu->any) h.request.cpu = CpuId(cmd.cpu->index);
+    h.request.id = RequestId(kExclusiveIds + cmd.id.value());
+    if (h.request.task && h.request.task->value() < 0) {
+      refuse(cmd.name, ErrorCode::kSrch, "task: its fork failed");
+      held_[cmd.name] = std::move(h);
+      return;
+    }
+    pmu::EventAttr attr;
+    attr.type = pmu::EventType::kBts;
+    attr.aux_size = kBtsEventAuxBytes;
+    attr.aux_snapshot = false;
+    auto r = sys_->core().open(attr, pmu::EventOwner{h.request.task, h.request.cpu});
+    settle_open(cmd, std::move(h), std::move(r));
+  }
+
+  // The arbiter requests a tracing context stands for (what the Tracer reserves): {task, all
+  // CPUs}, or one CPU-bound request per possible CPU for a global one.
+  std::vector<Request> context_requests(std::optional<TaskId> task) {
+    std::vector<Request> requests;
+    Request r;
+    r.kind = ResourceKind::kBts;
+    r.task = task;
+    if (task) {
+      requests.push_back(r);
+      return requests;
+    }
+    for (int c = 0; c < machine().possible_cpus(); ++c) {
+      r.cpu = CpuId(c);
+      requests.push_back(r);
+    }
+    return requests;
+  }
+
+  Result<void> bts_open(const Command& cmd) {
+    bts::ContextConfig config;
+    config.task = task_id(cmd.task);
+    if (config.task && config.task->value() < 0) {
+      refuse(cmd.name, ErrorCode::kSrch, "task: its fork failed");
+      return {};
+    }
+    config.flags = cmd.bts_flags;
+    if ((config.flags & (bts::kUser | bts::kKernel)) == 0) {
+      config.flags |= bts::kUser | bts::kKernel;  // neither named: both
+    }
+    config.mode = cmd.mode.value_or(bts::BufferMode::kAux);
+    config.size = static_cast<std::size_t>(*cmd.size);
+    auto id = sys_->tracer().open(config);
+    if (!id) {
+      refuse(cmd.name, id.error().code(), reason_any(context_requests(config.task), id.error()));
+      return {};
+    }
+    contexts_[cmd.name] = *id;
+    ok(cmd.name);
+    return {};
+  }
+
+  // The context NAME holds; a NAME whose `bts open` was refused holds none ("NAME ENOENT").
+  std::optional<bts::ContextId> context_of(const Command& cmd) {
+    auto it = contexts_.find(cmd.name);
+    if (it != contexts_.end()) return it->second;
+    refuse(cmd.name, ErrorCode::kNoEnt, cmd.name + " holds no context (its bts open was refused)");
+    return std::nullopt;
+  }
+
+  Result<void> bts_close(const Command& cmd) {
+    auto it = contexts_.find(cmd.name);
+    if (it == contexts_.end()) return {};  // holds nothing: fine, as del
+    const bts::ContextId id = it->second;
+    contexts_.erase(it);
+    return sys_->tracer().close(id);
+  }
+
+  Result<void> bts_drain(const Command& cmd) {
+    auto id = context_of(cmd);
+    if (!id) return {};
+    auto d = sys_->tracer().drain(*id);
+    if (!d) return std::unexpected(d.error());
+    const internal::TaskNamer namer = [this](TaskId t) { return task_name(t); };
+    for (const bts::TraceRecord& rec : d->records) {
+      out_.push_back(cmd.name + " " + internal::record_text(rec, namer));
+    }
+    out_.push_back(cmd.name + " drained " + std::to_string(d->records.size()) + " lost " +
+                   std::to_string(d->lost));
+    return {};
+  }
+
+  Result<void> bts_status(const Command& cmd) {
+    auto id = context_of(cmd);
+    if (!id) return {};
+    auto st = sys_->tracer().status(*id);
+    if (!st) return std::unexpected(st.error());
+    out_.push_back(cmd.name + " " +
+                   internal::context_status_text(*st, [this](TaskId t) { return task_name(t); }));
+    return {};
+  }
+
+  // `run`: branches of the seeded walk; a SIGNAL-mode buffer that fills stops the task early.
+  Result<void> run_walk(const Command& cmd) {
+    auto t = live_task(*cmd.task);
+    if (!t) return std::unexpected(t.error());
+    if (auto s = check_not_stopped(cmd, *t); !s) return s;
+    auto walk = sim::BranchWalk::generate(cmd.seed, {.format = machine().bts_format()});
+    if (!walk) return std::unexpected(walk.error());
+    auto n = machine().run(CpuId(cmd.cpu->index), *t, *walk, cmd.branches);
+    if (!n) return std::unexpected(n.error());
+    if (*n < cmd.branches) {
+      out_.push_back(*cmd.task + " stopped after " + std::to_string(*n) + " branches");
+    }
+    return {};
   }
 
   Result<void> watch(const Command& cmd) {
@@ -1212,6 +1561,8 @@ class Runner {
         return "SIGTRAP";
       case SIGSTOP:
         return "SIGSTOP";
+      case ptrace_compat::kBtsFullSignal:
+        return "SIGIO";
       default:
         return "signal " + std::to_string(sig);
     }
@@ -1343,6 +1694,14 @@ class Runner {
         if (!r) ptrace_refuse(cmd, op, *t, r.error());
         return {};
       }
+      case PtraceOp::kBtsConfig:
+      case PtraceOp::kBtsStatus:
+      case PtraceOp::kBtsSize:
+      case PtraceOp::kBtsGet:
+      case PtraceOp::kBtsDrain:
+      case PtraceOp::kBtsClear:
+        ptrace_bts(cmd, *t);
+        return {};
       case PtraceOp::kDetach: {
         auto r = tracee.detach();
         if (!r) {
@@ -1354,6 +1713,72 @@ class Runner {
       }
     }
     return {};
+  }
+
+  // PTRACE_BTS_*: like PEEKUSER, they need the tracee in a ptrace stop (ESRCH otherwise).
+  void ptrace_bts(const Command& cmd, TaskId t) {
+    std::string what(to_string(cmd.ptrace_op));
+    if (cmd.ptrace_op == PtraceOp::kBtsGet) what += " " + std::to_string(cmd.index);
+    if (auto s = sys_->ptrace_check_stopped(t); !s) {
+      ptrace_refuse(cmd, what, t, s.error());
+      return;
+    }
+    ptrace_compat::PtraceBts& pb = sys_->ptrace_bts();
+    const internal::TaskNamer namer = [this](TaskId id) { return task_name(id); };
+    Result<void> r;
+    switch (cmd.ptrace_op) {
+      case PtraceOp::kBtsConfig:
+        r = pb.config(t, {.size = *cmd.size, .flags = cmd.ptrace_bts_flags});
+        if (r) ok(what);
+        break;
+      case PtraceOp::kBtsStatus: {
+        auto st = pb.status(t);
+        if (!st) {
+          r = std::unexpected(st.error());
+          break;
+        }
+        out_.push_back(what + " size=" + std::to_string(st->size) +
+                       " flags=" + internal::ptrace_bts_flags_text(st->flags));
+        break;
+      }
+      case PtraceOp::kBtsSize: {
+        auto n = pb.size(t);
+        if (!n) {
+          r = std::unexpected(n.error());
+          break;
+        }
+        out_.push_back(what + " = " + std::to_string(*n));
+        break;
+      }
+      case PtraceOp::kBtsGet: {
+        auto rec = pb.get(t, cmd.index);
+        if (!rec) {
+          r = std::unexpected(rec.error());
+          break;
+        }
+        out_.push_back(what + " " + internal::record_text(*rec, namer));
+        break;
+      }
+      case PtraceOp::kBtsDrain: {
+        auto recs = pb.drain(t);
+        if (!recs) {
+          r = std::unexpected(recs.error());
+          break;
+        }
+        for (const bts::TraceRecord& rec : *recs) {
+          out_.push_back(what + " " + internal::record_text(rec, namer));
+        }
+        out_.push_back(what + " " + std::to_string(recs->size()) + " records");
+        break;
+      }
+      case PtraceOp::kBtsClear:
+        r = pb.clear(t);
+        if (r) ok(what);
+        break;
+      default:
+        break;
+    }
+    if (!r) ptrace_refuse(cmd, what, t, r.error());
   }
 
   // ---- show ----
@@ -1404,9 +1829,11 @@ class Runner {
       if (!any) line += " none";
       out_.push_back(std::move(line));
     }
+    // The breakpoint events (a `bts NAME` event holds no debug register and is not shown).
     pmu::Core& core = sys_->core();
     for (pmu::EventId id : core.events()) {
       const pmu::Event* e = core.find(id);
+      if (e->attr().type != pmu::EventType::kBreakpoint) continue;
       auto v = core.read(id);
       std::string line = "event " + event_name(*e);
       line += " task=" + (e->task() ? task_name(*e->task()) : std::string("-"));
@@ -1543,6 +1970,17 @@ class Runner {
         holders.push_back(name);
       }
     }
+    if (*ex.busy_kind == ResourceKind::kBts) {
+      // Tracing contexts in the order they were opened, then ptrace BTS buffers in task order.
+      std::map<bts::ContextId, std::string> contexts;
+      for (const auto& [name, id] : contexts_) contexts[id] = name;
+      for (const auto& [id, name] : contexts) holders.push_back(name);
+      std::map<TaskId, std::string> traced;
+      for (const auto& [name, tracee] : tracees_) traced[tracee.task()] = name;
+      for (const auto& [task, name] : traced) {
+        if (sys_->ptrace_bts().context(task)) holders.push_back("ptrace:" + name + ":bts");
+      }
+    }
     std::string s = kind + " in use";
     if (!holders.empty()) {
       s += " by ";
@@ -1552,6 +1990,9 @@ class Runner {
   }
 
   static constexpr std::uint64_t kExclusiveIds = std::uint64_t{1} << 62;
+  // The AUX area of a `bts NAME` perf event: 4096 records of 24 bytes (96 KiB), the order of a
+  // perf AUX mmap of a few dozen pages; never read by a scenario.
+  static constexpr std::size_t kBtsEventAuxBytes = 4096 * bts::kTraceRecordSize;
 
   const Scenario& scenario_;
   RunOptions options_;
@@ -1560,8 +2001,9 @@ class Runner {
   std::map<TaskId, std::string> task_names_;    // the reverse of tasks_, for hit lines
   std::map<std::uint64_t, std::string> names_;  // event id (or exclusive request id) -> name
   std::map<breakpoints::WatchId, std::string> watch_names_;
-  std::map<std::string, Held> held_;               // declared after sys_: destroyed before it
-  std::map<std::string, sim::SimTracee> tracees_;  // by task name; likewise (they detach)
+  std::map<std::string, Held> held_;                // declared after sys_: destroyed before it
+  std::map<std::string, sim::SimTracee> tracees_;   // by task name; likewise (they detach)
+  std::map<std::string, bts::ContextId> contexts_;  // `bts open` contexts by name
   bool run_error_ = false;  // the error being returned is a run-time scenario error
   std::vector<std::string> out_;
 };

@@ -58,8 +58,8 @@ TEST(Parse, NameKeepsItsIdAfterDel) {
 TEST(Parse, ErrorsNameFileAndLine) {
   EXPECT_EQ(parse_error("bp a cpu=0\nfrob x\n"),
             "t.scn:2: unknown command 'frob' (expected machine, task, bp, wide, modify, del, cpu, "
-            "bts, pt, lbr, switch, tick, fork, exit, access, exec, watch, offline, online, show, "
-            "inject or ptrace)");
+            "bts, pt, lbr, switch, tick, fork, exit, access, exec, branch, run, watch, offline, "
+            "online, show, inject or ptrace)");
   EXPECT_EQ(parse_error("bp a cpu=0\nmachine cpus=4\n"),
             "t.scn:2: machine: must come before any other command");
   EXPECT_EQ(parse_error("machine\nmachine\n"),
@@ -114,13 +114,14 @@ TEST(Parse, PtraceErrorsNameTheField) {
   EXPECT_EQ(parse_error("ptrace t peek dr0\n"), "t.scn:1: ptrace: unknown task 't'");
   EXPECT_EQ(parse_error("task t\nptrace peek dr0\n"),
             "t.scn:2: ptrace: missing task (expected 'ptrace T OP', OP one of attach, detach, "
-            "peek, poke, wait, cont or step)");
+            "peek, poke, wait, cont, step, bts-config, bts-status, bts-size, bts-get, bts-drain "
+            "or bts-clear)");
   EXPECT_EQ(parse_error("task t\nptrace t\n"),
-            "t.scn:2: ptrace: missing OP (expected attach, detach, peek, poke, wait, cont or "
-            "step)");
+            "t.scn:2: ptrace: missing OP (expected attach, detach, peek, poke, wait, cont, step, "
+            "bts-config, bts-status, bts-size, bts-get, bts-drain or bts-clear)");
   EXPECT_EQ(parse_error("task t\nptrace t kill\n"),
-            "t.scn:2: ptrace: unknown OP 'kill' (expected attach, detach, peek, poke, wait, cont "
-            "or step)");
+            "t.scn:2: ptrace: unknown OP 'kill' (expected attach, detach, peek, poke, wait, cont, "
+            "step, bts-config, bts-status, bts-size, bts-get, bts-drain or bts-clear)");
   EXPECT_EQ(parse_error("task t\nptrace t peek\n"),
             "t.scn:2: ptrace peek: missing REG (REG: dr0..dr7 or a byte offset into struct user)");
   EXPECT_EQ(parse_error("task t\nptrace t poke\n"),
@@ -151,6 +152,95 @@ TEST(Parse, PtraceErrorsNameTheField) {
   EXPECT_EQ(parse_error("task t\nptrace t attach layout=arm\n"),
             "t.scn:2: ptrace attach: bad layout 'arm' (expected x86_64 or i386)");
   EXPECT_EQ(parse_error("task t\nexit t\nptrace t wait\n"), "t.scn:3: ptrace: task 't' has exited");
+}
+
+TEST(Parse, BtsCommands) {
+  auto s = parse_scenario(
+      "task t\nbts open c task=t user sched size=240 mode=wrap\nbts open g global size=48\n"
+      "switch cpu=1 task=t\nbranch task=t cpu=1 from=401000 to=0x401010 predicted\n"
+      "run task=t cpu=1 branches=20 seed=7\nbts drain c\nbts close c\nbts open c global "
+      "size=24\nbts status c\nbts b task=t\n",
+      "f.scn");
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  ASSERT_EQ(s->commands.size(), 11u);
+  const Command& open = s->commands[1];
+  EXPECT_EQ(open.kind, CommandKind::kBtsOpen);
+  EXPECT_EQ(open.name, "c");
+  EXPECT_EQ(open.task, "t");
+  EXPECT_FALSE(open.global);
+  EXPECT_EQ(open.bts_flags, bts::kUser | bts::kSched);
+  EXPECT_EQ(open.size, 240u);
+  EXPECT_EQ(open.mode, bts::BufferMode::kWrap);
+  EXPECT_TRUE(s->commands[2].global);
+  EXPECT_EQ(s->commands[2].bts_flags, 0u);  // both, applied when it runs
+  EXPECT_FALSE(s->commands[2].mode.has_value());
+  const Command& branch = s->commands[4];
+  EXPECT_EQ(branch.kind, CommandKind::kBranch);
+  EXPECT_EQ(branch.from, 0x401000u);
+  EXPECT_EQ(branch.to, 0x401010u);
+  EXPECT_TRUE(branch.predicted);
+  EXPECT_EQ(branch.cpu, (CpuChoice{.any = false, .index = 1}));
+  EXPECT_EQ(s->commands[5].kind, CommandKind::kRun);
+  EXPECT_EQ(s->commands[5].branches, 20u);
+  EXPECT_EQ(s->commands[5].seed, 7u);
+  EXPECT_EQ(s->commands[6].kind, CommandKind::kBtsDrain);
+  EXPECT_EQ(s->commands[7].kind, CommandKind::kBtsClose);
+  EXPECT_EQ(s->commands[8].kind, CommandKind::kBtsOpen);  // the name is free again
+  EXPECT_EQ(s->commands[9].kind, CommandKind::kBtsStatus);
+  EXPECT_EQ(s->commands[10].kind, CommandKind::kBts);  // a perf BTS event
+  EXPECT_THAT(s->request_names, ElementsAre("b"));     // contexts take no request id
+}
+
+TEST(Parse, BtsErrorsNameTheCommand) {
+  EXPECT_EQ(parse_error("task t\nbts open c size=24\n"),
+            "t.scn:2: bts open: task=T or global needed");
+  EXPECT_EQ(parse_error("task t\nbts open c task=t global size=24\n"),
+            "t.scn:2: bts open: task=T and global are exclusive");
+  EXPECT_EQ(parse_error("bts open c global\n"), "t.scn:1: bts open: size=BYTES is required");
+  EXPECT_EQ(parse_error("bts open c global size=24 mode=ring\n"),
+            "t.scn:1: bts open: bad mode 'ring' (expected aux, snapshot, wrap or signal)");
+  EXPECT_EQ(parse_error("bts open size=24\n"), "t.scn:1: bts open: missing NAME");
+  EXPECT_EQ(parse_error("bts drain c\n"),
+            "t.scn:1: bts drain: unknown context 'c' (not opened with bts open, or closed)");
+  EXPECT_EQ(parse_error("bts open c global size=24\nbts close c\nbts status c\n"),
+            "t.scn:3: bts status: unknown context 'c' (not opened with bts open, or closed)");
+  EXPECT_EQ(parse_error("bts b cpu=0\nbts drain b\n"),
+            "t.scn:2: bts drain: 'b' is a bts request, not a bts context (bts open)");
+  EXPECT_EQ(parse_error("bts open c global size=24\ndel c\n"),
+            "t.scn:2: del: 'c' is a bts context (close it with `bts close c`)");
+  EXPECT_EQ(parse_error("task t\nbranch task=t cpu=0 from=0x10 to=0x20\n"),
+            "t.scn:2: branch: task 't' does not run on cpu 0 (it is not running; switch it in "
+            "first)");
+  EXPECT_EQ(parse_error("task t\nswitch cpu=0 task=t\nbranch task=t cpu=0 from=0xg to=0x20\n"),
+            "t.scn:3: branch: bad from '0xg' (expected a 64-bit hex number)");
+  EXPECT_EQ(parse_error("task t\nswitch cpu=0 task=t\nbranch task=t cpu=0 from=0x10\n"),
+            "t.scn:3: branch: to= is required");
+  EXPECT_EQ(parse_error("task t\nswitch cpu=0 task=t\nrun task=t cpu=0 seed=1\n"),
+            "t.scn:3: run: branches= is required");
+  EXPECT_EQ(parse_error("machine arch=i386\ntask t\nswitch cpu=0 task=t\n"
+                        "branch task=t cpu=0 from=0x100000000 to=0x20\n"),
+            "t.scn:4: branch: 0x100000000 does not fit in 32 bits (an i386 machine)");
+  EXPECT_EQ(parse_error("task t\nptrace t bts-config flags=trace\n"),
+            "t.scn:2: ptrace bts-config: size=BYTES is required");
+  EXPECT_EQ(parse_error("task t\nptrace t bts-config size=24 flags=trace,wrap\n"),
+            "t.scn:2: ptrace bts-config: unknown flag 'wrap' in flags= (expected trace, sched, "
+            "signal, cut-size or a 0x hex number, separated by commas)");
+  EXPECT_EQ(parse_error("task t\nptrace t bts-get\n"),
+            "t.scn:2: ptrace bts-get: missing INDEX (0 is the newest record)");
+  EXPECT_EQ(parse_error("task t\nptrace t bts-size 1\n"),
+            "t.scn:2: ptrace bts-size: unexpected '1'");
+}
+
+TEST(Parse, PtraceBtsConfigFlags) {
+  auto s = parse_scenario(
+      "task t\nptrace t bts-config flags=trace,0x10,cut-size size=100\nptrace t bts-get -1\n",
+      "f.scn");
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(s->commands[1].ptrace_op, PtraceOp::kBtsConfig);
+  EXPECT_EQ(s->commands[1].size, 100u);
+  EXPECT_EQ(s->commands[1].ptrace_bts_flags, 0x19u);
+  EXPECT_EQ(s->commands[2].ptrace_op, PtraceOp::kBtsGet);
+  EXPECT_EQ(s->commands[2].index, -1);
 }
 
 // The following need the arbiter implementation.
@@ -208,6 +298,19 @@ TEST(Run, AccessInAPtraceStopIsARunTimeError) {
   EXPECT_EQ(lines.error().message(),
             "f.scn:8: exec: task 't' is in a ptrace stop (SIGTRAP); resume it with `ptrace t "
             "cont` (or step) first");
+}
+
+TEST(Run, BtsContextAndPtraceLines) {
+  EXPECT_THAT(run("machine cpus=1\ntask t\nbts open c task=t user size=48\nswitch cpu=0 task=t\n"
+                  "branch task=t cpu=0 from=0x401000 to=0x401010\n"
+                  "branch task=t cpu=0 from=0x401014 to=0x401000 predicted\nbts drain c\n"
+                  "bts status c\nptrace t bts-size\nptrace t bts-config size=48 flags=trace\n"
+                  "ptrace t bts-status\nptrace t bts-get 0\n"),
+              ElementsAre("c ok", "c from=0x401000 to=0x401010",
+                          "c from=0x401014 to=0x401000 predicted", "c drained 2 lost 0",
+                          "c state=active mode=aux task=t flags=user capacity=2 held=0 lost=0",
+                          "bts-size ENXIO", "bts-config ok", "bts-status size=48 flags=trace",
+                          "bts-get 0 EINVAL"));
 }
 
 }  // namespace

@@ -53,22 +53,39 @@ constexpr const char* kScenarioHelp =
   watch NAME [task=T] addr=HEX len=N [type=w|rw|x] [if=OPVALUE]
       A watchpoint over any range: fewest aligned pieces, shared registers, old/new values,
       if= filter on the new value (OP: == != < <= > >=).
-  show                         per CPU: DR0-DR3, DR7, installed events; per event: state,
-                               count, time_enabled, time_running; per traced task: its stop
-                               (or running), DR6 and DR7
+  show                         per CPU: DR0-DR3, DR7, installed events; per breakpoint event:
+                               state, count, time_enabled, time_running; per traced task: its
+                               stop (or running), DR6 and DR7
   inject enomem=K              the K-th fallible arbiter step from now fails with ENOMEM
   bts NAME [task=T] [cpu=N|any]    (also: pt NAME ..., lbr NAME ...)
       An exclusive facility: any number of one kind, another kind gets EBUSY. cpu= defaults
-      to any with a task and is required without one.
+      to any with a task and is required without one. bts NAME is a perf BTS event; per-task
+      and CPU-wide BTS events never mix (EBUSY).
+  bts open NAME task=T|global [user] [kernel] [sched] size=BYTES
+           [mode=aux|snapshot|wrap|signal]
+      A BTS tracing context: T's branches on any CPU, or every task's. Neither user nor
+      kernel: both; sched adds arrives/departs timestamps; mode defaults to aux.
+  bts drain NAME    bts status NAME    bts close NAME
+      drain: 'NAME from=HEX to=HEX [predicted]' per record ('NAME arrives|departs task=T
+      time=N' for a timestamp), then 'NAME drained K lost L'. status: 'NAME state=S mode=M
+      task=T|global flags=F capacity=N held=N lost=N'. close prints nothing.
+  branch task=T cpu=N from=HEX to=HEX [predicted]   one taken branch of T, running on N
+  run task=T cpu=N branches=K seed=S
+      K branches of a seeded generated program; prints 'T stopped after N branches' when a
+      full signal-mode ptrace BTS buffer stopped T first.
   ptrace T attach [layout=x86_64|i386]    ptrace T detach    ptrace T wait
   ptrace T peek REG    ptrace T poke REG=HEX    ptrace T cont    ptrace T step
+  ptrace T bts-config size=BYTES [flags=LIST]    ptrace T bts-status    ptrace T bts-size
+  ptrace T bts-get INDEX    ptrace T bts-drain    ptrace T bts-clear
       A tracer of task T: PTRACE_PEEKUSER/POKEUSER of DR0-DR7 with Linux x86 semantics (REG:
       dr0..dr7, or a byte offset into struct user, decimal or 0x hex); ptrace breakpoints
       take slots from the same pool as bp and wide. The first ptrace command on an untraced
       task attaches it (layout x86_64; i386 on arch=i386), which stops it with SIGSTOP;
       peek/poke/cont/step/detach need a stop (else ESRCH). A ptrace breakpoint hit, or the
-      trap after a step, stops T with SIGTRAP; then an access/exec by T is a run-time error
-      until `ptrace T cont` (or step).
+      trap after a step, stops T with SIGTRAP; then work (access, exec, branch, run) by T is
+      a run-time error until `ptrace T cont` (or step). bts-*: the legacy PTRACE_BTS_* (user
+      branches only); LIST: comma-separated trace, sched, signal, cut-size or 0x hex bits.
+      A full signal-mode buffer stops T with SIGIO.
 
   Breakpoint checks, after the slot check (so a bad bp on a full CPU gets ENOSPC):
   x86 has no type=r; data len in {1,2,4,8} (no 8 on i386) with addr aligned to len;
@@ -82,12 +99,15 @@ Output: one line per bp, wide, modify, watch, fork, bts, pt, lbr: 'NAME ok' or
   ptrace: 'poke dr7 ok', 'poke dr7 ENOSPC', 'poke 849 EIO' (an offset that is no debug
   register is printed as given), 'peek dr6 = 0x00000000ffff0ff0' (16 hex digits), wait:
   'stopped SIGTRAP dr6=0x...' or 'running'; attach, detach, cont and step print only a
-  refusal ('cont ESRCH'). Other commands print nothing.
+  refusal ('cont ESRCH'). bts-config/bts-clear: 'bts-config ok'; 'bts-status size=N
+  flags=trace,signal'; 'bts-size = N'; 'bts-get 0 from=HEX to=HEX'; bts-drain: one
+  'bts-drain from=HEX to=HEX' per record, then 'bts-drain K records'; refusals
+  'bts-get 5 EINVAL', 'bts-size ENXIO'. Other commands print nothing.
 Errors: the whole file is checked before anything runs; a scenario error (bad syntax,
   unknown command or key, bad value, duplicate or unknown name, cpu=any without task, CPU
   out of range, misplaced machine) prints 'FILE:LINE: message' on stderr, nothing on
   stdout, and exits 2. So does a run-time scenario error, which the file alone cannot
-  decide: an access/exec by a task in a ptrace stop, a task whose fork failed.
+  decide: an access/exec/branch/run by a task in a ptrace stop, a task whose fork failed.
 Exit status: 0 ran (refusals included), 1 internal error, 2 usage, unreadable file or
   scenario error.)";
 

@@ -38,11 +38,37 @@
 //  - The exception's `time` is the clock when it is raised: a fault at the start of the exec, a
 //    trap after the access (start + kAccessNs).
 //
+// Branch Trace Store (per CPU, hwarb/x86/bts.h rules):
+//  - One machine-wide record/DS format (bts_format(), default k64), changeable only while no CPU
+//    has a DS area installed and not from a callback (EBUSY). kernel_start() is the first kernel
+//    address of the format: 0x00007ffffffff000 (k64, Linux's TASK_SIZE_MAX) or 0xc0000000 (k32).
+//  - Per CPU (any possible CPU, online or not): IA32_DEBUGCTL (stored as is), an optional DS area
+//    (its BTS fields) with the memory it describes, and a count of dropped records. Like the debug
+//    registers they are CPU state: they stay across task switches and offline/online, and the
+//    machine never changes them except through a store (the index) or a drop (the count, which
+//    only grows). set_ds_area validates the area (x86::ds::validate_bts) and needs a buffer
+//    covering [bts_buffer_base, bts_absolute_maximum); the machine does not own that memory, the
+//    caller keeps it alive while it is installed. clear_ds_area with no area is a no-op.
+//  - branch(cpu, task, from, to, predicted) is one taken branch of the running task: the same
+//    preconditions and errors as exec(). The branch is a kernel branch iff from >= kernel_start().
+//    It applies x86::store_bts with the CPU's DEBUGCTL and DS area (no area: nothing stored); a
+//    store error (a 64-bit address on a 32-bit machine) fails the call and changes nothing.
+//    Otherwise the task's ip becomes `to`, the clock advances by kAccessNs, a drop is counted, and
+//    then, when the store reached the interrupt threshold with BTINT set, the BtsInterruptHandler
+//    is called (the PMI). Like the debug handler it runs inside the call (callback rules below);
+//    it typically reads the buffer and moves the index back (set_bts_index), or stops the task.
+//  - run(cpu, task, walk, count) takes up to `count` branches of `walk` through branch(),
+//    stopping early once the task is stopped (by the PMI handler); it returns how many were
+//    taken. The walk's format must be the machine's (EINVAL), so its addresses fit and its kernel
+//    blocks are kernel branches. A stopped or not-running task is refused before any branch.
+//
 // Observers and reentrancy: observers are called synchronously, in registration order, after the
 // state change they report (inside on_switch, current(cpu) is already `next`). From inside any
 // callback a handler may read/write debug registers, read/write memory directly and query state;
 // every scheduling or scripted call (create_task, fork, exit, switch_to*, tick, set_online,
-// access, exec, set_single_step, add/remove observers, set_debug_handler) returns EBUSY there.
+// access, exec, branch, run, set_single_step, add/remove observers, set_debug_handler,
+// set_bts_interrupt_handler, set_bts_format) returns EBUSY there. The BTS calls set_debugctl,
+// set_ds_area, clear_ds_area, set_bts_index and their reads are allowed, like set_stopped.
 // on_fork may veto the fork: the first error stops it, the observers already told get
 // on_fork_rollback(parent, child), the child is removed and fork returns that error.
 //
@@ -57,17 +83,26 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "hwarb/base/error.h"
 #include "hwarb/base/ids.h"
 #include "hwarb/sim/memory.h"
+#include "hwarb/x86/bts.h"
 
 namespace hwarb::sim {
 
+class BranchWalk;  // hwarb/sim/branch_walk.h
+
 inline constexpr int kMaxCpus = 65536;
 inline constexpr std::uint64_t kTickNs = 1'000'000;  // one scheduler tick: 1 ms
-inline constexpr std::uint64_t kAccessNs = 1;        // one access() or exec(): 1 ns
+inline constexpr std::uint64_t kAccessNs = 1;        // one access(), exec() or branch(): 1 ns
+
+// The first kernel address of a BTS format: Linux's TASK_SIZE_MAX (k64) or the 3G/1G split (k32).
+constexpr std::uint64_t kernel_start_of(x86::BtsFormat format) {
+  return format == x86::BtsFormat::k64 ? 0x00007ffffffff000 : 0xc0000000;
+}
 
 enum class AccessKind : std::uint8_t { kRead, kWrite, kExec };
 
@@ -113,6 +148,22 @@ class SchedulerObserver {
   virtual void on_exit(TaskId) {}
   virtual void on_cpu_online(CpuId) {}
   virtual void on_cpu_offline(CpuId) {}
+};
+
+// The PMI of the BTS facility: called synchronously inside branch()/run() when a store reaches the
+// interrupt threshold with BTINT set.
+class BtsInterruptHandler {
+ public:
+  virtual ~BtsInterruptHandler() = default;
+  virtual void on_bts_interrupt(CpuId cpu) = 0;
+};
+
+// What one branch() did (x86::BtsStore).
+struct BranchOutcome {
+  bool stored = false;     // a record was written
+  bool wrapped = false;    // the circular buffer went back to its base first
+  bool dropped = false;    // full with BTINT set: not stored, counted in bts_dropped
+  bool interrupt = false;  // the store reached the threshold: the PMI was raised
 };
 
 // What one access()/exec() did.
@@ -196,6 +247,32 @@ class Machine {
                          std::uint64_t value = 0);
   Result<Outcome> exec(CpuId cpu, TaskId task, std::uint64_t ip);
 
+  // --- Branch Trace Store (see the header comment) ------------------------------------------
+  x86::BtsFormat bts_format() const { return bts_format_; }
+  // EBUSY while any CPU has a DS area installed, or from a callback.
+  Result<void> set_bts_format(x86::BtsFormat format);
+  std::uint64_t kernel_start() const { return kernel_start_; }
+  // Per CPU, any possible CPU (online or not).
+  Result<void> set_debugctl(CpuId cpu, std::uint64_t value);
+  Result<std::uint64_t> debugctl(CpuId cpu) const;
+  // Installs the area's BTS fields and their memory (buffer[i] is linear address
+  // area.bts_buffer_base + i; not owned). EINVAL when x86::ds::validate_bts fails (its message)
+  // or the buffer is shorter than bts_absolute_maximum - bts_buffer_base ("buffer: ...").
+  // Replaces the previous area.
+  Result<void> set_ds_area(CpuId cpu, const x86::DsArea& area, std::span<std::byte> buffer);
+  Result<void> clear_ds_area(CpuId cpu);
+  Result<x86::DsArea> ds_area(CpuId cpu) const;  // ENOENT when none is installed
+  // ENOENT without an area; EINVAL when the area with this index would not validate.
+  Result<void> set_bts_index(CpuId cpu, std::uint64_t index);
+  // Records not stored because the buffer was full with BTINT set, since the machine started.
+  Result<std::uint64_t> bts_dropped(CpuId cpu) const;
+  Result<void> set_bts_interrupt_handler(BtsInterruptHandler* handler);  // nullptr: none
+  // One taken branch of the task running on cpu.
+  Result<BranchOutcome> branch(CpuId cpu, TaskId task, std::uint64_t from, std::uint64_t to,
+                               bool predicted = false);
+  // Up to `count` branches of `walk`; stops early when the task is stopped. Returns how many.
+  Result<std::uint64_t> run(CpuId cpu, TaskId task, BranchWalk& walk, std::uint64_t count);
+
   // --- Observers (not owned; they must outlive the machine or be removed) ------------------
   Result<void> set_debug_handler(DebugExceptionHandler* handler);  // nullptr: none
   Result<void> add_observer(SchedulerObserver* observer);          // EEXIST if already added
@@ -220,6 +297,11 @@ class Machine {
     std::uint64_t ticks = 0;
     int data_slots = 0;  // the first data_slots entries of `data` are in use
     std::array<DataSlot, 4> data;
+    std::uint64_t debugctl = 0;
+    bool has_ds = false;
+    x86::DsArea ds;                   // meaningful when has_ds
+    std::span<std::byte> bts_buffer;  // the memory of [bts_buffer_base, bts_absolute_maximum)
+    std::uint64_t bts_dropped = 0;
   };
   struct Task {
     std::optional<TaskId> parent;
@@ -244,6 +326,12 @@ class Machine {
   // (then find_running gives the error).
   Task* running_task(CpuId cpu, TaskId task);
   static void decode_data_slots(Cpu& c);
+  // Checks what exec(), branch() and run() need, in this order: not in a callback (op names the
+  // call), the task running on that online CPU, not stopped.
+  Result<Task*> working_task(CpuId cpu, TaskId task, const char* op);
+  // branch() once its checks passed.
+  Result<BranchOutcome> take_branch(CpuId cpu, Task& task, std::uint64_t from, std::uint64_t to,
+                                    bool predicted);
   void notify_switch(CpuId cpu, std::optional<TaskId> prev, std::optional<TaskId> next);
   void deliver(const DebugException& e);
 
@@ -253,6 +341,10 @@ class Machine {
   std::int64_t next_task_id_ = 1;
   std::uint64_t now_ns_ = 0;
   DebugExceptionHandler* handler_ = nullptr;
+  BtsInterruptHandler* bts_handler_ = nullptr;
+  x86::BtsFormat bts_format_ = x86::BtsFormat::k64;
+  std::uint64_t kernel_start_ = kernel_start_of(x86::BtsFormat::k64);
+  int ds_areas_ = 0;  // CPUs with a DS area installed
   std::vector<SchedulerObserver*> observers_;
   int callback_depth_ = 0;
 };

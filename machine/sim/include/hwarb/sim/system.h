@@ -1,5 +1,6 @@
 // hwarb/sim/system.h — the simulated machine wired to the whole stack: the arbiter, the perf-event
-// core, the breakpoint PMU, the hw_breakpoint API and the Watchpoint layer.
+// core, the breakpoint PMU, the hw_breakpoint API and the Watchpoint layer, and the BTS facility
+// with its tracing contexts, its perf PMU and the legacy ptrace BTS API.
 //
 // What it connects (everything is deterministic; same calls, same results and hits):
 //  - Machine scheduler reports -> Core: a switch is sched_out(prev) then sched_in(next); a tick is
@@ -30,6 +31,16 @@
 //      4. step arms the machine's single-step for the task; cont disarms it. Detach resumes the
 //         task and disarms single-step; it keeps the ptrace breakpoints (Linux flushes them only
 //         at exec and exit). A task's exit flushes them and ends its tracing.
+//  - BTS (pmu/bts, DESIGN.md section 6): the Tracer owns every CPU's BTS facility and programs
+//    the machine's DS area and DEBUGCTL (System is its BtsHardware); the machine's BTS interrupt
+//    goes to Tracer::on_interrupt. A switch is, in this order: Core::sched_out(prev) (the BTS
+//    PMU deactivates prev's event contexts, flushing the CPU's records to them), then
+//    Tracer::on_switch (timestamps, the task contexts follow the running task), then
+//    Core::sched_in(next). BTS events of the core (EventType::kBts) go to the BtsPmu. The ptrace
+//    BTS API (ptrace_bts()) keeps one task context per tracee; when a SIGNAL-mode buffer of a
+//    traced task that is not in a stop fills, the task stops with SIGIO
+//    (ptrace_compat::kBtsFullSignal) and its tracer sees that stop in ptrace_wait. A task's exit
+//    frees its ptrace BTS buffer; its other task contexts stay readable.
 //
 // Locking. The arbiter is thread-safe by itself; nothing else is. Rules:
 //  1. A System used from several threads is used under lock(): every call on machine(), core(),
@@ -52,7 +63,10 @@
 #include "hwarb/breakpoints/bp_pmu.h"
 #include "hwarb/breakpoints/hw_breakpoint.h"
 #include "hwarb/breakpoints/watchpoint.h"
+#include "hwarb/bts/bts_pmu.h"
+#include "hwarb/bts/tracer.h"
 #include "hwarb/pmu/core.h"
+#include "hwarb/ptrace_compat/bts_ptrace.h"
 #include "hwarb/ptrace_compat/debugreg_emulation.h"
 #include "hwarb/ptrace_compat/tracee.h"
 #include "hwarb/sim/machine.h"
@@ -65,7 +79,11 @@ struct SystemConfig {
   arbiter::FlexiblePolicy flexible = arbiter::FlexiblePolicy::kMultiplexed;
 };
 
-class System final : SchedulerObserver, DebugExceptionHandler, breakpoints::DebugRegisterFile {
+class System final : SchedulerObserver,
+                     DebugExceptionHandler,
+                     BtsInterruptHandler,
+                     breakpoints::DebugRegisterFile,
+                     bts::BtsHardware {
  public:
   // EINVAL for cpus outside 1..kMaxCpus. On arm64 the breakpoint PMU keeps arm64's pools without
   // programming the (x86) registers of the machine: such breakpoints are accounted, never fire.
@@ -84,6 +102,9 @@ class System final : SchedulerObserver, DebugExceptionHandler, breakpoints::Debu
   breakpoints::HwBreakpoints& breakpoints() { return *api_; }
   breakpoints::Watchpoints& watchpoints() { return *watch_; }
   ptrace_compat::DebugRegEmulation& ptrace() { return *ptrace_; }
+  bts::Tracer& tracer() { return *tracer_; }
+  bts::BtsPmu& bts_pmu() { return *bts_pmu_; }
+  ptrace_compat::PtraceBts& ptrace_bts() { return *ptrace_bts_; }
 
   // Tracing (rules 1-4 above). ESRCH for an unknown task.
   // attach: EPERM when the task is traced already. The task stops with SIGSTOP.
@@ -118,6 +139,15 @@ class System final : SchedulerObserver, DebugExceptionHandler, breakpoints::Debu
   void on_cpu_offline(CpuId cpu) override;
   // DebugExceptionHandler
   void on_debug_exception(const DebugException& e) override;
+  // BtsInterruptHandler
+  void on_bts_interrupt(CpuId cpu) override;
+  // BtsHardware
+  void program(CpuId cpu, const x86::DsArea& area, std::span<std::byte> buffer,
+               std::uint64_t debugctl) override;
+  x86::DsArea ds_area(CpuId cpu) const override;
+  void set_bts_index(CpuId cpu, std::uint64_t index) override;
+  // The Tracer's full handler: a ptrace SIGNAL-mode buffer filled.
+  void on_bts_full(bts::ContextId context, std::optional<TaskId> task);
   // DebugRegisterFile
   std::uint64_t dr7(CpuId cpu) const override;
   void set_dr7(CpuId cpu, std::uint64_t value) override;
@@ -136,6 +166,9 @@ class System final : SchedulerObserver, DebugExceptionHandler, breakpoints::Debu
   std::unique_ptr<breakpoints::HwBreakpoints> api_;
   std::unique_ptr<breakpoints::Watchpoints> watch_;
   std::unique_ptr<ptrace_compat::DebugRegEmulation> ptrace_;
+  std::unique_ptr<bts::Tracer> tracer_;
+  std::unique_ptr<bts::BtsPmu> bts_pmu_;
+  std::unique_ptr<ptrace_compat::PtraceBts> ptrace_bts_;
   std::map<TaskId, Traced> traced_;
 };
 

@@ -71,6 +71,8 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "hwarb/arbiter/arbiter.h"
@@ -112,7 +114,7 @@ using ContextId = StrongId<struct ContextIdTag, std::uint64_t>;
 
 struct ContextConfig {
   std::optional<TaskId> task;  // nullopt: global
-  std::optional<CpuId> cpu;    // global contexts: one CPU, or nullopt for all; task contexts: nullopt
+  std::optional<CpuId> cpu;  // global contexts: one CPU, or nullopt for all; task contexts: nullopt
   std::uint32_t flags = kUser | kKernel;
   BufferMode mode = BufferMode::kAux;
   std::size_t size = 0;  // bytes; rounded down to whole records
@@ -144,7 +146,11 @@ struct TracerConfig {
 
 class Tracer {
  public:
-  // EINVAL for cpus < 1 or ds_records < 1; ENOMEM. arbiter may be null (no arbitration).
+  // EINVAL for cpus < 1 or ds_records < 1, or (field ds_records) when the CPUs' BTS buffers do
+  // not fit the format's kernel address space or one exceeds kMaxBufferBytes; ENOMEM. Programs
+  // every CPU's area with the facility off. arbiter may be null (no arbitration); when given it
+  // must outlive the Tracer. The destructor switches every CPU that is on off (debugctl 0); the
+  // area stays installed but describes freed memory, so nothing may switch it on again.
   static Result<std::unique_ptr<Tracer>> create(const TracerConfig& config, BtsHardware& hardware,
                                                 arbiter::Arbiter* arbiter);
   ~Tracer();
@@ -180,7 +186,8 @@ class Tracer {
   AuxRing* aux_ring(ContextId id);
   std::vector<ContextId> contexts() const;
 
-  // Called once per context and fill, during a flush, when a kSignal buffer fills.
+  // Called once per context and fill when a flush (or a timestamp) fills a kSignal buffer: at the
+  // end of the operation that flushed (so the handler may call back into the Tracer).
   using FullHandler = std::function<void(ContextId, std::optional<TaskId>)>;
   void set_full_handler(FullHandler handler) { full_handler_ = std::move(handler); }
 
@@ -209,7 +216,40 @@ class Tracer {
  private:
   struct Context;
   struct Cpu;
-  Tracer(const TracerConfig& config, BtsHardware& hardware, arbiter::Arbiter* arbiter);
+  // What decides whether a context is active: its own state, with at most one CPU's activation
+  // (open_for_event contexts) overridden, so that a change can be judged before it is made.
+  struct Want {
+    bool started = false;
+    bool exited = false;
+    std::uint32_t flags = 0;
+    int cpu = -1;  // >= 0: this CPU's activation is `activated` instead of the context's
+    bool activated = false;
+  };
+  Tracer(const TracerConfig& config, BtsHardware& hardware, arbiter::Arbiter* arbiter,
+         std::vector<Cpu> cpus);
+
+  Result<ContextId> open_context(const ContextConfig& config, bool for_event);
+  Result<Context*> find(ContextId id);
+  Result<void> check_cpu(CpuId cpu) const;
+  static Want want_of(const Context& context);
+  bool active_on(const Context& context, const Want& want, int cpu) const;
+  bool wants_task(const Context& context, TaskId task, int cpu) const;
+  // Flushes every CPU whose active set or filter the change to `next` affects, applies it, then
+  // rebuilds and reprograms those CPUs.
+  void change(Context& context, const Want& next);
+  // change() with the context's Want as `edit` leaves it (ENOENT for an unknown id; EINVAL when
+  // event_only and the context is not from open_for_event).
+  Result<void> update(ContextId id, bool event_only, const std::function<void(Want&)>& edit);
+  void rebuild(int cpu);
+  void flush_cpu(int cpu);
+  // Flushes the CPUs on which the context is active (where it may have records in hardware).
+  void flush_for(const Context& context);
+  void store(Context& context, std::span<const std::byte> records);
+  // A scheduling timestamp to every started kSched context that wants `task` on `cpu`.
+  void timestamp(RecordKind kind, TaskId task, std::uint64_t time, int cpu);
+  void reset_lost(Context& context);
+  // Calls the full handler for the kSignal buffers that filled since the last call.
+  void deliver_full();
 
   TracerConfig config_;
   BtsHardware& hardware_;
@@ -219,6 +259,7 @@ class Tracer {
   std::uint64_t next_id_ = 1;
   std::uint64_t flushed_ = 0;
   FullHandler full_handler_;
+  std::vector<std::pair<ContextId, std::optional<TaskId>>> pending_full_;
 };
 
 }  // namespace hwarb::bts

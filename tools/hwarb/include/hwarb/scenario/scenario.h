@@ -6,21 +6,24 @@
 //
 // Contract:
 //  - parse_scenario() checks the WHOLE text — syntax, keys, values and ranges, names (duplicate,
-//    unknown, wrong kind), CPU indices, the position of `machine`, and the scheduling state it
-//    implies (an access by a task that does not run on that CPU, a switch to a task that runs
-//    elsewhere or has exited, offlining a busy CPU) — before anything runs. A scenario error is
-//    an Error whose message is "FILE:LINE: message".
+//    unknown, wrong kind; a `bts drain` of a context never opened or closed), CPU indices, the
+//    position of `machine`, and the scheduling state it implies (an access or branch by a task
+//    that does not run on that CPU, a switch to a task that runs elsewhere or has exited,
+//    offlining a busy CPU) — before anything runs. A scenario error is an Error whose message is
+//    "FILE:LINE: message".
 //  - run_scenario() executes a parsed scenario and returns the output lines: "NAME ok" or
 //    "NAME <ERRNO>" (plus " — reason" with explain) for bp/wide/modify/watch/fork/bts/pt/lbr,
-//    one "hit ..." line per delivered hit, the `show` report, and the ptrace lines ("poke dr7
-//    ENOSPC", "peek dr6 = 0x00000000ffff0ff0", "stopped SIGTRAP dr6=0x...", "running", ...).
+//    one "hit ..." line per delivered hit, the `show` report, the ptrace lines ("poke dr7
+//    ENOSPC", "peek dr6 = 0x00000000ffff0ff0", "stopped SIGTRAP dr6=0x...", "running", ...), and
+//    the BTS lines ("NAME ok" for `bts open`, the records of `bts drain`, the `bts status` line,
+//    the `ptrace T bts-...` lines, "T stopped after N branches" for a `run` cut short).
 //    Refusals are normal output. Same scenario, same output.
 //  - Run-time scenario errors are what the file alone cannot decide: a command that uses a task
-//    whose fork failed (fault injection), and an `access`/`exec` by a task that is in a ptrace
-//    stop (whether a hit stopped it is known only by running). Their Error message is
-//    "FILE:LINE: message", like a parse error. Any other error of run_scenario is internal (a bug
-//    in hwarb): is_internal_error() tells them apart; its message is "internal error:
-//    FILE:LINE: message".
+//    whose fork failed (fault injection), and an `access`/`exec`/`branch`/`run` by a task that is
+//    in a ptrace stop (whether a hit or a full BTS buffer stopped it is known only by running).
+//    Their Error message is "FILE:LINE: message", like a parse error. Any other error of
+//    run_scenario is internal (a bug in hwarb): is_internal_error() tells them apart; its message
+//    is "internal error: FILE:LINE: message".
 #pragma once
 
 #include <cstdint>
@@ -33,6 +36,7 @@
 #include "hwarb/base/error.h"
 #include "hwarb/base/ids.h"
 #include "hwarb/breakpoints/validate.h"
+#include "hwarb/bts/tracer.h"
 #include "hwarb/ptrace_compat/user_area.h"
 
 namespace hwarb::scenario {
@@ -49,31 +53,51 @@ struct MachineSpec {
 };
 
 enum class CommandKind : std::uint8_t {
-  kTask,    // task NAME [parent=P]
-  kBp,      // bp NAME ...
-  kWide,    // wide NAME ...
-  kModify,  // modify NAME ...
-  kDel,     // del NAME
-  kCpu,     // cpu N offline|online
-  kBts,     // bts NAME [task=T] [cpu=N|any]
-  kPt,      // pt NAME ...
-  kLbr,     // lbr NAME ...
-  kSwitch,  // switch cpu=N task=T|idle
-  kTick,    // tick [cpu=N]
-  kFork,    // fork NAME parent=T
-  kExit,    // exit T
-  kAccess,  // access task=T cpu=N r|w addr=HEX len=N [value=HEX]
-  kExec,    // exec task=T cpu=N addr=HEX
-  kWatch,   // watch NAME [task=T] addr=HEX len=N [type=w|rw|x] [if=EXPR]
-  kShow,    // show
-  kInject,  // inject enomem=K
-  kPtrace,  // ptrace T attach|detach|peek|poke|wait|cont|step ...
+  kTask,       // task NAME [parent=P]
+  kBp,         // bp NAME ...
+  kWide,       // wide NAME ...
+  kModify,     // modify NAME ...
+  kDel,        // del NAME
+  kCpu,        // cpu N offline|online
+  kBts,        // bts NAME [task=T] [cpu=N|any]
+  kPt,         // pt NAME ...
+  kLbr,        // lbr NAME ...
+  kSwitch,     // switch cpu=N task=T|idle
+  kTick,       // tick [cpu=N]
+  kFork,       // fork NAME parent=T
+  kExit,       // exit T
+  kAccess,     // access task=T cpu=N r|w addr=HEX len=N [value=HEX]
+  kExec,       // exec task=T cpu=N addr=HEX
+  kWatch,      // watch NAME [task=T] addr=HEX len=N [type=w|rw|x] [if=EXPR]
+  kShow,       // show
+  kInject,     // inject enomem=K
+  kPtrace,     // ptrace T attach|detach|peek|poke|wait|cont|step|bts-... ...
+  kBtsOpen,    // bts open NAME task=T|global [user] [kernel] [sched] size=BYTES [mode=M]
+  kBtsClose,   // bts close NAME
+  kBtsDrain,   // bts drain NAME
+  kBtsStatus,  // bts status NAME
+  kBranch,     // branch task=T cpu=N from=HEX to=HEX [predicted]
+  kRun,        // run task=T cpu=N branches=K seed=S
 };
 std::string_view to_string(CommandKind kind);
 
 // The operation of a `ptrace T OP ...` command.
-enum class PtraceOp : std::uint8_t { kAttach, kDetach, kPeek, kPoke, kWait, kCont, kStep };
-std::string_view to_string(PtraceOp op);  // "attach", "detach", "peek", ...
+enum class PtraceOp : std::uint8_t {
+  kAttach,
+  kDetach,
+  kPeek,
+  kPoke,
+  kWait,
+  kCont,
+  kStep,
+  kBtsConfig,  // PTRACE_BTS_CONFIG: size=BYTES [flags=LIST]
+  kBtsStatus,
+  kBtsSize,
+  kBtsGet,  // INDEX
+  kBtsDrain,
+  kBtsClear,
+};
+std::string_view to_string(PtraceOp op);  // "attach", "detach", "peek", ..., "bts-config", ...
 
 // cpu=N (any == false) or cpu=any.
 struct CpuChoice {
@@ -118,6 +142,22 @@ struct Command {
   std::optional<int> debugreg;
   std::uint64_t offset = 0;
   std::optional<ptrace_compat::UserLayout> layout;
+  // bts open: task= (task) or global; bts::kUser/kKernel/kSched as named (neither user nor
+  // kernel: both, applied when it runs); mode=; size= (also ptrace bts-config).
+  bool global = false;
+  std::uint32_t bts_flags = 0;
+  std::optional<bts::BufferMode> mode;
+  std::optional<std::uint64_t> size;
+  // branch: from=HEX to=HEX [predicted]
+  std::optional<std::uint64_t> from;
+  std::optional<std::uint64_t> to;
+  bool predicted = false;
+  // run: branches=K seed=S
+  std::uint64_t branches = 0;
+  std::uint64_t seed = 0;
+  // ptrace bts-config: flags= (ptrace_compat::kBts* bits, unknown bits kept); bts-get: INDEX.
+  std::uint64_t ptrace_bts_flags = 0;
+  std::int64_t index = 0;
 };
 
 // The condition of a watch command on the new value (cond_op empty: always true).
