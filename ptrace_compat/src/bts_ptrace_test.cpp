@@ -1,7 +1,6 @@
 #include "hwarb/ptrace_compat/bts_ptrace.h"
 
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 
 #include <csignal>
 #include <cstdint>
@@ -18,6 +17,7 @@
 #include "hwarb/bts/byte_buffer.h"
 #include "hwarb/bts/software_bts.h"
 #include "hwarb/bts/tracer.h"
+#include "hwarb/linux/syscalls.h"
 
 namespace hwarb::ptrace_compat {
 namespace {
@@ -132,14 +132,7 @@ class PtraceBtsTest : public ::testing::Test {
   // for the largest buffer, and checks that the ENOMEM left the old buffer and its records. Exit
   // code 0 when it did; 2 when the limit cannot be set, 3 for another outcome, 4 when changed.
   int resize_to_the_maximum_without_memory() {
-    long vm_kib = 0;
-    std::ifstream in("/proc/self/status");
-    for (std::string line; std::getline(in, line);) {
-      if (line.starts_with("VmSize:")) vm_kib = std::strtol(line.c_str() + 7, nullptr, 10);
-    }
-    const rlim_t limit = static_cast<rlim_t>(vm_kib) * 1024 + (rlim_t{256} << 20);
-    const rlimit rl{limit, limit};
-    if (vm_kib == 0 || setrlimit(RLIMIT_AS, &rl) != 0) return 2;
+    if (!linux::limit_address_space(std::uint64_t{256} << 20)) return 2;
     auto r = ptrace_->config(kTask, {bts::kMaxBufferBytes, kBtsTrace});
     if (r || r.error().code() != ErrorCode::kNoMem) return 3;
     const bool kept =

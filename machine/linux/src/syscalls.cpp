@@ -4,13 +4,16 @@
 #include <linux/perf_event.h>
 #include <sched.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <string_view>
 
@@ -150,6 +153,21 @@ Result<std::vector<int>> cpu_affinity(pid_t pid) {
     if (CPU_ISSET(c, &set)) cpus.push_back(c);
   }
   return cpus;
+}
+
+Result<void> limit_address_space(std::uint64_t extra) {
+  std::uint64_t vm_kib = 0;
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("VmSize:")) vm_kib = std::strtoull(line.c_str() + 7, nullptr, 10);
+  }
+  if (vm_kib == 0) return make_error(ErrorCode::kNoEnt, "VmSize: not in /proc/self/status");
+  const rlim_t limit = static_cast<rlim_t>(vm_kib * 1024 + extra);
+  const rlimit rl{limit, limit};
+  if (::setrlimit(RLIMIT_AS, &rl) != 0) {
+    return sys_fail(errno, "extra", "setrlimit(RLIMIT_AS, " + std::to_string(limit) + ")");
+  }
+  return {};
 }
 
 Result<void> pin_to_cpu(pid_t pid, int cpu) {

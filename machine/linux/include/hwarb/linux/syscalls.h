@@ -50,6 +50,11 @@ Result<std::vector<int>> cpu_affinity(pid_t pid);
 // child before it stops). EINVAL naming `cpu` outside 0..1023 or not allowed.
 Result<void> pin_to_cpu(pid_t pid, int cpu);
 
+// Limits this process's address space (RLIMIT_AS, soft and hard) to what is mapped now plus
+// `extra` bytes, so that a larger allocation fails with ENOMEM. Irreversible for an unprivileged
+// process: meant for a forked test child. ENOENT when /proc/self/status has no VmSize.
+Result<void> limit_address_space(std::uint64_t extra);
+
 // What waitpid(2) reported about one child.
 enum class WaitKind : std::uint8_t {
   kRunning,  // nohang, and nothing to report
