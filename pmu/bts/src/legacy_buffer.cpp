@@ -65,6 +65,48 @@ Result<LegacyWrite> LegacyBuffer::write(std::span<const std::byte> record) {
   return result;
 }
 
+void LegacyBuffer::copy_in(const std::byte* src, std::size_t n) {
+  const std::size_t first = std::min(n, slots_ - next_);
+  std::memcpy(buf_.data() + next_ * record_size_, src, first * record_size_);
+  if (n > first) std::memcpy(buf_.data(), src + first * record_size_, (n - first) * record_size_);
+  next_ += n;
+  if (next_ >= slots_) next_ -= slots_;
+}
+
+Result<BatchWrite> LegacyBuffer::write_batch(std::span<const std::byte> records) {
+  if (records.empty() || records.size() % record_size_ != 0) {
+    return make_error(ErrorCode::kInval, "records: must be a positive whole number of " +
+                                             std::to_string(record_size_) + "-byte records, not " +
+                                             std::to_string(records.size()) + " bytes");
+  }
+  if (slots_ == 0) return make_error(ErrorCode::kNxio, "buffer: none allocated");
+  const std::size_t n = records.size() / record_size_;
+  const std::size_t room = slots_ - count_;
+  BatchWrite out;
+  if (mode_ == OverflowMode::kSignal) {
+    out.stored = std::min(n, room);
+    out.dropped = n - out.stored;
+    if (out.stored != 0) copy_in(records.data(), out.stored);
+    count_ += out.stored;
+    dropped_ += out.dropped;
+  } else {
+    out.stored = n;
+    out.overwritten = n > room ? n - room : 0;
+    if (n >= slots_) {
+      // Only the newest slots_ records survive: lay them out from slot 0, oldest first.
+      std::memcpy(buf_.data(), records.data() + (n - slots_) * record_size_, slots_ * record_size_);
+      next_ = 0;
+      count_ = slots_;
+    } else {
+      copy_in(records.data(), n);
+      count_ = std::min(count_ + n, slots_);
+    }
+    overwritten_ += out.overwritten;
+  }
+  out.full = count_ == slots_;
+  return out;
+}
+
 Result<std::span<const std::byte>> LegacyBuffer::get(std::size_t index) const {
   if (index >= count_) {
     return make_error(ErrorCode::kInval, "index: " + std::to_string(index) + " is not below " +

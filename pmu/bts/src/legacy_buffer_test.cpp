@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <vector>
 
 namespace hwarb::bts {
@@ -183,6 +184,134 @@ TEST(LegacyBufferTest, ResizeCarriesTheNewestRecordsOver) {
   EXPECT_EQ(b.size(), 0u);
   EXPECT_EQ(b.write(record(8)).error().code(), ErrorCode::kNxio);
   EXPECT_EQ(alloc.calls, 4);
+}
+
+std::vector<std::byte> batch(std::uint64_t first, std::size_t n) {
+  std::vector<std::byte> out;
+  for (std::uint64_t i = first; i < first + n; ++i) {
+    const auto r = record(i);
+    out.insert(out.end(), r.begin(), r.end());
+  }
+  return out;
+}
+
+// The per-record model: write() once per record, tallying what write_batch() should report.
+BatchWrite write_one_by_one(LegacyBuffer& b, std::span<const std::byte> records) {
+  BatchWrite out;
+  for (std::size_t off = 0; off < records.size(); off += kR) {
+    auto r = b.write(records.subspan(off, kR));
+    EXPECT_TRUE(r.has_value());
+    if (*r == LegacyWrite::kFull) {
+      ++out.dropped;
+    } else {
+      ++out.stored;
+      if (*r == LegacyWrite::kOverwrote) ++out.overwritten;
+    }
+  }
+  out.full = b.full();
+  return out;
+}
+
+void expect_same_state(const LegacyBuffer& got, const LegacyBuffer& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(seq_of(*got.get(i)), seq_of(*want.get(i))) << "index " << i;
+  }
+  EXPECT_EQ(got.overwritten(), want.overwritten());
+  EXPECT_EQ(got.dropped(), want.dropped());
+  EXPECT_EQ(got.full(), want.full());
+}
+
+TEST(LegacyBufferTest, WriteBatchMatchesOneWritePerRecord) {
+  std::mt19937_64 rng(20261122);
+  auto pick = [&rng](std::size_t lo, std::size_t hi) {
+    return std::uniform_int_distribution<std::size_t>(lo, hi)(rng);
+  };
+  for (int round = 0; round < 400; ++round) {
+    const std::size_t cap = pick(1, 12);
+    const auto mode = pick(0, 1) == 0 ? OverflowMode::kWrapAround : OverflowMode::kSignal;
+    LegacyBuffer got = make(cap * kR, mode);
+    LegacyBuffer want = make(cap * kR, mode);
+    std::uint64_t seq = 0;
+    for (int step = 0; step < 12; ++step) {
+      switch (pick(0, 9)) {
+        case 0: {  // switch modes: the records are kept
+          const auto m = got.mode() == OverflowMode::kSignal ? OverflowMode::kWrapAround
+                                                             : OverflowMode::kSignal;
+          got.set_mode(m);
+          want.set_mode(m);
+          break;
+        }
+        case 1:
+          EXPECT_EQ(seqs(got.drain()), seqs(want.drain()));
+          break;
+        default: {
+          // From a single record to several times the capacity (the newest-capacity path).
+          const std::size_t n = pick(1, 3 * cap + 2);
+          const auto records = batch(seq, n);
+          seq += n;
+          auto r = got.write_batch(records);
+          ASSERT_TRUE(r.has_value());
+          EXPECT_EQ(*r, write_one_by_one(want, records))
+              << "cap " << cap << " n " << n << " round " << round << " step " << step;
+          EXPECT_EQ(r->stored + r->dropped, n);
+          break;
+        }
+      }
+      expect_same_state(got, want);
+      if (HasFailure()) return;
+    }
+    // Both still evolve the same under single writes afterwards (the ring position is sound).
+    for (std::size_t i = 0; i < cap + 1; ++i) {
+      EXPECT_EQ(*got.write(record(seq)), *want.write(record(seq)));
+      ++seq;
+    }
+    expect_same_state(got, want);
+    EXPECT_EQ(seqs(got.drain()), seqs(want.drain()));
+  }
+}
+
+TEST(LegacyBufferTest, WriteBatchReportsFullAndDropsInSignalMode) {
+  LegacyBuffer b = make(4 * kR, OverflowMode::kSignal);
+  auto r = b.write_batch(batch(0, 3));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, (BatchWrite{.stored = 3, .overwritten = 0, .dropped = 0, .full = false}));
+  r = b.write_batch(batch(3, 1));  // becomes exactly full: nothing dropped
+  EXPECT_EQ(*r, (BatchWrite{.stored = 1, .overwritten = 0, .dropped = 0, .full = true}));
+  r = b.write_batch(batch(4, 2));  // was full
+  EXPECT_EQ(*r, (BatchWrite{.stored = 0, .overwritten = 0, .dropped = 2, .full = true}));
+  EXPECT_EQ(b.dropped(), 2u);
+  EXPECT_EQ(seqs(b.drain()), (std::vector<std::uint64_t>{0, 1, 2, 3}));
+  r = b.write_batch(batch(10, 6));  // fills then drops
+  EXPECT_EQ(*r, (BatchWrite{.stored = 4, .overwritten = 0, .dropped = 2, .full = true}));
+  EXPECT_EQ(seqs(b.drain()), (std::vector<std::uint64_t>{10, 11, 12, 13}));
+}
+
+TEST(LegacyBufferTest, WriteBatchLargerThanTheWrapBufferKeepsTheNewest) {
+  LegacyBuffer b = make(3 * kR, OverflowMode::kWrapAround);
+  fill(b, 0, 2);
+  auto r = b.write_batch(batch(2, 7));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, (BatchWrite{.stored = 7, .overwritten = 6, .dropped = 0, .full = true}));
+  EXPECT_EQ(b.overwritten(), 6u);
+  EXPECT_EQ(seqs(b.drain()), (std::vector<std::uint64_t>{6, 7, 8}));
+}
+
+TEST(LegacyBufferTest, WriteBatchNeedsWholeRecordsAndABufferAndChangesNothingOtherwise) {
+  LegacyBuffer b = make(3 * kR, OverflowMode::kSignal);
+  fill(b, 0, 3);
+  ASSERT_TRUE(b.write(record(3)).has_value());  // dropped: 1
+  std::vector<std::byte> partial(2 * kR + 5);
+  EXPECT_EQ(b.write_batch(partial).error().message(),
+            "records: must be a positive whole number of 24-byte records, not 53 bytes");
+  EXPECT_EQ(b.write_batch({}).error().code(), ErrorCode::kInval);
+  EXPECT_EQ(b.size(), 3u);
+  EXPECT_EQ(b.dropped(), 1u);
+  EXPECT_EQ(b.overwritten(), 0u);
+  EXPECT_EQ(seqs(b.drain()), (std::vector<std::uint64_t>{0, 1, 2}));
+  LegacyBuffer none = make(20, OverflowMode::kWrapAround);
+  EXPECT_EQ(none.write_batch(batch(0, 2)).error().code(), ErrorCode::kNxio);
+  EXPECT_EQ(none.overwritten(), 0u);
 }
 
 }  // namespace

@@ -785,19 +785,19 @@ void Tracer::store(Context& x, std::span<const std::byte> records) {
       break;
     }
     case BufferMode::kWrap:
-    case BufferMode::kSignal:
-      for (std::size_t off = 0; off < records.size(); off += kRecord) {
-        auto r = x.legacy->write(records.subspan(off, kRecord));
-        HWARB_CHECK(r.has_value(), "Tracer: a LegacyBuffer refused a record");
-        if (*r != LegacyWrite::kFull) ++x.written;
-        if (*r == LegacyWrite::kWritten) continue;
-        ++x.total_lost;
-        if (*r == LegacyWrite::kFull && !x.full_reported) {
-          x.full_reported = true;
-          pending_full_.emplace_back(x.id, x.config.task);
-        }
+    case BufferMode::kSignal: {
+      // One batch, the same effect as one write() per record (LegacyBuffer's contract).
+      if (records.empty()) break;
+      auto r = x.legacy->write_batch(records);
+      HWARB_CHECK(r.has_value(), "Tracer: a LegacyBuffer refused a batch of whole records");
+      x.written += r->stored;
+      x.total_lost += r->overwritten + r->dropped;
+      if (r->dropped != 0 && !x.full_reported) {
+        x.full_reported = true;
+        pending_full_.emplace_back(x.id, x.config.task);
       }
       break;
+    }
   }
 }
 

@@ -13,6 +13,16 @@
 //    not stored and write() says kFull so that the caller can notify the tracer; nothing is
 //    overwritten; counted in dropped()). set_mode() changes the mode and keeps the records.
 //  - write(record): exactly one record (EINVAL otherwise, nothing changes).
+//  - write_batch(records): n >= 1 whole records back to back (EINVAL otherwise: an empty span or
+//    a size that is not a multiple of record_size; nothing changes; ENXIO without a buffer, as
+//    write()). Exactly the same effect as calling write() once per record, in order: in
+//    kWrapAround all n are stored and the ones that push out an older record (held or from the
+//    same batch) are counted in overwritten(); in kSignal the first min(n, capacity - size)
+//    records are stored and the rest are not stored and counted in dropped(). The BatchWrite says
+//    how many were stored, overwritten and dropped (stored + dropped == n; overwritten <= stored),
+//    and full = the buffer is full after the batch (it became or already was full). The slot
+//    arithmetic is done once per batch and the copy takes at most two memcpy's (the ring's wrap
+//    point); in kWrapAround a batch of more than capacity records copies only the newest capacity.
 //  - size() = records held; get(index): index 0 is the newest record, size() - 1 the oldest;
 //    EINVAL for index >= size(). The span stays valid until the next mutating call.
 //  - drain(): every held record, oldest first, then the buffer is empty (as clear()).
@@ -43,6 +53,16 @@ enum class LegacyWrite : std::uint8_t {
   kFull,       // not stored: the buffer is full (kSignal)
 };
 
+// What one write_batch() did (see the contract).
+struct BatchWrite {
+  std::size_t stored = 0;       // records stored (kWritten or kOverwrote)
+  std::size_t overwritten = 0;  // of the stored, how many pushed out an older record
+  std::size_t dropped = 0;      // records not stored (kFull)
+  bool full = false;            // the buffer is full after the batch
+
+  bool operator==(const BatchWrite&) const = default;
+};
+
 class LegacyBuffer {
  public:
   static std::size_t round_size(std::size_t bytes, std::size_t record_size) {
@@ -55,6 +75,7 @@ class LegacyBuffer {
                                      Allocator alloc = default_allocator());
 
   Result<LegacyWrite> write(std::span<const std::byte> record);
+  Result<BatchWrite> write_batch(std::span<const std::byte> records);
   Result<std::span<const std::byte>> get(std::size_t index) const;
   std::vector<std::byte> drain();
   void clear();
@@ -80,6 +101,8 @@ class LegacyBuffer {
   // Slot of the i-th oldest record.
   std::size_t slot_of_oldest(std::size_t i) const;
   const std::byte* record_at(std::size_t slot) const { return buf_.data() + slot * record_size_; }
+  // Copies n <= slots_ records to the slots from next_ on (wrapping once) and advances next_.
+  void copy_in(const std::byte* src, std::size_t n);
 
   ByteBuffer buf_;
   Allocator alloc_;
