@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -96,6 +97,30 @@ inline std::string ratio(double a, double b) {
   const double r = b > 0 ? a / b : 0;
   std::snprintf(buf, sizeof buf, r >= 100 ? "%.0fx" : "%.2fx", r);
   return buf;
+}
+
+// "median [min-max]" of rates, e.g. "26.79M [26.71M-26.84M]"; "0 [0-0]" for no values.
+inline std::string rate_range(const std::vector<double>& rates) {
+  if (rates.empty()) return "0 [0-0]";
+  return format_rate(median(rates)) + " [" + format_rate(*std::ranges::min_element(rates)) + "-" +
+         format_rate(*std::ranges::max_element(rates)) + "]";
+}
+
+// The benchmarks' command lines: `--quick` sets *quick; every other argument is `--NAME VALUE`,
+// given to on_option(name, value), which returns false for an unknown name or a bad value. False
+// when an argument is refused or a value is missing.
+inline bool parse_args(int argc, char** argv, bool* quick,
+                       const std::function<bool(std::string_view, const std::string&)>& on_option) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--quick") {
+      *quick = true;
+      continue;
+    }
+    if (i + 1 >= argc) return false;
+    if (!on_option(a, argv[++i])) return false;
+  }
+  return true;
 }
 
 }  // namespace hwarb::bench

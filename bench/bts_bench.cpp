@@ -39,8 +39,9 @@ namespace {
 
 namespace bts = hwarb::bts;
 using hwarb::bench::Clock;
-using hwarb::bench::format_rate;
 using hwarb::bench::median;
+using hwarb::bench::parse_args;
+using hwarb::bench::rate_range;
 using hwarb::bench::ratio;
 using hwarb::bench::seconds_since;
 
@@ -245,28 +246,24 @@ void usage() {
 std::optional<Options> parse(int argc, char** argv) {
   Options opt;
   std::optional<std::uint64_t> records;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--quick") {
-      opt.quick = true;
-      continue;
-    }
-    if (i + 1 >= argc) return std::nullopt;
-    const std::string v = argv[++i];
-    if (a == "--reps") {
-      opt.reps = std::max(1, std::atoi(v.c_str()));
-    } else if (a == "--records") {
-      records = std::strtoull(v.c_str(), nullptr, 10);
-      if (*records == 0) return std::nullopt;
-    } else if (a == "--min-view") {
-      opt.min_view = static_cast<std::size_t>(std::strtoull(v.c_str(), nullptr, 10));
-    } else if (a == "--ring-records") {
-      opt.ring_records = static_cast<std::size_t>(std::strtoull(v.c_str(), nullptr, 10));
-      if (opt.ring_records < 128) return std::nullopt;
-    } else {
-      return std::nullopt;
-    }
-  }
+  const bool parsed =
+      parse_args(argc, argv, &opt.quick, [&](std::string_view a, const std::string& v) {
+        if (a == "--reps") {
+          opt.reps = std::max(1, std::atoi(v.c_str()));
+        } else if (a == "--records") {
+          records = std::strtoull(v.c_str(), nullptr, 10);
+          return *records != 0;
+        } else if (a == "--min-view") {
+          opt.min_view = static_cast<std::size_t>(std::strtoull(v.c_str(), nullptr, 10));
+        } else if (a == "--ring-records") {
+          opt.ring_records = static_cast<std::size_t>(std::strtoull(v.c_str(), nullptr, 10));
+          return opt.ring_records >= 128;
+        } else {
+          return false;
+        }
+        return true;
+      });
+  if (!parsed) return std::nullopt;
   if (opt.quick) {
     opt.reps = 1;
     opt.records = 200'000;
@@ -328,11 +325,8 @@ int main(int argc, char** argv) {
   for (const Row& row : rows) {
     const double ring = median(row.ring);
     const double copy = median(row.copy);
-    std::printf("| %zu | %s [%s-%s] | %s [%s-%s] | %s | %.2f |\n", row.batch,
-                format_rate(ring).c_str(), format_rate(*std::ranges::min_element(row.ring)).c_str(),
-                format_rate(*std::ranges::max_element(row.ring)).c_str(), format_rate(copy).c_str(),
-                format_rate(*std::ranges::min_element(row.copy)).c_str(),
-                format_rate(*std::ranges::max_element(row.copy)).c_str(), ratio(ring, copy).c_str(),
+    std::printf("| %zu | %s | %s | %s | %.2f |\n", row.batch, rate_range(row.ring).c_str(),
+                rate_range(row.copy).c_str(), ratio(ring, copy).c_str(),
                 ring * static_cast<double>(kR) / 1e9);
   }
   std::printf("\nchecked: every record once, in order, intact, none lost; total time %.1f s\n",

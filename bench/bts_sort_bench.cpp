@@ -37,8 +37,9 @@ namespace bts = hwarb::bts;
 using hwarb::CpuId;
 using hwarb::TaskId;
 using hwarb::bench::Clock;
-using hwarb::bench::format_rate;
 using hwarb::bench::median;
+using hwarb::bench::parse_args;
+using hwarb::bench::rate_range;
 using hwarb::bench::ratio;
 using hwarb::bench::seconds_since;
 
@@ -143,23 +144,19 @@ double run_baseline(int contexts, std::uint64_t records, std::vector<std::uint64
 std::optional<Options> parse(int argc, char** argv) {
   Options opt;
   std::optional<std::uint64_t> records;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--quick") {
-      opt.quick = true;
-      continue;
-    }
-    if (i + 1 >= argc) return std::nullopt;
-    const std::string v = argv[++i];
-    if (a == "--reps") {
-      opt.reps = std::max(1, std::atoi(v.c_str()));
-    } else if (a == "--records") {
-      records = std::strtoull(v.c_str(), nullptr, 10);
-      if (*records == 0) return std::nullopt;
-    } else {
-      return std::nullopt;
-    }
-  }
+  const bool parsed =
+      parse_args(argc, argv, &opt.quick, [&](std::string_view a, const std::string& v) {
+        if (a == "--reps") {
+          opt.reps = std::max(1, std::atoi(v.c_str()));
+        } else if (a == "--records") {
+          records = std::strtoull(v.c_str(), nullptr, 10);
+          return *records != 0;
+        } else {
+          return false;
+        }
+        return true;
+      });
+  if (!parsed) return std::nullopt;
   if (opt.quick) {
     opt.reps = 1;
     opt.records = 200'000;
@@ -197,12 +194,8 @@ int main(int argc, char** argv) {
     if (newest.empty() || newest.back() != from_of(opt.records - 1)) ok = false;
     const double hm = median(h);
     const double bm = median(b);
-    std::printf("| %d | %s [%s-%s] | %s [%s-%s] | %s | %.2f |\n", contexts, format_rate(hm).c_str(),
-                format_rate(*std::ranges::min_element(h)).c_str(),
-                format_rate(*std::ranges::max_element(h)).c_str(), format_rate(bm).c_str(),
-                format_rate(*std::ranges::min_element(b)).c_str(),
-                format_rate(*std::ranges::max_element(b)).c_str(), ratio(hm, bm).c_str(),
-                1e9 / hm / contexts);
+    std::printf("| %d | %s | %s | %s | %.2f |\n", contexts, rate_range(h).c_str(),
+                rate_range(b).c_str(), ratio(hm, bm).c_str(), 1e9 / hm / contexts);
   }
   if (!ok) std::fprintf(stderr, "ERROR: a context does not hold exactly the newest records\n");
   std::printf("\nchecked: every context holds exactly the newest records; total time %.1f s\n",

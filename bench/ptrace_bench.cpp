@@ -60,6 +60,7 @@ using hwarb::Result;
 using hwarb::bench::Clock;
 using hwarb::bench::format_rate;
 using hwarb::bench::median;
+using hwarb::bench::parse_args;
 using hwarb::bench::ratio;
 using hwarb::bench::seconds_since;
 using hwarb::bench::Timed;
@@ -362,22 +363,18 @@ void usage() {
 
 std::optional<Options> parse(int argc, char** argv) {
   Options opt;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--quick") {
-      opt.quick = true;
-      continue;
-    }
-    if (i + 1 >= argc) return std::nullopt;
-    const std::string v = argv[++i];
-    if (a == "--reps") {
-      opt.reps = std::max(1, std::atoi(v.c_str()));
-    } else if (a == "--time") {
-      opt.rep_time = std::max(0.001, std::atof(v.c_str()));
-    } else {
-      return std::nullopt;
-    }
-  }
+  const bool parsed =
+      parse_args(argc, argv, &opt.quick, [&](std::string_view a, const std::string& v) {
+        if (a == "--reps") {
+          opt.reps = std::max(1, std::atoi(v.c_str()));
+        } else if (a == "--time") {
+          opt.rep_time = std::max(0.001, std::atof(v.c_str()));
+        } else {
+          return false;
+        }
+        return true;
+      });
+  if (!parsed) return std::nullopt;
   if (opt.quick) {
     opt.reps = 1;
     opt.rep_time = 0.005;
