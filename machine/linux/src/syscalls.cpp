@@ -230,3 +230,169 @@ Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len
 }
 
 }  // namespace hwarb::linux
+
+// probe and perf ring (linux_perf)
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/user.h>
+
+namespace hwarb::linux {
+
+Result<Fd> perf_event_open_attr(const ::perf_event_attr& attr, pid_t pid, int cpu, int group_fd,
+                                unsigned long flags) {
+  long fd = -1;
+  do {
+    fd = ::syscall(SYS_perf_event_open, &attr, static_cast<long>(pid), static_cast<long>(cpu),
+                   static_cast<long>(group_fd), flags | PERF_FLAG_FD_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    const int err = errno;
+    return sys_fail<Fd>(err, perf_field(err),
+                        "perf_event_open(type " + std::to_string(attr.type) + " config " +
+                            hex(attr.config) + ") on " + pid_text(pid) + " cpu " +
+                            std::to_string(cpu));
+  }
+  return Fd(static_cast<int>(fd));
+}
+
+Result<int> perf_ioctl(int fd, unsigned long request, unsigned long arg) {
+  const int r = ::ioctl(fd, request, arg);
+  if (r < 0) {
+    const int err = errno;
+    return sys_fail<int>(
+        err, err == EINVAL ? "arg" : "fd",
+        "ioctl(" + std::to_string(fd) + ", " + hex(request) + ", " + hex(arg) + ")");
+  }
+  return r;
+}
+
+Result<std::uint64_t> perf_event_id(int fd) {
+  std::uint64_t id = 0;
+  if (::ioctl(fd, PERF_EVENT_IOC_ID, &id) < 0) {
+    return sys_fail<std::uint64_t>(errno, "fd",
+                                   "ioctl(" + std::to_string(fd) + ", PERF_EVENT_IOC_ID)");
+  }
+  return id;
+}
+
+Result<std::uint64_t> perf_read_count(int fd) {
+  std::uint64_t count = 0;
+  ssize_t n = -1;
+  do {
+    n = ::read(fd, &count, sizeof count);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return sys_fail<std::uint64_t>(errno, "fd", "read(" + std::to_string(fd) + ")");
+  if (n != static_cast<ssize_t>(sizeof count)) {
+    return make_error(ErrorCode::kIo, "fd: read(" + std::to_string(fd) + ") returned " +
+                                          std::to_string(n) + " bytes, expected 8");
+  }
+  return count;
+}
+
+std::size_t page_size() {
+  return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+Result<void*> map_shared(int fd, std::size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    const bool size_refused = err == ENOMEM || err == EPERM || err == EAGAIN;
+    return sys_fail<void*>(
+        err, size_refused ? "bytes" : "fd",
+        "mmap(" + std::to_string(bytes) + " bytes of fd " + std::to_string(fd) + ")");
+  }
+  return p;
+}
+
+void unmap(void* addr, std::size_t bytes) {
+  if (addr != nullptr) (void)::munmap(addr, bytes);
+}
+
+Result<std::vector<short>> poll_in(const std::vector<int>& fds, int timeout_ms) {
+  std::vector<pollfd> pfds(fds.size());
+  for (std::size_t i = 0; i < fds.size(); ++i) pfds[i] = pollfd{fds[i], POLLIN, 0};
+  int r = -1;
+  do {
+    r = ::poll(pfds.data(), pfds.size(), timeout_ms);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0) {
+    const int err = errno;
+    return sys_fail<std::vector<short>>(
+        err, err == EINVAL ? "fds" : "timeout",
+        "poll(" + std::to_string(fds.size()) + " fds, " + std::to_string(timeout_ms) + " ms)");
+  }
+  std::vector<short> revents(fds.size());
+  for (std::size_t i = 0; i < fds.size(); ++i) revents[i] = pfds[i].revents;
+  return revents;
+}
+
+Result<std::vector<int>> parse_cpu_list(std::string_view text) {
+  std::vector<int> cpus;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  auto bad = [&] {
+    return make_error(ErrorCode::kInval, "cpus: '" + std::string(text) + "' is not a CPU list");
+  };
+  if (text.empty()) return bad();
+  auto number = [](std::string_view& t, int& out) {
+    if (t.empty() || t.front() < '0' || t.front() > '9') return false;
+    long v = 0;
+    while (!t.empty() && t.front() >= '0' && t.front() <= '9') {
+      v = v * 10 + (t.front() - '0');
+      if (v > 1 << 20) return false;
+      t.remove_prefix(1);
+    }
+    out = static_cast<int>(v);
+    return true;
+  };
+  std::string_view rest = text;
+  while (true) {
+    int first = 0, last = 0;
+    if (!number(rest, first)) return bad();
+    last = first;
+    if (!rest.empty() && rest.front() == '-') {
+      rest.remove_prefix(1);
+      if (!number(rest, last) || last < first) return bad();
+    }
+    if (!cpus.empty() && first <= cpus.back()) return bad();
+    for (int c = first; c <= last; ++c) cpus.push_back(c);
+    if (rest.empty()) break;
+    if (rest.front() != ',') return bad();
+    rest.remove_prefix(1);
+  }
+  return cpus;
+}
+
+Result<std::vector<int>> online_cpus() {
+  std::ifstream in("/sys/devices/system/cpu/online");
+  std::string text;
+  if (!in || !std::getline(in, text)) {
+    return make_error(ErrorCode::kNoEnt, "cpus: /sys/devices/system/cpu/online is unreadable");
+  }
+  return parse_cpu_list(text);
+}
+
+Result<void> ptrace_getregs(pid_t pid, ::user_regs_struct& regs) {
+  if (raw_ptrace(PTRACE_GETREGS, pid, 0, reinterpret_cast<std::uintptr_t>(&regs)) != 0) {
+    const int err = errno;
+    return sys_fail(err, err == ESRCH || err == EPERM ? "pid" : "regs",
+                    "PTRACE_GETREGS of " + pid_text(pid));
+  }
+  return {};
+}
+
+Result<void> ptrace_setregs(pid_t pid, const ::user_regs_struct& regs) {
+  if (raw_ptrace(PTRACE_SETREGS, pid, 0, reinterpret_cast<std::uintptr_t>(&regs)) != 0) {
+    const int err = errno;
+    return sys_fail(err, err == ESRCH || err == EPERM ? "pid" : "regs",
+                    "PTRACE_SETREGS of " + pid_text(pid));
+  }
+  return {};
+}
+
+Result<void> ptrace_singleblock(pid_t pid, int signal) {
+  return resume(PTRACE_SINGLEBLOCK, "PTRACE_SINGLEBLOCK", pid, signal);
+}
+
+}  // namespace hwarb::linux

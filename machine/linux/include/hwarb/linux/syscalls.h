@@ -81,3 +81,55 @@ Result<WaitStatus> wait_for(pid_t pid, bool nohang);
 Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len, pmu::BpType type);
 
 }  // namespace hwarb::linux
+
+// probe and perf ring (linux_perf)
+// The kernel's own structures, declared here so that this header stays free of <linux/*.h>;
+// callers that fill them include <linux/perf_event.h> and <sys/user.h>.
+struct perf_event_attr;
+struct user_regs_struct;
+
+#include <string_view>
+
+namespace hwarb::linux {
+
+// perf_event_open(2) with the caller's attributes (any event type), retried on EINTR;
+// PERF_FLAG_FD_CLOEXEC is added to `flags`. Errors as perf_breakpoint_open: ENOSPC (`slots`),
+// ESRCH/EACCES/EPERM (`pid`), anything else (`attr`).
+Result<Fd> perf_event_open_attr(const ::perf_event_attr& attr, pid_t pid, int cpu, int group_fd,
+                                unsigned long flags);
+// ioctl(2) on a perf event descriptor (PERF_EVENT_IOC_*); returns the ioctl's value. Errors
+// naming `fd` (EBADF, ENOTTY) or `arg` (EINVAL: e.g. SET_OUTPUT to an incompatible event).
+Result<int> perf_ioctl(int fd, unsigned long request, unsigned long arg);
+// PERF_EVENT_IOC_ID: the event's id, as samples carry it (an inherited copy reports its
+// parent's id).
+Result<std::uint64_t> perf_event_id(int fd);
+// read(2) of a counting event opened with read_format 0: its count (one u64). EIO naming `fd`
+// on a short read.
+Result<std::uint64_t> perf_read_count(int fd);
+
+// The system's page size (sysconf(_SC_PAGESIZE)).
+std::size_t page_size();
+// mmap(2) of `bytes` at offset 0 of `fd`, shared, readable and writable (a perf ring whose
+// data_tail the reader advances). Errors naming `bytes` (ENOMEM, EAGAIN, EPERM: over
+// perf_event_mlock_kb) or `fd` (any other: EBADF, EINVAL, ENODEV for a descriptor without mmap).
+Result<void*> map_shared(int fd, std::size_t bytes);
+// munmap(2); errors are ignored (nothing is left to do about them).
+void unmap(void* addr, std::size_t bytes);
+
+// poll(2) for POLLIN on every descriptor in `fds`, retried on EINTR with the full timeout
+// (-1: forever). Returns the revents of each descriptor (0: nothing), in the order of `fds`.
+Result<std::vector<short>> poll_in(const std::vector<int>& fds, int timeout_ms);
+
+// A kernel CPU list ("0-3,5,7-8\n"), ascending. EINVAL naming `cpus` for anything else.
+Result<std::vector<int>> parse_cpu_list(std::string_view text);
+// The online CPUs (/sys/devices/system/cpu/online). ENOENT naming `cpus` when unreadable.
+Result<std::vector<int>> online_cpus();
+
+// PTRACE_GETREGS / PTRACE_SETREGS (x86_64 general registers). Errors as ptrace_peek_user.
+Result<void> ptrace_getregs(pid_t pid, ::user_regs_struct& regs);
+Result<void> ptrace_setregs(pid_t pid, const ::user_regs_struct& regs);
+// PTRACE_SINGLEBLOCK (x86: resume with EFLAGS.TF and DEBUGCTL.BTF, a stop after the next taken
+// branch where the hardware honours BTF).
+Result<void> ptrace_singleblock(pid_t pid, int signal = 0);
+
+}  // namespace hwarb::linux

@@ -1,0 +1,183 @@
+// hwarb/linux/inferior.h — Inferior, a real process under ptrace(2): every thread, its memory,
+// its registers, system calls run on its behalf, and one stream of events.
+//
+// Contract:
+//  - spawn() forks and execs argv[0] (PATH searched) with the caller's environment; it returns
+//    with the new image stopped at its first instruction (the exec stop), one thread, traced by
+//    the calling thread. attach() seizes every thread of a running process (re-reading
+//    /proc/PID/task until no thread appears unseized) and interrupts them all; it returns with
+//    all threads stopped. Both use PTRACE_SEIZE with TRACECLONE, TRACEFORK, TRACEVFORK,
+//    TRACEEXEC and TRACESYSGOOD (plus EXITKILL for spawned processes, so a dying hwarb takes its
+//    child with it). An exec stop is left by one single-step (execve's return would overwrite
+//    any injected call's registers), so a spawned process and a kExec report stop after the new
+//    image's first instruction. Errors: EPERM naming `pid` with the reason (ptrace_scope, another
+//    tracer), ENOENT naming `command`, ESRCH naming `pid`.
+//  - Threads created later are traced from their first instruction: wait() reports kNewThread
+//    with the new thread stopped; the creating thread is resumed by the Inferior as it was last
+//    resumed. Forked processes are reported as kFork with the child stopped (its own mm; the
+//    caller undoes its changes there with the `process` argument of the memory calls and
+//    inject_syscall, then calls release()); a vfork child shares this process's memory and stays
+//    traced, as a thread, until it execs or exits (then it is released and reported as
+//    kThreadExit).
+//  - Group-stops (SIGSTOP, SIGTSTP, ...) keep their job-control meaning: they are left in
+//    PTRACE_LISTEN and not reported. Signals are reported as kSignal; the caller passes them
+//    through by resuming with the same signal.
+//  - Memory goes through /proc/PID/mem, which ignores page protection (FOLL_FORCE): reads and
+//    writes of protected pages and of text work. All-or-nothing per call: a short transfer is
+//    EFAULT naming `addr`.
+//  - inject_syscall() runs one system call in a stopped thread and restores its registers. In
+//    a syscall-entry or syscall-exit stop it re-uses that system call's entry (the rewound
+//    `syscall` instruction); in any other stop it single-steps a `syscall` instruction found in
+//    the process's text. A signal that arrives meanwhile is kept and delivered on the thread's
+//    next resume. The thread is in the same kind of stop afterwards.
+//  - wait() returns the next event of any traced thread (queued events first). EINTR (and
+//    nothing lost) when a signal handler of hwarb interrupted the wait.
+//  - The destructor kills a spawned process and detaches from an attached one (after stopping
+//    its threads). Undoing changes made to the tracee (breakpoints, protections) is the caller's
+//    job, before detach().
+//  - Requests must come from the thread that created the Inferior (Linux's ptrace rule).
+// Thread-safety: none. Move-only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hwarb/base/error.h"
+#include "hwarb/linux/fd.h"
+#include "hwarb/x86/insn.h"
+
+namespace hwarb::linux {
+
+enum class EventKind : std::uint8_t {
+  kSignal,        // signal-delivery-stop: signal, code, fault_addr
+  kSyscallEnter,  // syscall-entry-stop: syscall, args
+  kSyscallExit,   // syscall-exit-stop: syscall, ret
+  kNewThread,     // tid is a new thread (stopped at its first instruction)
+  kThreadExit,    // tid is gone (status/signal as for a process)
+  kFork,          // child = the new process (stopped), vfork says whether it shares memory
+  kExec,          // the process exec'd: a new image (all breakpoints and protections are gone)
+  kExited,        // the whole process exited with `status`
+  kKilled,        // the whole process was killed by `signal`
+};
+
+struct Event {
+  EventKind kind = EventKind::kSignal;
+  pid_t tid = -1;
+  int signal = 0;
+  int code = 0;                  // siginfo si_code (kSignal)
+  std::uint64_t fault_addr = 0;  // siginfo si_addr (kSignal: SIGSEGV, SIGBUS, SIGTRAP)
+  int status = 0;                // exit status (kExited, kThreadExit)
+  pid_t child = -1;              // kFork
+  bool vfork = false;            // kFork
+  long syscall = -1;             // kSyscallEnter/kSyscallExit
+  std::array<std::uint64_t, 6> args{};
+  std::int64_t ret = 0;  // kSyscallExit
+};
+
+enum class Resume : std::uint8_t { kCont, kStep, kSyscall };
+
+struct InferiorOptions {
+  bool kill_on_exit = true;  // spawn only: PTRACE_O_EXITKILL
+  int stdout_fd = -1;        // spawn only: the child's standard output (-1: inherited)
+};
+
+class Inferior {
+ public:
+  static Result<Inferior> spawn(const std::vector<std::string>& argv,
+                                const InferiorOptions& options = {});
+  static Result<Inferior> attach(pid_t pid, const InferiorOptions& options = {});
+
+  Inferior(Inferior&&) noexcept;
+  Inferior& operator=(Inferior&&) noexcept;
+  Inferior(const Inferior&) = delete;
+  Inferior& operator=(const Inferior&) = delete;
+  ~Inferior();
+
+  pid_t pid() const { return pid_; }
+  bool spawned() const { return spawned_; }
+  bool alive() const { return pid_ > 0 && !exited_; }
+  // Traced threads (ascending), including vfork children that share the memory.
+  std::vector<pid_t> threads() const;
+  bool is_stopped(pid_t tid) const;
+
+  // Memory of this process, or of `process` (a forked child being released).
+  Result<void> read_memory(std::uint64_t addr, std::span<std::uint8_t> out, pid_t process = 0);
+  Result<void> write_memory(std::uint64_t addr, std::span<const std::uint8_t> data,
+                            pid_t process = 0);
+  Result<std::uint64_t> read_word(std::uint64_t addr, int size);
+
+  Result<x86::Regs> get_regs(pid_t tid);
+  Result<void> set_regs(pid_t tid, const x86::Regs& regs);
+
+  // Runs system call `nr` with `args` in stopped thread `tid`; the kernel's return value (a
+  // negative errno on failure). See the contract.
+  Result<std::int64_t> inject_syscall(pid_t tid, long nr, std::array<std::uint64_t, 6> args);
+
+  Result<void> resume(pid_t tid, Resume how, int signal = 0);
+  // Resumes every stopped thread with `how` (their kept signals delivered).
+  Result<void> resume_all(Resume how);
+  Result<Event> wait();
+  // The next event of thread `tid` only (events of other threads stay queued for wait()).
+  Result<Event> wait_for(pid_t tid);
+  // Interrupts every running thread except `except` and waits until all are stopped; other
+  // events that arrive meanwhile are queued for wait(). Returns the threads it stopped with its
+  // interrupt (not those that stopped for an event of their own, which are queued).
+  Result<std::vector<pid_t>> stop_all(pid_t except = -1);
+  // Puts an event back at the front of the queue (a caller that read it with wait_for but
+  // leaves it to the main loop).
+  void requeue(const Event& event) { queued_.push_front(event); }
+  // Removes and returns the queued events of `tid`.
+  std::vector<Event> discard_queued(pid_t tid);
+  // Resumes stopped thread `tid` the way it was last resumed.
+  Result<void> resume_as_before(pid_t tid);
+
+  // Detaches from a forked child (kFork) after the caller undid its changes there.
+  Result<void> release(pid_t child);
+  // Stops every thread and detaches from all of them (kept signals delivered). The process
+  // runs on untraced.
+  Result<void> detach();
+  // SIGKILL and reap.
+  Result<void> kill();
+
+ private:
+  enum class StopKind : std::uint8_t { kNone, kSignal, kSyscallEnter, kSyscallExit, kEvent };
+  struct Thread {
+    bool stopped = false;
+    StopKind stop = StopKind::kNone;
+    int stop_signal = 0;  // kSignal: the signal of the stop
+    int kept_signal = 0;  // a signal to deliver on the next resume
+    Resume last = Resume::kCont;
+    bool interrupt_pending = false;  // PTRACE_INTERRUPT sent, its stop not seen yet
+    bool vfork_child = false;
+  };
+
+  Inferior(pid_t pid, bool spawned);
+  Result<void> open_mem();
+  Result<void> leave_exec_stop(pid_t tid);
+  Result<std::optional<Event>> translate(pid_t tid, int status);
+  Result<std::vector<pid_t>> stop_threads(pid_t except);
+  Result<int> wait_stop(pid_t tid);
+  Result<std::uint64_t> find_gadget();
+  Thread* thread(pid_t tid);
+  void forget();
+
+  pid_t pid_ = -1;
+  bool spawned_ = false;
+  bool exited_ = false;
+  Fd mem_;
+  std::map<pid_t, Thread> threads_;
+  std::deque<Event> queued_;
+  std::deque<std::pair<pid_t, int>> raw_queue_;  // wait statuses seen by wait_stop for others
+  std::map<pid_t, Thread> children_;             // forked children not yet released
+  std::optional<std::uint64_t> gadget_;          // address of a `syscall` instruction
+};
+
+}  // namespace hwarb::linux

@@ -1,0 +1,106 @@
+// hwarb/linux/perf_watch.h — the hardware watch path: perf_event_open(PERF_TYPE_BREAKPOINT)
+// events on every thread of a process, their hits read from mmap ring buffers.
+//
+// Contract:
+//  - A HwPiece is one debug register's worth: a data range of 1, 2, 4 or 8 bytes aligned to its
+//    length (breakpoints::split_range makes them), or an execute breakpoint (len 8 = sizeof(long),
+//    the form x86_64 Linux accepts). `expr` is the caller's index of the expression it came from.
+//  - open() checks every piece (breakpoints::check_reservable and validate_breakpoint for x86_64:
+//    EINVAL/EOPNOTSUPP naming `pieces[i]`), then accounts them per thread with hwarb's arbiter
+//    (x86_64: one pool of 4): more than fit is ENOSPC naming `slots` ("the expressions need N
+//    debug registers; x86_64 has 4"). It then opens each piece on each thread listed in
+//    /proc/PID/task, with inherit (threads created later get copies), sample_period 1,
+//    sample_type kWatchSampleType with CLOCK_MONOTONIC times, wakeup_events 1, exclude_kernel.
+//    Linux refuses to mmap an inherited event that follows its task across CPUs (cpu -1), so,
+//    as `perf record`, every (thread, piece) is one event per online CPU, and all events on one
+//    CPU write into that CPU's ring (PERF_EVENT_IOC_SET_OUTPUT). Each CPU's breakpoint slots are
+//    a task's own, so this needs no more slots than one event per piece. The events are opened
+//    disabled and enabled together once every ring is in place, so no hit goes unrecorded.
+//    A thread that exits while open() runs is skipped. When the kernel refuses a slot that
+//    hwarb's count allowed, the error is ENOSPC naming `slots` and saying the others are held
+//    outside this process (a debugger's ptrace breakpoints, another perf session).
+//  - open() is all-or-nothing: on any error every descriptor and mapping it made is released.
+//  - The process should be stopped (every thread) while open() runs: a thread created during
+//    open() before its creator's events exist is not covered. A CPU that comes online later is
+//    not covered either.
+//  - poll() waits up to timeout_ms (0: not at all, -1: forever) for a ring to have data, then
+//    drains every ring; hits come back sorted by time. PERF_RECORD_LOST counts add to lost().
+//    A hit's addr is the piece's address (what the breakpoint reports), ip the instruction after
+//    the access (a data breakpoint traps after it). Once every covered thread (and every thread
+//    it created) has exited, exited() is true and poll() no longer waits.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "hwarb/base/error.h"
+#include "hwarb/linux/fd.h"
+#include "hwarb/linux/perf_ring.h"
+#include "hwarb/pmu/event.h"
+
+namespace hwarb::linux {
+
+struct HwPiece {
+  std::uint64_t addr = 0;
+  std::uint64_t len = 0;
+  pmu::BpType type = pmu::BpType::kW;
+  std::size_t expr = 0;
+  friend bool operator==(const HwPiece&, const HwPiece&) = default;
+};
+
+struct PerfHit {
+  std::uint64_t time_ns = 0;  // CLOCK_MONOTONIC
+  pid_t tid = 0;
+  std::uint64_t ip = 0;
+  std::uint64_t addr = 0;
+  std::size_t piece = 0;  // index into the pieces given to open()
+  friend bool operator==(const PerfHit&, const PerfHit&) = default;
+};
+
+class PerfWatch {
+ public:
+  // Data pages of each thread's ring (a power of two).
+  static constexpr std::size_t kRingPages = 16;
+
+  static Result<PerfWatch> open(pid_t pid, std::vector<HwPiece> pieces);
+
+  PerfWatch(PerfWatch&&) noexcept = default;
+  PerfWatch& operator=(PerfWatch&&) noexcept = default;
+  PerfWatch(const PerfWatch&) = delete;
+  PerfWatch& operator=(const PerfWatch&) = delete;
+  ~PerfWatch() = default;
+
+  Result<std::vector<PerfHit>> poll(int timeout_ms);
+  std::uint64_t lost() const { return lost_; }
+  // Open perf events: pieces x threads covered at open() x online CPUs.
+  std::size_t events() const { return fds_.size(); }
+  // The threads covered at open(), ascending.
+  const std::vector<pid_t>& threads() const { return threads_; }
+  // The online CPUs at open(), one ring each.
+  const std::vector<int>& cpus() const { return cpus_; }
+  const std::vector<HwPiece>& pieces() const { return pieces_; }
+  // True once every covered thread and its descendants exited (poll() saw them hang up).
+  bool exited() const { return !fds_.empty() && live_ == 0; }
+
+ private:
+  PerfWatch() = default;
+
+  std::vector<HwPiece> pieces_;
+  std::vector<pid_t> threads_;
+  std::vector<int> cpus_;
+  // Declared after fds_, the rings are unmapped before the descriptors close (either order works).
+  std::vector<Fd> fds_;
+  std::vector<PerfRing> rings_;  // one per online CPU
+  // One descriptor per (thread, CPU), polled until it hangs up (its thread and descendants
+  // exited); the first live_ are still polled.
+  std::vector<int> poll_fds_;
+  std::size_t live_ = 0;
+  std::unordered_map<std::uint64_t, std::size_t> piece_of_id_;  // event id -> piece index
+  std::uint64_t lost_ = 0;
+};
+
+}  // namespace hwarb::linux

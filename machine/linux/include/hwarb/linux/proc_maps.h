@@ -1,0 +1,51 @@
+// hwarb/linux/proc_maps.h — the memory map of a process (/proc/PID/maps) and its threads
+// (/proc/PID/task).
+//
+// Contract:
+//  - parse_maps() is pure: one Mapping per well-formed line, in file order; a malformed line is
+//    EINVAL naming `maps` with its line number (the kernel never writes one, so it means the
+//    text is not a maps file).
+//  - read_maps()/list_threads() read /proc once each; ENOENT/ESRCH naming `pid` when the
+//    process is gone, EACCES naming `pid` when /proc refuses (another user's process).
+//  - Nothing is cached: a map read is a snapshot, stale as soon as the process runs.
+// Thread-safety: all functions are reentrant.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hwarb/base/error.h"
+
+namespace hwarb::linux {
+
+struct Mapping {
+  std::uint64_t start = 0;  // first byte
+  std::uint64_t end = 0;    // one past the last byte
+  bool read = false, write = false, exec = false;
+  bool shared = false;       // 's' (else 'p', private)
+  std::uint64_t offset = 0;  // file offset of `start`
+  std::uint64_t inode = 0;
+  std::string path;  // "" for anonymous; "[stack]", "[heap]", "[vdso]", ... as the kernel prints
+
+  bool contains(std::uint64_t addr) const { return addr >= start && addr < end; }
+  // PROT_* bits of read/write/exec.
+  int prot() const;
+};
+
+Result<std::vector<Mapping>> parse_maps(std::string_view text);
+Result<std::vector<Mapping>> read_maps(pid_t pid);
+// The mapping containing `addr`, if any.
+std::optional<Mapping> find_mapping(const std::vector<Mapping>& maps, std::uint64_t addr);
+
+// The thread ids of process `pid` (/proc/PID/task), ascending.
+Result<std::vector<pid_t>> list_threads(pid_t pid);
+
+// /proc/PID/exe resolved (the executable's path).
+Result<std::string> executable_path(pid_t pid);
+
+}  // namespace hwarb::linux

@@ -1,0 +1,180 @@
+// hwarb/linux/soft_watch.h — SoftWatch, exact watchpoints on a real process without debug
+// registers: page protection for reads and writes, int3 for execution, single-stepping only as
+// the last resort.
+//
+// How an access is found (page-protection method):
+//  1. arm() makes every page holding a watched byte read-only (write watches) or inaccessible
+//     (read or read-write watches) with an mprotect injected into the tracee. Code that does
+//     not touch those pages runs at full speed.
+//  2. An access to such a page faults (SIGSEGV, SEGV_ACCERR, never delivered to the program).
+//     The faulting instruction is decoded (x86/insn.h) and its memory operands computed from
+//     the registers, so the watcher knows exactly whether it touches a watched range, how, and
+//     what the old value is.
+//  3. A plain MOV load or store is performed by the watcher itself (through /proc/PID/mem,
+//     which ignores the protection) and the thread moves past it: one stop per access. Any
+//     other instruction is single-stepped with its pages opened to their original protection,
+//     every other thread stopped meanwhile, then the pages are protected again.
+//  4. System calls stop the thread at entry (PTRACE_SYSCALL). One whose arguments point into a
+//     protected page (or whose known buffer overlaps one) runs with those pages open, so its
+//     result is exactly what it would be without hwarb; afterwards the watched bytes are
+//     compared and kernel writes are reported as hits naming the system call (kernel reads of a
+//     watched buffer, for write(2)-like calls, as read hits). While such a call runs, other
+//     threads' accesses to the opened pages are not seen (stopping them could deadlock the
+//     program, e.g. on a futex).
+//  5. The program's own mprotect/munmap of a watched page are honoured: its new protection
+//     becomes the original to restore; an unmapped range stops being watched.
+// Ranges on a stack (the [stack] mapping or any page holding a thread's stack pointer), or read
+// watches on executable pages, cannot be protected without breaking the program: they use the
+// single-step method (every instruction of every thread is stepped, decoded and checked), which
+// is about 30 000 instructions per second here — describe() says so.
+// Execution watches plant int3 (0xCC) on the first byte; the original byte is restored to
+// single-step the instruction and planted again (other threads stopped meanwhile).
+//
+// Contract:
+//  - arm() needs every thread stopped and changes nothing on failure (all-or-nothing: pages
+//    protected so far are restored).
+//  - handle() takes each event of the Inferior; it returns true when the event was the
+//    watcher's (the thread is then resumed by it), false when the caller should handle it
+//    (signals of the program: pass them through; exits). Hits are appended to `hits`.
+//  - resume_mode() is how the caller must resume threads it handles itself.
+//  - A forked child gets its protections and int3 bytes undone and is released; an exec ends
+//    the watch (the old image and its protections are gone).
+//  - disarm() needs every thread stopped (Inferior::stop_all) and restores every page's
+//    protection and every int3 byte; the tracee then runs unmodified.
+// Thread-safety: none (the Inferior's thread only).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hwarb/base/error.h"
+#include "hwarb/linux/inferior.h"
+#include "hwarb/linux/proc_maps.h"
+#include "hwarb/x86/insn.h"
+
+namespace hwarb::linux {
+
+// Access bits of a watch.
+inline constexpr unsigned kWatchRead = 1;
+inline constexpr unsigned kWatchWrite = 2;
+inline constexpr unsigned kWatchExec = 4;
+
+struct WatchRange {
+  std::uint64_t addr = 0;
+  std::uint64_t len = 0;
+  unsigned access = kWatchRead | kWatchWrite;
+  std::size_t id = 0;  // the caller's expression index, echoed in hits
+};
+
+struct SoftHit {
+  std::size_t id = 0;
+  pid_t tid = -1;
+  std::uint64_t time_ns = 0;  // since arm()
+  std::uint64_t ip = 0;       // the accessing instruction (for a system call: the `syscall`)
+  std::uint64_t addr = 0;     // first watched byte the access touched
+  unsigned access = 0;        // kWatchRead / kWatchWrite (both for read-modify-write) / kWatchExec
+  std::vector<std::uint8_t> old_value;  // the whole watched range before the access
+  std::vector<std::uint8_t> new_value;  // and after it
+  std::string syscall;                  // non-empty when the kernel made the access
+};
+
+enum class WatchMethod : std::uint8_t { kPageProtect, kSingleStep, kInt3 };
+const char* watch_method_name(WatchMethod method);
+
+struct SoftWatchOptions {
+  bool force_single_step = false;
+};
+
+struct SoftWatchStats {
+  std::uint64_t faults = 0;         // protection faults taken
+  std::uint64_t emulated = 0;       // of them, performed by the watcher (one stop)
+  std::uint64_t stepped = 0;        // of them, single-stepped with the page open
+  std::uint64_t false_sharing = 0;  // faults on a protected page that touched no watched byte
+  std::uint64_t syscalls_opened = 0;
+  std::uint64_t steps = 0;  // single-step method: instructions stepped
+  std::uint64_t traps = 0;  // int3 hits
+};
+
+class SoftWatch {
+ public:
+  static Result<SoftWatch> arm(Inferior& inferior, std::vector<WatchRange> ranges,
+                               const SoftWatchOptions& options = {});
+
+  Result<bool> handle(const Event& event, std::vector<SoftHit>& hits);
+  Resume resume_mode() const;
+  Result<void> disarm();
+
+  // The method each range uses (index as given to arm()).
+  WatchMethod method(std::size_t range) const { return methods_[range]; }
+  // One line: "page protection (2 pages)", "single-step (watching the stack: ~30 000
+  // instructions/s)", "int3".
+  std::string describe() const;
+  bool ended() const { return ended_; }
+  const SoftWatchStats& stats() const { return stats_; }
+
+ private:
+  struct Page {
+    int original = 0;    // PROT_* the program gave it
+    int protection = 0;  // PROT_* while watched
+  };
+  struct Trap {
+    std::uint8_t original = 0;
+    std::vector<std::size_t> ranges;
+  };
+  struct OpenSyscall {
+    long nr = -1;
+    std::uint64_t ip = 0;
+    std::vector<std::uint64_t> pages;
+    std::vector<std::vector<std::uint8_t>> before;  // per range (empty when not on an open page)
+    bool reads_buffer = false;
+    std::uint64_t buffer = 0, buffer_len = 0;
+    // The program's own mprotect/munmap of watched pages, applied at exit.
+    long effect_nr = -1;
+    std::uint64_t effect_addr = 0, effect_len = 0;
+    int effect_prot = 0;
+  };
+  struct StepCheck {  // single-step method: the instruction about to be stepped
+    std::uint64_t ip = 0;
+    std::vector<std::pair<std::size_t, unsigned>> ranges;  // range, access
+    std::vector<std::vector<std::uint8_t>> before;
+    bool syscall = false;
+  };
+
+  SoftWatch(Inferior& inferior, std::vector<WatchRange> ranges);
+  Result<void> protect(pid_t tid, std::uint64_t page, int prot, std::uint64_t count = 1);
+  Result<bool> on_fault(const Event& ev, std::vector<SoftHit>& hits);
+  Result<bool> on_trap(const Event& ev, std::vector<SoftHit>& hits);
+  Result<bool> on_syscall_enter(const Event& ev);
+  Result<bool> on_syscall_exit(const Event& ev, std::vector<SoftHit>& hits);
+  Result<bool> on_step(pid_t tid, std::vector<SoftHit>& hits);
+  Result<void> prepare_step(pid_t tid);
+  Result<void> release_child(pid_t child);
+  Result<std::vector<std::uint8_t>> read_range(std::size_t range);
+  std::uint64_t now_ns() const;
+  bool page_protected(std::uint64_t addr) const;
+  void add_hit(std::vector<SoftHit>& hits, std::size_t range, pid_t tid, std::uint64_t ip,
+               std::uint64_t addr, unsigned access, std::vector<std::uint8_t> before,
+               std::vector<std::uint8_t> after, std::string syscall);
+
+  Inferior* inferior_;
+  std::vector<WatchRange> ranges_;
+  std::vector<WatchMethod> methods_;
+  std::map<std::uint64_t, Page> pages_;  // page address -> protections
+  std::map<std::uint64_t, Trap> traps_;  // int3 address -> original byte
+  std::map<pid_t, OpenSyscall> open_;    // threads inside a system call with pages opened
+  std::map<pid_t, StepCheck> step_;      // single-step method, per thread
+  std::set<pid_t> trap_steps_;           // threads stepping over an int3's original instruction
+  bool single_step_ = false;
+  bool ended_ = false;
+  SoftWatchStats stats_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace hwarb::linux

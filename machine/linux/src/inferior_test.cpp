@@ -1,0 +1,275 @@
+// Tests of Inferior on real processes (tests/programs): spawn and exit, memory, registers,
+// injected system calls from every kind of stop, threads, forks, attach and detach.
+#include "hwarb/linux/inferior.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace hwarb::linux {
+namespace {
+
+std::string program(const char* name) {
+  return std::string(HWARB_PROGRAMS_DIR) + "/prog_" + name;
+}
+
+// Runs the inferior to its end, passing signals through and resuming everything with `how`;
+// returns the last event (kExited or kKilled).
+Event run_to_end(Inferior& inf, Resume how) {
+  EXPECT_TRUE(inf.resume_all(how));
+  for (;;) {
+    auto ev = inf.wait();
+    EXPECT_TRUE(ev) << ev.error().to_string();
+    if (!ev) return Event{};
+    switch (ev->kind) {
+      case EventKind::kExited:
+      case EventKind::kKilled:
+        return *ev;
+      case EventKind::kSignal:
+        EXPECT_TRUE(inf.resume(ev->tid, how, ev->signal));
+        break;
+      case EventKind::kThreadExit:
+        break;
+      case EventKind::kFork:
+        EXPECT_TRUE(inf.release(ev->child));
+        break;
+      default:
+        EXPECT_TRUE(inf.resume(ev->tid, how));
+        break;
+    }
+  }
+}
+
+// A temporary file that receives a child's standard output.
+struct Capture {
+  Capture() : file(std::tmpfile()) {}
+  ~Capture() { std::fclose(file); }
+  int fd() const { return fileno(file); }
+  std::string text() const {
+    std::fflush(file);
+    std::string out;
+    char buf[256];
+    ssize_t n;
+    off_t at = 0;
+    while ((n = ::pread(fileno(file), buf, sizeof(buf), at)) > 0) {
+      out.append(buf, static_cast<std::size_t>(n));
+      at += n;
+    }
+    return out;
+  }
+  FILE* file;
+};
+
+TEST(Inferior, SpawnRunsToExitWithItsStatusAndOutput) {
+  Capture out;
+  auto inf = Inferior::spawn({program("writer"), "4"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf) << inf.error().to_string();
+  EXPECT_EQ(inf->threads().size(), 1u);
+  EXPECT_TRUE(inf->is_stopped(inf->pid()));
+  Event end = run_to_end(*inf, Resume::kCont);
+  EXPECT_EQ(end.kind, EventKind::kExited);
+  EXPECT_EQ(end.status, 3);
+  EXPECT_EQ(out.text(), "sum=16\n");
+  EXPECT_FALSE(inf->alive());
+}
+
+TEST(Inferior, SpawnOfAMissingCommandNamesIt) {
+  auto inf = Inferior::spawn({"/nonexistent/prog"});
+  ASSERT_FALSE(inf);
+  EXPECT_NE(inf.error().message().find("command"), std::string::npos);
+  auto bare = Inferior::spawn({"no-such-command-hwarb"});
+  ASSERT_FALSE(bare);
+  EXPECT_EQ(bare.error().code(), ErrorCode::kNoEnt);
+  EXPECT_NE(bare.error().message().find("no-such-command-hwarb"), std::string::npos);
+}
+
+TEST(Inferior, InjectedSyscallAtTheExecStopLeavesRegistersUnchanged) {
+  auto inf = Inferior::spawn({program("hello")}, {.stdout_fd = ::open("/dev/null", O_WRONLY)});
+  ASSERT_TRUE(inf) << inf.error().to_string();
+  const pid_t pid = inf->pid();
+  auto before = inf->get_regs(pid);
+  ASSERT_TRUE(before);
+  auto got = inf->inject_syscall(pid, SYS_getpid, {});
+  ASSERT_TRUE(got) << got.error().to_string();
+  EXPECT_EQ(*got, pid);
+  auto after = inf->get_regs(pid);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->rip, before->rip);
+  EXPECT_EQ(after->rsp, before->rsp);
+  EXPECT_EQ(after->rax, before->rax);
+  EXPECT_EQ(run_to_end(*inf, Resume::kCont).status, 0);
+}
+
+TEST(Inferior, InjectedSyscallAtSyscallStopsKeepsTheProgramsCall) {
+  Capture out;
+  auto inf = Inferior::spawn({program("writer"), "3"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf);
+  const pid_t pid = inf->pid();
+  int enters = 0, exits = 0;
+  ASSERT_TRUE(inf->resume(pid, Resume::kSyscall));
+  for (;;) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    if (ev->kind == EventKind::kExited) {
+      EXPECT_EQ(ev->status, 3);
+      break;
+    }
+    if (ev->kind == EventKind::kSyscallEnter && ev->syscall != SYS_exit_group) {
+      ++enters;
+      auto got = inf->inject_syscall(pid, SYS_getpid, {});
+      ASSERT_TRUE(got) << got.error().to_string();
+      EXPECT_EQ(*got, pid);
+    } else if (ev->kind == EventKind::kSyscallExit) {
+      ++exits;
+      auto got = inf->inject_syscall(pid, SYS_gettid, {});
+      ASSERT_TRUE(got) << got.error().to_string();
+      EXPECT_EQ(*got, pid);
+      auto regs = inf->get_regs(pid);
+      ASSERT_TRUE(regs);
+      EXPECT_EQ(static_cast<std::int64_t>(regs->rax), ev->ret);
+    }
+    ASSERT_TRUE(
+        inf->resume(pid, Resume::kSyscall, ev->kind == EventKind::kSignal ? ev->signal : 0));
+  }
+  EXPECT_GT(enters, 5);
+  EXPECT_GE(exits, enters - 1);
+  // The program's own calls were unaffected: same output as without injection.
+  EXPECT_EQ(out.text(), "sum=9\n");  // 3 writes of 1..3, then 3 reads of 3
+}
+
+TEST(Inferior, MemoryReadsAndWritesIgnoreProtection) {
+  auto inf = Inferior::spawn({program("hello")}, {.stdout_fd = ::open("/dev/null", O_WRONLY)});
+  ASSERT_TRUE(inf);
+  auto regs = inf->get_regs(inf->pid());
+  ASSERT_TRUE(regs);
+  // The first instruction's bytes are text (read-only): write them and restore them.
+  std::uint8_t original[4];
+  ASSERT_TRUE(inf->read_memory(regs->rip, original));
+  const std::uint8_t patch[4] = {0x90, 0x90, 0x90, 0x90};
+  ASSERT_TRUE(inf->write_memory(regs->rip, patch));
+  auto word = inf->read_word(regs->rip, 4);
+  ASSERT_TRUE(word);
+  EXPECT_EQ(*word, 0x90909090u);
+  ASSERT_TRUE(inf->write_memory(regs->rip, original));
+  auto bad = inf->read_word(8, 4);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("addr"), std::string::npos);
+  EXPECT_EQ(run_to_end(*inf, Resume::kCont).status, 0);
+}
+
+TEST(Inferior, ThreadsCreatedLaterAreReportedAndTraced) {
+  Capture out;
+  auto inf = Inferior::spawn({program("threads"), "3", "5"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf);
+  ASSERT_TRUE(inf->resume_all(Resume::kCont));
+  std::set<pid_t> fresh;
+  int thread_exits = 0;
+  for (;;) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    if (ev->kind == EventKind::kExited) {
+      EXPECT_EQ(ev->status, 0);
+      break;
+    }
+    if (ev->kind == EventKind::kNewThread) {
+      fresh.insert(ev->tid);
+      EXPECT_TRUE(inf->is_stopped(ev->tid));
+      ASSERT_TRUE(inf->resume(ev->tid, Resume::kCont));
+    } else if (ev->kind == EventKind::kThreadExit) {
+      ++thread_exits;
+    } else if (ev->kind == EventKind::kSignal) {
+      ASSERT_TRUE(inf->resume(ev->tid, Resume::kCont, ev->signal));
+    }
+  }
+  EXPECT_EQ(fresh.size(), 3u);
+  EXPECT_EQ(thread_exits, 3);
+  EXPECT_EQ(out.text(), "done\n");
+}
+
+TEST(Inferior, StopAllHoldsEveryThreadUntilResumed) {
+  auto inf = Inferior::spawn({program("threads"), "2", "300000000"},
+                             {.stdout_fd = ::open("/dev/null", O_WRONLY)});
+  ASSERT_TRUE(inf);
+  ASSERT_TRUE(inf->resume_all(Resume::kCont));
+  int seen = 0;
+  while (seen < 2) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev);
+    if (ev->kind == EventKind::kNewThread) ++seen;
+    if (ev->kind == EventKind::kThreadExit) continue;
+    ASSERT_TRUE(
+        inf->resume(ev->tid, Resume::kCont, ev->kind == EventKind::kSignal ? ev->signal : 0))
+        << "event " << static_cast<int>(ev->kind) << " of " << ev->tid << " signal " << ev->signal;
+  }
+  auto stopped = inf->stop_all();
+  ASSERT_TRUE(stopped) << stopped.error().to_string();
+  for (pid_t tid : inf->threads()) EXPECT_TRUE(inf->is_stopped(tid)) << tid;
+  for (pid_t tid : *stopped) ASSERT_TRUE(inf->resume_as_before(tid));
+  for (;;) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev);
+    if (ev->kind == EventKind::kExited) break;
+    if (ev->kind == EventKind::kThreadExit) continue;
+    ASSERT_TRUE(
+        inf->resume(ev->tid, Resume::kCont, ev->kind == EventKind::kSignal ? ev->signal : 0));
+  }
+}
+
+TEST(Inferior, AttachStopsARunningProcessAndDetachLetsItRun) {
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::dup2(pipefd[1], 1);
+    const std::string path = program("spin");
+    ::execl(path.c_str(), path.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(pipefd[1]);
+  char ready[6] = {};
+  ASSERT_EQ(::read(pipefd[0], ready, 6), 6);
+  {
+    auto inf = Inferior::attach(child);
+    ASSERT_TRUE(inf) << inf.error().to_string();
+    EXPECT_EQ(inf->threads().size(), 1u);
+    EXPECT_TRUE(inf->is_stopped(child));
+    auto got = inf->inject_syscall(child, SYS_getpid, {});
+    ASSERT_TRUE(got) << got.error().to_string();
+    EXPECT_EQ(*got, child);
+    ASSERT_TRUE(inf->detach());
+  }
+  // Untraced and still running: a signal 0 probe succeeds and it is not a zombie.
+  ::usleep(20000);
+  EXPECT_EQ(::kill(child, 0), 0);
+  std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.find(") Z"), std::string::npos);
+  EXPECT_EQ(text.find(") t"), std::string::npos) << text;
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ::close(pipefd[0]);
+}
+
+TEST(Inferior, AttachRefusesBadPids) {
+  auto self = Inferior::attach(::getpid());
+  ASSERT_FALSE(self);
+  EXPECT_EQ(self.error().code(), ErrorCode::kInval);
+  auto none = Inferior::attach(0x3ffffff0);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code(), ErrorCode::kSrch);
+}
+
+}  // namespace
+}  // namespace hwarb::linux

@@ -1,0 +1,221 @@
+#include "hwarb/linux/perf_watch.h"
+
+#include <linux/hw_breakpoint.h>
+#include <linux/perf_event.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "hwarb/arbiter/arbiter.h"
+#include "hwarb/breakpoints/validate.h"
+#include "hwarb/linux/proc_maps.h"
+#include "hwarb/linux/syscalls.h"
+
+namespace hwarb::linux {
+namespace {
+
+perf_event_attr watch_attr(const HwPiece& piece) {
+  perf_event_attr attr;
+  std::memset(&attr, 0, sizeof attr);
+  attr.type = PERF_TYPE_BREAKPOINT;
+  attr.size = sizeof attr;
+  attr.bp_type = static_cast<std::uint32_t>(piece.type);
+  attr.bp_addr = piece.addr;
+  attr.bp_len = piece.len;
+  attr.sample_period = 1;
+  attr.sample_type = kWatchSampleType;
+  attr.wakeup_events = 1;
+  attr.disabled = 1;
+  attr.pinned = 1;
+  attr.inherit = 1;
+  attr.exclude_kernel = 1;
+  attr.exclude_hv = 1;
+  attr.use_clockid = 1;
+  attr.clockid = CLOCK_MONOTONIC;
+  return attr;
+}
+
+Result<void> check_pieces(const std::vector<HwPiece>& pieces) {
+  if (pieces.empty()) return make_error(ErrorCode::kInval, "pieces: none given");
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    pmu::EventAttr attr;
+    attr.type = pmu::EventType::kBreakpoint;
+    attr.bp_addr = pieces[i].addr;
+    attr.bp_len = pieces[i].len;
+    attr.bp_type = pieces[i].type;
+    attr.exclude_kernel = true;
+    if (auto ok = breakpoints::check_reservable(attr); !ok) {
+      return std::unexpected(ok.error().with_context("pieces[" + std::to_string(i) + "]"));
+    }
+    if (auto ok = breakpoints::validate_breakpoint(breakpoints::Arch::kX86_64, attr); !ok) {
+      return std::unexpected(ok.error().with_context("pieces[" + std::to_string(i) + "]"));
+    }
+  }
+  return {};
+}
+
+// hwarb's view: every piece is a pinned request of one task on all CPUs.
+Result<int> account_slots(pid_t pid, const std::vector<HwPiece>& pieces) {
+  const arbiter::ArchProfile profile = arbiter::ArchProfile::x86_64();
+  auto arb = arbiter::Arbiter::create({.profile = profile, .cpus = 1});
+  if (!arb) return std::unexpected(arb.error());
+  std::vector<arbiter::Request> requests;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    requests.push_back(arbiter::Request{
+        .kind = arbiter::ResourceKind::kBreakpoint,
+        .type =
+            pieces[i].type == pmu::BpType::kX ? arbiter::SlotType::kInst : arbiter::SlotType::kData,
+        .task = TaskId(pid),
+        .cpu = std::nullopt,
+        .weight = 1,
+        .pinned = true,
+        .id = RequestId(i + 1),
+    });
+  }
+  const int pool = profile.slots(arbiter::SlotType::kData);
+  auto held = (*arb)->reserve_all(requests);
+  if (!held) {
+    if (held.error().code() != ErrorCode::kNoSpc) return std::unexpected(held.error());
+    return make_error(ErrorCode::kNoSpc, "slots: the expressions need " +
+                                             std::to_string(pieces.size()) + " debug registers; " +
+                                             profile.name() + " has " + std::to_string(pool));
+  }
+  held->clear();
+  return pool;
+}
+
+}  // namespace
+
+Result<PerfWatch> PerfWatch::open(pid_t pid, std::vector<HwPiece> pieces) {
+  if (pid <= 0) {
+    return make_error(ErrorCode::kInval, "pid: " + std::to_string(pid) + " is not a process id");
+  }
+  if (auto ok = check_pieces(pieces); !ok) return std::unexpected(ok.error());
+  auto pool = account_slots(pid, pieces);
+  if (!pool) return std::unexpected(pool.error());
+  auto cpus = online_cpus();
+  if (!cpus) return std::unexpected(cpus.error());
+  auto threads = list_threads(pid);
+  if (!threads) return std::unexpected(threads.error());
+
+  PerfWatch watch;
+  watch.cpus_ = *cpus;
+  const std::size_t ncpus = cpus->size();
+  const std::size_t npieces = pieces.size();
+  std::vector<int> ring_fd(ncpus, -1);
+  std::vector<std::optional<PerfRing>> rings(ncpus);
+  for (const pid_t tid : *threads) {
+    // Everything of this thread first (disabled), so that a thread that is gone leaves nothing.
+    std::vector<Fd> fds;  // [cpu index * npieces + piece]
+    bool gone = false;
+    for (std::size_t c = 0; c < ncpus && !gone; ++c) {
+      for (std::size_t i = 0; i < npieces; ++i) {
+        const perf_event_attr attr = watch_attr(pieces[i]);
+        auto fd = perf_event_open_attr(attr, tid, (*cpus)[c], -1, 0);
+        if (fd) {
+          fds.push_back(std::move(*fd));
+          continue;
+        }
+        if (fd.error().code() == ErrorCode::kSrch) {
+          gone = true;  // the thread exited meanwhile
+          break;
+        }
+        if (fd.error().code() == ErrorCode::kNoSpc) {
+          return make_error(
+              ErrorCode::kNoSpc,
+              "slots: the kernel has no breakpoint slot left for thread " + std::to_string(tid) +
+                  " although hwarb uses only " + std::to_string(npieces) + " of " +
+                  std::to_string(*pool) +
+                  ": the others are held outside this process (a debugger or another perf "
+                  "session); refused on CPU " +
+                  std::to_string((*cpus)[c]));
+        }
+        return std::unexpected(fd.error().with_context("pieces[" + std::to_string(i) + "]"));
+      }
+    }
+    if (gone) continue;
+    for (std::size_t c = 0; c < ncpus; ++c) {
+      for (std::size_t i = 0; i < npieces; ++i) {
+        const int fd = fds[c * npieces + i].get();
+        auto id = perf_event_id(fd);
+        if (!id) return std::unexpected(id.error());
+        watch.piece_of_id_[*id] = i;
+        if (!rings[c]) {
+          auto mapped = PerfRing::map(fd, kRingPages);
+          if (!mapped) return std::unexpected(mapped.error());
+          rings[c].emplace(std::move(*mapped));
+          ring_fd[c] = fd;
+        } else if (auto out = perf_ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT,
+                                         static_cast<unsigned long>(ring_fd[c]));
+                   !out) {
+          return std::unexpected(out.error());
+        }
+      }
+      watch.poll_fds_.push_back(fds[c * npieces].get());
+    }
+    watch.threads_.push_back(tid);
+    for (Fd& fd : fds) watch.fds_.push_back(std::move(fd));
+  }
+  if (watch.threads_.empty()) {
+    return make_error(ErrorCode::kSrch,
+                      "pid: every thread of process " + std::to_string(pid) + " exited");
+  }
+  for (auto& ring : rings) watch.rings_.push_back(std::move(*ring));
+  for (const Fd& fd : watch.fds_) {
+    if (auto on = perf_ioctl(fd.get(), PERF_EVENT_IOC_ENABLE, 0); !on) {
+      return std::unexpected(on.error());
+    }
+  }
+  watch.live_ = watch.poll_fds_.size();
+  watch.pieces_ = std::move(pieces);
+  return watch;
+}
+
+Result<std::vector<PerfHit>> PerfWatch::poll(int timeout_ms) {
+  if (fds_.empty()) return make_error(ErrorCode::kInval, "watch: nothing open (moved from)");
+  // Wait for data; an fd that hangs up (its thread and descendants exited) is polled no more.
+  while (live_ > 0) {
+    const std::vector<int> live(poll_fds_.begin(), poll_fds_.begin() + live_);
+    auto ready = poll_in(live, timeout_ms);
+    if (!ready) return std::unexpected(ready.error());
+    bool readable = false, hung_up = false;
+    for (std::size_t i = live.size(); i-- > 0;) {
+      const short ev = (*ready)[i];
+      readable |= (ev & POLLIN) != 0;
+      if ((ev & (POLLHUP | POLLERR | POLLNVAL)) != 0) {
+        hung_up = true;
+        std::swap(poll_fds_[i], poll_fds_[--live_]);
+      }
+    }
+    if (readable || !hung_up) break;  // data, or the timeout passed
+  }
+  std::vector<PerfHit> hits;
+  for (PerfRing& ring : rings_) {
+    auto batch = ring.drain(kWatchSampleType);
+    if (!batch) return std::unexpected(batch.error());
+    lost_ += batch->lost;
+    for (const PerfSample& s : batch->samples) {
+      auto it = piece_of_id_.find(s.id);
+      if (it == piece_of_id_.end()) {
+        return make_error(ErrorCode::kIo, "ring: a sample carries event id " +
+                                              std::to_string(s.id) +
+                                              ", which is none of this watch's events");
+      }
+      hits.push_back(PerfHit{.time_ns = s.time,
+                             .tid = static_cast<pid_t>(s.tid),
+                             .ip = s.ip,
+                             .addr = s.addr,
+                             .piece = it->second});
+    }
+  }
+  std::stable_sort(hits.begin(), hits.end(),
+                   [](const PerfHit& a, const PerfHit& b) { return a.time_ns < b.time_ns; });
+  return hits;
+}
+
+}  // namespace hwarb::linux

@@ -1,0 +1,351 @@
+#include "hwarb/linux/perf_watch.h"
+
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "hwarb/linux/fd.h"
+#include "hwarb/linux/probe.h"
+#include "hwarb/linux/stopped_child.h"
+#include "hwarb/linux/syscalls.h"
+#include "test_support.h"
+
+namespace hwarb::linux {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// Watched addresses (in a forked child: the same addresses).
+alignas(8) std::uint64_t g_targets[8];
+
+std::uint64_t target(int i) {
+  return reinterpret_cast<std::uint64_t>(&g_targets[i]);
+}
+
+std::vector<HwPiece> one_slot_pieces(int n) {
+  std::vector<HwPiece> pieces;
+  for (int i = 0; i < n; ++i) {
+    pieces.push_back(HwPiece{
+        .addr = target(i), .len = 8, .type = pmu::BpType::kW, .expr = static_cast<std::size_t>(i)});
+  }
+  return pieces;
+}
+
+// A stopped traced child, or a skip when this machine refuses tracing.
+#define SPAWN_OR_SKIP(child)                                                \
+  auto child = StoppedChild::spawn();                                       \
+  if (!child && testing::refused(child.error())) {                          \
+    GTEST_SKIP() << testing::skip_reason("tracing a child", child.error()); \
+  }                                                                         \
+  ASSERT_TRUE(child.has_value()) << child.error().to_string()
+
+// Opens `n` write breakpoints on the child directly; skips when the machine has no breakpoint
+// events at all.
+#define OPEN_DIRECT_OR_SKIP(held, pid, n)                                           \
+  std::vector<Fd> held;                                                             \
+  for (int i_ = 0; i_ < (n); ++i_) {                                                \
+    auto fd_ = perf_breakpoint_open((pid), target(7), 8, pmu::BpType::kW);          \
+    if (!fd_ && testing::refused(fd_.error())) {                                    \
+      GTEST_SKIP() << testing::skip_reason("a perf breakpoint event", fd_.error()); \
+    }                                                                               \
+    ASSERT_TRUE(fd_.has_value()) << fd_.error().to_string();                        \
+    held.push_back(std::move(*fd_));                                                \
+  }
+
+// How many more breakpoint events the child takes now (up to 8), closing them again.
+int free_slots(pid_t pid) {
+  std::vector<Fd> fds;
+  while (fds.size() < 8) {
+    auto fd = perf_breakpoint_open(pid, target(6), 8, pmu::BpType::kW);
+    if (!fd) break;
+    fds.push_back(std::move(*fd));
+  }
+  return static_cast<int>(fds.size());
+}
+
+TEST(PerfWatch, FourOneSlotPiecesOpenOnAStoppedChild) {
+  SPAWN_OR_SKIP(child);
+  { OPEN_DIRECT_OR_SKIP(probe_fd, child->pid(), 1); }
+  auto watch = PerfWatch::open(child->pid(), one_slot_pieces(4));
+  ASSERT_TRUE(watch.has_value()) << watch.error().to_string();
+  auto cpus = online_cpus();
+  ASSERT_TRUE(cpus.has_value()) << cpus.error().to_string();
+  EXPECT_EQ(watch->cpus(), *cpus);
+  EXPECT_EQ(watch->events(), 4 * cpus->size());  // one event per piece and CPU
+  EXPECT_EQ(watch->threads(), std::vector<pid_t>{child->pid()});
+  EXPECT_FALSE(watch->exited());
+  EXPECT_EQ(watch->pieces(), one_slot_pieces(4));
+  EXPECT_EQ(free_slots(child->pid()), 0);
+  auto hits = watch->poll(0);  // the child is stopped: nothing
+  ASSERT_TRUE(hits.has_value()) << hits.error().to_string();
+  EXPECT_TRUE(hits->empty());
+  EXPECT_EQ(watch->lost(), 0u);
+
+  PerfWatch moved = std::move(*watch);
+  EXPECT_EQ(moved.events(), 4 * cpus->size());
+  { PerfWatch gone = std::move(moved); }
+  EXPECT_EQ(free_slots(child->pid()), 4);  // the destructor closed every event
+}
+
+TEST(PerfWatch, FivePiecesAreEnospcNamingSlotsAndNothingStaysOpen) {
+  SPAWN_OR_SKIP(child);
+  { OPEN_DIRECT_OR_SKIP(probe_fd, child->pid(), 1); }
+  auto watch = PerfWatch::open(child->pid(), one_slot_pieces(5));
+  ASSERT_FALSE(watch.has_value());
+  EXPECT_EQ(watch.error().code(), ErrorCode::kNoSpc);
+  EXPECT_THAT(watch.error().message(), StartsWith("slots: "));
+  EXPECT_THAT(watch.error().message(), HasSubstr("need 5 debug registers; x86_64 has 4"));
+  EXPECT_EQ(free_slots(child->pid()), 4);
+}
+
+TEST(PerfWatch, SlotsHeldOutsideAreNamedAndLeftIntact) {
+  SPAWN_OR_SKIP(child);
+  OPEN_DIRECT_OR_SKIP(outside, child->pid(), 2);
+  auto watch = PerfWatch::open(child->pid(), one_slot_pieces(3));
+  ASSERT_FALSE(watch.has_value());
+  EXPECT_EQ(watch.error().code(), ErrorCode::kNoSpc);
+  EXPECT_THAT(watch.error().message(), StartsWith("slots: "));
+  EXPECT_THAT(watch.error().message(),
+              HasSubstr("thread " + std::to_string(child->pid()) +
+                        " although hwarb uses only 3 of 4: the others are held outside this "
+                        "process"));
+  // All or nothing: the two events the watch opened before the refusal are closed again, the
+  // two outside ones still hold their slots and count.
+  EXPECT_EQ(free_slots(child->pid()), 2);
+  for (const Fd& fd : outside) {
+    auto count = perf_read_count(fd.get());
+    ASSERT_TRUE(count.has_value()) << count.error().to_string();
+    EXPECT_EQ(*count, 0u);
+  }
+}
+
+TEST(PerfWatch, InvalidPiecesAreRefusedBeforeAnythingOpens) {
+  SPAWN_OR_SKIP(child);
+  auto none = PerfWatch::open(child->pid(), {});
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().code(), ErrorCode::kInval);
+  EXPECT_THAT(none.error().message(), StartsWith("pieces: "));
+
+  std::vector<HwPiece> pieces = one_slot_pieces(2);
+  pieces[1].addr += 4;  // len 8 at an address aligned to 4 only
+  auto misaligned = PerfWatch::open(child->pid(), pieces);
+  ASSERT_FALSE(misaligned.has_value());
+  EXPECT_EQ(misaligned.error().code(), ErrorCode::kInval);
+  EXPECT_THAT(misaligned.error().message(), StartsWith("pieces[1]: "));
+
+  pieces = one_slot_pieces(1);
+  pieces[0].type = pmu::BpType::kR;  // x86 has no read-only breakpoint
+  auto read_only = PerfWatch::open(child->pid(), pieces);
+  ASSERT_FALSE(read_only.has_value());
+  EXPECT_EQ(read_only.error().code(), ErrorCode::kInval);
+  EXPECT_THAT(read_only.error().message(), StartsWith("pieces[0]: "));
+
+  auto bad_pid = PerfWatch::open(0, one_slot_pieces(1));
+  ASSERT_FALSE(bad_pid.has_value());
+  EXPECT_THAT(bad_pid.error().message(), StartsWith("pid: "));
+}
+
+TEST(PerfWatch, ExecuteAndReadWritePiecesOpen) {
+  SPAWN_OR_SKIP(child);
+  { OPEN_DIRECT_OR_SKIP(probe_fd, child->pid(), 1); }
+  const std::vector<HwPiece> pieces = {
+      {.addr = reinterpret_cast<std::uint64_t>(&free_slots),
+       .len = 8,
+       .type = pmu::BpType::kX,
+       .expr = 0},
+      {.addr = target(0) + 2, .len = 2, .type = pmu::BpType::kRw, .expr = 1},
+      {.addr = target(1) + 1, .len = 1, .type = pmu::BpType::kW, .expr = 1},
+  };
+  auto watch = PerfWatch::open(child->pid(), pieces);
+  ASSERT_TRUE(watch.has_value()) << watch.error().to_string();
+  EXPECT_EQ(watch->events(), 3 * watch->cpus().size());
+  EXPECT_EQ(free_slots(child->pid()), 1);
+}
+
+// prog_canary THREADS WRITES [LATE], stopped (SIGSTOP) after it printed its canary's address.
+class CanaryProcess {
+ public:
+  ~CanaryProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      int st = 0;
+      ::waitpid(pid_, &st, 0);
+    }
+  }
+  // Starts it and waits for its stop; false with a test failure on any error.
+  bool start(int threads, int writes, int late_threads = 0) {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return false;
+    Fd read_end(out[0]), write_end(out[1]);
+    const std::string path = std::string(HWARB_PROGRAMS_DIR) + "/prog_canary";
+    const std::string a1 = std::to_string(threads), a2 = std::to_string(writes),
+                      a3 = std::to_string(late_threads);
+    char* const argv[] = {const_cast<char*>(path.c_str()), const_cast<char*>(a1.c_str()),
+                          const_cast<char*>(a2.c_str()), const_cast<char*>(a3.c_str()), nullptr};
+    pid_ = ::fork();
+    if (pid_ < 0) return false;
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::execv(path.c_str(), argv);
+      ::_exit(127);
+    }
+    write_end.reset();
+    std::string line;
+    char c = 0;
+    while (::read(read_end.get(), &c, 1) == 1 && c != '\n') line += c;
+    addr_ = std::strtoull(line.c_str(), nullptr, 16);
+    int st = 0;
+    if (::waitpid(pid_, &st, WUNTRACED) != pid_ || !WIFSTOPPED(st)) {
+      ADD_FAILURE() << "prog_canary did not stop: status " << st << ", output '" << line << "'";
+      pid_ = -1;
+      return false;
+    }
+    return addr_ != 0;
+  }
+  // SIGCONT, then waits for its exit status.
+  int finish() {
+    ::kill(pid_, SIGCONT);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+    return st;
+  }
+  pid_t pid() const { return pid_; }
+  std::uint64_t addr() const { return addr_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::uint64_t addr_ = 0;
+};
+
+TEST(PerfWatch, EveryThreadOfTheProcessGetsEveryPiece) {
+  CanaryProcess canary;
+  ASSERT_TRUE(canary.start(3, 0));
+  const std::vector<HwPiece> pieces = {
+      {.addr = canary.addr(), .len = 8, .type = pmu::BpType::kW, .expr = 0},
+      {.addr = canary.addr(), .len = 4, .type = pmu::BpType::kRw, .expr = 1},
+  };
+  auto watch = PerfWatch::open(canary.pid(), pieces);
+  if (!watch && testing::refused(watch.error())) {
+    GTEST_SKIP() << testing::skip_reason("a perf breakpoint event", watch.error());
+  }
+  ASSERT_TRUE(watch.has_value()) << watch.error().to_string();
+  ASSERT_EQ(watch->threads().size(), 3u);
+  EXPECT_EQ(watch->threads().front(), canary.pid());
+  EXPECT_EQ(watch->events(), 3 * 2 * watch->cpus().size());
+  auto none = watch->poll(0);
+  ASSERT_TRUE(none.has_value()) << none.error().to_string();
+  EXPECT_TRUE(none->empty());
+  EXPECT_FALSE(watch->exited());
+  const int st = canary.finish();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  // Every thread exited: the descriptors hang up, and poll returns at once, however long the
+  // timeout.
+  auto hits = watch->poll(-1);
+  ASSERT_TRUE(hits.has_value()) << hits.error().to_string();
+  EXPECT_TRUE(hits->empty());
+  EXPECT_TRUE(watch->exited());
+}
+
+TEST(PerfWatch, EveryWriteOfEveryThreadIsAHit) {
+  auto report = probe();
+  ASSERT_TRUE(report.has_value()) << report.error().to_string();
+  if (!report->hits_delivered) {
+    std::string reason = "this machine does not deliver breakpoint hits (" +
+                         std::to_string(report->canary_hits) + " of " +
+                         std::to_string(report->canary_writes) + " canary writes counted)";
+    std::fprintf(stderr, "SKIP: %s\n", reason.c_str());
+    GTEST_SKIP() << reason;
+  }
+  constexpr int kThreads = 2, kWrites = 300;
+  CanaryProcess canary;
+  ASSERT_TRUE(canary.start(kThreads, kWrites));
+  auto watch = PerfWatch::open(
+      canary.pid(), {{.addr = canary.addr(), .len = 8, .type = pmu::BpType::kW, .expr = 0}});
+  ASSERT_TRUE(watch.has_value()) << watch.error().to_string();
+  const int st = canary.finish();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  std::vector<PerfHit> hits;
+  for (int i = 0; i < 50 && !watch->exited(); ++i) {
+    auto more = watch->poll(100);
+    ASSERT_TRUE(more.has_value()) << more.error().to_string();
+    hits.insert(hits.end(), more->begin(), more->end());
+  }
+  EXPECT_EQ(watch->lost(), 0u);
+  ASSERT_EQ(hits.size(), std::size_t{kThreads * kWrites});
+  std::vector<pid_t> tids;
+  for (const PerfHit& h : hits) {
+    EXPECT_EQ(h.addr, canary.addr());
+    EXPECT_EQ(h.piece, 0u);
+    tids.push_back(h.tid);
+  }
+  std::sort(tids.begin(), tids.end());
+  tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
+  EXPECT_EQ(tids, watch->threads());
+  EXPECT_TRUE(std::is_sorted(hits.begin(), hits.end(), [](const PerfHit& a, const PerfHit& b) {
+    return a.time_ns < b.time_ns;
+  }));
+}
+
+// A thread the process creates after open() is covered through inherit.
+TEST(PerfWatch, ThreadsCreatedLaterAreCoveredByInherit) {
+  auto report = probe();
+  ASSERT_TRUE(report.has_value()) << report.error().to_string();
+  if (!report->hits_delivered) {
+    std::string reason = "this machine does not deliver breakpoint hits (" +
+                         std::to_string(report->canary_hits) + " of " +
+                         std::to_string(report->canary_writes) + " canary writes counted)";
+    std::fprintf(stderr, "SKIP: %s\n", reason.c_str());
+    GTEST_SKIP() << reason;
+  }
+  constexpr int kWrites = 100;
+  CanaryProcess canary;
+  ASSERT_TRUE(canary.start(1, kWrites, /*late_threads=*/2));
+  auto watch = PerfWatch::open(
+      canary.pid(), {{.addr = canary.addr(), .len = 8, .type = pmu::BpType::kW, .expr = 0}});
+  ASSERT_TRUE(watch.has_value()) << watch.error().to_string();
+  EXPECT_EQ(watch->threads().size(), 1u);
+  const int st = canary.finish();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  std::vector<PerfHit> hits;
+  for (int i = 0; i < 50 && !watch->exited(); ++i) {
+    auto more = watch->poll(100);
+    ASSERT_TRUE(more.has_value()) << more.error().to_string();
+    hits.insert(hits.end(), more->begin(), more->end());
+  }
+  EXPECT_EQ(watch->lost(), 0u);
+  EXPECT_EQ(hits.size(), std::size_t{3 * kWrites});
+  std::vector<pid_t> tids;
+  for (const PerfHit& h : hits) tids.push_back(h.tid);
+  std::sort(tids.begin(), tids.end());
+  tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
+  EXPECT_EQ(tids.size(), 3u);
+}
+
+TEST(CpuList, ParsesRangesAndRefusesGarbage) {
+  EXPECT_EQ(parse_cpu_list("0-1\n").value(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(parse_cpu_list("0,2-4,7").value(), (std::vector<int>{0, 2, 3, 4, 7}));
+  EXPECT_EQ(parse_cpu_list("5").value(), std::vector<int>{5});
+  for (const char* bad : {"", "\n", "a", "1-", "3-1", "0,,1", "1,0", "0-1x"}) {
+    auto r = parse_cpu_list(bad);
+    ASSERT_FALSE(r.has_value()) << bad;
+    EXPECT_EQ(r.error().code(), ErrorCode::kInval);
+    EXPECT_THAT(r.error().message(), StartsWith("cpus: ")) << bad;
+  }
+  auto online = online_cpus();
+  ASSERT_TRUE(online.has_value()) << online.error().to_string();
+  EXPECT_FALSE(online->empty());
+}
+
+}  // namespace
+}  // namespace hwarb::linux

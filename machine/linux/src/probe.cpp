@@ -1,0 +1,410 @@
+#include "hwarb/linux/probe.h"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string_view>
+#include <utility>
+
+#include "hwarb/base/format.h"
+#include "hwarb/linux/fd.h"
+#include "hwarb/linux/stopped_child.h"
+#include "hwarb/linux/syscalls.h"
+#include "sys_error.h"
+
+// A straight-line block of five instructions (four 1-byte nops, then a jmp that skips one nop)
+// and the jmp's target, which spins. The traced child's rip is moved here; it never runs it on
+// its own.
+__asm__(
+    ".pushsection .text\n"
+    ".p2align 4\n"
+    ".globl hwarb_probe_block\n"
+    ".hidden hwarb_probe_block\n"
+    ".type hwarb_probe_block, @function\n"
+    "hwarb_probe_block:\n"
+    "  nop\n"
+    "  nop\n"
+    "  nop\n"
+    "  nop\n"
+    "  jmp 1f\n"
+    "  nop\n"
+    ".globl hwarb_probe_block_target\n"
+    ".hidden hwarb_probe_block_target\n"
+    "hwarb_probe_block_target:\n"
+    "1:\n"
+    "  jmp 1b\n"
+    ".size hwarb_probe_block, . - hwarb_probe_block\n"
+    ".popsection\n");
+extern "C" const char hwarb_probe_block[];
+extern "C" const char hwarb_probe_block_target[];
+
+namespace hwarb::linux {
+namespace {
+
+constexpr int kBlockInstructions = 5;
+// Enough for any x86 machine (4 debug registers) and any sane virtual one.
+constexpr int kMaxSlotsCounted = 64;
+constexpr int kOrphaned = 120;
+constexpr int kNoStart = 121;
+
+// Written kCanaryWrites times by the canary child (a fork: the same address there).
+alignas(8) volatile std::uint64_t g_canary = 0;
+
+// The canary child: raw system calls only (the parent may be multi-threaded; see
+// stopped_child.cpp). Waits for one byte on `go`, then writes the canary and exits.
+[[noreturn]] void canary_child(pid_t parent, int go, int go_write_end) {
+  ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0L, 0L, 0L);
+  if (::syscall(SYS_getppid) != parent) ::syscall(SYS_exit_group, kOrphaned);
+  // Without the write end, a parent that gives up closes the pipe and read returns 0.
+  ::syscall(SYS_close, go_write_end);
+  char byte = 0;
+  long n = -1;
+  do {
+    n = ::syscall(SYS_read, go, &byte, 1L);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) ::syscall(SYS_exit_group, kNoStart);
+  for (std::uint64_t i = 1; i <= kCanaryWrites; ++i) g_canary = i;
+  ::syscall(SYS_exit_group, 0);
+  __builtin_unreachable();
+}
+
+// Owns a forked child: SIGKILL and reap on destruction unless it was reaped already.
+class ForkedChild {
+ public:
+  explicit ForkedChild(pid_t pid) : pid_(pid) {}
+  ForkedChild(const ForkedChild&) = delete;
+  ForkedChild& operator=(const ForkedChild&) = delete;
+  ~ForkedChild() {
+    if (pid_ <= 0) return;
+    (void)send_signal(pid_, SIGKILL);
+    while (true) {
+      auto st = wait_for(pid_, false);
+      if (!st || st->kind == WaitKind::kExited || st->kind == WaitKind::kKilled) break;
+    }
+  }
+  pid_t pid() const { return pid_; }
+  // Waits for the exit (or death); the child is reaped afterwards.
+  Result<WaitStatus> wait_exit() {
+    while (true) {
+      auto st = wait_for(pid_, false);
+      if (!st) return st;
+      if (st->kind == WaitKind::kExited || st->kind == WaitKind::kKilled) {
+        pid_ = -1;
+        return st;
+      }
+    }
+  }
+
+ private:
+  pid_t pid_;
+};
+
+std::optional<int> read_int_file(const char* path) {
+  std::ifstream in(path);
+  int value = 0;
+  if (!(in >> value)) return std::nullopt;
+  return value;
+}
+
+bool exists(const char* path) {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
+}
+
+// Counts the breakpoint slots of the canary child, then lets it write the canary under a write
+// breakpoint and reads the event's count after it exited.
+Result<void> probe_breakpoints(ProbeReport& report) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    return detail::sys_fail(errno, "pipe", "pipe2() for the canary child");
+  }
+  Fd go_read(pipe_fds[0]);
+  Fd go_write(pipe_fds[1]);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) return detail::sys_fail(errno, "fork", "fork() of the canary child");
+  if (pid == 0) canary_child(parent, pipe_fds[0], pipe_fds[1]);
+  ForkedChild child(pid);
+  go_read.reset();
+
+  const auto canary = reinterpret_cast<std::uint64_t>(&g_canary);
+  {
+    std::vector<Fd> held;
+    while (static_cast<int>(held.size()) < kMaxSlotsCounted) {
+      auto fd = perf_breakpoint_open(pid, canary, sizeof g_canary, pmu::BpType::kW);
+      if (!fd) {
+        report.slots_error = held.empty() ? fd.error().to_string() : errno_name(fd.error().code());
+        break;
+      }
+      held.push_back(std::move(*fd));
+    }
+    report.breakpoint_slots = static_cast<int>(held.size());
+    if (report.slots_error.empty()) {
+      report.slots_error = "none: counting stopped at " + std::to_string(kMaxSlotsCounted);
+    }
+  }
+  if (report.breakpoint_slots == 0) return {};
+
+  auto counter = perf_breakpoint_open(pid, canary, sizeof g_canary, pmu::BpType::kW);
+  if (!counter) {
+    report.notes.push_back("the canary breakpoint could not be opened again: " +
+                           counter.error().to_string());
+    return {};
+  }
+  const char go = 'g';
+  if (::write(go_write.get(), &go, 1) != 1) {
+    return detail::sys_fail(errno, "pipe", "write() to the canary child");
+  }
+  auto st = child.wait_exit();
+  if (!st) return std::unexpected(st.error().with_context("child"));
+  if (st->kind != WaitKind::kExited || st->value != 0) {
+    report.notes.push_back("the canary child did not finish its writes (waitpid status " +
+                           hex(static_cast<unsigned>(st->raw)) + ")");
+    return {};
+  }
+  auto count = perf_read_count(counter->get());
+  if (!count) return std::unexpected(count.error().with_context("canary"));
+  report.canary_writes = kCanaryWrites;
+  report.canary_hits = *count;
+  report.hits_delivered = report.canary_hits == report.canary_writes;
+  return {};
+}
+
+// Waits for the traced child's next stop and returns its rip; an error when it did not stop
+// with SIGTRAP.
+Result<std::uint64_t> rip_after_trap(StoppedChild& child, std::string_view request) {
+  auto st = child.wait(false);
+  if (!st) return std::unexpected(st.error());
+  if (st->kind != WaitKind::kStopped || st->value != SIGTRAP) {
+    return make_error(ErrorCode::kIo,
+                      "child: after " + std::string(request) + " waitpid reported status " +
+                          hex(static_cast<unsigned>(st->raw)) + ", not a SIGTRAP stop");
+  }
+  user_regs_struct regs;
+  if (auto ok = ptrace_getregs(child.pid(), regs); !ok) return std::unexpected(ok.error());
+  return regs.rip;
+}
+
+// Moves the child's rip to the probe block (no syscall restart: orig_rax = -1).
+Result<void> enter_block(StoppedChild& child, user_regs_struct& regs) {
+  regs.rip = reinterpret_cast<std::uint64_t>(hwarb_probe_block);
+  regs.orig_rax = static_cast<unsigned long long>(-1);
+  return ptrace_setregs(child.pid(), regs);
+}
+
+std::string instructions(std::uint64_t n) {
+  return std::to_string(n) + (n == 1 ? " instruction" : " instructions");
+}
+
+Result<void> probe_stepping(ProbeReport& report) {
+  auto child = StoppedChild::spawn();
+  if (!child) {
+    if (child.error().code() != ErrorCode::kPerm) return std::unexpected(child.error());
+    report.notes.push_back("ptrace refused: " + child.error().message());
+    return {};
+  }
+  report.ptrace_allowed = true;
+  const auto block = reinterpret_cast<std::uint64_t>(hwarb_probe_block);
+  const auto target = reinterpret_cast<std::uint64_t>(hwarb_probe_block_target);
+
+  user_regs_struct regs;
+  if (auto ok = ptrace_getregs(child->pid(), regs); !ok) return ok;
+  if (auto ok = enter_block(*child, regs); !ok) return ok;
+  if (auto ok = ptrace_singlestep(child->pid()); !ok) return ok;
+  auto step = rip_after_trap(*child, "PTRACE_SINGLESTEP");
+  if (!step) {
+    report.notes.push_back("PTRACE_SINGLESTEP: " + step.error().message());
+    return {};
+  }
+  report.singlestep_works = *step == block + 1;
+  if (!report.singlestep_works) {
+    report.notes.push_back("PTRACE_SINGLESTEP from the block start " + hex(block) + " stopped at " +
+                           hex(*step) + ", expected " + hex(block + 1));
+  }
+
+  if (auto ok = enter_block(*child, regs); !ok) return ok;
+  if (auto ok = ptrace_singleblock(child->pid()); !ok) {
+    report.singleblock_detail = "refused: " + ok.error().message();
+    return {};
+  }
+  auto blockstep = rip_after_trap(*child, "PTRACE_SINGLEBLOCK");
+  if (!blockstep) {
+    report.singleblock_detail = blockstep.error().message();
+    return {};
+  }
+  const std::uint64_t rip = *blockstep;
+  report.singleblock_steps_blocks = rip == target;
+  if (rip == target) {
+    report.singleblock_detail =
+        "reached the branch target of a " + instructions(kBlockInstructions) + " block in one stop";
+  } else if (rip > block && rip < block + kBlockInstructions) {
+    report.singleblock_detail = "stopped after " + instructions(rip - block) + " of a " +
+                                std::to_string(kBlockInstructions) + "-instruction block";
+  } else {
+    report.singleblock_detail =
+        "stopped at " + hex(rip) + " (block " + hex(block) + ", branch target " + hex(target) + ")";
+  }
+  return {};
+}
+
+void add_notes(ProbeReport& r) {
+  if (!r.breakpoint_pmu) {
+    r.notes.push_back("no breakpoint PMU: watchpoints use the software fallback");
+  } else if (r.breakpoint_slots == 0) {
+    r.notes.push_back("no breakpoint event could be opened (" + r.slots_error +
+                      "): watchpoints use the software fallback");
+  } else if (!r.hits_delivered && r.canary_writes > 0) {
+    r.notes.push_back("breakpoints open but hits are not delivered (" +
+                      std::to_string(r.canary_hits) + " of " + std::to_string(r.canary_writes) +
+                      " canary writes counted): using the software fallback");
+  }
+  if (r.ptrace_allowed && !r.singleblock_steps_blocks) {
+    r.notes.push_back("PTRACE_SINGLEBLOCK does not step blocks (" + r.singleblock_detail +
+                      "): branch tracing uses int3 on block ends");
+  }
+}
+
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_bool(bool b) {
+  return b ? "true" : "false";
+}
+
+std::string json_int(const std::optional<int>& v) {
+  return v ? std::to_string(*v) : "null";
+}
+
+std::string yes_no(bool b) {
+  return b ? "yes" : "no";
+}
+
+}  // namespace
+
+Result<ProbeReport> probe() {
+  ProbeReport r;
+  r.perf_event_paranoid = read_int_file("/proc/sys/kernel/perf_event_paranoid");
+  r.breakpoint_pmu = exists("/sys/bus/event_source/devices/breakpoint");
+  r.intel_bts = exists("/sys/bus/event_source/devices/intel_bts");
+  r.intel_pt = exists("/sys/bus/event_source/devices/intel_pt");
+  r.ptrace_scope = read_int_file("/proc/sys/kernel/yama/ptrace_scope");
+  if (auto ok = probe_breakpoints(r); !ok) return std::unexpected(ok.error());
+  if (auto ok = probe_stepping(r); !ok) return std::unexpected(ok.error());
+  add_notes(r);
+  return r;
+}
+
+std::string probe_to_json(const ProbeReport& r) {
+  std::string out = "{";
+  out += "\"perf_event_paranoid\":" + json_int(r.perf_event_paranoid);
+  out += ",\"breakpoint_pmu\":" + json_bool(r.breakpoint_pmu);
+  out += ",\"breakpoint_slots\":" + std::to_string(r.breakpoint_slots);
+  out += ",\"slots_error\":" + json_string(r.slots_error);
+  out += ",\"hits_delivered\":" + json_bool(r.hits_delivered);
+  out += ",\"canary_writes\":" + std::to_string(r.canary_writes);
+  out += ",\"canary_hits\":" + std::to_string(r.canary_hits);
+  out += ",\"intel_bts\":" + json_bool(r.intel_bts);
+  out += ",\"intel_pt\":" + json_bool(r.intel_pt);
+  out += ",\"ptrace_scope\":" + json_int(r.ptrace_scope);
+  out += ",\"ptrace_allowed\":" + json_bool(r.ptrace_allowed);
+  out += ",\"singlestep_works\":" + json_bool(r.singlestep_works);
+  out += ",\"singleblock_steps_blocks\":" + json_bool(r.singleblock_steps_blocks);
+  out += ",\"singleblock_detail\":" + json_string(r.singleblock_detail);
+  out += ",\"notes\":[";
+  for (std::size_t i = 0; i < r.notes.size(); ++i) {
+    if (i > 0) out += ",";
+    out += json_string(r.notes[i]);
+  }
+  out += "]}";
+  return out;
+}
+
+std::string probe_to_text(const ProbeReport& r) {
+  std::string out;
+  auto line = [&out](const std::string& s) { out += s + "\n"; };
+  line("perf_event_paranoid: " +
+       (r.perf_event_paranoid ? std::to_string(*r.perf_event_paranoid) : "unknown"));
+  if (!r.breakpoint_pmu) {
+    line("breakpoint PMU: no");
+  } else if (r.breakpoint_slots > 0) {
+    line("breakpoint PMU: yes (" + std::to_string(r.breakpoint_slots) + " slots per thread)");
+  } else {
+    line("breakpoint PMU: yes (no event could be opened: " + r.slots_error + ")");
+  }
+  if (r.canary_writes > 0) {
+    line(std::string("hits delivered: ") + (r.hits_delivered ? "yes" : "NO") + " (" +
+         std::to_string(r.canary_hits) + " of " + std::to_string(r.canary_writes) +
+         " canary writes)");
+  } else {
+    line("hits delivered: NO (no canary ran)");
+  }
+  line("BTS: " + yes_no(r.intel_bts));
+  line("intel_pt: " + yes_no(r.intel_pt));
+  line(std::string("ptrace: ") + (r.ptrace_allowed ? "allowed" : "refused") +
+       " (yama ptrace_scope: " + (r.ptrace_scope ? std::to_string(*r.ptrace_scope) : "absent") +
+       ")");
+  if (r.ptrace_allowed) {
+    line(std::string("PTRACE_SINGLESTEP: ") +
+         (r.singlestep_works ? "steps one instruction" : "does not step one instruction"));
+    if (r.singleblock_steps_blocks) {
+      line("PTRACE_SINGLEBLOCK: steps blocks");
+    } else if (r.singleblock_detail.starts_with("stopped after 1 instruction ")) {
+      line("PTRACE_SINGLEBLOCK: steps single instructions, not blocks");
+    } else {
+      line("PTRACE_SINGLEBLOCK: does not step blocks (" + r.singleblock_detail + ")");
+    }
+  }
+  if (r.hits_delivered && r.breakpoint_slots > 0) {
+    line("watch: hardware (perf breakpoints, " + std::to_string(r.breakpoint_slots) +
+         " slots per thread)");
+  } else if (r.ptrace_allowed) {
+    line("watch: software (page protection with instruction decoding; int3 for execute)");
+  } else {
+    line("watch: unavailable (breakpoint hits are not delivered and ptrace is refused)");
+  }
+  if (r.intel_bts) {
+    line("trace: hardware (intel_bts)");
+  } else if (r.ptrace_allowed) {
+    line("trace: software (int3 on basic-block ends)");
+  } else {
+    line("trace: unavailable (ptrace refused, no intel_bts)");
+  }
+  for (const std::string& note : r.notes) line("note: " + note);
+  return out;
+}
+
+}  // namespace hwarb::linux

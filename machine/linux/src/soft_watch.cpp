@@ -1,0 +1,834 @@
+#include "hwarb/linux/soft_watch.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "hwarb/base/format.h"
+#include "sys_error.h"
+
+namespace hwarb::linux {
+namespace {
+
+constexpr std::uint64_t kPage = 4096;
+constexpr int kSegvAccErr = 2;   // SEGV_ACCERR: a protection fault on a mapped page
+constexpr int kSiKernel = 0x80;  // SI_KERNEL: the SIGTRAP of an int3
+
+std::uint64_t page_of(std::uint64_t addr) {
+  return addr & ~(kPage - 1);
+}
+
+bool overlaps(std::uint64_t a, std::uint64_t alen, std::uint64_t b, std::uint64_t blen) {
+  return a < b + blen && b < a + alen;
+}
+
+unsigned access_bits(x86::Access access) {
+  switch (access) {
+    case x86::Access::kRead:
+      return kWatchRead;
+    case x86::Access::kWrite:
+      return kWatchWrite;
+    case x86::Access::kReadWrite:
+      return kWatchRead | kWatchWrite;
+  }
+  return 0;
+}
+
+// The system calls whose user buffer hwarb knows: where it is and whether the kernel reads it
+// (write-like) or writes it (read-like). Other calls are checked by their pointer arguments.
+struct BufferArgs {
+  long nr;
+  const char* name;
+  int buf;  // argument index of the buffer
+  int len;  // argument index of its length
+  bool kernel_reads;
+};
+constexpr BufferArgs kBufferSyscalls[] = {
+    {SYS_read, "read", 1, 2, false},           {SYS_write, "write", 1, 2, true},
+    {SYS_pread64, "pread64", 1, 2, false},     {SYS_pwrite64, "pwrite64", 1, 2, true},
+    {SYS_recvfrom, "recvfrom", 1, 2, false},   {SYS_sendto, "sendto", 1, 2, true},
+    {SYS_getrandom, "getrandom", 0, 1, false}, {SYS_readlink, "readlink", 1, 2, false},
+    {SYS_getcwd, "getcwd", 0, 1, false},       {SYS_readlinkat, "readlinkat", 2, 3, false},
+};
+
+const BufferArgs* buffer_args(long nr) {
+  for (const BufferArgs& b : kBufferSyscalls) {
+    if (b.nr == nr) return &b;
+  }
+  return nullptr;
+}
+
+std::string syscall_name(long nr) {
+  if (const BufferArgs* b = buffer_args(nr)) return b->name;
+  switch (nr) {
+    case SYS_futex:
+      return "futex";
+    case SYS_nanosleep:
+      return "nanosleep";
+    case SYS_clock_gettime:
+      return "clock_gettime";
+    case SYS_clock_nanosleep:
+      return "clock_nanosleep";
+    case SYS_gettimeofday:
+      return "gettimeofday";
+    case SYS_fstat:
+      return "fstat";
+    case SYS_newfstatat:
+      return "newfstatat";
+    case SYS_stat:
+      return "stat";
+    case SYS_readv:
+      return "readv";
+    case SYS_writev:
+      return "writev";
+    case SYS_ioctl:
+      return "ioctl";
+    case SYS_pipe:
+      return "pipe";
+    case SYS_pipe2:
+      return "pipe2";
+    case SYS_wait4:
+      return "wait4";
+    case SYS_rt_sigaction:
+      return "rt_sigaction";
+    case SYS_rt_sigprocmask:
+      return "rt_sigprocmask";
+    case SYS_uname:
+      return "uname";
+    case SYS_sysinfo:
+      return "sysinfo";
+    case SYS_times:
+      return "times";
+    case SYS_poll:
+      return "poll";
+    case SYS_select:
+      return "select";
+    case SYS_mprotect:
+      return "mprotect";
+    case SYS_munmap:
+      return "munmap";
+    default:
+      return "syscall " + std::to_string(nr);
+  }
+}
+
+// PROT_* while watched: no access when any watch on the page reads, else no writes.
+int watched_protection(int original, unsigned access) {
+  if ((access & kWatchRead) != 0) return PROT_NONE;
+  return original & ~PROT_WRITE;
+}
+
+bool is_stack(const Mapping& m, const std::vector<std::uint64_t>& stack_pointers) {
+  if (m.path == "[stack]") return true;
+  return std::any_of(stack_pointers.begin(), stack_pointers.end(),
+                     [&](std::uint64_t sp) { return m.contains(sp); });
+}
+
+}  // namespace
+
+const char* watch_method_name(WatchMethod method) {
+  switch (method) {
+    case WatchMethod::kPageProtect:
+      return "page protection";
+    case WatchMethod::kSingleStep:
+      return "single-step";
+    case WatchMethod::kInt3:
+      return "int3";
+  }
+  return "?";
+}
+
+SoftWatch::SoftWatch(Inferior& inferior, std::vector<WatchRange> ranges)
+    : inferior_(&inferior), ranges_(std::move(ranges)), start_(std::chrono::steady_clock::now()) {}
+
+std::uint64_t SoftWatch::now_ns() const {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now() - start_)
+                                        .count());
+}
+
+Result<SoftWatch> SoftWatch::arm(Inferior& inferior, std::vector<WatchRange> ranges,
+                                 const SoftWatchOptions& options) {
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    const WatchRange& r = ranges[i];
+    const std::string which = "range " + std::to_string(i) + " (" + hex(r.addr) + ")";
+    if (r.len == 0) return make_error(ErrorCode::kInval, "len: " + which + " has length 0");
+    if (r.addr + r.len < r.addr) {
+      return make_error(ErrorCode::kInval, "len: " + which + " wraps around the address space");
+    }
+    if (r.access == 0 || (r.access & ~(kWatchRead | kWatchWrite | kWatchExec)) != 0) {
+      return make_error(ErrorCode::kInval, "access: " + which + " has no valid access");
+    }
+    if ((r.access & kWatchExec) != 0 && (r.access & ~kWatchExec) != 0) {
+      return make_error(ErrorCode::kInval,
+                        "access: " + which + " mixes execution with reads or writes");
+    }
+  }
+  std::vector<pid_t> tids = inferior.threads();
+  pid_t tid = -1;
+  std::vector<std::uint64_t> stack_pointers;
+  for (pid_t t : tids) {
+    if (!inferior.is_stopped(t)) continue;
+    if (tid < 0) tid = t;
+    if (auto regs = inferior.get_regs(t)) stack_pointers.push_back(regs->rsp);
+  }
+  if (tid < 0) return make_error(ErrorCode::kSrch, "pid: no stopped thread to arm the watch in");
+  auto maps = read_maps(inferior.pid());
+  if (!maps) return std::unexpected(maps.error());
+
+  SoftWatch w(inferior, std::move(ranges));
+  w.methods_.assign(w.ranges_.size(), WatchMethod::kPageProtect);
+  std::string why;
+  for (std::size_t i = 0; i < w.ranges_.size(); ++i) {
+    const WatchRange& r = w.ranges_[i];
+    if ((r.access & kWatchExec) != 0) {
+      w.methods_[i] = WatchMethod::kInt3;
+      continue;
+    }
+    for (std::uint64_t p = page_of(r.addr); p < r.addr + r.len; p += kPage) {
+      auto m = find_mapping(*maps, p);
+      if (!m) {
+        return make_error(ErrorCode::kFault, "addr: " + hex(p) + " (watched from " + hex(r.addr) +
+                                                 ") is not mapped in process " +
+                                                 std::to_string(inferior.pid()));
+      }
+      if (is_stack(*m, stack_pointers) || ((r.access & kWatchRead) != 0 && m->exec) ||
+          options.force_single_step) {
+        w.methods_[i] = WatchMethod::kSingleStep;
+      }
+    }
+  }
+  w.single_step_ =
+      std::find(w.methods_.begin(), w.methods_.end(), WatchMethod::kSingleStep) != w.methods_.end();
+  if (w.single_step_) {
+    // Every instruction is stepped anyway: all ranges are checked by decoding, execution
+    // watches by the instruction pointer.
+    for (std::size_t i = 0; i < w.ranges_.size(); ++i) w.methods_[i] = WatchMethod::kSingleStep;
+    for (pid_t t : tids) {
+      if (inferior.is_stopped(t)) {
+        if (auto r = w.prepare_step(t); !r) return std::unexpected(r.error());
+      }
+    }
+    return w;
+  }
+  // The pages and the protection each needs.
+  std::map<std::uint64_t, unsigned> page_access;
+  for (const WatchRange& r : w.ranges_) {
+    if ((r.access & kWatchExec) != 0) continue;
+    for (std::uint64_t p = page_of(r.addr); p < r.addr + r.len; p += kPage) {
+      page_access[p] |= r.access;
+    }
+  }
+  auto undo = [&](SoftWatch& partial) {
+    for (auto& [p, page] : partial.pages_) (void)partial.protect(tid, p, page.original);
+    for (auto& [a, trap] : partial.traps_) {
+      (void)inferior.write_memory(a, std::span<const std::uint8_t>(&trap.original, 1));
+    }
+  };
+  for (auto& [p, access] : page_access) {
+    auto m = find_mapping(*maps, p);
+    Page page;
+    page.original = m->prot();
+    page.protection = watched_protection(page.original, access);
+    if (auto r = w.protect(tid, p, page.protection); !r) {
+      undo(w);
+      return std::unexpected(r.error());
+    }
+    w.pages_[p] = page;
+  }
+  for (std::size_t i = 0; i < w.ranges_.size(); ++i) {
+    if (w.methods_[i] != WatchMethod::kInt3) continue;
+    const std::uint64_t a = w.ranges_[i].addr;
+    if (auto it = w.traps_.find(a); it != w.traps_.end()) {
+      it->second.ranges.push_back(i);
+      continue;
+    }
+    std::uint8_t original = 0;
+    if (auto r = inferior.read_memory(a, std::span(&original, 1)); !r) {
+      undo(w);
+      return std::unexpected(r.error());
+    }
+    const std::uint8_t int3 = 0xCC;
+    if (auto r = inferior.write_memory(a, std::span<const std::uint8_t>(&int3, 1)); !r) {
+      undo(w);
+      return std::unexpected(r.error());
+    }
+    w.traps_[a] = Trap{original, {i}};
+  }
+  return w;
+}
+
+Result<void> SoftWatch::protect(pid_t tid, std::uint64_t page, int prot, std::uint64_t count) {
+  auto r = inferior_->inject_syscall(
+      tid, SYS_mprotect, {page, count * kPage, static_cast<std::uint64_t>(prot), 0, 0, 0});
+  if (!r) return std::unexpected(r.error());
+  if (*r < 0) {
+    return detail::sys_fail(static_cast<int>(-*r), "addr",
+                            "mprotect of " + hex(page) + " in thread " + std::to_string(tid));
+  }
+  return {};
+}
+
+bool SoftWatch::page_protected(std::uint64_t addr) const {
+  return pages_.contains(page_of(addr));
+}
+
+Resume SoftWatch::resume_mode() const {
+  if (ended_) return Resume::kCont;
+  if (single_step_) return Resume::kStep;
+  if (!pages_.empty()) return Resume::kSyscall;
+  return Resume::kCont;
+}
+
+std::string SoftWatch::describe() const {
+  if (single_step_) {
+    return "single-step (a watched range is on a stack or is code read as data: every "
+           "instruction is stepped, about 30 000 per second)";
+  }
+  std::string out;
+  if (!pages_.empty()) {
+    out = "page protection (" + std::to_string(pages_.size()) +
+          (pages_.size() == 1 ? " page)" : " pages)");
+  }
+  if (!traps_.empty()) {
+    if (!out.empty()) out += " + ";
+    out += "int3 (" + std::to_string(traps_.size()) + ")";
+  }
+  return out;
+}
+
+Result<std::vector<std::uint8_t>> SoftWatch::read_range(std::size_t range) {
+  std::vector<std::uint8_t> bytes(ranges_[range].len);
+  if (auto r = inferior_->read_memory(ranges_[range].addr, bytes); !r) {
+    return std::unexpected(r.error());
+  }
+  return bytes;
+}
+
+void SoftWatch::add_hit(std::vector<SoftHit>& hits, std::size_t range, pid_t tid, std::uint64_t ip,
+                        std::uint64_t addr, unsigned access, std::vector<std::uint8_t> before,
+                        std::vector<std::uint8_t> after, std::string syscall) {
+  SoftHit hit;
+  hit.id = ranges_[range].id;
+  hit.tid = tid;
+  hit.time_ns = now_ns();
+  hit.ip = ip;
+  hit.addr = addr;
+  hit.access = access;
+  hit.old_value = std::move(before);
+  hit.new_value = std::move(after);
+  hit.syscall = std::move(syscall);
+  hits.push_back(std::move(hit));
+}
+
+Result<bool> SoftWatch::handle(const Event& ev, std::vector<SoftHit>& hits) {
+  if (ended_) return false;
+  switch (ev.kind) {
+    case EventKind::kSignal:
+      if (ev.signal == SIGSEGV && ev.code == kSegvAccErr && page_protected(ev.fault_addr)) {
+        return on_fault(ev, hits);
+      }
+      if (ev.signal == SIGTRAP && single_step_ && step_.contains(ev.tid) && ev.code != kSiKernel) {
+        return on_step(ev.tid, hits);
+      }
+      if (ev.signal == SIGTRAP && ev.code == kSiKernel && !traps_.empty()) {
+        return on_trap(ev, hits);
+      }
+      return false;
+    case EventKind::kSyscallEnter:
+      return on_syscall_enter(ev);
+    case EventKind::kSyscallExit:
+      return on_syscall_exit(ev, hits);
+    case EventKind::kNewThread:
+      if (single_step_) {
+        if (auto r = prepare_step(ev.tid); !r) return std::unexpected(r.error());
+      }
+      if (auto r = inferior_->resume(ev.tid, resume_mode()); !r) return std::unexpected(r.error());
+      return true;
+    case EventKind::kFork:
+      if (ev.vfork) {
+        // Shares this process's memory until it execs: watched like a thread.
+        if (single_step_) {
+          if (auto r = prepare_step(ev.child); !r) return std::unexpected(r.error());
+        }
+        if (auto r = inferior_->resume(ev.child, resume_mode()); !r) {
+          return std::unexpected(r.error());
+        }
+        return true;
+      }
+      if (auto r = release_child(ev.child); !r) return std::unexpected(r.error());
+      return true;
+    case EventKind::kExec:
+      ended_ = true;
+      pages_.clear();
+      traps_.clear();
+      open_.clear();
+      step_.clear();
+      return false;
+    case EventKind::kThreadExit:
+      open_.erase(ev.tid);
+      step_.erase(ev.tid);
+      return false;
+    case EventKind::kExited:
+    case EventKind::kKilled:
+      ended_ = true;
+      return false;
+  }
+  return false;
+}
+
+Result<void> SoftWatch::release_child(pid_t child) {
+  // A forked child has copies of the protected pages and of the int3 bytes: both are undone
+  // there, so the child runs as it would have without hwarb.
+  for (auto& [p, page] : pages_) {
+    auto r = inferior_->inject_syscall(
+        child, SYS_mprotect, {p, kPage, static_cast<std::uint64_t>(page.original), 0, 0, 0});
+    if (!r) return std::unexpected(r.error());
+  }
+  for (auto& [a, trap] : traps_) {
+    if (auto r =
+            inferior_->write_memory(a, std::span<const std::uint8_t>(&trap.original, 1), child);
+        !r) {
+      return r;
+    }
+  }
+  return inferior_->release(child);
+}
+
+Result<bool> SoftWatch::on_fault(const Event& ev, std::vector<SoftHit>& hits) {
+  const pid_t tid = ev.tid;
+  ++stats_.faults;
+  auto regs = inferior_->get_regs(tid);
+  if (!regs) return std::unexpected(regs.error());
+  const std::uint64_t fault_ip = regs->rip;
+  std::uint8_t code[15] = {};
+  std::size_t have = sizeof(code);
+  while (have > 0 && !inferior_->read_memory(regs->rip, std::span(code, have))) --have;
+  auto insn = x86::decode(std::span<const std::uint8_t>(code, have), regs->rip);
+  std::vector<x86::MemRef> refs;
+  if (insn) {
+    auto r = x86::effective_addresses(*insn, *regs);
+    if (r) refs = std::move(*r);
+  }
+  if (refs.empty()) {
+    // Undecodable: assume a read-write of the faulting byte.
+    refs.push_back(x86::MemRef{ev.fault_addr, 1, x86::Access::kReadWrite});
+  }
+  struct Match {
+    std::size_t range;
+    unsigned access;
+    std::uint64_t first;
+  };
+  std::vector<Match> matches;
+  for (const x86::MemRef& ref : refs) {
+    for (std::size_t i = 0; i < ranges_.size(); ++i) {
+      const WatchRange& r = ranges_[i];
+      if (methods_[i] != WatchMethod::kPageProtect) continue;
+      if (!overlaps(ref.address, ref.size, r.addr, r.len)) continue;
+      const unsigned bits = access_bits(ref.access) & r.access;
+      if (bits == 0) continue;
+      auto it = std::find_if(matches.begin(), matches.end(),
+                             [&](const Match& m) { return m.range == i; });
+      if (it != matches.end()) {
+        it->access |= bits;
+      } else {
+        matches.push_back(Match{i, bits, std::max(ref.address, r.addr)});
+      }
+    }
+  }
+  if (matches.empty()) ++stats_.false_sharing;
+  std::vector<std::vector<std::uint8_t>> before;
+  for (const Match& m : matches) {
+    auto b = read_range(m.range);
+    if (!b) return std::unexpected(b.error());
+    before.push_back(std::move(*b));
+  }
+
+  // The pages the instruction touches, and whether their original protection allows it.
+  auto allowed = [&](const x86::MemRef& ref, int need) {
+    for (std::uint64_t p = page_of(ref.address); p < ref.address + ref.size; p += kPage) {
+      auto it = pages_.find(p);
+      if (it != pages_.end() && (it->second.original & need) != need) return false;
+    }
+    return true;
+  };
+  bool done = false;
+  int pass_signal = 0;
+  if (insn && refs.size() == 1) {
+    if (auto st = x86::emulate_store(*insn, *regs); st && allowed(refs[0], PROT_WRITE)) {
+      std::uint8_t bytes[8];
+      std::memcpy(bytes, &st->value, sizeof(bytes));
+      if (auto r =
+              inferior_->write_memory(st->address, std::span<const std::uint8_t>(bytes, st->size));
+          !r) {
+        return std::unexpected(r.error());
+      }
+      regs->rip += insn->length;
+      done = true;
+    } else if (auto ld = x86::emulate_load(*insn, *regs); ld && allowed(refs[0], PROT_READ)) {
+      auto value = inferior_->read_word(ld->address, static_cast<int>(ld->size));
+      if (!value) return std::unexpected(value.error());
+      if (auto r = x86::apply_load(*insn, *value, *regs); !r) return std::unexpected(r.error());
+      done = true;
+    }
+    if (done) {
+      if (auto r = inferior_->set_regs(tid, *regs); !r) return std::unexpected(r.error());
+      ++stats_.emulated;
+    }
+  }
+  if (!done) {
+    // Single-step with the touched pages open; nobody else runs meanwhile.
+    std::vector<std::uint64_t> open;
+    for (const x86::MemRef& ref : refs) {
+      for (std::uint64_t p = page_of(ref.address);
+           p < ref.address + std::max<std::uint64_t>(ref.size, 1); p += kPage) {
+        if (pages_.contains(p) && std::find(open.begin(), open.end(), p) == open.end()) {
+          open.push_back(p);
+        }
+      }
+    }
+    if (std::find(open.begin(), open.end(), page_of(ev.fault_addr)) == open.end()) {
+      open.push_back(page_of(ev.fault_addr));
+    }
+    std::vector<pid_t> others;
+    if (inferior_->threads().size() > 1) {
+      auto stopped = inferior_->stop_all(tid);
+      if (!stopped) return std::unexpected(stopped.error());
+      others = std::move(*stopped);
+    }
+    for (std::uint64_t p : open) {
+      if (auto r = protect(tid, p, pages_[p].original); !r) return std::unexpected(r.error());
+    }
+    if (auto r = inferior_->resume(tid, Resume::kStep); !r) return std::unexpected(r.error());
+    auto after = inferior_->wait_for(tid);
+    if (!after) return std::unexpected(after.error());
+    const bool alive = after->kind == EventKind::kSignal;
+    if (alive) {
+      for (std::uint64_t p : open) {
+        if (auto r = protect(tid, p, pages_[p].protection); !r) return std::unexpected(r.error());
+      }
+      if (after->signal != SIGTRAP) pass_signal = after->signal;  // the program's own fault
+    } else {
+      inferior_->requeue(*after);
+    }
+    for (pid_t other : others) {
+      if (auto r = inferior_->resume_as_before(other); !r) return std::unexpected(r.error());
+    }
+    ++stats_.stepped;
+    if (!alive) return true;
+  }
+  for (std::size_t k = 0; k < matches.size(); ++k) {
+    auto now = read_range(matches[k].range);
+    if (!now) return std::unexpected(now.error());
+    add_hit(hits, matches[k].range, tid, fault_ip, matches[k].first, matches[k].access,
+            std::move(before[k]), std::move(*now), "");
+  }
+  if (auto r = inferior_->resume(tid, resume_mode(), pass_signal); !r) {
+    return std::unexpected(r.error());
+  }
+  return true;
+}
+
+Result<bool> SoftWatch::on_trap(const Event& ev, std::vector<SoftHit>& hits) {
+  const pid_t tid = ev.tid;
+  auto regs = inferior_->get_regs(tid);
+  if (!regs) return std::unexpected(regs.error());
+  const std::uint64_t at = regs->rip - 1;
+  auto it = traps_.find(at);
+  if (it == traps_.end()) return false;  // the program's own int3
+  ++stats_.traps;
+  for (std::size_t range : it->second.ranges) {
+    add_hit(hits, range, tid, at, at, kWatchExec, {}, {}, "");
+  }
+  // Step the original instruction: restore its byte, step, plant the int3 again.
+  regs->rip = at;
+  if (auto r = inferior_->set_regs(tid, *regs); !r) return std::unexpected(r.error());
+  std::vector<pid_t> others;
+  if (inferior_->threads().size() > 1) {
+    auto stopped = inferior_->stop_all(tid);
+    if (!stopped) return std::unexpected(stopped.error());
+    others = std::move(*stopped);
+  }
+  const std::uint8_t original = it->second.original;
+  const std::uint8_t int3 = 0xCC;
+  if (auto r = inferior_->write_memory(at, std::span<const std::uint8_t>(&original, 1)); !r) {
+    return std::unexpected(r.error());
+  }
+  if (auto r = inferior_->resume(tid, Resume::kStep); !r) return std::unexpected(r.error());
+  auto after = inferior_->wait_for(tid);
+  if (!after) return std::unexpected(after.error());
+  int pass_signal = 0;
+  bool resume_thread = after->kind == EventKind::kSignal;
+  if (resume_thread && after->signal == SIGSEGV && after->code == kSegvAccErr &&
+      page_protected(after->fault_addr)) {
+    // The instruction also touches a watched page: completed by the fault path.
+    auto handled = on_fault(*after, hits);
+    if (!handled) return std::unexpected(handled.error());
+    resume_thread = false;
+  } else if (resume_thread && after->signal != SIGTRAP) {
+    pass_signal = after->signal;
+  }
+  if (inferior_->alive()) {
+    if (auto r = inferior_->write_memory(at, std::span<const std::uint8_t>(&int3, 1)); !r) {
+      return std::unexpected(r.error());
+    }
+  }
+  if (after->kind != EventKind::kSignal) inferior_->requeue(*after);
+  for (pid_t other : others) {
+    if (auto r = inferior_->resume_as_before(other); !r) return std::unexpected(r.error());
+  }
+  if (resume_thread) {
+    if (auto r = inferior_->resume(tid, resume_mode(), pass_signal); !r) {
+      return std::unexpected(r.error());
+    }
+  }
+  return true;
+}
+
+Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
+  const pid_t tid = ev.tid;
+  if (open_.contains(tid)) {
+    // A restarted call: its pages are still open.
+    if (auto r = inferior_->resume(tid, Resume::kSyscall); !r) return std::unexpected(r.error());
+    return true;
+  }
+  OpenSyscall st;
+  st.nr = ev.syscall;
+  auto add_page = [&](std::uint64_t p) {
+    if (pages_.contains(p) && std::find(st.pages.begin(), st.pages.end(), p) == st.pages.end()) {
+      st.pages.push_back(p);
+    }
+  };
+  if (ev.syscall == SYS_mprotect || ev.syscall == SYS_munmap) {
+    const std::uint64_t addr = ev.args[0];
+    const std::uint64_t len = (ev.args[1] + kPage - 1) & ~(kPage - 1);
+    for (auto& [p, page] : pages_) {
+      if (overlaps(p, kPage, addr, len)) {
+        st.effect_nr = ev.syscall;
+        st.effect_addr = addr;
+        st.effect_len = len;
+        st.effect_prot = static_cast<int>(ev.args[2]);
+        break;
+      }
+    }
+  } else if (const BufferArgs* b = buffer_args(ev.syscall)) {
+    const std::uint64_t buf = ev.args[static_cast<std::size_t>(b->buf)];
+    const std::uint64_t len = ev.args[static_cast<std::size_t>(b->len)];
+    for (auto& [p, page] : pages_) {
+      if (len > 0 && overlaps(p, kPage, buf, len)) add_page(p);
+    }
+    st.reads_buffer = b->kernel_reads;
+    st.buffer = buf;
+    st.buffer_len = len;
+  } else {
+    for (std::uint64_t a : ev.args) {
+      add_page(page_of(a));
+      add_page(page_of(a) + kPage);
+    }
+  }
+  if (st.pages.empty() && st.effect_nr < 0) {
+    if (auto r = inferior_->resume(tid, Resume::kSyscall); !r) return std::unexpected(r.error());
+    return true;
+  }
+  auto regs = inferior_->get_regs(tid);
+  if (!regs) return std::unexpected(regs.error());
+  st.ip = regs->rip - 2;
+  st.before.resize(ranges_.size());
+  for (std::size_t i = 0; i < ranges_.size(); ++i) {
+    if (methods_[i] != WatchMethod::kPageProtect) continue;
+    bool on_open = false;
+    for (std::uint64_t p : st.pages) on_open |= overlaps(p, kPage, ranges_[i].addr, ranges_[i].len);
+    if (!on_open) continue;
+    auto b = read_range(i);
+    if (!b) return std::unexpected(b.error());
+    st.before[i] = std::move(*b);
+  }
+  for (std::uint64_t p : st.pages) {
+    if (auto r = protect(tid, p, pages_[p].original); !r) return std::unexpected(r.error());
+  }
+  if (!st.pages.empty()) ++stats_.syscalls_opened;
+  open_[tid] = std::move(st);
+  if (auto r = inferior_->resume(tid, Resume::kSyscall); !r) return std::unexpected(r.error());
+  return true;
+}
+
+Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<SoftHit>& hits) {
+  const pid_t tid = ev.tid;
+  auto it = open_.find(tid);
+  if (it == open_.end()) {
+    if (auto r = inferior_->resume(tid, resume_mode()); !r) return std::unexpected(r.error());
+    return true;
+  }
+  OpenSyscall st = std::move(it->second);
+  open_.erase(it);
+  const std::string name = syscall_name(st.nr);
+  for (std::size_t i = 0; i < ranges_.size(); ++i) {
+    if (st.before.size() <= i || st.before[i].empty()) continue;
+    auto now = read_range(i);
+    if (!now) return std::unexpected(now.error());
+    const bool wrote = *now != st.before[i];
+    const bool read = st.reads_buffer && ev.ret >= 0 &&
+                      overlaps(st.buffer, st.buffer_len, ranges_[i].addr, ranges_[i].len);
+    unsigned access = 0;
+    if (wrote) access |= kWatchWrite;
+    if (read) access |= kWatchRead;
+    access &= ranges_[i].access;
+    if (access == 0) continue;
+    add_hit(hits, i, tid, st.ip, ranges_[i].addr, access, std::move(st.before[i]), std::move(*now),
+            name);
+  }
+  for (std::uint64_t p : st.pages) {
+    if (auto r = protect(tid, p, pages_[p].protection); !r) return std::unexpected(r.error());
+  }
+  if (st.effect_nr >= 0 && ev.ret == 0) {
+    // The program changed or removed watched pages itself.
+    for (auto p_it = pages_.begin(); p_it != pages_.end();) {
+      if (!overlaps(p_it->first, kPage, st.effect_addr, st.effect_len)) {
+        ++p_it;
+        continue;
+      }
+      if (st.effect_nr == SYS_munmap) {
+        p_it = pages_.erase(p_it);
+        continue;
+      }
+      p_it->second.original = st.effect_prot;
+      unsigned access = 0;
+      for (const WatchRange& r : ranges_) {
+        if ((r.access & kWatchExec) == 0 && overlaps(p_it->first, kPage, r.addr, r.len)) {
+          access |= r.access;
+        }
+      }
+      p_it->second.protection = watched_protection(st.effect_prot, access);
+      if (auto r = protect(tid, p_it->first, p_it->second.protection); !r) {
+        return std::unexpected(r.error());
+      }
+      ++p_it;
+    }
+  }
+  if (auto r = inferior_->resume(tid, resume_mode()); !r) return std::unexpected(r.error());
+  return true;
+}
+
+Result<void> SoftWatch::prepare_step(pid_t tid) {
+  StepCheck check;
+  auto regs = inferior_->get_regs(tid);
+  if (!regs) return std::unexpected(regs.error());
+  check.ip = regs->rip;
+  std::uint8_t code[15] = {};
+  std::size_t have = sizeof(code);
+  while (have > 0 && !inferior_->read_memory(regs->rip, std::span(code, have))) --have;
+  auto insn = x86::decode(std::span<const std::uint8_t>(code, have), regs->rip);
+  if (insn) {
+    check.syscall = insn->branch == x86::BranchKind::kSyscall;
+    auto refs = x86::effective_addresses(*insn, *regs);
+    if (refs) {
+      for (const x86::MemRef& ref : *refs) {
+        for (std::size_t i = 0; i < ranges_.size(); ++i) {
+          if ((ranges_[i].access & kWatchExec) != 0) continue;
+          if (!overlaps(ref.address, ref.size, ranges_[i].addr, ranges_[i].len)) continue;
+          const unsigned bits = access_bits(ref.access) & ranges_[i].access;
+          if (bits == 0) continue;
+          auto it = std::find_if(check.ranges.begin(), check.ranges.end(),
+                                 [&](const auto& p) { return p.first == i; });
+          if (it != check.ranges.end()) {
+            it->second |= bits;
+          } else {
+            check.ranges.emplace_back(i, bits);
+          }
+        }
+      }
+    }
+  }
+  if (check.syscall) {
+    for (std::size_t i = 0; i < ranges_.size(); ++i) {
+      if ((ranges_[i].access & kWatchWrite) != 0) check.ranges.emplace_back(i, kWatchWrite);
+    }
+  }
+  for (const auto& [range, bits] : check.ranges) {
+    auto b = read_range(range);
+    if (!b) return std::unexpected(b.error());
+    check.before.push_back(std::move(*b));
+  }
+  step_[tid] = std::move(check);
+  return {};
+}
+
+Result<bool> SoftWatch::on_step(pid_t tid, std::vector<SoftHit>& hits) {
+  ++stats_.steps;
+  StepCheck& check = step_[tid];
+  std::string via;
+  if (check.syscall) {
+    auto regs = inferior_->get_regs(tid);
+    if (regs) via = syscall_name(static_cast<long>(regs->orig_rax));
+  }
+  for (std::size_t k = 0; k < check.ranges.size(); ++k) {
+    const auto [range, bits] = check.ranges[k];
+    auto now = read_range(range);
+    if (!now) return std::unexpected(now.error());
+    if (check.syscall && *now == check.before[k]) continue;
+    add_hit(hits, range, tid, check.ip, ranges_[range].addr, bits, std::move(check.before[k]),
+            std::move(*now), via);
+  }
+  if (auto r = prepare_step(tid); !r) return std::unexpected(r.error());
+  // Execution watches: the instruction about to run.
+  const std::uint64_t ip = step_[tid].ip;
+  for (std::size_t i = 0; i < ranges_.size(); ++i) {
+    if ((ranges_[i].access & kWatchExec) != 0 && ip == ranges_[i].addr) {
+      add_hit(hits, i, tid, ip, ip, kWatchExec, {}, {}, "");
+    }
+  }
+  if (auto r = inferior_->resume(tid, Resume::kStep); !r) return std::unexpected(r.error());
+  return true;
+}
+
+Result<void> SoftWatch::disarm() {
+  if (ended_) return {};
+  ended_ = true;
+  if (!inferior_->alive()) return {};
+  pid_t tid = -1;
+  for (pid_t t : inferior_->threads()) {
+    if (inferior_->is_stopped(t)) {
+      tid = t;
+      break;
+    }
+  }
+  if (tid < 0) return make_error(ErrorCode::kSrch, "pid: no stopped thread to disarm the watch in");
+  Result<void> first;
+  for (auto& [p, page] : pages_) {
+    if (auto r = protect(tid, p, page.original); !r && first) first = r;
+  }
+  for (auto& [a, trap] : traps_) {
+    if (auto r = inferior_->write_memory(a, std::span<const std::uint8_t>(&trap.original, 1));
+        !r && first) {
+      first = r;
+    }
+  }
+  // Stops that were the watcher's and are still unread: an int3 hit moves back onto the
+  // restored instruction, a protection fault simply re-executes unprotected.
+  for (pid_t t : inferior_->threads()) {
+    for (const Event& ev : inferior_->discard_queued(t)) {
+      if (ev.kind == EventKind::kSignal && ev.signal == SIGTRAP && ev.code == kSiKernel) {
+        auto regs = inferior_->get_regs(t);
+        if (regs && traps_.contains(regs->rip - 1)) {
+          regs->rip -= 1;
+          (void)inferior_->set_regs(t, *regs);
+          continue;
+        }
+      }
+      if (ev.kind == EventKind::kSignal && ev.signal == SIGSEGV && page_protected(ev.fault_addr)) {
+        continue;
+      }
+      if (ev.kind == EventKind::kSignal && ev.signal == SIGTRAP && single_step_) continue;
+      inferior_->requeue(ev);
+    }
+  }
+  pages_.clear();
+  traps_.clear();
+  return first;
+}
+
+}  // namespace hwarb::linux

@@ -1,0 +1,194 @@
+#include "hwarb/cli/watch_expr.h"
+
+#include <algorithm>
+#include <cctype>
+#include <limits>
+#include <string>
+
+namespace hwarb::cli {
+namespace {
+
+constexpr std::uint64_t kMaxOffset = std::uint64_t{1} << 63;  // |OFF| after '-'
+
+bool symbol_start(char c) {
+  return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '$';
+}
+
+bool symbol_char(char c) {
+  return symbol_start(c) || std::isdigit(static_cast<unsigned char>(c)) || c == '@';
+}
+
+std::string quoted(char c) {
+  return std::string("'") + c + "'";
+}
+
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : text_(text) {}
+
+  Result<WatchExpr> parse() {
+    WatchExpr e;
+    e.text = std::string(text_);
+    bool offset_given = false;
+    if (text_.empty()) return fail(0, "empty expression");
+    if (text_.starts_with("mem:")) {
+      pos_ = 4;
+      auto addr = number("address");
+      if (!addr) return std::unexpected(addr.error());
+      e.address = *addr;
+    } else {
+      if (!symbol_start(text_[0])) {
+        return fail(0, "expected a symbol name or mem:ADDR, found " + quoted(text_[0]));
+      }
+      while (pos_ < text_.size() && symbol_char(text_[pos_])) ++pos_;
+      e.symbol = std::string(text_.substr(0, pos_));
+      if (at('+') || at('-')) {
+        const bool negative = text_[pos_] == '-';
+        offset_given = true;
+        ++pos_;
+        const std::size_t start = pos_;
+        auto off = number("offset");
+        if (!off) return std::unexpected(off.error());
+        if (*off > kMaxOffset - (negative ? 0 : 1)) {
+          return fail(start, "offset " + std::string(text_.substr(start, pos_ - start)) +
+                                 " does not fit in a signed 64-bit offset");
+        }
+        e.offset = negative ? static_cast<std::int64_t>(0 - *off) : static_cast<std::int64_t>(*off);
+      }
+    }
+    if (at('/')) {
+      ++pos_;
+      const std::size_t start = pos_;
+      auto len = number("length");
+      if (!len) return std::unexpected(len.error());
+      if (*len == 0) return fail(start, "length must be at least 1");
+      if (*len > kMaxWatchLength) {
+        return fail(start, "length " + std::to_string(*len) + " is over the limit of " +
+                               std::to_string(kMaxWatchLength) + " bytes");
+      }
+      e.length = *len;
+    }
+    if (at(':')) {
+      ++pos_;
+      auto access = access_letters();
+      if (!access) return std::unexpected(access.error());
+      e.access = *access;
+      e.access_given = true;
+    }
+    if (pos_ < text_.size()) {
+      std::string expected = e.length ? "':'" : "'/' or ':'";
+      if (!e.address && !offset_given && !e.length) expected = "'+', '-', '/' or ':'";
+      return fail(pos_, "unexpected " + quoted(text_[pos_]) + " (expected " + expected + ")");
+    }
+    return e;
+  }
+
+ private:
+  bool at(char c) const { return pos_ < text_.size() && text_[pos_] == c; }
+
+  std::unexpected<Error> fail(std::size_t index, const std::string& reason) const {
+    return make_error(ErrorCode::kInval, "expression '" + std::string(text_) + "': at column " +
+                                             std::to_string(index + 1) + ": " + reason);
+  }
+
+  // A hexadecimal (0x) or decimal number at pos_, which it moves past.
+  Result<std::uint64_t> number(const char* field) {
+    const std::size_t start = pos_;
+    unsigned base = 10;
+    if (pos_ + 1 < text_.size() && text_[pos_] == '0' && (text_[pos_ + 1] | 0x20) == 'x') {
+      base = 16;
+      pos_ += 2;
+    }
+    const std::size_t digits = pos_;
+    std::uint64_t value = 0;
+    bool overflow = false;
+    while (pos_ < text_.size() && std::isalnum(static_cast<unsigned char>(text_[pos_]))) {
+      const char c = text_[pos_];
+      const bool dec = std::isdigit(static_cast<unsigned char>(c));
+      const bool hexdigit = std::isxdigit(static_cast<unsigned char>(c));
+      if (base == 10 ? !dec : !hexdigit) {
+        if (pos_ == digits) break;
+        return fail(pos_, std::string("bad ") + field + ": " + quoted(c) + " is not a " +
+                              (base == 10 ? "decimal" : "hexadecimal") + " digit");
+      }
+      const unsigned d =
+          dec ? static_cast<unsigned>(c - '0') : static_cast<unsigned>((c | 0x20) - 'a' + 10);
+      if (value > (std::numeric_limits<std::uint64_t>::max() - d) / base) overflow = true;
+      value = value * base + d;
+      ++pos_;
+    }
+    if (pos_ == digits) {
+      if (base == 16) return fail(pos_, std::string("bad ") + field + ": no digits after 0x");
+      return fail(pos_, std::string("expected ") + field + " (hexadecimal with 0x, or decimal)");
+    }
+    if (overflow) {
+      return fail(start, std::string("bad ") + field + ": " +
+                             std::string(text_.substr(start, pos_ - start)) +
+                             " does not fit in 64 bits");
+    }
+    return value;
+  }
+
+  Result<WatchAccess> access_letters() {
+    if (pos_ == text_.size()) return fail(pos_, "expected access letters (r, w, x)");
+    unsigned bits = 0;
+    for (; pos_ < text_.size(); ++pos_) {
+      const char c = text_[pos_];
+      unsigned bit = 0;
+      switch (c) {
+        case 'r':
+          bit = static_cast<unsigned>(WatchAccess::kRead);
+          break;
+        case 'w':
+          bit = static_cast<unsigned>(WatchAccess::kWrite);
+          break;
+        case 'x':
+          bit = static_cast<unsigned>(WatchAccess::kExec);
+          break;
+        default:
+          return fail(pos_, "unknown access letter " + quoted(c) + " (use r, w, x)");
+      }
+      if ((bits & bit) != 0) return fail(pos_, "access letter " + quoted(c) + " given twice");
+      bits |= bit;
+      const unsigned rw = static_cast<unsigned>(WatchAccess::kReadWrite);
+      if ((bits & static_cast<unsigned>(WatchAccess::kExec)) != 0 && (bits & rw) != 0) {
+        return fail(pos_, "x cannot be combined with r or w");
+      }
+    }
+    return static_cast<WatchAccess>(bits);
+  }
+
+  std::string_view text_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace
+
+const char* access_name(WatchAccess a) {
+  switch (a) {
+    case WatchAccess::kRead:
+      return "r";
+    case WatchAccess::kWrite:
+      return "w";
+    case WatchAccess::kReadWrite:
+      return "rw";
+    case WatchAccess::kExec:
+      return "x";
+  }
+  return "?";
+}
+
+Result<WatchExpr> parse_watch_expr(std::string_view text) {
+  return Parser(text).parse();
+}
+
+std::uint64_t default_length(const WatchExpr& e, std::optional<std::uint64_t> symbol_size) {
+  if (e.length) return *e.length;
+  if (e.access == WatchAccess::kExec) return sizeof(long);
+  if (!e.symbol.empty() && e.offset == 0 && symbol_size && *symbol_size != 0) {
+    return std::min(*symbol_size, kMaxWatchLength);
+  }
+  return 4;
+}
+
+}  // namespace hwarb::cli
