@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/personality.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -167,6 +168,11 @@ Result<Inferior> Inferior::spawn(const std::vector<std::string>& argv,
   if (pid < 0) return sys_fail<Inferior>(errno, "command", "fork");
   if (pid == 0) {
     if (options.stdout_fd >= 0) ::dup2(options.stdout_fd, 1);
+    if (options.disable_aslr) {
+      const long current = ::syscall(SYS_personality, 0xffffffffUL);
+      if (current != -1)
+        ::syscall(SYS_personality, static_cast<unsigned long>(current) | ADDR_NO_RANDOMIZE);
+    }
     ::syscall(SYS_kill, ::syscall(SYS_getpid), SIGSTOP);
     ::execve(path->c_str(), args.data(), environ);
     ::_exit(127);

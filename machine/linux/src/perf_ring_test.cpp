@@ -226,7 +226,7 @@ TEST(PerfRingMap, RefusesBadPageCountsAndDescriptorsWithoutARing) {
 
 // A forked child that touches `rounds` x `per_round` pages of a mapping made before the fork
 // (each touch is one page fault at a known address), one round per byte on `go`, answering each
-// round with a byte on `done`. Raw system calls only.
+// round with a byte on `done`; one more byte on `go` makes it exit. Raw system calls only.
 [[noreturn]] void toucher(pid_t parent, int go, int done, volatile char* pages, std::size_t page,
                           int rounds, int per_round) {
   ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0L, 0L, 0L);
@@ -237,6 +237,8 @@ TEST(PerfRingMap, RefusesBadPageCountsAndDescriptorsWithoutARing) {
     for (int i = 0; i < per_round; ++i) pages[(r * per_round + i) * page + 8] = 1;
     if (::syscall(SYS_write, done, &b, 1L) != 1) ::syscall(SYS_exit_group, 3);
   }
+  char b = 0;
+  if (::syscall(SYS_read, go, &b, 1L) != 1) ::syscall(SYS_exit_group, 2);  // the last byte: exit
   ::syscall(SYS_exit_group, 0);
   __builtin_unreachable();
 }
@@ -257,6 +259,11 @@ TEST(PerfRingKernel, PageFaultSamplesOfAChildComeThroughAWrappingRing) {
   const std::size_t span = page * kRounds * kPerRound;
   void* region = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(region, MAP_FAILED);
+  struct Unmapper {
+    void* p;
+    std::size_t n;
+    ~Unmapper() { ::munmap(p, n); }
+  } unmapper{region, span};
   ASSERT_EQ(::madvise(region, span, MADV_NOHUGEPAGE), 0);  // one fault per page
   int go[2], done[2];
   ASSERT_EQ(::pipe2(go, O_CLOEXEC), 0);
@@ -271,6 +278,7 @@ TEST(PerfRingKernel, PageFaultSamplesOfAChildComeThroughAWrappingRing) {
   struct Reaper {
     pid_t pid;
     ~Reaper() {
+      if (pid <= 0) return;
       (void)send_signal(pid, SIGKILL);
       (void)wait_for(pid, false);
     }
@@ -309,7 +317,7 @@ TEST(PerfRingKernel, PageFaultSamplesOfAChildComeThroughAWrappingRing) {
     ASSERT_EQ(::read(done_r.get(), &got, 1), 1);
     auto ready = poll_in({fd->get()}, 1000);
     ASSERT_TRUE(ready.has_value()) << ready.error().to_string();
-    EXPECT_NE((*ready)[0] & POLLIN, 0);
+    EXPECT_EQ((*ready)[0], POLLIN) << "round " << r;
     EXPECT_GT(ring->pending(), 0u);
     auto batch = ring->drain(kWatchSampleType);
     ASSERT_TRUE(batch.has_value()) << batch.error().to_string();
@@ -318,6 +326,16 @@ TEST(PerfRingKernel, PageFaultSamplesOfAChildComeThroughAWrappingRing) {
     samples.insert(samples.end(), batch->samples.begin(), batch->samples.end());
   }
   const std::uint64_t t1 = monotonic_ns();
+  // Once the child exited (and was reaped), its event hangs up.
+  const char last = 'x';
+  ASSERT_EQ(::write(go_w.get(), &last, 1), 1);
+  auto exit = wait_for(pid, false);
+  ASSERT_TRUE(exit.has_value()) << exit.error().to_string();
+  EXPECT_EQ(exit->kind, WaitKind::kExited);
+  reaper.pid = -1;
+  auto hup = poll_in({fd->get()}, 1000);
+  ASSERT_TRUE(hup.has_value()) << hup.error().to_string();
+  EXPECT_NE((*hup)[0] & POLLHUP, 0);
   EXPECT_EQ(lost, 0u);
   ASSERT_GE(samples.size(), std::size_t{kRounds * kPerRound});
   std::set<std::uint64_t> addrs;
@@ -340,7 +358,6 @@ TEST(PerfRingKernel, PageFaultSamplesOfAChildComeThroughAWrappingRing) {
   auto count = perf_read_count(fd->get());
   ASSERT_TRUE(count.has_value()) << count.error().to_string();
   EXPECT_GE(*count, samples.size());  // the child may fault again before it exits
-  ::munmap(region, span);
 }
 
 }  // namespace

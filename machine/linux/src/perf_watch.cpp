@@ -19,7 +19,7 @@
 namespace hwarb::linux {
 namespace {
 
-perf_event_attr watch_attr(const HwPiece& piece) {
+perf_event_attr watch_attr(const HwPiece& piece, const PerfWatchOptions& options) {
   perf_event_attr attr;
   std::memset(&attr, 0, sizeof attr);
   attr.type = PERF_TYPE_BREAKPOINT;
@@ -37,6 +37,10 @@ perf_event_attr watch_attr(const HwPiece& piece) {
   attr.exclude_hv = 1;
   attr.use_clockid = 1;
   attr.clockid = CLOCK_MONOTONIC;
+  if (options.sigtrap) {
+    attr.sigtrap = 1;
+    attr.remove_on_exec = 1;
+  }
   return attr;
 }
 
@@ -91,7 +95,8 @@ Result<int> account_slots(pid_t pid, const std::vector<HwPiece>& pieces) {
 
 }  // namespace
 
-Result<PerfWatch> PerfWatch::open(pid_t pid, std::vector<HwPiece> pieces) {
+Result<PerfWatch> PerfWatch::open(pid_t pid, std::vector<HwPiece> pieces,
+                                  const PerfWatchOptions& options) {
   if (pid <= 0) {
     return make_error(ErrorCode::kInval, "pid: " + std::to_string(pid) + " is not a process id");
   }
@@ -115,7 +120,7 @@ Result<PerfWatch> PerfWatch::open(pid_t pid, std::vector<HwPiece> pieces) {
     bool gone = false;
     for (std::size_t c = 0; c < ncpus && !gone; ++c) {
       for (std::size_t i = 0; i < npieces; ++i) {
-        const perf_event_attr attr = watch_attr(pieces[i]);
+        const perf_event_attr attr = watch_attr(pieces[i], options);
         auto fd = perf_event_open_attr(attr, tid, (*cpus)[c], -1, 0);
         if (fd) {
           fds.push_back(std::move(*fd));

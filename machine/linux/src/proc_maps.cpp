@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <fstream>
 #include <string>
 
 #include "hwarb/linux/fd.h"
@@ -204,6 +205,30 @@ Result<std::string> executable_path(pid_t pid) {
     }
     target.resize(target.size() * 2);
   }
+}
+
+Result<pid_t> thread_group(pid_t tid) {
+  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
+  std::string line;
+  while (in && std::getline(in, line)) {
+    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::stol(line.substr(5)));
+  }
+  return make_error(ErrorCode::kSrch, "tid: no thread " + std::to_string(tid));
+}
+
+Result<void> read_process_memory(pid_t pid, std::uint64_t addr, std::span<std::uint8_t> out) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/mem";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return detail::sys_fail(errno, "pid", "open " + path);
+  const ssize_t n = ::pread(fd, out.data(), out.size(), static_cast<off_t>(addr));
+  const int err = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(out.size())) {
+    return detail::sys_fail(
+        n < 0 ? err : EFAULT, "addr",
+        "read of " + std::to_string(out.size()) + " bytes of process " + std::to_string(pid));
+  }
+  return {};
 }
 
 }  // namespace hwarb::linux

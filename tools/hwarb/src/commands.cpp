@@ -6,6 +6,9 @@ namespace hwarb::cli {
 
 std::span<const CommandSpec> commands() {
   static constexpr std::array kCommands = {
+      CommandSpec{"probe", &setup_probe},
+      CommandSpec{"watch", &setup_watch},
+      CommandSpec{"stat", &setup_stat},
       CommandSpec{"sim", &setup_sim},
   };
   return kCommands;

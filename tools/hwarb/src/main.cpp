@@ -1,10 +1,12 @@
 // hwarb — the command-line tool. Subcommands come from the table in commands.cpp.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "commands.h"
+#include "session.h"
 
 namespace {
 
@@ -40,8 +42,17 @@ int main(int argc, char** argv) {
   for (const hwarb::cli::CommandSpec& spec : hwarb::cli::commands()) {
     runners.emplace_back(std::string(spec.name), spec.setup(app));
   }
+  // Everything after the first "--" is the target command of watch/stat/trace.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> command;
+  if (auto dash = std::find(args.begin(), args.end(), "--"); dash != args.end()) {
+    command.assign(dash + 1, args.end());
+    args.erase(dash, args.end());
+  }
+  hwarb::cli::set_trailing_command(std::move(command));
+  std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     // Help (exit code 0) prints to stdout; errors print to stderr.
     return app.exit(e) == 0 ? hwarb::cli::kExitOk : hwarb::cli::kExitUsage;

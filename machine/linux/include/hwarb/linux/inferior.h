@@ -87,6 +87,8 @@ enum class Resume : std::uint8_t { kCont, kStep, kSyscall };
 struct InferiorOptions {
   bool kill_on_exit = true;  // spawn only: PTRACE_O_EXITKILL
   int stdout_fd = -1;        // spawn only: the child's standard output (-1: inherited)
+  bool disable_aslr = true;  // spawn only: personality(ADDR_NO_RANDOMIZE), as gdb and rr do, so
+                             // addresses are the same from run to run
 };
 
 class Inferior {

@@ -61,12 +61,20 @@ struct PerfHit {
   friend bool operator==(const PerfHit&, const PerfHit&) = default;
 };
 
+struct PerfWatchOptions {
+  // Each hit also sends the hitting thread a synchronous SIGTRAP (perf's sigtrap, with
+  // remove_on_exec; si_code TRAP_PERF, si_addr the piece's address), delivered right after the
+  // access: a ptrace tracer sees the thread stopped with the value just written.
+  bool sigtrap = false;
+};
+
 class PerfWatch {
  public:
   // Data pages of each thread's ring (a power of two).
   static constexpr std::size_t kRingPages = 16;
 
-  static Result<PerfWatch> open(pid_t pid, std::vector<HwPiece> pieces);
+  static Result<PerfWatch> open(pid_t pid, std::vector<HwPiece> pieces,
+                                const PerfWatchOptions& options = {});
 
   PerfWatch(PerfWatch&&) noexcept = default;
   PerfWatch& operator=(PerfWatch&&) noexcept = default;

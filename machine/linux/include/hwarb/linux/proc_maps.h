@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,14 @@ std::optional<Mapping> find_mapping(const std::vector<Mapping>& maps, std::uint6
 
 // The thread ids of process `pid` (/proc/PID/task), ascending.
 Result<std::vector<pid_t>> list_threads(pid_t pid);
+
+// The process (thread group) of thread `tid` (/proc/TID/status Tgid). ESRCH naming `tid` when no
+// such thread exists.
+Result<pid_t> thread_group(pid_t tid);
+
+// Reads `out.size()` bytes at `addr` of process `pid` through /proc/PID/mem (no ptrace stop
+// needed; the caller needs ptrace access to the process). EFAULT naming `addr` on a short read.
+Result<void> read_process_memory(pid_t pid, std::uint64_t addr, std::span<std::uint8_t> out);
 
 // /proc/PID/exe resolved (the executable's path).
 Result<std::string> executable_path(pid_t pid);

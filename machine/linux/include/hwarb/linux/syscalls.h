@@ -117,7 +117,8 @@ Result<void*> map_shared(int fd, std::size_t bytes);
 void unmap(void* addr, std::size_t bytes);
 
 // poll(2) for POLLIN on every descriptor in `fds`, retried on EINTR with the full timeout
-// (-1: forever). Returns the revents of each descriptor (0: nothing), in the order of `fds`.
+// (-1: forever). Returns the revents of each descriptor (0: nothing), in the order of `fds`; a
+// perf event whose task (and every inherited copy) exited reports POLLHUP.
 Result<std::vector<short>> poll_in(const std::vector<int>& fds, int timeout_ms);
 
 // A kernel CPU list ("0-3,5,7-8\n"), ascending. EINVAL naming `cpus` for anything else.
@@ -125,7 +126,8 @@ Result<std::vector<int>> parse_cpu_list(std::string_view text);
 // The online CPUs (/sys/devices/system/cpu/online). ENOENT naming `cpus` when unreadable.
 Result<std::vector<int>> online_cpus();
 
-// PTRACE_GETREGS / PTRACE_SETREGS (x86_64 general registers). Errors as ptrace_peek_user.
+// PTRACE_GETREGS / PTRACE_SETREGS (x86_64 general registers). ESRCH/EPERM naming `pid` (no such
+// tracee, or not in a ptrace-stop), EIO/EFAULT naming `regs`.
 Result<void> ptrace_getregs(pid_t pid, ::user_regs_struct& regs);
 Result<void> ptrace_setregs(pid_t pid, const ::user_regs_struct& regs);
 // PTRACE_SINGLEBLOCK (x86: resume with EFLAGS.TF and DEBUGCTL.BTF, a stop after the next taken

@@ -1,0 +1,170 @@
+// hwarb/linux/branch_tracer.h — BranchTracer, exact branch records (from -> to) of a real
+// process without BTS, PT or LBR, and without single-stepping.
+//
+// Method (software BTS, DESIGN.md section 7):
+//  1. Basic blocks are decoded lazily with Zydis (x86/insn.h) from the ORIGINAL bytes of the
+//     text (the bytes the tracer replaced are kept in a shadow and used when decoding). A block
+//     is the linear run of instructions from its entry up to and including the first branch
+//     (BranchKind other than kNone). An int3 (0xCC) is planted on that terminating branch, once
+//     (several blocks may share a terminator).
+//  2. At an int3 stop of a planted terminator (SIGTRAP, SI_KERNEL, rip - 1 planted), the tracer
+//     EMULATES the branch with the thread's registers (x86::branch_outcome + apply_branch; a
+//     call's return address is written to the stack through /proc/PID/mem), records it when
+//     taken, makes sure the block at the target is decoded and planted (for calls also the
+//     fall-through block, where the return arrives), and resumes the thread. One stop per
+//     executed block end; no int3 is ever removed while tracing, so every thread runs through
+//     planted code at any time and multi-threaded programs are traced exactly. A branch the
+//     emulation cannot decide (xbegin, an unreadable operand) is single-stepped with its
+//     original byte back and every other thread stopped; a fault of the branch itself is then
+//     delivered to the program as without the tracer.
+//  3. syscall/sysenter/int 0x80, int n/ud2/hlt and far branches are block boundaries that are
+//     not planted (the kernel decides where they go). Threads run with PTRACE_SYSCALL: system
+//     calls are counted, and at each syscall-exit stop the block at the thread's rip is planted
+//     (this also catches the return of rt_sigreturn into the interrupted code).
+//  4. Signals of the program are counted and left to the caller (handle() returns false: pass
+//     them through). A signal handler's code is not traced until it reaches planted blocks
+//     (code the traced path decoded before); its return to the interrupted code is caught at
+//     the rt_sigreturn exit stop.
+//  5. New threads get the block at their first instruction planted. A forked child (not vfork)
+//     gets every planted byte restored in its own copy of the memory and is released (it runs
+//     untraced); a vfork child shares the memory and is traced as a thread until it execs. An
+//     exec ends tracing (the image with the int3s is gone). munmap of traced code forgets its
+//     blocks.
+//  6. Options: `only` = [lo, hi) plants int3s only inside that range (a function: its entry
+//     block is planted at once, so every call into it is caught); a branch out of the range is
+//     recorded, a call out of it comes back at the call's fall-through (planted in advance).
+//     `start_at` = one int3 there first (e.g. main); the blocks are planted from there when a
+//     thread reaches it.
+// Not supported: self-modifying or JIT code (a block is decoded once), programs that read their
+// own text (they see 0xCC at block ends, as under any int3 debugger), CET shadow stacks (an
+// emulated call does not push on the shadow stack).
+//
+// Contract:
+//  - start() needs every thread stopped; it plants the first int3s (start_at, or the blocks at
+//    each stopped thread's rip, plus the entry of `only`). All-or-nothing: on error nothing is
+//    left planted. Errors: EINVAL naming `only` for an empty range; the Inferior's errors.
+//  - handle() takes each event of the Inferior: true when it was the tracer's (the thread is
+//    then resumed by it, with resume_mode()), false when the caller handles it (signals of the
+//    program, a program's own int3, exits, exec). Records go to the sink in execution order per
+//    thread, each before the thread runs on. A block that cannot be read or decoded is counted
+//    (stats().undecodable) and not planted; the tracee never crashes because of the tracer.
+//  - resume_mode() is how the caller must resume threads it handles itself (kSyscall while
+//    tracing, kCont before start_at is reached and after the end).
+//  - stop() needs every thread stopped (Inferior::stop_all): every planted byte is restored
+//    exactly; a thread whose queued SIGTRAP comes from one of the tracer's int3s is moved back
+//    onto the restored instruction and that SIGTRAP is discarded. The tracee then runs
+//    unmodified. Idempotent.
+//  - The Inferior must outlive the tracer. Move-only.
+// Thread-safety: none (the Inferior's thread only).
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "hwarb/base/error.h"
+#include "hwarb/linux/inferior.h"
+#include "hwarb/x86/insn.h"
+
+namespace hwarb::linux {
+
+// One taken branch: the branch instruction's address and where it went.
+struct BranchRecord {
+  std::uint64_t from = 0;
+  std::uint64_t to = 0;
+  x86::BranchKind kind = x86::BranchKind::kNone;
+  pid_t tid = -1;
+};
+
+struct BranchTracerOptions {
+  // Trace only blocks inside [first, second) (see the header comment).
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> only;
+  // Tracing begins when a thread reaches this address.
+  std::optional<std::uint64_t> start_at;
+};
+
+struct BranchTracerStats {
+  // Stops of the tracee the tracer handled: int3 hits (terminators and start_at), system-call
+  // entry and exit stops, new threads, and the single-steps of the fallback.
+  std::uint64_t stops = 0;
+  std::uint64_t taken = 0;      // branches recorded
+  std::uint64_t not_taken = 0;  // conditional branches that fell through (not recorded)
+  std::uint64_t blocks_decoded = 0;
+  std::uint64_t planted = 0;      // int3s planted (distinct terminators)
+  std::uint64_t undecodable = 0;  // blocks whose bytes could not be read or decoded
+  std::uint64_t stepped = 0;      // branches single-stepped because emulation could not decide
+  std::uint64_t syscalls = 0;     // system calls made by traced threads
+  std::uint64_t signals = 0;      // signals of the program seen (passed through by the caller)
+  std::map<x86::BranchKind, std::uint64_t> by_kind;  // taken branches by kind
+};
+
+class BranchTracer {
+ public:
+  using Sink = std::function<void(const BranchRecord&)>;
+
+  static Result<BranchTracer> start(Inferior& inferior, BranchTracerOptions options, Sink sink);
+
+  BranchTracer(BranchTracer&&) noexcept = default;
+  BranchTracer& operator=(BranchTracer&&) noexcept = default;
+  BranchTracer(const BranchTracer&) = delete;
+  BranchTracer& operator=(const BranchTracer&) = delete;
+  ~BranchTracer() = default;
+
+  Result<bool> handle(const Event& event);
+  Resume resume_mode() const;
+  Result<void> stop();
+
+  const BranchTracerStats& stats() const { return stats_; }
+  // Whether start_at was reached (always true without start_at).
+  bool started() const { return started_; }
+  // Tracing is over (exec, exit, or stop()).
+  bool ended() const { return ended_; }
+  // The addresses holding an int3 of the tracer now (ascending).
+  std::vector<std::uint64_t> planted() const;
+
+ private:
+  BranchTracer(Inferior& inferior, BranchTracerOptions options, Sink sink);
+
+  bool in_range(std::uint64_t addr) const;
+  // Up to `out.size()` original bytes at addr (the page cache, shadow applied); how many.
+  std::size_t fetch(std::uint64_t addr, std::span<std::uint8_t> out);
+  const std::vector<std::uint8_t>* page(std::uint64_t page_addr);
+  bool plant(std::uint64_t addr, x86::Insn insn);
+  void ensure_block(std::uint64_t entry);
+  void begin(std::uint64_t rip);
+  Result<bool> on_trap(const Event& event);
+  Result<bool> on_start(pid_t tid, x86::Regs& regs);
+  Result<bool> step_branch(pid_t tid, const x86::Regs& regs, const x86::Insn& insn);
+  void record(pid_t tid, const x86::Insn& insn, std::uint64_t next, bool taken);
+  void follow(const x86::Insn& insn, std::uint64_t next);
+  // Resumes tid with resume_mode(); a thread that is gone (killed meanwhile) is not an error.
+  Result<bool> resume(pid_t tid, int signal = 0);
+  Result<void> release_child(pid_t child);
+  Result<void> restore_all(pid_t process);
+  void forget_range(std::uint64_t addr, std::uint64_t len);
+  static Result<std::uint64_t> read_word(void* self, std::uint64_t addr, int size);
+
+  Inferior* inferior_;
+  BranchTracerOptions options_;
+  Sink sink_;
+  std::map<std::uint64_t, std::uint8_t> shadow_;          // planted address -> original byte
+  std::unordered_map<std::uint64_t, x86::Insn> terms_;    // planted terminators
+  std::unordered_map<std::uint64_t, bool> blocks_;        // block entries decoded (true: planted)
+  std::unordered_map<std::uint64_t, std::vector<std::uint8_t>> pages_;  // original text pages
+  std::unordered_map<pid_t, std::pair<long, std::array<std::uint64_t, 6>>> in_syscall_;
+  std::optional<std::uint64_t> start_trap_;  // start_at while its int3 is planted
+  std::optional<std::uint64_t> start_done_;  // start_at after its int3 was removed
+  bool started_ = false;
+  bool ended_ = false;
+  BranchTracerStats stats_;
+};
+
+}  // namespace hwarb::linux

@@ -1,0 +1,36 @@
+#include "hwarb/linux/terminal.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+
+namespace hwarb::linux {
+namespace {
+
+volatile sig_atomic_t g_interrupted = 0;
+
+void on_interrupt(int) {
+  g_interrupted = 1;
+}
+
+}  // namespace
+
+bool is_terminal(int fd) {
+  return ::isatty(fd) == 1;
+}
+
+void install_interrupt_flag() {
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;  // no SA_RESTART: waitpid returns EINTR
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
+
+bool interrupt_requested() {
+  return g_interrupted != 0;
+}
+
+}  // namespace hwarb::linux

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# `hwarb watch` and `hwarb stat` on real processes: watch_cli_test.sh HWARB PROGRAMS_DIR GOLDEN_DIR
+# Every case runs in both modes the machine offers: the default (hardware where the probe sees
+# breakpoint hits delivered, else software) and --software. Exact counts, values, exit
+# statuses, the program's own output (unchanged), errors with exit 2, and an attach + Ctrl-C that
+# leaves the target running with its text byte-identical to the file.
+set -uo pipefail
+hwarb=$1
+programs=$2
+golden=$3
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"; [[ -n "${spin:-}" ]] && kill -9 "$spin" 2>/dev/null' EXIT
+
+run() {  # run WANT_RC DESCRIPTION ARGS...  (stdout -> $tmp/out, stderr -> $tmp/err)
+  local want=$1 what=$2
+  shift 2
+  "$hwarb" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [[ $rc -ne $want ]]; then
+    echo "FAIL: $what: exit $rc, expected $want" >&2
+    sed 's/^/  out: /' "$tmp/out" >&2
+    sed 's/^/  err: /' "$tmp/err" >&2
+    fail=1
+  fi
+}
+has() {  # has FILE TEXT DESCRIPTION
+  if ! grep -qF -- "$2" "$1"; then
+    echo "FAIL: $3: output lacks '$2'" >&2
+    head -20 "$1" | sed 's/^/  | /' >&2
+    fail=1
+  fi
+}
+count() {  # count FILE REGEX WANT DESCRIPTION
+  local n
+  n=$(grep -cE -- "$2" "$1")
+  if [[ $n -ne $3 ]]; then
+    echo "FAIL: $4: $n lines match '$2', expected $3" >&2
+    head -20 "$1" | sed 's/^/  | /' >&2
+    fail=1
+  fi
+}
+
+for mode in "" "--software"; do
+  m=${mode:-default}
+  # 1. Every write of the global, with its values; the program's output and status unchanged.
+  run 0 "$m: writes" watch $mode --json target:w -- "$programs/prog_writer" 10
+  count "$tmp/out" '"event":"hit"' 10 "$m: writes"
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    count "$tmp/out" "\"access\":\"w\",\"old\":\"0x$(printf %x $((i - 1)))\",\"new\":\"0x$(printf %x $i)\"" 1 "$m: write $i"
+  done
+  count "$tmp/out" '"symbol":"set_target\+0x[0-9a-f]+ \(writer.c:[0-9]+\)"' 10 "$m: ip symbol"
+  has "$tmp/out" 'sum=100' "$m: program output"
+  has "$tmp/out" '{"event":"summary","hits":{"target:w":10}' "$m: summary"
+  has "$tmp/out" '"exit":3' "$m: tracee status"
+  # 2. Reads only (x86 has no read breakpoint: rw registers filtered by the instruction).
+  run 0 "$m: reads" watch $mode --json target:r -- "$programs/prog_writer" 6
+  count "$tmp/out" '"access":"r"' 6 "$m: reads"
+  count "$tmp/out" '"access":"w' 0 "$m: no writes in a read watch"
+  count "$tmp/out" '"symbol":"get_target' 6 "$m: read ip"
+  # 3. --count stops after N hits; the program still runs to its end.
+  run 0 "$m: --count" watch $mode --json --count 3 target:w -- "$programs/prog_writer" 10
+  count "$tmp/out" '"event":"hit"' 3 "$m: --count"
+  has "$tmp/out" 'sum=100' "$m: --count program output"
+  has "$tmp/out" '"exit":3' "$m: --count tracee status"
+  # 4. --if on the new value.
+  run 0 "$m: --if" watch $mode --json --if 'new==5' target:w -- "$programs/prog_writer" 10
+  count "$tmp/out" '"event":"hit"' 1 "$m: --if"
+  has "$tmp/out" '"old":"0x4","new":"0x5"' "$m: --if values"
+  # 5. An unaligned 12-byte range inside a struct: one hit per field store that touches it.
+  run 0 "$m: unaligned range" watch $mode --json rec+2/12:w -- "$programs/prog_writer" 1
+  count "$tmp/out" '"event":"hit"' 4 "$m: unaligned range"
+  # 6. Threads created after the start: every thread's writes, counted per thread.
+  run 0 "$m: threads" stat $mode slots/16:w -- "$programs/prog_threads" 4 50
+  count "$tmp/out" '^ slots/16:w +[0-9]+ +0 +50 +0 +50$' 4 "$m: per-thread rows"
+  count "$tmp/out" '^ slots/16:w +all +0 +200 +0 +200$' 1 "$m: total row"
+  has "$tmp/out" 'done' "$m: threads program output"
+  # 7. Execution: one hit per call; output unchanged (int3 restored).
+  run 0 "$m: exec" watch $mode --json work:x -- "$programs/prog_calls" 7
+  count "$tmp/out" '"access":"x"' 7 "$m: exec hits"
+  has "$tmp/out" 'total=70' "$m: exec program output"
+  has "$tmp/out" '"exit":0' "$m: exec tracee status"
+done
+
+# Kernel accesses (software path): read(2) writes the watched buffer, write(2) reads it.
+run 0 "kernel accesses" watch --software --json buffer:rw -- "$programs/prog_syscalls"
+count "$tmp/out" '"access":"w".*"syscall":"read"' 1 "kernel write by read(2)"
+count "$tmp/out" '"access":"r".*"syscall":"write"' 1 "kernel read by write(2)"
+has "$tmp/out" 'kernel!' "syscalls program output"
+
+# Golden: the human format of a small run (addresses repeat: ASLR is off as in gdb; times vary).
+run 0 "golden human" watch --software target:w -- "$programs/prog_writer" 3
+sed -E 's/^ +[0-9]+\.[0-9]+  tid [0-9]+/TIME  tid TID/' "$tmp/out" >"$tmp/human"
+sed -E "s#$programs#PROGRAMS#" "$tmp/err" >>"$tmp/human"
+if ! diff -u "$golden/writer_human.expected" "$tmp/human" >&2; then
+  echo "FAIL: golden human output differs" >&2
+  fail=1
+fi
+
+# Errors: usage (exit 2) with the position or near matches; targets that cannot be traced (1).
+run 2 "bad expression" watch mem:0x1000/0 -- "$programs/prog_writer"
+has "$tmp/err" "column" "bad expression names the column"
+run 2 "unknown symbol" watch tagret -- "$programs/prog_writer"
+has "$tmp/err" "did you mean: target" "near matches"
+run 2 "no target" watch target
+has "$tmp/err" "target:" "missing target"
+run 2 "two targets" watch -p 1 target -- "$programs/prog_writer"
+run 2 "bad condition" watch --if 'new=5' target -- "$programs/prog_writer"
+has "$tmp/err" "column" "bad condition names the column"
+run 1 "missing command" watch target -- /nonexistent/prog
+has "$tmp/err" "command" "missing command named"
+run 1 "no such process" watch -p 999999999 target
+
+# Attach to a running process, then Ctrl-C: it runs on, its text identical to the file.
+"$programs/prog_spin" >"$tmp/spin.out" &
+spin=$!
+for _ in $(seq 50); do grep -q ready "$tmp/spin.out" && break; sleep 0.05; done
+"$hwarb" watch --software --json ticks:w tick:x -p "$spin" >"$tmp/attach.out" 2>"$tmp/attach.err" &
+watcher=$!
+sleep 0.7
+kill -INT "$watcher"
+wait "$watcher"
+rc=$?
+[[ $rc -eq 0 ]] || { echo "FAIL: attach + SIGINT: exit $rc" >&2; cat "$tmp/attach.err" >&2; fail=1; }
+has "$tmp/attach.out" '"event":"summary"' "attach summary"
+has "$tmp/attach.out" '"interrupted":true' "attach interrupted"
+# One tick() call per write; Ctrl-C may land between a call and its write.
+calls=$(grep -c '"access":"x"' "$tmp/attach.out")
+writes=$(grep -c '"access":"w"' "$tmp/attach.out")
+if ((calls < 10 || calls - writes < 0 || calls - writes > 1)); then
+  echo "FAIL: attach: $calls tick() calls for $writes writes" >&2
+  fail=1
+fi
+sleep 0.1
+state=$(awk '{print $3}' "/proc/$spin/stat")
+[[ $state == S || $state == R ]] || { echo "FAIL: target state '$state' after detach" >&2; fail=1; }
+grep -q TracerPid:.0 "/proc/$spin/status" || { echo "FAIL: target still traced" >&2; fail=1; }
+python3 - "$spin" "$programs/prog_spin" <<'PY' || fail=1
+import sys
+pid, exe = sys.argv[1], sys.argv[2]
+data = open(exe, "rb").read()
+checked = 0
+with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb") as mem:
+    for line in maps:
+        parts = line.split()
+        if len(parts) < 6 or parts[5] != exe and not parts[5].endswith("/prog_spin"):
+            continue
+        start, end = (int(x, 16) for x in parts[0].split("-"))
+        offset = int(parts[2], 16)
+        if "x" not in parts[1]:
+            continue
+        mem.seek(start)
+        live = mem.read(end - start)
+        want = data[offset:offset + len(live)]
+        if live[:len(want)] != want:
+            print("FAIL: text of the target differs from the file after detach", file=sys.stderr)
+            sys.exit(1)
+        checked += len(want)
+if checked == 0:
+    print("FAIL: no text mapping of prog_spin found", file=sys.stderr)
+    sys.exit(1)
+PY
+kill -9 "$spin"
+wait "$spin" 2>/dev/null
+spin=
+
+exit $fail
