@@ -41,6 +41,30 @@ count() {  # count FILE REGEX WANT DESCRIPTION
   fi
 }
 
+# probe --json: every field, and what it says agrees with the machine's own files.
+run 0 "probe --json" probe --json
+python3 - "$tmp/out" <<'PY' || fail=1
+import json, os, sys
+report = json.loads(open(sys.argv[1]).read())
+keys = ["perf_event_paranoid", "breakpoint_pmu", "breakpoint_slots", "slots_error", "hits_delivered",
+        "canary_writes", "canary_hits", "intel_bts", "intel_pt", "ptrace_scope", "ptrace_allowed",
+        "singlestep_works", "singleblock_steps_blocks", "singleblock_detail", "notes"]
+missing = [k for k in keys if k not in report]
+assert not missing, f"probe --json lacks {missing}"
+dev = "/sys/bus/event_source/devices/"
+assert report["breakpoint_pmu"] == os.path.isdir(dev + "breakpoint"), "breakpoint_pmu"
+assert report["intel_bts"] == os.path.isdir(dev + "intel_bts"), "intel_bts"
+assert report["intel_pt"] == os.path.isdir(dev + "intel_pt"), "intel_pt"
+assert report["hits_delivered"] == (report["canary_writes"] > 0 and
+                                    report["canary_hits"] == report["canary_writes"]), "verdict"
+if report["breakpoint_pmu"]:
+    assert report["breakpoint_slots"] >= 1, "slots"
+assert report["perf_event_paranoid"] == int(open("/proc/sys/kernel/perf_event_paranoid").read())
+PY
+run 0 "probe" probe
+has "$tmp/out" "hits delivered:" "probe human"
+has "$tmp/out" "BTS:" "probe human"
+
 for mode in "" "--software"; do
   m=${mode:-default}
   # 1. Every write of the global, with its values; the program's output and status unchanged.
