@@ -59,9 +59,8 @@ Result<BranchTracer> BranchTracer::start(Inferior& inferior, BranchTracerOptions
     const std::uint64_t at = *tracer.options_.start_at;
     std::uint8_t original = 0;
     if (tracer.fetch(at, std::span(&original, 1)) != 1) {
-      return make_error(ErrorCode::kFault,
-                        "start_at: " + hex(at) + " is not readable in process " +
-                            std::to_string(inferior.pid()));
+      return make_error(ErrorCode::kFault, "start_at: " + hex(at) + " is not readable in process " +
+                                               std::to_string(inferior.pid()));
     }
     if (auto r = inferior.write_memory(at, std::span<const std::uint8_t>(&kInt3, 1)); !r) {
       return std::unexpected(r.error().with_context("start_at"));
@@ -71,7 +70,10 @@ Result<BranchTracer> BranchTracer::start(Inferior& inferior, BranchTracerOptions
     return tracer;
   }
   tracer.started_ = true;
-  for (const auto& [tid, rip] : stopped) tracer.begin(rip);
+  for (const auto& [tid, rip] : stopped) {
+    tracer.begin(rip);
+    tracer.set_flow(tid, rip);
+  }
   if (tracer.stats_.planted == 0 && tracer.options_.only) {
     (void)tracer.restore_all(0);
     return make_error(ErrorCode::kInval, "only: no block of [" + hex(tracer.options_.only->first) +
@@ -90,8 +92,8 @@ const std::vector<std::uint8_t>* BranchTracer::page(std::uint64_t page_addr) {
   std::vector<std::uint8_t> bytes(kPage);
   if (!inferior_->read_memory(page_addr, bytes)) return nullptr;
   // Bytes planted before the page was first read (the start_at int3).
-  for (auto it = shadow_.lower_bound(page_addr); it != shadow_.end() && it->first < page_addr + kPage;
-       ++it) {
+  for (auto it = shadow_.lower_bound(page_addr);
+       it != shadow_.end() && it->first < page_addr + kPage; ++it) {
     bytes[it->first - page_addr] = it->second;
   }
   return &pages_.emplace(page_addr, std::move(bytes)).first->second;
@@ -125,31 +127,42 @@ Result<std::uint64_t> BranchTracer::read_word(void* self, std::uint64_t addr, in
   return value;
 }
 
-bool BranchTracer::plant(std::uint64_t addr, x86::Insn insn) {
+bool BranchTracer::plant(std::uint64_t addr, const x86::Insn& insn) {
   if (terms_.contains(addr)) return true;
   std::uint8_t original = 0;
   if (fetch(addr, std::span(&original, 1)) != 1) return false;
   if (!inferior_->write_memory(addr, std::span<const std::uint8_t>(&kInt3, 1))) return false;
   shadow_[addr] = original;
-  terms_.emplace(addr, std::move(insn));
+  terms_.emplace(addr, insn);
   ++stats_.planted;
   return true;
 }
 
-void BranchTracer::ensure_block(std::uint64_t entry) {
-  if (ended_ || !in_range(entry) || blocks_.contains(entry)) return;
+bool BranchTracer::deferred_active(std::uint64_t addr) const {
+  auto it = deferred_.find(addr);
+  return it != deferred_.end() && it->second.active;
+}
+
+void BranchTracer::ensure_block(std::uint64_t entry, Want want) {
+  if (ended_ || !in_range(entry)) return;
+  if (auto it = blocks_.find(entry); it != blocks_.end()) {
+    if (want == Want::kEntry) make_entry(it->second);
+    return;
+  }
   std::uint64_t ip = entry;
-  bool planted = false;
+  std::uint64_t term = 0;
+  std::optional<x86::Insn> branch;
   bool understood = false;
   for (int n = 0; n < kMaxBlockInsns; ++n) {
     if (ip != entry) {
       // The rest of the block is one already known.
-      if (terms_.contains(ip)) {
-        planted = understood = true;
+      if (terms_.contains(ip) || deferred_active(ip)) {
+        term = ip;
+        understood = true;
         break;
       }
       if (auto it = blocks_.find(ip); it != blocks_.end()) {
-        planted = it->second;
+        term = it->second;
         understood = true;
         break;
       }
@@ -171,24 +184,159 @@ void BranchTracer::ensure_block(std::uint64_t entry) {
     understood = true;
     if (kind == x86::BranchKind::kSyscall || kind == x86::BranchKind::kInterrupt ||
         kind == x86::BranchKind::kFar) {
+      if (kind == x86::BranchKind::kSyscall) syscall_seen_ = true;
       break;  // the kernel decides: not planted (see the header)
     }
-    planted = plant(ip, std::move(*insn));
-    if (!planted) understood = false;
+    branch = std::move(*insn);
+    term = ip;
     break;
   }
-  if (!understood) ++stats_.undecodable;
   ++stats_.blocks_decoded;
-  blocks_[entry] = planted;
+  if (branch && !(want == Want::kNormal && try_defer(*branch)) && !plant(term, *branch)) {
+    understood = false;
+    term = 0;
+  }
+  if (!understood) ++stats_.undecodable;
+  blocks_[entry] = term;
+  if (want == Want::kEntry) make_entry(term);
+}
+
+bool BranchTracer::try_defer(const x86::Insn& insn) {
+  if (!options_.defer_conditional || insn.branch != x86::BranchKind::kCondJump || !insn.target ||
+      insn.text.starts_with("xbegin")) {
+    return false;
+  }
+  const std::uint64_t jump = insn.ip;
+  const std::uint64_t taken = *insn.target;
+  const std::uint64_t fall = insn.ip + insn.length;
+  if (!in_range(taken) || !in_range(fall)) return false;
+  ensure_block(taken, Want::kSuccessor);
+  ensure_block(fall, Want::kSuccessor);
+  if (terms_.contains(jump)) return false;  // a successor's block runs into the jump itself
+  auto t = blocks_.find(taken);
+  auto f = blocks_.find(fall);
+  if (t == blocks_.end() || f == blocks_.end()) return false;
+  const std::uint64_t tt = t->second, ft = f->second;
+  // Both successors must end in distinct stops that no untraced arrival shares.
+  if (tt == 0 || ft == 0 || tt == ft || tt == jump || ft == jump || !terms_.contains(tt) ||
+      !terms_.contains(ft) || entry_terms_.contains(tt) || entry_terms_.contains(ft)) {
+    return false;
+  }
+  deferred_[jump] = Deferred{insn, taken, tt, fall, ft, true};
+  preds_[tt].push_back(jump);
+  preds_[ft].push_back(jump);
+  ++stats_.deferred;
+  return true;
+}
+
+void BranchTracer::undefer(std::uint64_t jump) {
+  auto it = deferred_.find(jump);
+  if (it == deferred_.end() || !it->second.active) return;
+  it->second.active = false;
+  --stats_.deferred;
+  if (!plant(jump, it->second.insn)) ++stats_.undecodable;
+}
+
+void BranchTracer::make_entry(std::uint64_t term) {
+  if (term == 0) return;
+  // Threads may arrive here without the tracer knowing their path: the terminator must stop,
+  // and no deferred jump may be resolved by it.
+  undefer(term);
+  if (!entry_terms_.insert(term).second) return;
+  if (auto it = preds_.find(term); it != preds_.end()) {
+    for (std::uint64_t jump : it->second) undefer(jump);
+  }
 }
 
 void BranchTracer::begin(std::uint64_t rip) {
   ensure_block(rip);
-  if (options_.only) ensure_block(options_.only->first);
+  if (options_.only) ensure_block(options_.only->first, Want::kEntry);
+}
+
+void BranchTracer::set_flow(pid_t tid, std::uint64_t entry) {
+  Flow flow;
+  flow.entry = entry;
+  if (auto it = blocks_.find(entry); it != blocks_.end() && in_range(entry)) {
+    if (terms_.contains(it->second)) {
+      flow.expect = it->second;
+    } else if (deferred_active(it->second)) {
+      flow.deferred = it->second;
+    }
+  }
+  flow_[tid] = flow;
+}
+
+void BranchTracer::unknown_arrival(std::uint64_t term) {
+  auto it = preds_.find(term);
+  if (it == preds_.end()) return;
+  bool any = false;
+  for (std::uint64_t jump : it->second) {
+    if (!deferred_active(jump)) continue;
+    any = true;
+    undefer(jump);
+  }
+  if (any) ++stats_.ambiguous;
+}
+
+void BranchTracer::arrive(pid_t tid, std::uint64_t term) {
+  auto it = flow_.find(tid);
+  const Flow flow = it != flow_.end() ? it->second : Flow{};
+  if (auto d_it = deferred_.find(flow.deferred); flow.deferred != 0 && d_it != deferred_.end()) {
+    const Deferred& d = d_it->second;
+    if (term == flow.deferred) return;  // planted meanwhile, and not passed yet
+    if (term == d.taken_term) {
+      record(tid, d.insn, d.taken_entry, true);
+      return;
+    }
+    if (term == d.fall_term) {
+      record(tid, d.insn, d.fall_entry, false);
+      return;
+    }
+  } else if (flow.expect != 0 && term == flow.expect) {
+    return;
+  }
+  unknown_arrival(term);
+}
+
+void BranchTracer::settle(pid_t tid, std::uint64_t rip, bool ending) {
+  auto it = flow_.find(tid);
+  if (it == flow_.end()) return;
+  auto d_it = deferred_.find(it->second.deferred);
+  if (it->second.deferred == 0 || d_it == deferred_.end()) {
+    // A thread with no deferred jump pending keeps going where it was headed.
+    if (it->second.deferred != 0) it->second = Flow{};
+    return;
+  }
+  Flow& flow = it->second;
+  const std::uint64_t jump = flow.deferred;
+  const Deferred& d = d_it->second;
+  const bool before = rip >= flow.entry && rip <= jump;
+  const bool taken = rip >= d.taken_entry && rip <= d.taken_term;
+  const bool fall = rip >= d.fall_entry && rip <= d.fall_term;
+  Flow next;
+  if (before + taken + fall != 1) {
+    // Overlapping instructions: not decidable from rip.
+    if (!ending) {
+      ++stats_.ambiguous;
+      undefer(jump);
+    }
+  } else if (before) {
+    // Not run yet: a handler may run first, so the jump stops by itself from now on.
+    if (!ending) undefer(jump);
+    next.entry = flow.entry;
+    next.expect = jump;
+  } else {
+    record(tid, d.insn, taken ? d.taken_entry : d.fall_entry, taken);
+    next.entry = taken ? d.taken_entry : d.fall_entry;
+    next.expect = taken ? d.taken_term : d.fall_term;
+  }
+  flow = next;
 }
 
 Resume BranchTracer::resume_mode() const {
-  return started_ && !ended_ ? Resume::kSyscall : Resume::kCont;
+  // With `only`, system calls matter only when the range makes some.
+  return started_ && !ended_ && (!options_.only || syscall_seen_) ? Resume::kSyscall
+                                                                  : Resume::kCont;
 }
 
 Result<bool> BranchTracer::resume(pid_t tid, int signal) {
@@ -218,7 +366,7 @@ void BranchTracer::record(pid_t tid, const x86::Insn& insn, std::uint64_t next, 
 void BranchTracer::follow(const x86::Insn& insn, std::uint64_t next) {
   // The fall-through of a call first: a return into it must be caught even when the callee is
   // not traced (outside `only`).
-  if (is_call(insn.branch)) ensure_block(insn.ip + insn.length);
+  if (is_call(insn.branch)) ensure_block(insn.ip + insn.length, Want::kEntry);
   ensure_block(next);
 }
 
@@ -228,11 +376,10 @@ Result<bool> BranchTracer::handle(const Event& ev) {
     case EventKind::kSignal:
       if (ev.signal == SIGTRAP && ev.code == kSiKernel) {
         auto mine = on_trap(ev);
-        if (mine && !*mine) ++stats_.signals;  // the program's own int3
+        if (mine && !*mine) return on_signal(ev);  // the program's own int3
         return mine;
       }
-      ++stats_.signals;
-      return false;
+      return on_signal(ev);
     case EventKind::kSyscallEnter:
       ++stats_.stops;
       ++stats_.syscalls;
@@ -256,6 +403,7 @@ Result<bool> BranchTracer::handle(const Event& ev) {
           return std::unexpected(regs.error());
         }
         ensure_block(regs->rip);
+        set_flow(ev.tid, regs->rip);
       }
       return resume(ev.tid);
     }
@@ -268,6 +416,7 @@ Result<bool> BranchTracer::handle(const Event& ev) {
           return std::unexpected(regs.error());
         }
         ensure_block(regs->rip);
+        set_flow(ev.tid, regs->rip);
       }
       return resume(ev.tid);
     }
@@ -276,7 +425,10 @@ Result<bool> BranchTracer::handle(const Event& ev) {
         // Shares this memory (and its int3s) until it execs: traced as a thread.
         ++stats_.stops;
         if (started_) {
-          if (auto regs = inferior_->get_regs(ev.child)) ensure_block(regs->rip);
+          if (auto regs = inferior_->get_regs(ev.child)) {
+            ensure_block(regs->rip);
+            set_flow(ev.child, regs->rip);
+          }
         }
         return resume(ev.child);
       }
@@ -288,12 +440,17 @@ Result<bool> BranchTracer::handle(const Event& ev) {
       shadow_.clear();
       terms_.clear();
       blocks_.clear();
+      deferred_.clear();
+      preds_.clear();
+      entry_terms_.clear();
       pages_.clear();
+      flow_.clear();
       in_syscall_.clear();
       start_trap_.reset();
       return false;
     case EventKind::kThreadExit:
       in_syscall_.erase(ev.tid);
+      flow_.erase(ev.tid);
       return false;
     case EventKind::kExited:
     case EventKind::kKilled:
@@ -322,11 +479,13 @@ Result<bool> BranchTracer::on_trap(const Event& ev) {
         return std::unexpected(r.error());
       }
       ensure_block(at);
+      set_flow(tid, at);
       return resume(tid);
     }
     return false;  // the program's own int3
   }
   ++stats_.stops;
+  arrive(tid, at);
   // A reference stays valid while blocks are added (only erasing invalidates it).
   const x86::Insn& insn = it->second;
   regs->rip = at;
@@ -347,6 +506,7 @@ Result<bool> BranchTracer::on_trap(const Event& ev) {
   }
   record(tid, insn, outcome->next, outcome->taken);
   follow(insn, outcome->next);
+  after_branch(tid, insn, outcome->next);
   return resume(tid);
 }
 
@@ -366,7 +526,30 @@ Result<bool> BranchTracer::on_start(pid_t tid, x86::Regs& regs) {
   }
   started_ = true;
   begin(at);
+  set_flow(tid, at);
   return resume(tid);
+}
+
+void BranchTracer::after_branch(pid_t tid, const x86::Insn& insn, std::uint64_t next) {
+  // A call out of `only` comes back at its fall-through: that is where the thread is headed.
+  if (is_call(insn.branch) && !in_range(next)) {
+    set_flow(tid, insn.ip + insn.length);
+  } else {
+    set_flow(tid, next);
+  }
+}
+
+Result<bool> BranchTracer::on_signal(const Event& ev) {
+  ++stats_.signals;
+  if (started_) {
+    auto regs = inferior_->get_regs(ev.tid);
+    if (!regs) {
+      if (gone(regs.error())) return false;
+      return std::unexpected(regs.error());
+    }
+    settle(ev.tid, regs->rip, false);
+  }
+  return false;
 }
 
 Result<bool> BranchTracer::step_branch(pid_t tid, const x86::Regs& regs, const x86::Insn& insn) {
@@ -419,6 +602,9 @@ Result<bool> BranchTracer::step_branch(pid_t tid, const x86::Regs& regs, const x
   if (now->rip != at) {
     record(tid, branch, now->rip, now->rip != at + branch.length);
     follow(branch, now->rip);
+    after_branch(tid, branch, now->rip);
+  } else {
+    flow_[tid] = Flow{at, 0, at};
   }
   // rip == at: the branch did not complete (it faulted, or a signal came first): the signal is
   // delivered and the int3 catches the branch again when it runs.
@@ -438,15 +624,23 @@ void BranchTracer::forget_range(std::uint64_t addr, std::uint64_t len) {
   }
   if (!cached) return;  // nothing decoded there
   auto inside = [&](std::uint64_t a) { return a >= addr && a < end; };
+  // Deferred jumps whose successors go away stop by themselves (their code may stay).
+  for (auto& [jump, d] : deferred_) {
+    if (d.active && !inside(jump) && (inside(d.taken_term) || inside(d.fall_term))) undefer(jump);
+  }
   std::erase_if(terms_, [&](const auto& e) { return inside(e.first); });
-  std::erase_if(blocks_, [&](const auto& e) { return inside(e.first); });
+  std::erase_if(blocks_, [&](const auto& e) { return inside(e.first) || inside(e.second); });
+  std::erase_if(deferred_, [&](const auto& e) { return inside(e.first); });
+  std::erase_if(preds_, [&](const auto& e) { return inside(e.first); });
+  std::erase_if(entry_terms_, [&](std::uint64_t t) { return inside(t); });
   std::erase_if(shadow_, [&](const auto& e) { return inside(e.first) && e.first != start_trap_; });
 }
 
 Result<void> BranchTracer::restore_all(pid_t process) {
   Result<void> first;
   for (const auto& [addr, original] : shadow_) {
-    if (auto r = inferior_->write_memory(addr, std::span<const std::uint8_t>(&original, 1), process);
+    if (auto r =
+            inferior_->write_memory(addr, std::span<const std::uint8_t>(&original, 1), process);
         !r && first) {
       first = r;
     }
@@ -481,12 +675,18 @@ Result<void> BranchTracer::stop() {
         keep.push_back(ev);
       }
       for (auto it = keep.rbegin(); it != keep.rend(); ++it) inferior_->requeue(*it);
+      // A deferred jump the thread already ran is recorded.
+      if (auto regs = inferior_->get_regs(t)) settle(t, regs->rip, true);
     }
   }
   shadow_.clear();
   terms_.clear();
   blocks_.clear();
+  deferred_.clear();
+  preds_.clear();
+  entry_terms_.clear();
   pages_.clear();
+  flow_.clear();
   start_trap_.reset();
   return first;
 }

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/personality.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -102,7 +103,6 @@ Plain plain_run(const std::vector<std::string>& argv) {
   return {out.text(), end.status};
 }
 
-
 // The event loop a user of BranchTracer writes: the tracer first, then pass-through.
 Event drive(Inferior& inf, BranchTracer& tracer) {
   EXPECT_TRUE(inf.resume_all(tracer.resume_mode()));
@@ -153,7 +153,7 @@ struct Traced {
 
 // Traces the whole run of argv; `only_function` restricts the int3s to that function.
 Traced trace(const std::vector<std::string>& argv, Start start, const char* only_function,
-             const TraceExtras& extras = {}) {
+             const TraceExtras& extras = {}, bool defer = true) {
   Traced t;
   Capture out;
   auto inf = Inferior::spawn(argv, {.stdout_fd = out.fd()});
@@ -163,6 +163,7 @@ Traced trace(const std::vector<std::string>& argv, Start start, const char* only
     t.symbols[name] = symbol(inf->pid(), name.c_str());
   }
   BranchTracerOptions options;
+  options.defer_conditional = defer;
   if (only_function != nullptr) {
     const Symbol f = symbol(inf->pid(), only_function);
     options.only = std::pair{f.address, f.address + f.size};
@@ -214,8 +215,8 @@ Reference reference_count(const std::vector<std::string>& argv, const char* func
       auto regs = inf->get_regs(pid);
       if (regs && regs->rip == f.address + 1) break;
     }
-    EXPECT_TRUE(inf->resume(ev->tid, Resume::kCont,
-                            ev->kind == EventKind::kSignal ? ev->signal : 0));
+    EXPECT_TRUE(
+        inf->resume(ev->tid, Resume::kCont, ev->kind == EventKind::kSignal ? ev->signal : 0));
   }
   EXPECT_TRUE(inf->write_memory(f.address, std::span<const std::uint8_t>(&original, 1)));
   auto regs = inf->get_regs(pid);
@@ -252,10 +253,9 @@ Reference reference_count(const std::vector<std::string>& argv, const char* func
 }
 
 std::uint64_t count_from(const std::vector<BranchRecord>& records, const Symbol& f) {
-  return static_cast<std::uint64_t>(
-      std::count_if(records.begin(), records.end(), [&](const BranchRecord& r) {
-        return r.from >= f.address && r.from < f.address + f.size;
-      }));
+  return static_cast<std::uint64_t>(std::count_if(
+      records.begin(), records.end(),
+      [&](const BranchRecord& r) { return r.from >= f.address && r.from < f.address + f.size; }));
 }
 
 TEST(BranchTracer, TakenBranchesOfAFunctionMatchAnIndependentSingleStepCount) {
@@ -270,7 +270,8 @@ TEST(BranchTracer, TakenBranchesOfAFunctionMatchAnIndependentSingleStepCount) {
   EXPECT_EQ(ref.status, 0);
 
   // With the int3s restricted to classify.
-  const Traced only = trace(argv, Start::kFirstInstruction, "classify", {.resolve = {"classify"}, .observe = nullptr});
+  const Traced only = trace(argv, Start::kFirstInstruction, "classify",
+                            {.resolve = {"classify"}, .observe = nullptr});
   const Symbol f = only.symbols.at("classify");
   EXPECT_EQ(only.end.kind, EventKind::kExited);
   EXPECT_EQ(only.end.status, 0);
@@ -294,12 +295,12 @@ TEST(BranchTracer, TakenBranchesOfAFunctionMatchAnIndependentSingleStepCount) {
   EXPECT_EQ(from_main.out, plain.out);
   EXPECT_EQ(count_from(from_main.records, f), ref.taken);
   EXPECT_LT(from_main.records.size(), all.records.size());
-  std::printf("classify: %llu taken branches (%llu instructions single-stepped); whole run: %zu "
-              "branches, %llu stops, %llu blocks\n",
-              static_cast<unsigned long long>(ref.taken),
-              static_cast<unsigned long long>(ref.steps), all.records.size(),
-              static_cast<unsigned long long>(all.stats.stops),
-              static_cast<unsigned long long>(all.stats.blocks_decoded));
+  std::printf(
+      "classify: %llu taken branches (%llu instructions single-stepped); whole run: %zu "
+      "branches, %llu stops, %llu blocks\n",
+      static_cast<unsigned long long>(ref.taken), static_cast<unsigned long long>(ref.steps),
+      all.records.size(), static_cast<unsigned long long>(all.stats.stops),
+      static_cast<unsigned long long>(all.stats.blocks_decoded));
 }
 
 TEST(BranchTracer, AtMostTwoStopsPerTakenBranch) {
@@ -309,15 +310,61 @@ TEST(BranchTracer, AtMostTwoStopsPerTakenBranch) {
       EXPECT_EQ(t.end.status, 0);
       ASSERT_GT(t.stats.taken, 0u);
       const double ratio = static_cast<double>(t.stats.stops) / static_cast<double>(t.stats.taken);
-      std::printf("start=%s only=%s: %llu stops, %llu taken, %llu not taken: %.3f stops per taken "
-                  "branch\n",
-                  start == Start::kMain ? "main" : "first", only ? only : "-",
-                  static_cast<unsigned long long>(t.stats.stops),
-                  static_cast<unsigned long long>(t.stats.taken),
-                  static_cast<unsigned long long>(t.stats.not_taken), ratio);
+      std::printf(
+          "start=%s only=%s: %llu stops, %llu taken, %llu not taken: %.3f stops per taken "
+          "branch\n",
+          start == Start::kMain ? "main" : "first", only ? only : "-",
+          static_cast<unsigned long long>(t.stats.stops),
+          static_cast<unsigned long long>(t.stats.taken),
+          static_cast<unsigned long long>(t.stats.not_taken), ratio);
       EXPECT_LE(ratio, 2.0);
       EXPECT_EQ(t.stats.stepped, 0u);  // every branch of this program is emulated
+      EXPECT_GT(t.stats.deferred, 0u);
+      EXPECT_EQ(t.stats.ambiguous, 0u);
     }
+  }
+}
+
+// Runs in child processes without address-space randomization (inherited by exec), so that two
+// runs of a program have the same addresses.
+class NoRandomization {
+ public:
+  NoRandomization() : before_(::personality(0xffffffff)) {
+    if (before_ >= 0) ::personality(static_cast<unsigned long>(before_) | ADDR_NO_RANDOMIZE);
+  }
+  ~NoRandomization() {
+    if (before_ >= 0) ::personality(static_cast<unsigned long>(before_));
+  }
+  NoRandomization(const NoRandomization&) = delete;
+  NoRandomization& operator=(const NoRandomization&) = delete;
+  bool ok() const { return before_ >= 0; }
+
+ private:
+  int before_;
+};
+
+TEST(BranchTracer, DeferredConditionalBranchesGiveTheSameRecordsAsOneStopPerBlock) {
+  NoRandomization fixed;
+  ASSERT_TRUE(fixed.ok());
+  for (const char* mode : {"plain", "signal"}) {
+    const std::vector<std::string> argv = {program("branches"), "300", mode};
+    const Traced stops = trace(argv, Start::kFirstInstruction, nullptr, {}, false);
+    const Traced deferred = trace(argv, Start::kFirstInstruction, nullptr, {}, true);
+    EXPECT_EQ(stops.stats.deferred, 0u);
+    EXPECT_GT(deferred.stats.deferred, 100u);
+    EXPECT_EQ(deferred.stats.ambiguous, 0u) << mode;
+    EXPECT_LT(deferred.stats.stops, stops.stats.stops);
+    EXPECT_EQ(deferred.out, stops.out);
+    ASSERT_EQ(deferred.records.size(), stops.records.size()) << mode;
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < stops.records.size(); ++i) {
+      const BranchRecord& a = stops.records[i];
+      const BranchRecord& b = deferred.records[i];
+      if (a.from != b.from || a.to != b.to || a.kind != b.kind) ++differ;
+    }
+    EXPECT_EQ(differ, 0u) << mode;
+    EXPECT_EQ(deferred.stats.taken, stops.stats.taken);
+    EXPECT_EQ(deferred.stats.not_taken, stops.stats.not_taken);
   }
 }
 
@@ -403,7 +450,8 @@ std::vector<std::uint8_t> original_bytes(const Mapping& m, std::uint64_t addr, s
     auto own = read_maps(::getpid());
     EXPECT_TRUE(own);
     for (const Mapping& o : *own) {
-      if (o.path == "[vdso]") std::memcpy(out.data(), reinterpret_cast<const void*>(o.start + (addr - m.start)), n);
+      if (o.path == "[vdso]")
+        std::memcpy(out.data(), reinterpret_cast<const void*>(o.start + (addr - m.start)), n);
     }
     return out;
   }

@@ -45,6 +45,11 @@ void add_target_options(CLI::App& sub, TargetOptions& target);
 Result<void> check_target(TargetOptions& target);
 // Spawns the command or attaches to the process (of the thread, for -t).
 Result<linux::Inferior> open_target(const TargetOptions& target);
+// Runs a spawned process (stopped at its first instruction) until it reaches `addr` and leaves
+// it stopped there, the int3 used for it removed: run to the executable's entry point, the
+// dynamic loader has mapped the shared libraries, so their symbols resolve. Signals of the
+// program pass through. ESRCH naming `target` when it ends first.
+Result<void> run_to(linux::Inferior& inferior, std::uint64_t addr);
 // "command 'prog'" / "process 1234" for messages.
 std::string target_name(const TargetOptions& target);
 

@@ -109,39 +109,6 @@ int target_error(const char* command, const Error& error) {
   return kExitFailure;
 }
 
-// Runs a spawned process (stopped at its first instruction) until it reaches `addr` (the
-// executable's entry: the dynamic loader has mapped the libraries then).
-Result<void> run_to(linux::Inferior& inferior, std::uint64_t addr) {
-  const pid_t pid = inferior.pid();
-  std::uint8_t original = 0;
-  if (auto r = inferior.read_memory(addr, std::span(&original, 1)); !r) return r;
-  const std::uint8_t int3 = 0xCC;
-  if (auto r = inferior.write_memory(addr, std::span<const std::uint8_t>(&int3, 1)); !r) return r;
-  if (auto r = inferior.resume(pid, linux::Resume::kCont); !r) return r;
-  for (;;) {
-    auto ev = inferior.wait();
-    if (!ev) return std::unexpected(ev.error());
-    if (ev->kind == linux::EventKind::kExited || ev->kind == linux::EventKind::kKilled) {
-      return make_error(ErrorCode::kSrch, "target: ended before reaching its entry point");
-    }
-    if (ev->kind == linux::EventKind::kSignal && ev->signal == SIGTRAP) {
-      auto regs = inferior.get_regs(ev->tid);
-      if (regs && regs->rip == addr + 1) {
-        regs->rip = addr;
-        if (auto r = inferior.set_regs(ev->tid, *regs); !r) return r;
-        return inferior.write_memory(addr, std::span<const std::uint8_t>(&original, 1));
-      }
-    }
-    const int sig = ev->kind == linux::EventKind::kSignal ? ev->signal : 0;
-    if (ev->kind == linux::EventKind::kFork && !ev->vfork) {
-      if (auto r = inferior.release(ev->child); !r) return r;
-      continue;
-    }
-    if (ev->kind == linux::EventKind::kThreadExit) continue;
-    if (auto r = inferior.resume(ev->tid, linux::Resume::kCont, sig); !r) return r;
-  }
-}
-
 // Resolves every expression; a usage error (exit 2) for unknown symbols.
 Result<std::vector<Watched>> resolve(const std::vector<WatchExpr>& exprs,
                                      linux::Inferior& inferior) {
