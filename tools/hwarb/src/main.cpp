@@ -12,6 +12,14 @@ namespace {
 
 constexpr const char* kFooter =
     R"(Usage of each subcommand ('hwarb SUBCOMMAND --help' for all of it):
+  hwarb probe [--json]             what this machine's debug hardware really does
+  hwarb watch [--json] [--software] [--if COND] [--count N] EXPR... (-p PID | -t TID | -- CMD)
+                                   every access to memory (or execution of code) of a process
+  hwarb stat [--json] [--software] EXPR... (-p PID | -t TID | -- CMD)
+                                   the same, counted per expression and thread
+  hwarb trace [--json|--perf-script] [--filter SYM] [--start SYM] (-p PID | -t TID | -- CMD)
+                                   branch records from -> to
+    EXPR: mem:ADDR[/LEN][:ACCESS] or SYMBOL[+OFF][/LEN][:ACCESS], ACCESS from r, w, x
   hwarb sim FILE.scn [--explain]   run a scenario on the simulated machine's slot arbiter;
                                    one line per request: 'NAME ok' or 'NAME <ERRNO>'
 
@@ -26,7 +34,8 @@ Scenario files, in brief (see 'hwarb sim --help' and docs/scenarios.md):
   del NAME  |  cpu N offline|online  |  bts|pt|lbr NAME [task=T] [cpu=N|any]
   '#' starts a comment. Scenario errors print 'FILE:LINE: message' on stderr.
 
-Exit status: 0 success, 1 internal error, 2 usage error, unreadable file or scenario error.)";
+Exit status: 0 success, 1 internal error or a target that could not be traced, 2 usage error,
+unreadable file or scenario error.)";
 
 }  // namespace
 
