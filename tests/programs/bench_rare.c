@@ -2,16 +2,16 @@
 // The watched global `rare` is a page-aligned, page-sized struct, so nothing else lives in its
 // page; main writes rare.value exactly 10 times (values 1..10), once at the start of each of 10
 // phases, and in every phase does UNITS units of memory-heavy work that never touches that page
-// (one unit: 4096 pseudo-random read-modify-writes of a 4 MiB heap array mixed with a 4 KiB stack
+// (one unit: 1024 pseudo-random read-modify-writes of a 4 MiB heap array mixed with a 4 KiB stack
 // array). Prints "checksum=C rare=10" and exits 0.
-//   prog_bench_rare [UNITS]     default 300 (about 100 ms natively on the 2-core AMD VM)
+//   prog_bench_rare [UNITS]     default 1200 (about 55 ms natively on the 2-core AMD VM)
 #include <stdio.h>
 #include <stdlib.h>
 
 #define BENCH_RARE_PHASES 10
 #define BENCH_RARE_HEAP_WORDS (1u << 20)
 #define BENCH_RARE_STACK_WORDS 1024u
-#define BENCH_RARE_UNIT_STEPS 4096u
+#define BENCH_RARE_UNIT_STEPS 1024u
 
 struct rare_page {
   volatile int value;
@@ -43,7 +43,7 @@ __attribute__((noinline)) static unsigned work_unit(unsigned* heap, unsigned* lo
 }
 
 int main(int argc, char** argv) {
-  long units = argc > 1 ? atol(argv[1]) : 300;
+  long units = argc > 1 ? atol(argv[1]) : 1200;
   if (units < 0) units = 0;
   unsigned* heap = calloc(BENCH_RARE_HEAP_WORDS, sizeof(unsigned));
   if (heap == NULL) return 1;

@@ -1,11 +1,13 @@
 // bench_trace: the branch-tracing benchmark's program (bench/gdb_bench.sh): deterministic control
 // flow of about 216 000 instructions from main to exit, about a fifth of them taken branches
-// (calls, returns, a loop, if/else and a switch). main runs step() over 0..N-1 with N = 5250,
-// prints "checksum=C" and exits 0; no input changes the path.
+// (calls, returns, a loop, if/else and a switch). main runs step() over 0..N-1 with N = 5320,
+// prints "checksum=C" and exits 0; no input changes the path. The line is formatted by hand and
+// written with write(2): printf's vectorised string functions (AVX2/EVEX on this machine) are
+// instructions gdb's `record full` cannot record.
 //   prog_bench_trace
-#include <stdio.h>
+#include <unistd.h>
 
-#define BENCH_TRACE_ROUNDS 5250
+#define BENCH_TRACE_ROUNDS 5320
 
 __attribute__((noinline)) static unsigned mix(unsigned v) {
   if (v & 4u) return v * 3u + 1u;
@@ -41,6 +43,15 @@ __attribute__((noinline)) static unsigned step(unsigned acc, unsigned i) {
 int main(void) {
   unsigned acc = 1;
   for (unsigned i = 0; i < BENCH_TRACE_ROUNDS; ++i) acc = step(acc, i);
-  printf("checksum=%u\n", acc);
-  return 0;
+  char line[32] = "checksum=";
+  char digits[10];
+  int count = 0;
+  do {
+    digits[count++] = (char)('0' + acc % 10u);
+    acc /= 10u;
+  } while (acc != 0);
+  int len = 9;
+  while (count > 0) line[len++] = digits[--count];
+  line[len++] = '\n';
+  return write(1, line, (size_t)len) == len ? 0 : 1;
 }

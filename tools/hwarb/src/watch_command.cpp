@@ -214,6 +214,7 @@ class Reporter {
         line += json_string(watched_[i].label) + ":" + std::to_string(hits_[i]);
       }
       line += "},\"mode\":\"" + mode + "\",\"method\":" + json_string(method);
+      if (lost_ != 0) line += ",\"lost\":" + std::to_string(lost_);
       if (args_.stat) {
         line += ",\"threads\":{";
         bool first = true;
@@ -268,9 +269,15 @@ class Reporter {
     }
     std::cerr << ") in " << mode << " mode [" << method << "]; " << target_text_ << " "
               << describe_end(end, spawned) << "\n";
+    if (lost_ != 0) {
+      std::cerr << "hwarb " << (args_.stat ? "stat" : "watch") << ": warning: the kernel dropped "
+                << lost_ << " samples (ring buffer full): the counts are lower bounds\n";
+    }
   }
 
   void set_target_text(std::string text) { target_text_ = std::move(text); }
+  // Samples the kernel dropped (a full ring): the counts are then lower bounds, and say so.
+  void set_lost(std::uint64_t lost) { lost_ = lost; }
   void set_symbols(linux::SymbolTable* table) { symbols_ = table; }
 
  private:
@@ -300,6 +307,7 @@ class Reporter {
   std::string target_text_;
   linux::SymbolTable* symbols_ = nullptr;
   int reloads_ = 0;
+  std::uint64_t lost_ = 0;
 };
 
 // The software path as an Engine of run_target.
@@ -548,12 +556,8 @@ std::optional<int> run_hardware(WatchArgs& args, linux::Inferior& inferior,
     reporter.summary("hardware", std::to_string(pieces.size()) + " debug registers", *end, spawned);
     return kExitOk;
   }
-  std::vector<std::vector<std::uint8_t>> shadow;
-  for (const Watched& w : watched) {
-    std::vector<std::uint8_t> bytes(w.access == linux::kWatchExec ? 0 : w.len);
-    if (!bytes.empty()) (void)inferior.read_memory(w.addr, bytes);
-    shadow.push_back(std::move(bytes));
-  }
+  // Counting writes and executions only (stat): the samples say all that is needed, and the
+  // target runs untraced; nothing per hit may be slow here, or the rings overflow.
   if (auto d = inferior.detach(); !d) return target_error(name, d.error());
   std::cerr << "hwarb " << name << ": hardware mode, " << perf->events()
             << " perf breakpoint events (" << pieces.size() << " debug registers)\n";
@@ -574,30 +578,7 @@ std::optional<int> run_hardware(WatchArgs& args, linux::Inferior& inferior,
       h.time_ns = ph.time_ns > start_ns ? ph.time_ns - start_ns : 0;
       h.ip = ph.ip;
       h.addr = ph.addr;
-      if (w.access == linux::kWatchExec) {
-        h.access = linux::kWatchExec;
-      } else {
-        h.access = pieces[ph.piece].type == pmu::BpType::kW
-                       ? linux::kWatchWrite
-                       : linux::kWatchRead | linux::kWatchWrite;
-        std::vector<std::uint8_t> now(w.len);
-        if (!linux::read_process_memory(pid, w.addr, now)) now = shadow[i];
-        if (auto acc = accessor_before(pid, ph.ip, ph.addr, pieces[ph.piece].len)) {
-          h.ip = acc->ip;
-          if (pieces[ph.piece].type != pmu::BpType::kW) h.access = acc->access;
-        } else if (pieces[ph.piece].type != pmu::BpType::kW) {
-          // Undecidable: a changed value means a write.
-          h.access = now != shadow[i] ? linux::kWatchWrite : linux::kWatchRead;
-        }
-        h.access &= w.access;
-        if (h.access == 0) {  // a write seen by the rw register of a read watch
-          shadow[i] = std::move(now);
-          continue;
-        }
-        h.old_value = shadow[i];
-        h.new_value = now;
-        shadow[i] = std::move(now);
-      }
+      h.access = w.access == linux::kWatchExec ? linux::kWatchExec : linux::kWatchWrite;
       reporter.hit(h);
     }
   };
@@ -626,6 +607,7 @@ std::optional<int> run_hardware(WatchArgs& args, linux::Inferior& inferior,
     }
   }
   progress.clear();
+  reporter.set_lost(perf->lost());
   perf = std::unexpected(Error(ErrorCode::kIo, "closed"));  // the breakpoints go now
   if (spawned && !end.exited) {
     if (end.interrupted) (void)linux::send_signal(pid, SIGKILL);
