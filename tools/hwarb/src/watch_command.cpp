@@ -81,6 +81,7 @@ std::string access_letters(unsigned bits) {
 
 std::uint64_t le_value(const std::vector<std::uint8_t>& bytes) {
   std::uint64_t v = 0;
+  if (bytes.empty()) return v;  // a count-only hit carries no value
   std::memcpy(&v, bytes.data(), std::min<std::size_t>(bytes.size(), 8));
   return v;
 }
