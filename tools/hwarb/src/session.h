@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "hwarb/base/error.h"
+#include "hwarb/base/format.h"
 #include "hwarb/linux/inferior.h"
 
 namespace hwarb::cli {
@@ -84,8 +85,6 @@ std::string describe_end(const RunResult& result, bool spawned);
 // Whether SIGINT/SIGTERM has arrived (run_target installs the handler).
 bool interrupted();
 
-// A JSON string literal (quotes included) with every control character escaped.
-std::string json_string(std::string_view text);
 // "0x1a2b".
 std::string hex_text(std::uint64_t value);
 

@@ -1,9 +1,10 @@
-// hwarb/base/format.h — the one way numbers are printed in messages and reports.
+// hwarb/base/format.h — the one way numbers and strings are printed in messages and reports.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 namespace hwarb {
 
@@ -12,6 +13,38 @@ inline std::string hex(std::uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(v));
   return buf;
+}
+
+// A JSON string literal (quotes included): quote, backslash and every control character
+// escaped (\n, \t, else \u00XX). Bytes >= 0x20 pass through (UTF-8 stays UTF-8).
+inline std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+  return out;
 }
 
 }  // namespace hwarb
