@@ -45,8 +45,9 @@ expected=$("$branches" 100)
 no_bts=0
 [[ -d /sys/bus/event_source/devices/intel_bts ]] || no_bts=1
 
-# --json --filter: branch lines, then one summary whose counts add up; the program's line.
-run 0 "json filter" trace --json --filter classify -- "$branches" 100
+# --json --filter (software mode, on every machine): branch lines, then one summary whose counts
+# add up; the program's line.
+run 0 "json filter" trace --software --json --filter classify -- "$branches" 100
 cp "$tmp/out" "$tmp/json.out"
 has "$tmp/out" "$expected" "program output under trace --json"
 python3 - "$tmp/out" <<'PY' || fail=1
@@ -75,13 +76,36 @@ for b in branches:
 froms = [int(b["from"], 16) for b in branches]
 assert max(froms) - min(froms) < 0x200, "filtered to one function"
 PY
-if ((no_bts)); then
-  has "$tmp/err" "software branch tracing (no BTS on this machine)" "probe note"
-fi
+has "$tmp/err" "software branch tracing (--software)" "mode note"
 json_count=$(count "$tmp/json.out" '"event":"branch"')
 
+# Hardware mode: intel_bts where the kernel has it (the default there), a clear error (exit 1,
+# nothing run) elsewhere; the hardware finds exactly the software's branches.
+run 2 "two modes" trace --hardware --software -- "$branches"
+has "$tmp/err" "--hardware and --software are exclusive" "two modes named"
+if ((no_bts)); then
+  run 1 "hardware without intel_bts" trace --hardware -- "$branches" 100
+  has "$tmp/err" "no intel_bts PMU on this machine" "hardware refusal names intel_bts"
+  [[ ! -s "$tmp/out" ]] || { echo "FAIL: the program ran although --hardware was refused" >&2; fail=1; }
+  run 0 "default mode" trace --json --filter classify -- "$branches" 100
+  has "$tmp/err" "software branch tracing (no BTS on this machine)" "default mode note"
+  has "$tmp/out" '"mode":"software"' "default mode is software without BTS"
+else
+  run 0 "hardware filter" trace --hardware --json --filter classify -- "$branches" 100
+  has "$tmp/out" "$expected" "program output under hardware trace"
+  has "$tmp/err" "hardware branch tracing (intel_bts" "hardware mode note"
+  python3 - "$tmp/out" "$json_count" <<'PY' || fail=1
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+summary = events[-1]
+branches = [e for e in events if e["event"] == "branch"]
+assert summary["mode"] == "hardware" and summary["truncations"] == 0, summary
+assert len(branches) == summary["branches"] == int(sys.argv[2]), (len(branches), sys.argv[2])
+PY
+fi
+
 # Human format: the same branches, with symbols and source lines; the summary on stderr.
-run 0 "human filter" trace --filter classify -- "$branches" 100
+run 0 "human filter" trace --software --filter classify -- "$branches" 100
 has "$tmp/out" "$expected" "program output under trace"
 same "$(count "$tmp/out" '^ +[0-9]+  classify\+0x[0-9a-f]+ \(branches\.c:[0-9]+\) => ')" \
   "$json_count" "human lines = json lines"
@@ -94,7 +118,7 @@ has "$tmp/err" "branches/s" "human summary rate"
 has "$tmp/err" "exited with status 0" "human summary exit"
 
 # --perf-script: COMM TID TIME: branches: FROM SYM+OFF (DSO) => TO SYM+OFF (DSO)
-run 0 "perf-script filter" trace --perf-script --filter classify -- "$branches" 100
+run 0 "perf-script filter" trace --software --perf-script --filter classify -- "$branches" 100
 same "$(count "$tmp/out" '^ +prog_branches +[0-9]+ +[0-9]+\.[0-9]{6}:  branches:  +[0-9a-f]+ classify\+0x[0-9a-f]+ \(/.*prog_branches\) => +[0-9a-f]+ [^ ]+ \(.*\)$')" \
   "$json_count" "perf-script lines = json lines"
 

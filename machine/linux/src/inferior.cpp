@@ -1,9 +1,11 @@
 #include "hwarb/linux/inferior.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/personality.h>
 #include <sys/ptrace.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -12,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -173,6 +176,10 @@ Result<Inferior> Inferior::spawn(const std::vector<std::string>& argv,
       if (current != -1)
         ::syscall(SYS_personality, static_cast<unsigned long>(current) | ADDR_NO_RANDOMIZE);
     }
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    ::sigprocmask(SIG_UNBLOCK, &chld, nullptr);  // wait_or_poll may have blocked it in hwarb
     ::syscall(SYS_kill, ::syscall(SYS_getpid), SIGSTOP);
     ::execve(path->c_str(), args.data(), environ);
     ::_exit(127);
@@ -536,23 +543,95 @@ Result<void> Inferior::resume_all(Resume how) {
   return {};
 }
 
+Result<std::optional<Event>> Inferior::next_event(bool block, bool& idle) {
+  idle = false;
+  if (!queued_.empty()) {
+    Event ev = queued_.front();
+    queued_.pop_front();
+    return ev;
+  }
+  if (exited_) return make_error(ErrorCode::kSrch, "pid: the process has exited");
+  int status = 0;
+  const pid_t tid = ::waitpid(-1, &status, __WALL | (block ? 0 : WNOHANG));
+  if (tid < 0) {
+    const int err = errno;
+    return sys_fail<std::optional<Event>>(err, "pid", "waitpid for the traced threads");
+  }
+  if (tid == 0) {
+    idle = true;
+    return std::optional<Event>();
+  }
+  return translate(tid, status);
+}
+
 Result<Event> Inferior::wait() {
   for (;;) {
-    if (!queued_.empty()) {
-      Event ev = queued_.front();
-      queued_.pop_front();
-      return ev;
-    }
-    if (exited_) return make_error(ErrorCode::kSrch, "pid: the process has exited");
-    int status = 0;
-    const pid_t tid = ::waitpid(-1, &status, __WALL);
-    if (tid < 0) {
-      const int err = errno;
-      return sys_fail<Event>(err, "pid", "waitpid for the traced threads");
-    }
-    auto ev = translate(tid, status);
+    bool idle = false;
+    auto ev = next_event(true, idle);
     if (!ev) return std::unexpected(ev.error());
     if (*ev) return **ev;
+  }
+}
+
+namespace {
+
+// The signalfd through which wait_or_poll learns of child status changes (see the header). Made
+// once per process; SIGCHLD stays blocked in the thread that made it.
+Result<int> sigchld_fd() {
+  static const Result<int> fd = []() -> Result<int> {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) {
+      return sys_fail<int>(EINVAL, "sigchld", "pthread_sigmask(SIG_BLOCK, SIGCHLD)");
+    }
+    const int fd = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (fd < 0) return sys_fail<int>(errno, "sigchld", "signalfd(SIGCHLD)");
+    return fd;
+  }();
+  return fd;
+}
+
+}  // namespace
+
+Result<std::optional<Event>> Inferior::wait_or_poll(std::span<const int> fds, int timeout_ms) {
+  auto sigfd = sigchld_fd();
+  if (!sigfd) return std::unexpected(sigfd.error());
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
+  std::vector<pollfd> pfds;
+  pfds.reserve(fds.size() + 1);
+  for (;;) {
+    // The notification first, then the statuses: a SIGCHLD arriving after the waitpid keeps the
+    // signalfd readable, so none is missed.
+    signalfd_siginfo info;
+    while (::read(*sigfd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+    }
+    bool idle = false;
+    auto ev = next_event(false, idle);
+    if (!ev) return ev;
+    if (*ev) return ev;
+    if (!idle) continue;  // a status that made no event
+    int wait_ms = -1;
+    if (timeout_ms >= 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return std::optional<Event>();
+      wait_ms = static_cast<int>(left.count());
+    }
+    pfds.clear();
+    pfds.push_back(pollfd{*sigfd, POLLIN, 0});
+    for (int fd : fds) pfds.push_back(pollfd{fd, POLLIN, 0});
+    const int r = ::poll(pfds.data(), pfds.size(), wait_ms);
+    if (r < 0) {
+      const int err = errno;
+      if (err == EINTR) return make_error(ErrorCode::kIntr, "pid: interrupted");
+      return sys_fail<std::optional<Event>>(err, "fds", "poll");
+    }
+    if (r == 0) return std::optional<Event>();
+    for (std::size_t i = 1; i < pfds.size(); ++i) {
+      if (pfds[i].revents != 0) return std::optional<Event>();
+    }
   }
 }
 

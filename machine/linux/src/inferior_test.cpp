@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -260,6 +261,75 @@ TEST(Inferior, AttachStopsARunningProcessAndDetachLetsItRun) {
   int status = 0;
   ::waitpid(child, &status, 0);
   ::close(pipefd[0]);
+}
+
+// The blocked-signal mask of process `pid` (/proc/PID/status SigBlk).
+std::uint64_t blocked_signals(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("SigBlk:", 0) == 0) return std::stoull(line.substr(7), nullptr, 16);
+  }
+  ADD_FAILURE() << "no SigBlk line for " << pid;
+  return ~0ull;
+}
+
+TEST(Inferior, WaitOrPollWakesForEventsReadableDescriptorsAndTimeouts) {
+  auto inf = Inferior::spawn({program("spin")}, {.stdout_fd = ::open("/dev/null", O_WRONLY)});
+  ASSERT_TRUE(inf) << inf.error().to_string();
+  ASSERT_TRUE(inf->resume_all(Resume::kCont));
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  const std::vector<int> fds{pipefd[0]};
+  using Clock = std::chrono::steady_clock;
+
+  // Nothing happens: the timeout.
+  auto t0 = Clock::now();
+  auto got = inf->wait_or_poll(fds, 150);
+  ASSERT_TRUE(got) << got.error().to_string();
+  EXPECT_FALSE(got->has_value());
+  EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(140));
+
+  // A readable descriptor ends the wait at once, with no event.
+  ASSERT_EQ(::write(pipefd[1], "x", 1), 1);
+  t0 = Clock::now();
+  got = inf->wait_or_poll(fds, 10'000);
+  ASSERT_TRUE(got) << got.error().to_string();
+  EXPECT_FALSE(got->has_value());
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));
+  char c;
+  ASSERT_EQ(::read(pipefd[0], &c, 1), 1);
+
+  // An event of the process ends it too, and comes back as the event.
+  ASSERT_EQ(::kill(inf->pid(), SIGUSR1), 0);
+  t0 = Clock::now();
+  got = inf->wait_or_poll(fds, 10'000);
+  ASSERT_TRUE(got) << got.error().to_string();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ((*got)->kind, EventKind::kSignal);
+  EXPECT_EQ((*got)->signal, SIGUSR1);
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));
+
+  // SIGCHLD is blocked in this thread now, and a program spawned afterwards does not inherit it.
+  sigset_t mine;
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, nullptr, &mine), 0);
+  EXPECT_TRUE(sigismember(&mine, SIGCHLD));
+  auto later = Inferior::spawn({program("spin")}, {.stdout_fd = ::open("/dev/null", O_WRONLY)});
+  ASSERT_TRUE(later) << later.error().to_string();
+  EXPECT_EQ(blocked_signals(later->pid()) & (1ull << (SIGCHLD - 1)), 0u);
+  ASSERT_TRUE(later->kill());
+
+  // The signal is passed on (killing the program), and the exit arrives through the same wait.
+  ASSERT_TRUE(inf->resume((*got)->tid, Resume::kCont, SIGUSR1));
+  for (;;) {
+    got = inf->wait_or_poll({}, 10'000);
+    ASSERT_TRUE(got) << got.error().to_string();
+    ASSERT_TRUE(got->has_value()) << "no exit within 10 s";
+    if ((*got)->kind == EventKind::kKilled) break;
+  }
+  EXPECT_EQ((*got)->signal, SIGUSR1);
+  ::close(pipefd[0]);
+  ::close(pipefd[1]);
 }
 
 TEST(Inferior, AttachRefusesBadPids) {

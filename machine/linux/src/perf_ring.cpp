@@ -223,14 +223,34 @@ Result<PerfRing> PerfRing::map(int fd, std::size_t data_pages) {
     offset = static_cast<std::size_t>(meta->data_offset);
     size = static_cast<std::size_t>(meta->data_size);
   }
-  return PerfRing(*base, bytes, offset, size);
+  return PerfRing(*base, bytes, offset, size, true);
+}
+
+Result<PerfRing> PerfRing::over(std::span<std::uint8_t> memory) {
+  if (memory.size() < sizeof(perf_event_mmap_page)) {
+    return make_error(ErrorCode::kInval, "meta: " + std::to_string(memory.size()) +
+                                             " bytes cannot hold a perf_event_mmap_page");
+  }
+  const auto* meta = reinterpret_cast<const perf_event_mmap_page*>(memory.data());
+  const std::uint64_t off = meta->data_offset;
+  const std::uint64_t size = meta->data_size;
+  if (size == 0 || !std::has_single_bit(size) || off < sizeof(perf_event_mmap_page) ||
+      off > memory.size() || size > memory.size() - off) {
+    return make_error(ErrorCode::kInval, "meta: data_offset " + std::to_string(off) +
+                                             " and data_size " + std::to_string(size) +
+                                             " do not describe a power-of-two area inside the " +
+                                             std::to_string(memory.size()) + " bytes");
+  }
+  return PerfRing(memory.data(), memory.size(), static_cast<std::size_t>(off),
+                  static_cast<std::size_t>(size), false);
 }
 
 PerfRing::PerfRing(PerfRing&& other) noexcept
     : base_(std::exchange(other.base_, nullptr)),
       map_bytes_(std::exchange(other.map_bytes_, 0)),
       data_offset_(std::exchange(other.data_offset_, 0)),
-      data_size_(std::exchange(other.data_size_, 0)) {}
+      data_size_(std::exchange(other.data_size_, 0)),
+      owned_(std::exchange(other.owned_, false)) {}
 
 PerfRing& PerfRing::operator=(PerfRing&& other) noexcept {
   if (this != &other) {
@@ -239,6 +259,7 @@ PerfRing& PerfRing::operator=(PerfRing&& other) noexcept {
     map_bytes_ = std::exchange(other.map_bytes_, 0);
     data_offset_ = std::exchange(other.data_offset_, 0);
     data_size_ = std::exchange(other.data_size_, 0);
+    owned_ = std::exchange(other.owned_, false);
   }
   return *this;
 }
@@ -248,29 +269,45 @@ PerfRing::~PerfRing() {
 }
 
 void PerfRing::reset() {
-  unmap(base_, map_bytes_);
+  if (owned_) unmap(base_, map_bytes_);
   base_ = nullptr;
   map_bytes_ = data_offset_ = data_size_ = 0;
+  owned_ = false;
+}
+
+std::span<const std::uint8_t> PerfRing::data() const {
+  return {static_cast<const std::uint8_t*>(base_) + data_offset_, data_size_};
 }
 
 std::uint64_t PerfRing::pending() const {
   if (base_ == nullptr) return 0;
-  auto* meta = static_cast<perf_event_mmap_page*>(base_);
-  const std::uint64_t head = std::atomic_ref(meta->data_head).load(std::memory_order_acquire);
-  const std::uint64_t tail = std::atomic_ref(meta->data_tail).load(std::memory_order_relaxed);
+  auto* m = meta();
+  const std::uint64_t head = std::atomic_ref(m->data_head).load(std::memory_order_acquire);
+  const std::uint64_t tail = std::atomic_ref(m->data_tail).load(std::memory_order_relaxed);
   return head - tail;
+}
+
+Result<std::vector<RingRecord>> PerfRing::records(std::uint64_t& head) const {
+  if (base_ == nullptr) return make_error(ErrorCode::kInval, "ring: not mapped (moved from)");
+  auto* m = meta();
+  head = std::atomic_ref(m->data_head).load(std::memory_order_acquire);
+  const std::uint64_t tail = std::atomic_ref(m->data_tail).load(std::memory_order_relaxed);
+  return split_ring(data(), tail, head);
+}
+
+void PerfRing::consume(std::uint64_t head) {
+  if (base_ == nullptr) return;
+  // The reads of the records happen before the kernel may overwrite their space (release).
+  std::atomic_ref(meta()->data_tail).store(head, std::memory_order_release);
 }
 
 Result<RingBatch> PerfRing::drain(std::uint64_t sample_type) {
   if (base_ == nullptr) return make_error(ErrorCode::kInval, "ring: not mapped (moved from)");
-  auto* meta = static_cast<perf_event_mmap_page*>(base_);
-  const std::uint64_t head = std::atomic_ref(meta->data_head).load(std::memory_order_acquire);
-  const std::uint64_t tail = std::atomic_ref(meta->data_tail).load(std::memory_order_relaxed);
-  const std::span<const std::uint8_t> data(static_cast<const std::uint8_t*>(base_) + data_offset_,
-                                           data_size_);
-  auto batch = parse_ring(data, tail, head, sample_type);
-  // The reads above happen before the kernel may overwrite the space (release).
-  std::atomic_ref(meta->data_tail).store(head, std::memory_order_release);
+  auto* m = meta();
+  const std::uint64_t head = std::atomic_ref(m->data_head).load(std::memory_order_acquire);
+  const std::uint64_t tail = std::atomic_ref(m->data_tail).load(std::memory_order_relaxed);
+  auto batch = parse_ring(data(), tail, head, sample_type);
+  consume(head);
   return batch;
 }
 

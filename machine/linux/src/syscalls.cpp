@@ -294,14 +294,15 @@ std::size_t page_size() {
   return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 }
 
-Result<void*> map_shared(int fd, std::size_t bytes) {
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+Result<void*> map_shared(int fd, std::size_t bytes, std::uint64_t offset) {
+  void* p =
+      ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(offset));
   if (p == MAP_FAILED) {
     const int err = errno;
     const bool size_refused = err == ENOMEM || err == EPERM || err == EAGAIN;
-    return sys_fail<void*>(
-        err, size_refused ? "bytes" : "fd",
-        "mmap(" + std::to_string(bytes) + " bytes of fd " + std::to_string(fd) + ")");
+    return sys_fail<void*>(err, size_refused ? "bytes" : "fd",
+                           "mmap(" + std::to_string(bytes) + " bytes at offset " +
+                               std::to_string(offset) + " of fd " + std::to_string(fd) + ")");
   }
   return p;
 }

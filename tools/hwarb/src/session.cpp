@@ -145,7 +145,23 @@ Result<RunResult> run_target(linux::Inferior& inferior, Engine& engine) {
       }
       return result;
     }
-    auto ev = inferior.wait();
+    Result<linux::Event> ev = make_error(ErrorCode::kIntr, "not waited");
+    if (engine.wants_wakeups()) {
+      const std::vector<int> fds = engine.wake_fds();
+      auto got = inferior.wait_or_poll(fds, 100);
+      if (!got) {
+        ev = std::unexpected(got.error());
+      } else if (!*got) {
+        // A ring to drain, or time for a tick.
+        engine.tick();
+        last_tick = std::chrono::steady_clock::now();
+        continue;
+      } else {
+        ev = **got;
+      }
+    } else {
+      ev = inferior.wait();
+    }
     if (!ev) {
       if (ev.error().code() == ErrorCode::kIntr) continue;
       return fail(ev.error());

@@ -63,8 +63,13 @@ class Engine {
   virtual linux::Resume resume_mode() const = 0;
   // Undoes every change to the tracee; all threads are stopped.
   virtual Result<void> finish() = 0;
-  // Called between events at most every 100 ms (progress line, polling); default none.
+  // Called between events at most every 100 ms (progress line, polling); default none. An engine
+  // with wake_fds() is also called when one of them is readable and every 100 ms without events.
   virtual void tick() {}
+  // Descriptors (perf rings) whose POLLIN must wake the loop while the threads run; empty (the
+  // default): the loop sleeps in waitpid until the next event.
+  virtual std::vector<int> wake_fds() const { return {}; }
+  virtual bool wants_wakeups() const { return false; }
   // True when the engine has seen enough (--count): run_target then undoes, detaches and lets
   // the process run on (a spawned one is waited for, for its exit status).
   virtual bool done() const { return false; }

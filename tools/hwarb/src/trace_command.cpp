@@ -1,9 +1,17 @@
 // `hwarb trace [options] (-p PID | -t TID | -- COMMAND [ARGS])`: the taken branches of a real
 // process, from -> to with symbols.
 //
+// Where the kernel has the intel_bts PMU (hardware mode, the default there; --hardware insists):
+// one intel_bts perf event per thread, opened at the thread's clone stop before its first
+// instruction, its records read from the AUX area (linux::IntelBtsTrace) whenever the kernel hands
+// a stretch over (the loop polls the events' descriptors) and at every stop. Each record's kind is
+// decoded from the instruction at `from`. The target runs at full speed apart from BTS itself;
+// ptrace stops only at system calls (to drain before exit), thread events and signals. Loss is
+// reported: stretches the kernel flagged truncated (its AUX area was full).
+//
 // Where the machine has no BTS (this one: no intel_bts, and PTRACE_SINGLEBLOCK steps single
-// instructions), branches are observed in software by linux::BranchTracer (int3 on basic-block
-// ends, branches emulated; see branch_tracer.h). Each observed branch is stored by a
+// instructions), or with --software, branches are observed in software by linux::BranchTracer (int3
+// on basic-block ends, branches emulated; see branch_tracer.h). Each observed branch is stored by a
 // bts::SoftwareBts (one CPU, 64-bit records) exactly as the processor's BTS would store it, and
 // sorted by a bts::Tracer into one task context (user branches, signal mode) of the traced
 // process, as on a machine with BTS; the printed records are drained from that context — when
@@ -16,6 +24,7 @@
 // reported), 1 the target could not be traced, 2 usage (unknown symbols with near matches).
 #include <sys/syscall.h>
 
+#include <array>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -24,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -33,6 +43,7 @@
 #include "hwarb/bts/software_bts.h"
 #include "hwarb/bts/tracer.h"
 #include "hwarb/linux/branch_tracer.h"
+#include "hwarb/linux/intel_bts.h"
 #include "hwarb/linux/probe.h"
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/symbols.h"
@@ -52,6 +63,8 @@ enum class Format : std::uint8_t { kHuman, kJson, kPerfScript };
 struct TraceArgs {
   bool json = false;
   bool perf_script = false;
+  bool hardware = false;
+  bool software = false;
   std::string filter;
   std::string start;
   TargetOptions target;
@@ -295,6 +308,133 @@ class TraceEngine final : public Engine {
   Progress& progress_;
 };
 
+// The kind of each hardware record, decoded from the instruction at its `from` (cached: a
+// program's branches are few and taken often).
+class Classifier {
+ public:
+  explicit Classifier(linux::Inferior& inferior) : inferior_(inferior) {}
+
+  x86::BranchKind kind(std::uint64_t from) {
+    if (auto it = cache_.find(from); it != cache_.end()) return it->second;
+    std::array<std::uint8_t, 15> bytes{};
+    x86::BranchKind kind = x86::BranchKind::kNone;
+    // Near the end of a mapping fewer bytes are readable; an instruction is at most 15.
+    for (std::size_t n = bytes.size(); n > 0; n = n > 8 ? n - 4 : n - 1) {
+      if (!inferior_.alive()) break;
+      if (!inferior_.read_memory(from, std::span(bytes.data(), n))) continue;
+      if (auto insn = x86::decode(std::span<const std::uint8_t>(bytes.data(), n), from)) {
+        kind = insn->branch;
+      }
+      break;
+    }
+    cache_.emplace(from, kind);
+    return kind;
+  }
+
+ private:
+  linux::Inferior& inferior_;
+  std::unordered_map<std::uint64_t, x86::BranchKind> cache_;
+};
+
+// Hardware mode: intel_bts events on every thread, drained into the Output.
+class BtsEngine final : public Engine {
+ public:
+  BtsEngine(linux::IntelBtsTrace& bts, Output& output, Classifier& kinds,
+            const linux::BranchTracerOptions& options, Progress& progress)
+      : bts_(bts), output_(output), kinds_(kinds), options_(options), progress_(progress) {
+    sink_ = [this](pid_t tid, const linux::HwBranch& b) { take(tid, b); };
+  }
+
+  // Every thread of a process that is stopped (before it runs on).
+  Result<void> add_threads(const std::vector<pid_t>& tids) {
+    for (pid_t tid : tids) {
+      if (auto r = add(tid); !r) return r;
+    }
+    return {};
+  }
+
+  Result<bool> handle(const linux::Event& event) override {
+    switch (event.kind) {
+      case linux::EventKind::kNewThread:
+        if (auto r = add(event.tid); !r) return std::unexpected(r.error());
+        break;
+      case linux::EventKind::kThreadExit:
+        if (bts_.traced(event.tid)) {
+          if (auto r = bts_.remove_thread(event.tid, sink_); !r) return std::unexpected(r.error());
+        }
+        break;
+      case linux::EventKind::kSyscallEnter:
+        // The thread (or the process) is about to end: read while its code is still mapped.
+        if (event.syscall == SYS_exit_group || event.syscall == SYS_exit) {
+          if (auto r = drain(); !r) return std::unexpected(r.error());
+          output_.drain();
+        }
+        break;
+      default:
+        break;
+    }
+    if (event.kind == linux::EventKind::kSyscallEnter ||
+        event.kind == linux::EventKind::kSyscallExit) {
+      ++syscalls_;
+    }
+    if (event.kind == linux::EventKind::kSignal) ++signals_;
+    if (output_.error()) return std::unexpected(*output_.error());
+    return false;
+  }
+  linux::Resume resume_mode() const override { return linux::Resume::kSyscall; }
+  Result<void> finish() override {
+    progress_.clear();
+    auto r = drain();
+    for (pid_t tid : traced_) {
+      if (bts_.traced(tid)) (void)bts_.remove_thread(tid, sink_);
+    }
+    return r;
+  }
+  void tick() override {
+    (void)drain();
+    progress_.update("hwarb trace: " + std::to_string(bts_.stats().records) +
+                     " branches (intel_bts)");
+  }
+  std::vector<int> wake_fds() const override { return bts_.fds(); }
+  bool wants_wakeups() const override { return true; }
+
+  Result<void> drain() { return bts_.drain(sink_); }
+  std::uint64_t syscalls() const { return syscalls_ / 2; }
+  std::uint64_t signals() const { return signals_; }
+  std::uint64_t taken() const { return taken_; }
+
+ private:
+  Result<void> add(pid_t tid) {
+    if (auto r = bts_.add_thread(tid); !r) return r;
+    traced_.push_back(tid);
+    if (!options_.start_at) started_.insert(tid);
+    return {};
+  }
+
+  void take(pid_t tid, const linux::HwBranch& b) {
+    if (!started_.count(tid)) {
+      // --start on an attached process: from the branch that arrives there.
+      if (b.to != *options_.start_at) return;
+      started_.insert(tid);
+    }
+    ++taken_;
+    if (options_.only && (b.from < options_.only->first || b.from >= options_.only->second)) return;
+    output_.branch(linux::BranchRecord{b.from, b.to, kinds_.kind(b.from), tid});
+  }
+
+  linux::IntelBtsTrace& bts_;
+  Output& output_;
+  Classifier& kinds_;
+  linux::BranchTracerOptions options_;
+  Progress& progress_;
+  linux::IntelBtsTrace::Sink sink_;
+  std::vector<pid_t> traced_;
+  std::set<pid_t> started_;
+  std::uint64_t syscalls_ = 0;
+  std::uint64_t signals_ = 0;
+  std::uint64_t taken_ = 0;
+};
+
 std::string target_json(const RunResult& end) {
   std::string out = "{\"pid\":" + std::to_string(end.pid);
   if (end.exited && end.signal == 0) out += ",\"exit\":" + std::to_string(end.status);
@@ -303,9 +443,17 @@ std::string target_json(const RunResult& end) {
   return out + "}";
 }
 
-void summary(const TraceArgs& args, Format format, const Output& output,
-             const linux::BranchTracerStats& stats, const RunResult& end, bool spawned,
-             double seconds) {
+// What the summary says of the run, in either mode.
+struct RunFacts {
+  bool hardware = false;
+  linux::BranchTracerStats stats;  // software: stops, not taken, ...; hardware: taken, syscalls,
+                                   // signals only
+  linux::IntelBtsStats bts;        // hardware
+};
+
+void summary(const TraceArgs& args, Format format, const Output& output, const RunFacts& facts,
+             const RunResult& end, bool spawned, double seconds) {
+  const linux::BranchTracerStats& stats = facts.stats;
   std::fflush(stdout);
   const double per_taken =
       stats.taken == 0 ? 0.0 : static_cast<double>(stats.stops) / static_cast<double>(stats.taken);
@@ -322,12 +470,18 @@ void summary(const TraceArgs& args, Format format, const Output& output,
     std::snprintf(ratio, sizeof(ratio), "%.3f", per_taken);
     char secs[32];
     std::snprintf(secs, sizeof(secs), "%.3f", seconds);
-    line += "},\"stops\":" + std::to_string(stats.stops) + ",\"stops_per_taken\":" + ratio +
-            ",\"not_taken\":" + std::to_string(stats.not_taken) +
-            ",\"syscalls\":" + std::to_string(stats.syscalls) +
+    line += "}";
+    if (!facts.hardware) {
+      line += ",\"stops\":" + std::to_string(stats.stops) + ",\"stops_per_taken\":" + ratio +
+              ",\"not_taken\":" + std::to_string(stats.not_taken);
+    } else {
+      line += ",\"truncations\":" + std::to_string(facts.bts.truncations) +
+              ",\"aux_bytes\":" + std::to_string(facts.bts.bytes);
+    }
+    line += ",\"syscalls\":" + std::to_string(stats.syscalls) +
             ",\"signals\":" + std::to_string(stats.signals) +
-            ",\"lost\":" + std::to_string(output.lost()) + ",\"seconds\":" + secs +
-            ",\"mode\":\"software\",\"target\":" + target_json(end) + "}";
+            ",\"lost\":" + std::to_string(output.lost()) + ",\"seconds\":" + secs + ",\"mode\":\"" +
+            (facts.hardware ? "hardware" : "software") + "\",\"target\":" + target_json(end) + "}";
     std::cout << line << "\n";
     std::cout.flush();
     return;
@@ -342,16 +496,28 @@ void summary(const TraceArgs& args, Format format, const Output& output,
     }
     std::cerr << ")";
   }
-  char line[160];
-  std::snprintf(line, sizeof(line),
-                " in %.3f s (%.0f branches/s), %.2f stops per taken branch, %llu not taken, "
-                "%llu system calls, %llu signals",
-                seconds, seconds > 0 ? static_cast<double>(stats.taken) / seconds : 0.0, per_taken,
-                static_cast<unsigned long long>(stats.not_taken),
-                static_cast<unsigned long long>(stats.syscalls),
-                static_cast<unsigned long long>(stats.signals));
+  char line[200];
+  const double rate = seconds > 0 ? static_cast<double>(stats.taken) / seconds : 0.0;
+  if (facts.hardware) {
+    std::snprintf(line, sizeof(line),
+                  " in %.3f s (%.0f branches/s, intel_bts), %llu system calls, %llu signals",
+                  seconds, rate, static_cast<unsigned long long>(stats.syscalls),
+                  static_cast<unsigned long long>(stats.signals));
+  } else {
+    std::snprintf(line, sizeof(line),
+                  " in %.3f s (%.0f branches/s), %.2f stops per taken branch, %llu not taken, "
+                  "%llu system calls, %llu signals",
+                  seconds, rate, per_taken, static_cast<unsigned long long>(stats.not_taken),
+                  static_cast<unsigned long long>(stats.syscalls),
+                  static_cast<unsigned long long>(stats.signals));
+  }
   std::cerr << line;
   if (output.lost() != 0) std::cerr << ", " << output.lost() << " records LOST";
+  if (facts.bts.truncations != 0) {
+    std::cerr << ", the AUX area overflowed " << facts.bts.truncations
+              << " times (branches are missing there)";
+  }
+  if (facts.bts.lost != 0) std::cerr << ", " << facts.bts.lost << " perf records LOST";
   if (stats.undecodable != 0) std::cerr << ", " << stats.undecodable << " blocks undecodable";
   if (stats.ambiguous != 0) {
     std::cerr << ", " << stats.ambiguous
@@ -360,10 +526,64 @@ void summary(const TraceArgs& args, Format format, const Output& output,
   std::cerr << "; " << target_name(args.target) << " " << describe_end(end, spawned) << "\n";
 }
 
+// Hardware mode (see the file comment). The process is stopped: spawned at its first
+// instruction, or attached.
+int run_hardware(const TraceArgs& args, Format format, linux::Inferior& inferior, Output& output,
+                 linux::BranchTracerOptions options) {
+  const bool spawned = inferior.spawned();
+  auto bts = linux::IntelBtsTrace::open();
+  if (!bts) return target_error(bts.error());
+  if (spawned && options.start_at) {
+    // Straight to the start: nothing before it is traced (nor stored).
+    if (auto r = run_to(inferior, *options.start_at); !r) return target_error(r.error());
+    options.start_at.reset();
+  }
+  Classifier kinds(inferior);
+  Progress progress;
+  BtsEngine engine(*bts, output, kinds, options, progress);
+  if (auto r = engine.add_threads(inferior.threads()); !r) return target_error(r.error());
+  std::cerr << "hwarb trace: hardware branch tracing (intel_bts, PMU type " << bts->type()
+            << ", one event per thread)\n";
+  const auto began = std::chrono::steady_clock::now();
+  auto end = run_target(inferior, engine);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  progress.clear();
+  (void)engine.drain();
+  output.drain();
+  if (!end) return target_error(end.error());
+  if (output.error()) return target_error(*output.error());
+  RunFacts facts;
+  facts.hardware = true;
+  facts.stats.taken = engine.taken();
+  facts.stats.syscalls = engine.syscalls();
+  facts.stats.signals = engine.signals();
+  facts.bts = bts->stats();
+  summary(args, format, output, facts, *end, spawned, seconds);
+  return kExitOk;
+}
+
 int run_trace(TraceArgs& args) {
   if (auto t = check_target(args.target); !t) return usage_error(t.error().to_string());
   if (args.json && args.perf_script) {
     return usage_error("format: --json and --perf-script are exclusive");
+  }
+  if (args.hardware && args.software) {
+    return usage_error("mode: --hardware and --software are exclusive");
+  }
+  // Hardware where intel_bts exists (or when asked for: then its absence is the error).
+  bool hardware = false;
+  std::string why_software = "--software";
+  if (!args.software) {
+    auto type = linux::intel_bts_type();
+    if (type) {
+      hardware = true;
+    } else if (args.hardware) {
+      return target_error(type.error().with_context("--hardware"));
+    } else {
+      why_software = type.error().code() == ErrorCode::kNoEnt ? "no BTS on this machine"
+                                                              : type.error().to_string();
+    }
   }
   const Format format = args.json          ? Format::kJson
                         : args.perf_script ? Format::kPerfScript
@@ -417,20 +637,12 @@ int run_trace(TraceArgs& args) {
   Symbolizer symbols(*inferior, std::move(*table));
   Output output(format, args.target.tid, comm, symbols);
   if (auto r = output.open(pid); !r) return target_error(r.error());
+  if (hardware) return run_hardware(args, format, *inferior, output, options);
   auto tracer = linux::BranchTracer::start(
       *inferior, options, [&output](const linux::BranchRecord& r) { output.branch(r); });
   if (!tracer) return target_error(tracer.error());
 
-  auto report = linux::probe();
-  if (!report) {
-    std::cerr << "hwarb trace: software branch tracing (the probe failed: "
-              << report.error().to_string() << ")\n";
-  } else if (report->intel_bts) {
-    std::cerr << "hwarb trace: software branch tracing (intel_bts is present, but this build "
-                 "traces in software)\n";
-  } else {
-    std::cerr << "hwarb trace: software branch tracing (no BTS on this machine)\n";
-  }
+  std::cerr << "hwarb trace: software branch tracing (" << why_software << ")\n";
 
   Progress progress;
   TraceEngine engine(*tracer, output, progress);
@@ -442,7 +654,7 @@ int run_trace(TraceArgs& args) {
   output.drain();
   if (!end) return target_error(end.error());
   if (output.error()) return target_error(*output.error());
-  summary(args, format, output, tracer->stats(), *end, spawned, seconds);
+  summary(args, format, output, RunFacts{false, tracer->stats(), {}}, *end, spawned, seconds);
   return kExitOk;
 }
 
@@ -462,9 +674,13 @@ CommandRunner setup_trace(CLI::App& app) {
   sub->add_option("--start", args->start,
                   "begin when execution reaches SYMBOL (default for a command: main, else the "
                   "entry point; 'entry': from the first instruction)");
+  sub->add_flag("--hardware", args->hardware,
+                "trace with intel_bts (the default where the kernel has it); an error elsewhere");
+  sub->add_flag("--software", args->software, "trace in software even where intel_bts exists");
   add_target_options(*sub, args->target);
   sub->footer(
-      "Target: -p PID | -t TID | -- COMMAND [ARGS]. Without BTS, branches are found in software "
+      "Target: -p PID | -t TID | -- COMMAND [ARGS]. With intel_bts, the hardware records every "
+      "taken branch into perf's AUX area; without it, branches are found in software "
       "(int3 on basic-block ends, each branch emulated: about one stop per taken branch).\n"
       "Exit status: 0 traced (the target's own status is reported), 1 the target could not be "
       "traced, 2 usage error.");

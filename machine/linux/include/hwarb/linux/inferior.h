@@ -127,6 +127,14 @@ class Inferior {
   // Resumes every stopped thread with `how` (their kept signals delivered).
   Result<void> resume_all(Resume how);
   Result<Event> wait();
+  // wait() that also watches `fds` (perf rings) for POLLIN: the next event, or nullopt when one
+  // of `fds` is readable or `timeout_ms` passed first (-1: no timeout) — for a consumer that must
+  // drain trace buffers while the threads run. The child statuses arrive through a signalfd for
+  // SIGCHLD: the first call blocks SIGCHLD in the calling thread for the rest of the process
+  // (waitpid does not need it delivered; spawn() unblocks it in the child before exec, so the
+  // traced program sees its usual mask). kIntr when a handled signal (SIGINT) interrupts the
+  // wait, as for wait(). Events queued by wait_for/stop_all come first.
+  Result<std::optional<Event>> wait_or_poll(std::span<const int> fds, int timeout_ms);
   // The next event of thread `tid` only (events of other threads stay queued for wait()).
   Result<Event> wait_for(pid_t tid);
   // Interrupts every running thread except `except` and waits until all are stopped; other
@@ -165,6 +173,9 @@ class Inferior {
   Result<void> open_mem();
   Result<void> leave_exec_stop(pid_t tid);
   Result<std::optional<Event>> translate(pid_t tid, int status);
+  // One step of wait(): a queued event, or one waitpid (blocking or not) translated; nullopt
+  // when the status made no event, or (idle set) when no status was ready.
+  Result<std::optional<Event>> next_event(bool block, bool& idle);
   Result<std::vector<pid_t>> stop_threads(pid_t except);
   Result<int> wait_stop(pid_t tid);
   Result<std::uint64_t> find_gadget();

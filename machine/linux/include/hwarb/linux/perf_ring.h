@@ -77,6 +77,10 @@ class PerfRing {
   // it is closed, as mmap's do). EINVAL naming `data_pages` unless a power of two >= 1; the
   // mmap's errors (map_shared).
   static Result<PerfRing> map(int fd, std::size_t data_pages);
+  // A ring over memory the caller lays out as the kernel does (a perf_event_mmap_page whose
+  // data_offset and data_size locate a power-of-two data area inside `memory`), not owned: for
+  // tests and replay. EINVAL naming `meta` when they do not.
+  static Result<PerfRing> over(std::span<std::uint8_t> memory);
 
   PerfRing(PerfRing&& other) noexcept;
   PerfRing& operator=(PerfRing&& other) noexcept;
@@ -86,20 +90,35 @@ class PerfRing {
 
   // The data area's size in bytes.
   std::size_t data_size() const { return data_size_; }
+  // The control page (for the AUX fields); nullptr when moved from.
+  perf_event_mmap_page* meta() const { return static_cast<perf_event_mmap_page*>(base_); }
+  // The bytes of the mapping (control page and data area): where an AUX area may start.
+  std::size_t mapped_bytes() const { return map_bytes_; }
+  // The records in [data_tail, data_head), the head read with acquire ordering; consume() then
+  // publishes data_tail = that head (release) once the caller is done with them.
+  Result<std::vector<RingRecord>> records(std::uint64_t& head) const;
+  void consume(std::uint64_t head);
   // Bytes written by the kernel and not yet drained.
   std::uint64_t pending() const;
   // Parses and consumes everything pending (see the contract).
   Result<RingBatch> drain(std::uint64_t sample_type);
 
  private:
-  PerfRing(void* base, std::size_t map_bytes, std::size_t data_offset, std::size_t data_size)
-      : base_(base), map_bytes_(map_bytes), data_offset_(data_offset), data_size_(data_size) {}
+  PerfRing(void* base, std::size_t map_bytes, std::size_t data_offset, std::size_t data_size,
+           bool owned)
+      : base_(base),
+        map_bytes_(map_bytes),
+        data_offset_(data_offset),
+        data_size_(data_size),
+        owned_(owned) {}
   void reset();
+  std::span<const std::uint8_t> data() const;
 
   void* base_ = nullptr;
   std::size_t map_bytes_ = 0;
   std::size_t data_offset_ = 0;
   std::size_t data_size_ = 0;
+  bool owned_ = false;
 };
 
 }  // namespace hwarb::linux

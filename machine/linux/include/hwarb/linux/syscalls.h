@@ -109,10 +109,12 @@ Result<std::uint64_t> perf_read_count(int fd);
 
 // The system's page size (sysconf(_SC_PAGESIZE)).
 std::size_t page_size();
-// mmap(2) of `bytes` at offset 0 of `fd`, shared, readable and writable (a perf ring whose
-// data_tail the reader advances). Errors naming `bytes` (ENOMEM, EAGAIN, EPERM: over
-// perf_event_mlock_kb) or `fd` (any other: EBADF, EINVAL, ENODEV for a descriptor without mmap).
-Result<void*> map_shared(int fd, std::size_t bytes);
+// mmap(2) of `bytes` at `offset` of `fd`, shared, readable and writable (a perf ring whose
+// data_tail the reader advances; at aux_offset, an AUX area the kernel must not overwrite).
+// Errors naming `bytes` (ENOMEM, EAGAIN, EPERM: over perf_event_mlock_kb) or `fd` (any other:
+// EBADF, EINVAL, ENODEV for a descriptor without mmap, EOPNOTSUPP for an AUX area of an event
+// without one).
+Result<void*> map_shared(int fd, std::size_t bytes, std::uint64_t offset = 0);
 // munmap(2); errors are ignored (nothing is left to do about them).
 void unmap(void* addr, std::size_t bytes);
 

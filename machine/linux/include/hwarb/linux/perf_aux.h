@@ -1,0 +1,154 @@
+// hwarb/linux/perf_aux.h — perf's AUX area, where intel_bts (and intel_pt) put their trace, and
+// the BTS records in it: pure decoders and PerfAuxRing, the move-only owner of one event's data
+// ring and AUX area.
+//
+// The protocol (perf_event_open(2), "The mmap layout"; the kernel's perf_aux_output_end):
+//   The consumer maps the data ring (1 + data_pages pages) first, then writes aux_offset (a page
+//   multiple at or past the end of the data ring) and aux_size into the first page and maps the
+//   AUX area there. Mapped writable, the AUX area is a ring the kernel never overwrites: the
+//   driver writes trace bytes at aux_head, and each time it hands a stretch over (on a PMI, when
+//   the task is scheduled out, when the event stops) it writes a PERF_RECORD_AUX {aux_offset,
+//   aux_size, flags} into the data ring: aux_offset is the stretch's position (a byte counter
+//   that only grows; the offset in the area is it modulo aux_size), flags say TRUNCATED (the area
+//   was full: trace was lost AFTER this stretch), OVERWRITE, PARTIAL, COLLISION. The consumer
+//   reads the stretch, then stores aux_tail = aux_offset + aux_size (release) to give the space
+//   back, and data_tail as for any ring.
+//
+// intel_bts records (arch/x86/events/intel/bts.c; the 64-bit DS format): 24 bytes {from, to,
+// misc}, misc bit 4 = the branch was predicted. The driver pads the end of each physically
+// contiguous chunk that cannot hold a whole record with zero bytes, which are handed over with
+// the stretch: an all-zero record is padding and is skipped. A stretch need not end on a record
+// boundary; the decoder carries the bytes of an incomplete record to the next stretch.
+//
+// Contract:
+//  - decode_aux_event and BtsStreamDecoder are pure. decode_aux_event: EINVAL naming `record` for
+//    another type, EIO naming `record` for a body shorter than its three u64s.
+//  - PerfAuxRing::map is all or nothing: on error nothing stays mapped. Errors: EINVAL naming
+//    `data_pages` / `aux_pages` unless powers of two >= 1 (the kernel's rule); the mmap errors of
+//    map_shared, the AUX area's naming `aux` (EOPNOTSUPP: the event has no AUX area, e.g. it is
+//    not an itrace PMU's; ENOMEM/EPERM: over perf_event_mlock_kb).
+//  - PerfAuxRing::over builds the same reader over memory the caller lays out as the kernel does
+//    (a perf_event_mmap_page, the data area, the AUX area), for tests and replay; not owned.
+//  - drain() reads data_head (acquire), walks [data_tail, data_head): for each PERF_RECORD_AUX it
+//    hands the stretch's bytes to the sink (one or two spans: the stretch may wrap the AUX area)
+//    and then publishes aux_tail past it (release); PERF_RECORD_LOST counts are summed; other
+//    records are counted and skipped. Then data_tail = data_head (release). aux_head is not
+//    consulted: the kernel publishes the AUX record before it updates aux_head. A stretch the
+//    consumer may not read (starting behind aux_tail, or ending more than the area's size past
+//    it) is EIO naming `aux` with its position; the data ring's own damage is EIO naming `ring`
+//    (perf_ring.h). On error the records before the bad one were delivered and are consumed; the
+//    rest of the data ring is consumed too, so that one bad record does not stall the event.
+// Thread-safety: the decoders are reentrant; a PerfAuxRing has one reader (one owner). The kernel
+// (or a test's producer thread) writes concurrently; the shared fields are read and written with
+// atomic acquire/release accesses.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+
+#include "hwarb/base/error.h"
+#include "hwarb/linux/perf_ring.h"
+
+namespace hwarb::linux {
+
+// PERF_RECORD_AUX's flags.
+inline constexpr std::uint64_t kAuxTruncated = 0x01;
+inline constexpr std::uint64_t kAuxOverwrite = 0x02;
+inline constexpr std::uint64_t kAuxPartial = 0x04;
+inline constexpr std::uint64_t kAuxCollision = 0x08;
+
+// One stretch of AUX data handed over by the kernel.
+struct AuxEvent {
+  std::uint64_t offset = 0;  // position of the first byte (a growing counter)
+  std::uint64_t size = 0;    // bytes
+  std::uint64_t flags = 0;   // kAux*
+  bool truncated() const { return (flags & kAuxTruncated) != 0; }
+};
+Result<AuxEvent> decode_aux_event(const RingRecord& record);
+
+// One intel_bts record.
+struct HwBranch {
+  std::uint64_t from = 0;
+  std::uint64_t to = 0;
+  bool predicted = false;
+  friend bool operator==(const HwBranch&, const HwBranch&) = default;
+};
+
+inline constexpr std::size_t kBtsRecordBytes = 24;
+// misc bit 4 of an intel_bts record: predicted.
+inline constexpr std::uint64_t kBtsMiscPredicted = 0x10;
+
+// The stream of 24-byte intel_bts records across stretches.
+class BtsStreamDecoder {
+ public:
+  using Sink = std::function<void(const HwBranch&)>;
+  // Decodes `bytes` appended to the stream: the sink gets each record completed, in order;
+  // all-zero records (padding) are counted, not delivered.
+  void feed(std::span<const std::uint8_t> bytes, const Sink& sink);
+  // Forgets an incomplete record (after a truncation the next stretch starts a new record).
+  void restart() { partial_ = 0; }
+  std::size_t partial() const { return partial_; }
+  std::uint64_t records() const { return records_; }
+  std::uint64_t padding() const { return padding_; }
+
+ private:
+  void take(const std::uint8_t* record, const Sink& sink);
+
+  std::uint8_t carry_[kBtsRecordBytes] = {};
+  std::size_t partial_ = 0;
+  std::uint64_t records_ = 0;
+  std::uint64_t padding_ = 0;
+};
+
+// What one drain found.
+struct AuxDrain {
+  std::uint64_t stretches = 0;    // PERF_RECORD_AUX records
+  std::uint64_t bytes = 0;        // AUX bytes handed to the sink
+  std::uint64_t truncations = 0;  // stretches flagged TRUNCATED: trace lost after them
+  std::uint64_t lost = 0;         // PERF_RECORD_LOST counts (data-ring records dropped)
+  std::uint64_t other = 0;        // other records (ITRACE_START, ...), skipped
+};
+
+class PerfAuxRing {
+ public:
+  // `bytes` of a stretch, in order (a wrapping stretch comes as two calls), then `end` once per
+  // stretch with its event (after its bytes).
+  struct Sink {
+    std::function<void(std::span<const std::uint8_t>)> bytes;
+    std::function<void(const AuxEvent&)> end;
+  };
+
+  // Maps the data ring and the AUX area of perf event `fd` (see the contract). The descriptor is
+  // not owned; the mappings outlive its closing, as mmap's do.
+  static Result<PerfAuxRing> map(int fd, std::size_t data_pages, std::size_t aux_pages);
+  // A reader over caller-laid-out memory: `meta_and_data` as PerfRing::over takes it; `aux` is
+  // the AUX area (its size a power of two). EINVAL naming `meta` / `aux` for sizes that do not
+  // fit.
+  static Result<PerfAuxRing> over(std::span<std::uint8_t> meta_and_data,
+                                  std::span<std::uint8_t> aux);
+
+  PerfAuxRing(PerfAuxRing&& other) noexcept;
+  PerfAuxRing& operator=(PerfAuxRing&& other) noexcept;
+  PerfAuxRing(const PerfAuxRing&) = delete;
+  PerfAuxRing& operator=(const PerfAuxRing&) = delete;
+  ~PerfAuxRing();
+
+  std::size_t data_size() const { return ring_.data_size(); }
+  std::size_t aux_size() const { return aux_.size(); }
+  // Bytes of the data ring not yet drained (AUX records waiting).
+  std::uint64_t pending() const { return ring_.pending(); }
+  Result<AuxDrain> drain(const Sink& sink);
+
+ private:
+  PerfAuxRing(PerfRing ring, std::span<std::uint8_t> aux, bool owned)
+      : ring_(std::move(ring)), aux_(aux), owned_(owned) {}
+  void reset();
+
+  PerfRing ring_;
+  std::span<std::uint8_t> aux_;
+  bool owned_ = false;  // aux_ is a mapping to unmap
+};
+
+}  // namespace hwarb::linux

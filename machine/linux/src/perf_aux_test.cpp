@@ -1,0 +1,377 @@
+// perf_aux_test — the AUX-area reader and the intel_bts record decoder, against a producer that
+// writes the mapping exactly as the kernel's perf_aux_output_end does (same thread, then a
+// concurrent thread), and against the real kernel for what this machine has (an event without
+// an AUX area must be refused cleanly).
+#include "hwarb/linux/perf_aux.h"
+
+#include <gtest/gtest.h>
+#include <linux/perf_event.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "hwarb/linux/syscalls.h"
+
+namespace hwarb::linux {
+namespace {
+
+constexpr std::size_t kPage = 4096;
+
+std::vector<std::uint8_t> encode(const HwBranch& b) {
+  std::vector<std::uint8_t> out(kBtsRecordBytes);
+  const std::uint64_t misc = b.predicted ? kBtsMiscPredicted : 0;
+  std::memcpy(out.data(), &b.from, 8);
+  std::memcpy(out.data() + 8, &b.to, 8);
+  std::memcpy(out.data() + 16, &misc, 8);
+  return out;
+}
+
+HwBranch nth(std::uint64_t i) {
+  return HwBranch{0x401000 + i * 16, 0x402000 + (i * 7919 % 4096), i % 3 == 0};
+}
+
+RingRecord aux_record(std::uint64_t offset, std::uint64_t size, std::uint64_t flags) {
+  RingRecord r;
+  r.type = PERF_RECORD_AUX;
+  r.size = 8 + 24;
+  r.body.resize(24);
+  std::memcpy(r.body.data(), &offset, 8);
+  std::memcpy(r.body.data() + 8, &size, 8);
+  std::memcpy(r.body.data() + 16, &flags, 8);
+  return r;
+}
+
+// The kernel's side of one event's mapping: a perf_event_mmap_page, a data ring of `data_pages`
+// pages and an AUX area of `aux_bytes`, in page-aligned memory.
+class FakeKernel {
+ public:
+  FakeKernel(std::size_t data_pages, std::size_t aux_bytes)
+      : meta_((1 + data_pages) * kPage), aux_(aux_bytes) {
+    auto* m = meta();
+    m->data_offset = kPage;
+    m->data_size = data_pages * kPage;
+    m->aux_offset = (1 + data_pages) * kPage;
+    m->aux_size = aux_bytes;
+  }
+
+  perf_event_mmap_page* meta() { return reinterpret_cast<perf_event_mmap_page*>(meta_.data()); }
+  std::span<std::uint8_t> meta_and_data() { return meta_; }
+  std::span<std::uint8_t> aux() { return aux_; }
+
+  std::uint64_t aux_tail() {
+    return std::atomic_ref(meta()->aux_tail).load(std::memory_order_acquire);
+  }
+  std::uint64_t aux_free() { return aux_.size() - (aux_head_ - aux_tail()); }
+  std::uint64_t data_free() {
+    return meta()->data_size -
+           (data_head_ - std::atomic_ref(meta()->data_tail).load(std::memory_order_acquire));
+  }
+
+  // Hands over `bytes` of trace as one stretch (the caller checked the space), then publishes
+  // the PERF_RECORD_AUX. Returns false when the data ring has no room for the record.
+  bool hand_over(std::span<const std::uint8_t> bytes, std::uint64_t flags = 0) {
+    if (data_free() < 32) return false;
+    const std::size_t size = aux_.size();
+    for (std::size_t i = 0; i < bytes.size(); ++i) aux_[(aux_head_ + i) % size] = bytes[i];
+    put_record(aux_record(aux_head_, bytes.size(), flags));
+    aux_head_ += bytes.size();
+    std::atomic_ref(meta()->aux_head).store(aux_head_, std::memory_order_release);
+    return true;
+  }
+  // A stretch the kernel never writes (for the error paths).
+  void hand_over_raw(std::uint64_t offset, std::uint64_t size) {
+    put_record(aux_record(offset, size, 0));
+  }
+  void put_record(const RingRecord& r) {
+    const std::size_t dsize = meta()->data_size;
+    std::vector<std::uint8_t> bytes(8);
+    const perf_event_header h{r.type, r.misc, static_cast<std::uint16_t>(8 + r.body.size())};
+    std::memcpy(bytes.data(), &h, 8);
+    bytes.insert(bytes.end(), r.body.begin(), r.body.end());
+    std::uint8_t* data = meta_.data() + meta()->data_offset;
+    for (std::size_t i = 0; i < bytes.size(); ++i) data[(data_head_ + i) % dsize] = bytes[i];
+    data_head_ += bytes.size();
+    std::atomic_ref(meta()->data_head).store(data_head_, std::memory_order_release);
+  }
+
+ private:
+  std::vector<std::uint8_t> meta_;
+  std::vector<std::uint8_t> aux_;
+  std::uint64_t aux_head_ = 0;
+  std::uint64_t data_head_ = 0;
+};
+
+// A reader over the fake kernel's memory that decodes records into `got`.
+struct Reader {
+  PerfAuxRing ring;
+  BtsStreamDecoder decoder;
+  std::vector<HwBranch> got;
+  std::uint64_t truncations = 0;
+
+  Result<AuxDrain> drain() {
+    PerfAuxRing::Sink sink;
+    sink.bytes = [this](std::span<const std::uint8_t> b) {
+      decoder.feed(b, [this](const HwBranch& h) { got.push_back(h); });
+    };
+    sink.end = [this](const AuxEvent& ev) {
+      if (ev.truncated()) {
+        ++truncations;
+        decoder.restart();
+      }
+    };
+    return ring.drain(sink);
+  }
+};
+
+Reader reader_over(FakeKernel& k) {
+  auto ring = PerfAuxRing::over(k.meta_and_data(), k.aux());
+  EXPECT_TRUE(ring.has_value()) << ring.error().to_string();
+  return Reader{std::move(*ring), {}, {}, 0};
+}
+
+TEST(PerfAux, DecodesAuxRecordsAndRefusesOthers) {
+  const auto ev = decode_aux_event(aux_record(4800, 240, kAuxTruncated | kAuxPartial));
+  ASSERT_TRUE(ev.has_value()) << ev.error().to_string();
+  EXPECT_EQ(ev->offset, 4800u);
+  EXPECT_EQ(ev->size, 240u);
+  EXPECT_TRUE(ev->truncated());
+  EXPECT_EQ(ev->flags & kAuxPartial, kAuxPartial);
+
+  RingRecord lost;
+  lost.type = PERF_RECORD_LOST;
+  lost.body.resize(16);
+  const auto wrong = decode_aux_event(lost);
+  ASSERT_FALSE(wrong.has_value());
+  EXPECT_EQ(wrong.error().code(), ErrorCode::kInval);
+  EXPECT_NE(wrong.error().to_string().find("record"), std::string::npos);
+
+  RingRecord shorty = aux_record(0, 24, 0);
+  shorty.body.resize(16);
+  const auto cut = decode_aux_event(shorty);
+  ASSERT_FALSE(cut.has_value());
+  EXPECT_EQ(cut.error().code(), ErrorCode::kIo);
+}
+
+TEST(PerfAux, BtsRecordsDecodeWhereverTheStreamIsCut) {
+  std::vector<std::uint8_t> stream;
+  std::vector<HwBranch> want;
+  for (std::uint64_t i = 0; i < 9; ++i) {
+    want.push_back(nth(i));
+    const auto r = encode(nth(i));
+    stream.insert(stream.end(), r.begin(), r.end());
+    if (i == 4) stream.insert(stream.end(), kBtsRecordBytes, 0);  // the driver's padding
+  }
+  // Every pair of cut points: three feeds of any lengths.
+  for (std::size_t a = 0; a <= stream.size(); a += 5) {
+    for (std::size_t b = a; b <= stream.size(); b += 7) {
+      BtsStreamDecoder d;
+      std::vector<HwBranch> got;
+      const auto sink = [&](const HwBranch& h) { got.push_back(h); };
+      d.feed(std::span(stream).subspan(0, a), sink);
+      d.feed(std::span(stream).subspan(a, b - a), sink);
+      d.feed(std::span(stream).subspan(b), sink);
+      ASSERT_EQ(got, want) << "cut at " << a << " and " << b;
+      EXPECT_EQ(d.padding(), 1u);
+      EXPECT_EQ(d.records(), want.size());
+      EXPECT_EQ(d.partial(), 0u);
+    }
+  }
+  // predicted is misc bit 4 exactly.
+  EXPECT_TRUE(want[0].predicted);
+  EXPECT_FALSE(want[1].predicted);
+}
+
+TEST(PerfAux, RestartDropsAnIncompleteRecord) {
+  BtsStreamDecoder d;
+  std::vector<HwBranch> got;
+  const auto sink = [&](const HwBranch& h) { got.push_back(h); };
+  const auto first = encode(nth(1));
+  d.feed(std::span(first).subspan(0, 10), sink);
+  EXPECT_EQ(d.partial(), 10u);
+  d.restart();
+  const auto second = encode(nth(2));
+  d.feed(second, sink);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], nth(2));
+}
+
+TEST(PerfAux, StretchesArriveInOrderAcrossTheWrapAndGiveTheSpaceBack) {
+  FakeKernel k(2, 4096);
+  Reader r = reader_over(k);
+  std::mt19937_64 rng(7);
+  std::uint64_t next = 0;
+  std::vector<std::uint8_t> pending;  // encoded, not yet handed over
+  std::uint64_t handed = 0;
+  for (int round = 0; round < 400; ++round) {
+    while (pending.size() < 2000) {
+      const auto rec = encode(nth(next++));
+      pending.insert(pending.end(), rec.begin(), rec.end());
+    }
+    // Stretches of any length, not whole records, as long as they fit.
+    const std::size_t want = 1 + rng() % 1500;
+    const std::size_t n = std::min<std::size_t>(want, k.aux_free());
+    if (n != 0 && k.hand_over(std::span(pending).subspan(0, n))) {
+      pending.erase(pending.begin(), pending.begin() + static_cast<long>(n));
+      handed += n;
+    }
+    if (rng() % 3 == 0) {
+      const auto d = r.drain();
+      ASSERT_TRUE(d.has_value()) << d.error().to_string();
+      EXPECT_EQ(k.aux_tail(), handed);  // every stretch read is given back
+      EXPECT_EQ(r.ring.pending(), 0u);
+    }
+  }
+  ASSERT_TRUE(r.drain().has_value());
+  ASSERT_EQ(r.got.size(), handed / kBtsRecordBytes);
+  for (std::size_t i = 0; i < r.got.size(); ++i) ASSERT_EQ(r.got[i], nth(i)) << i;
+  EXPECT_GT(handed, 10 * k.aux().size());  // the area wrapped many times
+}
+
+TEST(PerfAux, TruncationLostRecordsAndOtherRecordsAreCounted) {
+  FakeKernel k(1, 4096);
+  Reader r = reader_over(k);
+  const auto a = encode(nth(0));
+  const auto b = encode(nth(1));
+  std::vector<std::uint8_t> with_half(a);
+  with_half.insert(with_half.end(), b.begin(), b.begin() + 12);  // half a record, then full
+  ASSERT_TRUE(k.hand_over(with_half, kAuxTruncated));
+  RingRecord lost;
+  lost.type = PERF_RECORD_LOST;
+  lost.body.resize(16);
+  const std::uint64_t n = 5;
+  std::memcpy(lost.body.data() + 8, &n, 8);
+  k.put_record(lost);
+  RingRecord start;
+  start.type = PERF_RECORD_ITRACE_START;
+  start.body.resize(8);
+  k.put_record(start);
+  const auto c = encode(nth(2));
+  ASSERT_TRUE(k.hand_over(c));
+  ASSERT_TRUE(k.hand_over({}, kAuxTruncated));  // an empty stretch that only says "lost"
+  const auto d = r.drain();
+  ASSERT_TRUE(d.has_value()) << d.error().to_string();
+  EXPECT_EQ(d->stretches, 3u);
+  EXPECT_EQ(d->truncations, 2u);
+  EXPECT_EQ(d->lost, 5u);
+  EXPECT_EQ(d->other, 1u);
+  EXPECT_EQ(d->bytes, with_half.size() + c.size());
+  // The half record before the truncation is dropped, not glued to the next stretch.
+  ASSERT_EQ(r.got.size(), 2u);
+  EXPECT_EQ(r.got[0], nth(0));
+  EXPECT_EQ(r.got[1], nth(2));
+}
+
+TEST(PerfAux, AStretchOutsideTheReadableWindowIsAnErrorAndTheRingStillMoves) {
+  FakeKernel k(1, 4096);
+  Reader r = reader_over(k);
+  const auto a = encode(nth(0));
+  ASSERT_TRUE(k.hand_over(a));
+  ASSERT_TRUE(r.drain().has_value());
+  k.hand_over_raw(0, 24);  // behind aux_tail (24)
+  auto d = r.drain();
+  ASSERT_FALSE(d.has_value());
+  EXPECT_EQ(d.error().code(), ErrorCode::kIo);
+  EXPECT_NE(d.error().to_string().find("aux:"), std::string::npos) << d.error().to_string();
+  EXPECT_EQ(r.ring.pending(), 0u);
+  k.hand_over_raw(24, 8192);  // longer than the area
+  d = r.drain();
+  ASSERT_FALSE(d.has_value());
+  EXPECT_EQ(d.error().code(), ErrorCode::kIo);
+  EXPECT_EQ(k.aux_tail(), 24u);  // nothing given back for the bad ones
+  EXPECT_EQ(r.got.size(), 1u);
+}
+
+TEST(PerfAux, OverRefusesLayoutsThatDoNotFit) {
+  std::vector<std::uint8_t> meta(2 * kPage);
+  std::vector<std::uint8_t> aux(4096);
+  auto* m = reinterpret_cast<perf_event_mmap_page*>(meta.data());
+  m->data_offset = kPage;
+  m->data_size = 3000;  // not a power of two
+  auto r = PerfAuxRing::over(meta, aux);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().to_string().find("meta:"), std::string::npos);
+  m->data_size = 2 * kPage;  // runs past the memory
+  EXPECT_FALSE(PerfAuxRing::over(meta, aux).has_value());
+  m->data_size = kPage;
+  std::vector<std::uint8_t> odd(3000);
+  r = PerfAuxRing::over(meta, odd);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().to_string().find("aux:"), std::string::npos);
+  EXPECT_TRUE(PerfAuxRing::over(meta, aux).has_value());
+}
+
+// The kernel writing while the consumer reads: a producer thread hands over stretches of any
+// size whenever there is room (spinning otherwise, as BTS would have to drop), the consumer
+// drains concurrently; every record arrives once, in order.
+TEST(PerfAux, ConcurrentProducerAndConsumerLoseNothing) {
+  FakeKernel k(4, 8192);
+  Reader r = reader_over(k);
+  constexpr std::uint64_t kRecords = 200'000;
+  std::atomic<bool> done{false};
+  std::thread producer([&] {
+    std::mt19937_64 rng(11);
+    std::vector<std::uint8_t> pending;
+    std::uint64_t next = 0;
+    while (next < kRecords || !pending.empty()) {
+      while (pending.size() < 4096 && next < kRecords) {
+        const auto rec = encode(nth(next++));
+        pending.insert(pending.end(), rec.begin(), rec.end());
+      }
+      const std::size_t n = std::min<std::size_t>({1 + rng() % 3000, pending.size(), k.aux_free()});
+      if (n == 0 || !k.hand_over(std::span(pending).subspan(0, n))) {
+        std::this_thread::yield();
+        continue;
+      }
+      pending.erase(pending.begin(), pending.begin() + static_cast<long>(n));
+    }
+    done.store(true, std::memory_order_release);
+  });
+  for (;;) {
+    const bool finished = done.load(std::memory_order_acquire);
+    const auto d = r.drain();
+    ASSERT_TRUE(d.has_value()) << d.error().to_string();
+    if (finished) break;
+    if (d->stretches == 0) std::this_thread::yield();
+  }
+  producer.join();
+  ASSERT_EQ(r.got.size(), kRecords);
+  for (std::size_t i = 0; i < r.got.size(); ++i) ASSERT_EQ(r.got[i], nth(i)) << i;
+}
+
+TEST(PerfAux, MapChecksPageCounts) {
+  auto r = PerfAuxRing::map(-1, 3, 8);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), ErrorCode::kInval);
+  EXPECT_NE(r.error().to_string().find("data_pages"), std::string::npos);
+  r = PerfAuxRing::map(-1, 4, 0);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().to_string().find("aux_pages"), std::string::npos);
+}
+
+// The real kernel: a software event has a data ring but no AUX area; the mapping is refused and
+// nothing stays mapped (the same event maps a plain ring afterwards).
+TEST(PerfAux, TheKernelRefusesAnAuxAreaOnAnEventWithoutOne) {
+  perf_event_attr attr{};
+  attr.size = sizeof attr;
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.config = PERF_COUNT_SW_DUMMY;
+  attr.exclude_kernel = 1;
+  auto fd = perf_event_open_attr(attr, 0, -1, -1, 0);
+  if (!fd && (fd.error().code() == ErrorCode::kAcces || fd.error().code() == ErrorCode::kPerm)) {
+    GTEST_SKIP() << "perf_event_open refused: " << fd.error().to_string();
+  }
+  ASSERT_TRUE(fd.has_value()) << fd.error().to_string();
+  auto ring = PerfAuxRing::map(fd->get(), 1, 2);
+  ASSERT_FALSE(ring.has_value());
+  EXPECT_EQ(ring.error().code(), ErrorCode::kOpNotSupp) << ring.error().to_string();
+  EXPECT_NE(ring.error().to_string().find("aux"), std::string::npos) << ring.error().to_string();
+  auto plain = PerfRing::map(fd->get(), 1);
+  EXPECT_TRUE(plain.has_value()) << plain.error().to_string();
+}
+
+}  // namespace
+}  // namespace hwarb::linux
