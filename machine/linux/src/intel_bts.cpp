@@ -99,7 +99,7 @@ Result<void> IntelBtsTrace::add_thread(pid_t tid) {
 
 Result<void> IntelBtsTrace::drain_thread(pid_t tid, Thread& thread, const Sink& sink) {
   BtsStreamDecoder& decoder = thread.decoder;
-  const auto deliver = [&](const HwBranch& b) { sink(tid, b); };
+  const auto deliver = [&](const x86::BtsRecord& b) { sink(tid, b); };
   PerfAuxRing::Sink aux_sink;
   aux_sink.bytes = [&](std::span<const std::uint8_t> bytes) { decoder.feed(bytes, deliver); };
   aux_sink.end = [&](const AuxEvent& ev) {

@@ -73,7 +73,7 @@ std::uint64_t hardware_count(const char* fn, std::string& out, IntelBtsStats& st
   if (!trace || !sym) return 0;
   EXPECT_TRUE(trace->add_thread(inf->pid()).has_value());
   std::uint64_t n = 0;
-  const auto sink = [&](pid_t, const HwBranch& b) {
+  const auto sink = [&](pid_t, const x86::BtsRecord& b) {
     if (b.from >= sym->address && b.from < sym->address + sym->size) ++n;
   };
   EXPECT_TRUE(inf->resume_all(Resume::kCont).has_value());

@@ -50,8 +50,9 @@ void BtsStreamDecoder::take(const std::uint8_t* record, const Sink& sink) {
     return;
   }
   ++records_;
-  const std::uint64_t misc = load_u64(record + 16);
-  sink(HwBranch{load_u64(record), load_u64(record + 8), (misc & kBtsMiscPredicted) != 0});
+  const auto bytes = std::as_bytes(std::span<const std::uint8_t>(record, kBtsRecordBytes));
+  // The span holds a whole record: decode cannot fail.
+  sink(*x86::bts::decode(x86::BtsFormat::k64, bytes));
 }
 
 void BtsStreamDecoder::feed(std::span<const std::uint8_t> bytes, const Sink& sink) {

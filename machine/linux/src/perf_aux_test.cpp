@@ -21,17 +21,15 @@ namespace {
 
 constexpr std::size_t kPage = 4096;
 
-std::vector<std::uint8_t> encode(const HwBranch& b) {
+std::vector<std::uint8_t> encode(const x86::BtsRecord& b) {
   std::vector<std::uint8_t> out(kBtsRecordBytes);
-  const std::uint64_t misc = b.predicted ? kBtsMiscPredicted : 0;
-  std::memcpy(out.data(), &b.from, 8);
-  std::memcpy(out.data() + 8, &b.to, 8);
-  std::memcpy(out.data() + 16, &misc, 8);
+  const auto r = x86::bts::encode(x86::BtsFormat::k64, b, std::as_writable_bytes(std::span(out)));
+  EXPECT_TRUE(r.has_value());
   return out;
 }
 
-HwBranch nth(std::uint64_t i) {
-  return HwBranch{0x401000 + i * 16, 0x402000 + (i * 7919 % 4096), i % 3 == 0};
+x86::BtsRecord nth(std::uint64_t i) {
+  return x86::BtsRecord{0x401000 + i * 16, 0x402000 + (i * 7919 % 4096), i % 3 == 0};
 }
 
 RingRecord aux_record(std::uint64_t offset, std::uint64_t size, std::uint64_t flags) {
@@ -109,13 +107,13 @@ class FakeKernel {
 struct Reader {
   PerfAuxRing ring;
   BtsStreamDecoder decoder;
-  std::vector<HwBranch> got;
+  std::vector<x86::BtsRecord> got;
   std::uint64_t truncations = 0;
 
   Result<AuxDrain> drain() {
     PerfAuxRing::Sink sink;
     sink.bytes = [this](std::span<const std::uint8_t> b) {
-      decoder.feed(b, [this](const HwBranch& h) { got.push_back(h); });
+      decoder.feed(b, [this](const x86::BtsRecord& h) { got.push_back(h); });
     };
     sink.end = [this](const AuxEvent& ev) {
       if (ev.truncated()) {
@@ -158,7 +156,7 @@ TEST(PerfAux, DecodesAuxRecordsAndRefusesOthers) {
 
 TEST(PerfAux, BtsRecordsDecodeWhereverTheStreamIsCut) {
   std::vector<std::uint8_t> stream;
-  std::vector<HwBranch> want;
+  std::vector<x86::BtsRecord> want;
   for (std::uint64_t i = 0; i < 9; ++i) {
     want.push_back(nth(i));
     const auto r = encode(nth(i));
@@ -169,8 +167,8 @@ TEST(PerfAux, BtsRecordsDecodeWhereverTheStreamIsCut) {
   for (std::size_t a = 0; a <= stream.size(); a += 5) {
     for (std::size_t b = a; b <= stream.size(); b += 7) {
       BtsStreamDecoder d;
-      std::vector<HwBranch> got;
-      const auto sink = [&](const HwBranch& h) { got.push_back(h); };
+      std::vector<x86::BtsRecord> got;
+      const auto sink = [&](const x86::BtsRecord& h) { got.push_back(h); };
       d.feed(std::span(stream).subspan(0, a), sink);
       d.feed(std::span(stream).subspan(a, b - a), sink);
       d.feed(std::span(stream).subspan(b), sink);
@@ -180,15 +178,26 @@ TEST(PerfAux, BtsRecordsDecodeWhereverTheStreamIsCut) {
       EXPECT_EQ(d.partial(), 0u);
     }
   }
-  // predicted is misc bit 4 exactly.
-  EXPECT_TRUE(want[0].predicted);
-  EXPECT_FALSE(want[1].predicted);
+}
+
+// The layout the kernel's intel_bts driver hands over (struct bts_record: u64 from, to, flags;
+// flags bit 4 predicted), written byte by byte here, not with the project's encoder.
+TEST(PerfAux, RecordsHaveTheDriversLayout) {
+  std::vector<std::uint8_t> raw(2 * kBtsRecordBytes, 0);
+  const std::uint64_t words[6] = {0x401122, 0x7fff00003344, 0x10, 0x401200, 0x401000, 0x0};
+  std::memcpy(raw.data(), words, sizeof words);
+  BtsStreamDecoder d;
+  std::vector<x86::BtsRecord> got;
+  d.feed(raw, [&](const x86::BtsRecord& r) { got.push_back(r); });
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], (x86::BtsRecord{0x401122, 0x7fff00003344, true}));
+  EXPECT_EQ(got[1], (x86::BtsRecord{0x401200, 0x401000, false}));
 }
 
 TEST(PerfAux, RestartDropsAnIncompleteRecord) {
   BtsStreamDecoder d;
-  std::vector<HwBranch> got;
-  const auto sink = [&](const HwBranch& h) { got.push_back(h); };
+  std::vector<x86::BtsRecord> got;
+  const auto sink = [&](const x86::BtsRecord& h) { got.push_back(h); };
   const auto first = encode(nth(1));
   d.feed(std::span(first).subspan(0, 10), sink);
   EXPECT_EQ(d.partial(), 10u);

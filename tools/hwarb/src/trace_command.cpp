@@ -342,7 +342,7 @@ class BtsEngine final : public Engine {
   BtsEngine(linux::IntelBtsTrace& bts, Output& output, Classifier& kinds,
             const linux::BranchTracerOptions& options, Progress& progress)
       : bts_(bts), output_(output), kinds_(kinds), options_(options), progress_(progress) {
-    sink_ = [this](pid_t tid, const linux::HwBranch& b) { take(tid, b); };
+    sink_ = [this](pid_t tid, const x86::BtsRecord& b) { take(tid, b); };
   }
 
   // Every thread of a process that is stopped (before it runs on).
@@ -411,7 +411,7 @@ class BtsEngine final : public Engine {
     return {};
   }
 
-  void take(pid_t tid, const linux::HwBranch& b) {
+  void take(pid_t tid, const x86::BtsRecord& b) {
     if (!started_.count(tid)) {
       // --start on an attached process: from the branch that arrives there.
       if (b.to != *options_.start_at) return;

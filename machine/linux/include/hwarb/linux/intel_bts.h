@@ -59,7 +59,7 @@ struct IntelBtsStats {
 
 class IntelBtsTrace {
  public:
-  using Sink = std::function<void(pid_t tid, const HwBranch&)>;
+  using Sink = std::function<void(pid_t tid, const x86::BtsRecord&)>;
 
   static Result<IntelBtsTrace> open(const IntelBtsOptions& options = {});
 

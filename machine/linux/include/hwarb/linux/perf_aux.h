@@ -14,11 +14,11 @@
 //   reads the stretch, then stores aux_tail = aux_offset + aux_size (release) to give the space
 //   back, and data_tail as for any ring.
 //
-// intel_bts records (arch/x86/events/intel/bts.c; the 64-bit DS format): 24 bytes {from, to,
-// misc}, misc bit 4 = the branch was predicted. The driver pads the end of each physically
-// contiguous chunk that cannot hold a whole record with zero bytes, which are handed over with
-// the stretch: an all-zero record is padding and is skipped. A stretch need not end on a record
-// boundary; the decoder carries the bytes of an incomplete record to the next stretch.
+// intel_bts records (arch/x86/events/intel/bts.c): the processor's 64-bit BTS records, 24 bytes
+// {from, to, flags}, flags bit 4 = the branch was predicted. The driver pads the end of each
+// physically contiguous chunk that cannot hold a whole record with zero bytes, which are handed
+// over with the stretch: an all-zero record is padding and is skipped. A stretch need not end on a
+// record boundary; the decoder carries the bytes of an incomplete record to the next stretch.
 //
 // Contract:
 //  - decode_aux_event and BtsStreamDecoder are pure. decode_aux_event: EINVAL naming `record` for
@@ -50,6 +50,7 @@
 
 #include "hwarb/base/error.h"
 #include "hwarb/linux/perf_ring.h"
+#include "hwarb/x86/bts.h"
 
 namespace hwarb::linux {
 
@@ -68,22 +69,14 @@ struct AuxEvent {
 };
 Result<AuxEvent> decode_aux_event(const RingRecord& record);
 
-// One intel_bts record.
-struct HwBranch {
-  std::uint64_t from = 0;
-  std::uint64_t to = 0;
-  bool predicted = false;
-  friend bool operator==(const HwBranch&, const HwBranch&) = default;
-};
-
-inline constexpr std::size_t kBtsRecordBytes = 24;
-// misc bit 4 of an intel_bts record: predicted.
-inline constexpr std::uint64_t kBtsMiscPredicted = 0x10;
+// An intel_bts record is the processor's 64-bit BTS record (x86::BtsRecord; encoded and decoded
+// by x86::bts, the one place the layout lives).
+inline constexpr std::size_t kBtsRecordBytes = x86::bts::record_size(x86::BtsFormat::k64);
 
 // The stream of 24-byte intel_bts records across stretches.
 class BtsStreamDecoder {
  public:
-  using Sink = std::function<void(const HwBranch&)>;
+  using Sink = std::function<void(const x86::BtsRecord&)>;
   // Decodes `bytes` appended to the stream: the sink gets each record completed, in order;
   // all-zero records (padding) are counted, not delivered.
   void feed(std::span<const std::uint8_t> bytes, const Sink& sink);
