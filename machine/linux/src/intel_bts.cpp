@@ -101,6 +101,9 @@ Result<void> IntelBtsTrace::drain_thread(pid_t tid, Thread& thread, const Sink& 
   BtsStreamDecoder& decoder = thread.decoder;
   const auto deliver = [&](const x86::BtsRecord& b) { sink(tid, b); };
   PerfAuxRing::Sink aux_sink;
+  aux_sink.begin = [&](const AuxEvent& ev) {
+    if (ev.skipped != 0) decoder.restart();
+  };
   aux_sink.bytes = [&](std::span<const std::uint8_t> bytes) { decoder.feed(bytes, deliver); };
   aux_sink.end = [&](const AuxEvent& ev) {
     if (ev.truncated()) decoder.restart();

@@ -167,6 +167,8 @@ Result<AuxDrain> PerfAuxRing::drain(const Sink& sink) {
                                             std::to_string(aux_tail) + ", area of " +
                                             std::to_string(size) + " bytes)");
     }
+    ev->skipped = ev->offset - aux_tail;
+    if (sink.begin) sink.begin(*ev);
     if (ev->size != 0) {
       const std::uint64_t start = ev->offset & (size - 1);
       const std::uint64_t first = std::min(ev->size, size - start);

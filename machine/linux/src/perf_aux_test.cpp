@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <linux/perf_event.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -80,6 +81,12 @@ class FakeKernel {
     std::atomic_ref(meta()->aux_head).store(aux_head_, std::memory_order_release);
     return true;
   }
+  // perf_aux_output_skip: aux_head moves past `n` bytes (zeroed) without a PERF_RECORD_AUX.
+  void skip(std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) aux_[(aux_head_ + i) % aux_.size()] = 0;
+    aux_head_ += n;
+    std::atomic_ref(meta()->aux_head).store(aux_head_, std::memory_order_release);
+  }
   // A stretch the kernel never writes (for the error paths).
   void hand_over_raw(std::uint64_t offset, std::uint64_t size) {
     put_record(aux_record(offset, size, 0));
@@ -110,8 +117,16 @@ struct Reader {
   std::vector<x86::BtsRecord> got;
   std::uint64_t truncations = 0;
 
+  std::uint64_t skipped = 0;
+
   Result<AuxDrain> drain() {
     PerfAuxRing::Sink sink;
+    sink.begin = [this](const AuxEvent& ev) {
+      if (ev.skipped != 0) {
+        skipped += ev.skipped;
+        decoder.restart();
+      }
+    };
     sink.bytes = [this](std::span<const std::uint8_t> b) {
       decoder.feed(b, [this](const x86::BtsRecord& h) { got.push_back(h); });
     };
@@ -128,7 +143,7 @@ struct Reader {
 Reader reader_over(FakeKernel& k) {
   auto ring = PerfAuxRing::over(k.meta_and_data(), k.aux());
   EXPECT_TRUE(ring.has_value()) << ring.error().to_string();
-  return Reader{std::move(*ring), {}, {}, 0};
+  return Reader{std::move(*ring), {}, {}, 0, 0};
 }
 
 TEST(PerfAux, DecodesAuxRecordsAndRefusesOthers) {
@@ -349,6 +364,132 @@ TEST(PerfAux, ConcurrentProducerAndConsumerLoseNothing) {
   producer.join();
   ASSERT_EQ(r.got.size(), kRecords);
   for (std::size_t i = 0; i < r.got.size(); ++i) ASSERT_EQ(r.got[i], nth(i)) << i;
+}
+
+// The intel_bts driver on the simulated processor: the processor's BTS (x86::store_bts, BTINT
+// set) writes records straight into the AUX area, as the kernel's driver points the DS area at
+// it (bts_buffer_reset): the BTS buffer is the free space from aux_head to the end of the area
+// or to aux_tail, at most the wakeup watermark, whole records only, the interrupt threshold at
+// its end. On the PMI, or when
+// the task is scheduled out, the driver hands the stored bytes over. Space at the end of the area
+// too small for a record is zeroed and skipped (bts_buffer_pad_out, perf_aux_output_skip). With
+// no space left, BTS stays off and the next stretch is flagged TRUNCATED.
+class SimBtsDriver {
+ public:
+  explicit SimBtsDriver(FakeKernel& kernel) : k_(kernel) {}
+
+  // One taken user branch of the traced task.
+  void branch(const x86::BtsRecord& r) {
+    if (!on_ && !reset()) {
+      ++dropped_;
+      return;
+    }
+    const std::uint64_t debugctl =
+        x86::debugctl::enable_bts(0, {.kernel = false, .user = true, .interrupt = true});
+    auto store = x86::store_bts(x86::BtsFormat::k64, debugctl, area_, chunk_, r, false);
+    ASSERT_TRUE(store.has_value()) << store.error().to_string();
+    ASSERT_TRUE(store->stored);
+    if (store->interrupt) hand_over();
+  }
+  // The task is scheduled out (perf's del): what is stored is handed over.
+  void sched_out() {
+    if (on_) hand_over();
+  }
+  std::uint64_t dropped() const { return dropped_; }
+  std::uint64_t truncations() const { return truncations_; }
+
+ private:
+  std::size_t offset() const { return static_cast<std::size_t>(head_ % k_.aux().size()); }
+
+  // Points the DS area at the free space from head_; false (BTS stays off) when none is left.
+  bool reset() {
+    const std::size_t size = k_.aux().size();
+    const std::size_t to_end = size - offset();
+    if (to_end < kBtsRecordBytes) {
+      // Only padding fits before the end of the area.
+      if (k_.aux_free() < to_end) return lose();
+      k_.skip(to_end);
+      head_ += to_end;
+    }
+    // At most the wakeup watermark (perf's default: half the area), so that the consumer gets
+    // records before the area is full.
+    std::size_t room = static_cast<std::size_t>(
+        std::min<std::uint64_t>({k_.aux_free(), size - offset(), size / 2}));
+    room -= room % kBtsRecordBytes;
+    if (room == 0) return lose();
+    chunk_ = std::as_writable_bytes(k_.aux().subspan(offset(), room));
+    area_ = {};
+    area_.bts_buffer_base = 0x1000000 + offset();
+    area_.bts_index = area_.bts_buffer_base;
+    area_.bts_absolute_maximum = area_.bts_buffer_base + room;
+    area_.bts_interrupt_threshold = area_.bts_absolute_maximum;
+    on_ = true;
+    return true;
+  }
+  bool lose() {
+    lost_ = true;
+    return false;
+  }
+  // The stored records (perf_aux_output_end).
+  void hand_over() {
+    on_ = false;
+    const std::size_t n = static_cast<std::size_t>(area_.bts_index - area_.bts_buffer_base);
+    const std::vector<std::uint8_t> bytes(k_.aux().begin() + static_cast<long>(offset()),
+                                          k_.aux().begin() + static_cast<long>(offset() + n));
+    if (!bytes.empty() || lost_) emit(bytes);
+  }
+  void emit(const std::vector<std::uint8_t>& bytes) {
+    if (lost_) ++truncations_;
+    ASSERT_TRUE(k_.hand_over(bytes, lost_ ? kAuxTruncated : 0));
+    lost_ = false;
+    head_ += bytes.size();
+  }
+
+  FakeKernel& k_;
+  std::uint64_t head_ = 0;
+  std::span<std::byte> chunk_;
+  x86::DsArea area_;
+  bool on_ = false;
+  bool lost_ = false;
+  std::uint64_t dropped_ = 0;
+  std::uint64_t truncations_ = 0;
+};
+
+TEST(PerfAux, TheSimulatedBtsDriversStretchesDecodeToTheBranchStream) {
+  for (const bool slow_reader : {false, true}) {
+    FakeKernel k(4, 4096);  // 4096 is not a multiple of 24: padding at every wrap
+    SimBtsDriver driver(k);
+    Reader r = reader_over(k);
+    std::mt19937_64 rng(slow_reader ? 5 : 3);
+    std::vector<x86::BtsRecord> kept;  // what the consumer must see
+    for (std::uint64_t i = 0; i < 50'000; ++i) {
+      const std::uint64_t before = driver.dropped();
+      driver.branch(nth(i));
+      if (driver.dropped() == before) kept.push_back(nth(i));
+      if (rng() % 97 == 0) driver.sched_out();
+      // A prompt reader drains every 20 branches (the area holds 170 records); a slow one at
+      // random, about every 2000.
+      if (slow_reader ? rng() % 2000 == 0 : i % 20 == 0) {
+        const auto d = r.drain();
+        ASSERT_TRUE(d.has_value()) << d.error().to_string();
+      }
+    }
+    driver.sched_out();
+    ASSERT_TRUE(r.drain().has_value());
+    ASSERT_EQ(r.got.size(), kept.size()) << "slow reader " << slow_reader;
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      ASSERT_EQ(r.got[i], kept[i]) << "record " << i << ", slow reader " << slow_reader;
+    }
+    EXPECT_GT(r.skipped, 0u);  // the area wrapped, past its unusable end
+    EXPECT_EQ(r.decoder.padding(), 0u);
+    EXPECT_EQ(r.truncations, driver.truncations());
+    if (slow_reader) {
+      EXPECT_GT(driver.dropped(), 0u);
+      EXPECT_GT(driver.truncations(), 0u);
+    } else {
+      EXPECT_EQ(driver.dropped(), 0u);
+    }
+  }
 }
 
 TEST(PerfAux, MapChecksPageCounts) {

@@ -15,10 +15,15 @@
 //   back, and data_tail as for any ring.
 //
 // intel_bts records (arch/x86/events/intel/bts.c): the processor's 64-bit BTS records, 24 bytes
-// {from, to, flags}, flags bit 4 = the branch was predicted. The driver pads the end of each
-// physically contiguous chunk that cannot hold a whole record with zero bytes, which are handed
-// over with the stretch: an all-zero record is padding and is skipped. A stretch need not end on a
-// record boundary; the decoder carries the bytes of an incomplete record to the next stretch.
+// {from, to, flags}, flags bit 4 = the branch was predicted. The AUX area is one contiguous chunk
+// (the PMU has AUX_NO_SG) and records start at multiples of 24 from its beginning; its size is
+// a power of two pages, so the last (size % 24) bytes can never hold one. When the driver's
+// space reaches them it zeroes them (bts_buffer_pad_out) and moves aux_head past them without a
+// PERF_RECORD_AUX (perf_aux_output_skip): the next stretch starts after a gap, which the reader
+// reports as the stretch's `skipped` bytes. Stretches otherwise hold whole records; the decoder
+// still accepts any cut (it carries the bytes of an incomplete record to the next stretch, and
+// forgets them after a gap or a truncation) and skips all-zero records as padding, as perf's own
+// intel-bts decoder does.
 //
 // Contract:
 //  - decode_aux_event and BtsStreamDecoder are pure. decode_aux_event: EINVAL naming `record` for
@@ -62,9 +67,11 @@ inline constexpr std::uint64_t kAuxCollision = 0x08;
 
 // One stretch of AUX data handed over by the kernel.
 struct AuxEvent {
-  std::uint64_t offset = 0;  // position of the first byte (a growing counter)
-  std::uint64_t size = 0;    // bytes
-  std::uint64_t flags = 0;   // kAux*
+  std::uint64_t offset = 0;   // position of the first byte (a growing counter)
+  std::uint64_t size = 0;     // bytes
+  std::uint64_t flags = 0;    // kAux*
+  std::uint64_t skipped = 0;  // drain(): bytes skipped by the driver between the previous
+                              // stretch (aux_tail) and this one
   bool truncated() const { return (flags & kAuxTruncated) != 0; }
 };
 Result<AuxEvent> decode_aux_event(const RingRecord& record);
@@ -80,7 +87,8 @@ class BtsStreamDecoder {
   // Decodes `bytes` appended to the stream: the sink gets each record completed, in order;
   // all-zero records (padding) are counted, not delivered.
   void feed(std::span<const std::uint8_t> bytes, const Sink& sink);
-  // Forgets an incomplete record (after a truncation the next stretch starts a new record).
+  // Forgets an incomplete record (after a gap or a truncation the next stretch starts a new
+  // record).
   void restart() { partial_ = 0; }
   std::size_t partial() const { return partial_; }
   std::uint64_t records() const { return records_; }
@@ -106,9 +114,10 @@ struct AuxDrain {
 
 class PerfAuxRing {
  public:
-  // `bytes` of a stretch, in order (a wrapping stretch comes as two calls), then `end` once per
-  // stretch with its event (after its bytes).
+  // Per stretch: `begin` with its event, its `bytes` in order (a wrapping stretch comes as two
+  // calls), then `end` with its event. Any of them may be empty.
   struct Sink {
+    std::function<void(const AuxEvent&)> begin;
     std::function<void(std::span<const std::uint8_t>)> bytes;
     std::function<void(const AuxEvent&)> end;
   };
