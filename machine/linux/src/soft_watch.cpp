@@ -62,8 +62,62 @@ const BufferArgs* buffer_args(long nr) {
   return nullptr;
 }
 
+// The system calls whose buffers are described by an iovec array (`iov`, `count` argument
+// indices), or by a msghdr (`iov` is its argument index, `count` -1): msg_name, msg_iov's buffers
+// and msg_control.
+constexpr BufferArgs kVectorSyscalls[] = {
+    {SYS_readv, "readv", 1, 2, false},      {SYS_writev, "writev", 1, 2, true},
+    {SYS_preadv, "preadv", 1, 2, false},    {SYS_pwritev, "pwritev", 1, 2, true},
+    {SYS_preadv2, "preadv2", 1, 2, false},  {SYS_pwritev2, "pwritev2", 1, 2, true},
+    {SYS_recvmsg, "recvmsg", 1, -1, false}, {SYS_sendmsg, "sendmsg", 1, -1, true},
+};
+
+const BufferArgs* vector_args(long nr) {
+  for (const BufferArgs& b : kVectorSyscalls) {
+    if (b.nr == nr) return &b;
+  }
+  return nullptr;
+}
+
+// UIO_MAXIOV: the kernel refuses longer iovec arrays (EINVAL) before touching a buffer.
+constexpr std::uint64_t kMaxIovecs = 1024;
+
+// The user buffers of a call of kVectorSyscalls, read from the tracee's iovec array (and
+// msghdr). Empty when they cannot be read: the kernel then fails the call (EFAULT, EINVAL)
+// before it touches any buffer.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> vector_buffers(Inferior& inferior,
+                                                                    const BufferArgs& call,
+                                                                    const Event& ev) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+  std::uint64_t iov = ev.args[static_cast<std::size_t>(call.buf)];
+  std::uint64_t count = 0;
+  if (call.len >= 0) {
+    count = ev.args[static_cast<std::size_t>(call.len)];
+  } else {
+    // struct msghdr: msg_name, msg_namelen (+ padding), msg_iov, msg_iovlen, msg_control,
+    // msg_controllen, msg_flags.
+    std::array<std::uint64_t, 6> msg{};
+    if (!inferior.read_memory(iov, std::span(reinterpret_cast<std::uint8_t*>(msg.data()), 48))) {
+      return out;
+    }
+    out.emplace_back(msg[0], msg[1] & 0xffffffffu);
+    out.emplace_back(msg[4], msg[5]);
+    iov = msg[2];
+    count = msg[3];
+  }
+  if (count == 0 || count > kMaxIovecs) return out;
+  std::vector<std::uint64_t> words(2 * count);
+  if (!inferior.read_memory(
+          iov, std::span(reinterpret_cast<std::uint8_t*>(words.data()), words.size() * 8))) {
+    return out;
+  }
+  for (std::uint64_t i = 0; i < count; ++i) out.emplace_back(words[2 * i], words[2 * i + 1]);
+  return out;
+}
+
 std::string syscall_name(long nr) {
   if (const BufferArgs* b = buffer_args(nr)) return b->name;
+  if (const BufferArgs* b = vector_args(nr)) return b->name;
   switch (nr) {
     case SYS_futex:
       return "futex";
@@ -81,10 +135,6 @@ std::string syscall_name(long nr) {
       return "newfstatat";
     case SYS_stat:
       return "stat";
-    case SYS_readv:
-      return "readv";
-    case SYS_writev:
-      return "writev";
     case SYS_ioctl:
       return "ioctl";
     case SYS_pipe:
@@ -618,16 +668,21 @@ Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
   } else if (const BufferArgs* b = buffer_args(ev.syscall)) {
     const std::uint64_t buf = ev.args[static_cast<std::size_t>(b->buf)];
     const std::uint64_t len = ev.args[static_cast<std::size_t>(b->len)];
-    for (auto& [p, page] : pages_) {
-      if (len > 0 && overlaps(p, kPage, buf, len)) add_page(p);
-    }
     st.reads_buffer = b->kernel_reads;
-    st.buffer = buf;
-    st.buffer_len = len;
+    st.buffers.emplace_back(buf, len);
   } else {
+    if (const BufferArgs* v = vector_args(ev.syscall)) {
+      st.reads_buffer = v->kernel_reads;
+      st.buffers = vector_buffers(*inferior_, *v, ev);
+    }
     for (std::uint64_t a : ev.args) {
       add_page(page_of(a));
       add_page(page_of(a) + kPage);
+    }
+  }
+  for (const auto& [buf, len] : st.buffers) {
+    for (auto& [p, page] : pages_) {
+      if (len > 0 && overlaps(p, kPage, buf, len)) add_page(p);
     }
   }
   if (st.pages.empty() && st.effect_nr < 0) {
@@ -671,8 +726,10 @@ Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<SoftHit>& h
     auto now = read_range(i);
     if (!now) return std::unexpected(now.error());
     const bool wrote = *now != st.before[i];
-    const bool read = st.reads_buffer && ev.ret >= 0 &&
-                      overlaps(st.buffer, st.buffer_len, ranges_[i].addr, ranges_[i].len);
+    bool read = false;
+    for (const auto& [buf, len] : st.buffers) {
+      read |= st.reads_buffer && ev.ret >= 0 && overlaps(buf, len, ranges_[i].addr, ranges_[i].len);
+    }
     unsigned access = 0;
     if (wrote) access |= kWatchWrite;
     if (read) access |= kWatchRead;

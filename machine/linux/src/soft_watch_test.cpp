@@ -247,6 +247,35 @@ TEST(SoftWatch, KernelWritesAndReadsNameTheSystemCall) {
   EXPECT_EQ(out.text(), "kernel!\n");
 }
 
+// Buffers reached through iovecs (readv/writev, sendmsg/recvmsg) are opened around the call like
+// read(2)'s: the program's calls succeed as without hwarb, and the kernel's accesses are hits.
+TEST(SoftWatch, KernelAccessesThroughIovecsAreSeenAndTheCallsSucceed) {
+  Capture out;
+  auto inf = Inferior::spawn({program("vectors")}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf);
+  const Symbol head = symbol(inf->pid(), "head");
+  const Symbol tail = symbol(inf->pid(), "tail");
+  const Symbol mail = symbol(inf->pid(), "mail");
+  auto watch = SoftWatch::arm(*inf, {{head.address, 4, kWatchRead | kWatchWrite, 0},
+                                     {tail.address, 4, kWatchRead | kWatchWrite, 1},
+                                     {mail.address, 8, kWatchWrite, 2}});
+  ASSERT_TRUE(watch);
+  Outcome got = run(*inf, *watch);
+  std::vector<std::string> seen;
+  for (const SoftHit& h : got.hits) {
+    if (!h.syscall.empty()) {
+      seen.push_back(std::to_string(h.id) + ":" + h.syscall + ":" + std::to_string(h.access));
+    }
+  }
+  const std::string w = std::to_string(kWatchWrite);
+  const std::string r = std::to_string(kWatchRead);
+  const std::vector<std::string> want = {"0:readv:" + w,  "1:readv:" + w,   "0:writev:" + r,
+                                         "1:writev:" + r, "1:sendmsg:" + r, "2:recvmsg:" + w};
+  EXPECT_EQ(seen, want);
+  EXPECT_EQ(got.end.status, 0);
+  EXPECT_EQ(out.text(), "headtail\nmail=tail\n");
+}
+
 TEST(SoftWatch, AStackVariableUsesSingleStepAndIsExact) {
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);

@@ -15,10 +15,13 @@
 //     other instruction is single-stepped with its pages opened to their original protection,
 //     every other thread stopped meanwhile, then the pages are protected again.
 //  4. System calls stop the thread at entry (PTRACE_SYSCALL). One whose arguments point into a
-//     protected page (or whose known buffer overlaps one) runs with those pages open, so its
-//     result is exactly what it would be without hwarb; afterwards the watched bytes are
-//     compared and kernel writes are reported as hits naming the system call (kernel reads of a
-//     watched buffer, for write(2)-like calls, as read hits). While such a call runs, other
+//     protected page (or whose known buffer overlaps one: read/write-like calls by their
+//     (buffer, length) arguments, readv/writev/preadv/pwritev(2) by their iovec arrays and
+//     sendmsg/recvmsg by their msghdr's name, iovecs and control buffer, read from the tracee)
+//     runs with those pages open, so its result is exactly what it would be without hwarb;
+//     afterwards the watched bytes are compared and kernel writes are reported as hits naming
+//     the system call (kernel reads of a watched buffer, for write(2)-like calls, as read
+//     hits). While such a call runs, other
 //     threads' accesses to the opened pages are not seen (stopping them could deadlock the
 //     program, e.g. on a futex).
 //  5. The program's own mprotect/munmap of a watched page are honoured: its new protection
@@ -134,7 +137,7 @@ class SoftWatch {
     std::vector<std::uint64_t> pages;
     std::vector<std::vector<std::uint8_t>> before;  // per range (empty when not on an open page)
     bool reads_buffer = false;
-    std::uint64_t buffer = 0, buffer_len = 0;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> buffers;  // the call's user buffers
     // The program's own mprotect/munmap of watched pages, applied at exit.
     long effect_nr = -1;
     std::uint64_t effect_addr = 0, effect_len = 0;
