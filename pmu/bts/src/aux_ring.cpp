@@ -69,7 +69,7 @@ void AuxRing::push_marker(const Marker& m) {
   ++marker_head_;
 }
 
-Result<WriteResult> AuxRing::write(std::span<const std::byte> records) {
+Result<WriteResult> AuxRing::write_slow(std::span<const std::byte> records) {
   const std::size_t n = records.size();
   if (n != record_size_ && (n == 0 || n % record_size_ != 0)) {  // no division for one record
     return make_error(ErrorCode::kInval,
@@ -80,7 +80,7 @@ Result<WriteResult> AuxRing::write(std::span<const std::byte> records) {
                                              " bytes exceeds the capacity of " +
                                              std::to_string(capacity_));
   }
-  if (closed_.load(std::memory_order_relaxed)) {
+  if (closing_) {
     return make_error(ErrorCode::kInval, "ring: closed");
   }
   WriteResult r;
@@ -142,12 +142,28 @@ std::size_t AuxRing::free_space() {
   return capacity_ - (head_ - tail_cache_);
 }
 
-bool AuxRing::fits(std::size_t bytes) {
-  const std::uint64_t contiguous = capacity_ - offset_;
-  const std::uint64_t need = (bytes > contiguous ? contiguous : 0) + bytes;
-  if (head_ + need - tail_cache_ <= capacity_) return true;
+bool AuxRing::fits_slow(std::size_t bytes) {
   tail_cache_ = data_tail_.load(std::memory_order_acquire);
-  return head_ + need - tail_cache_ <= capacity_;
+  return fits_at(bytes, tail_cache_);
+}
+
+bool AuxRing::wait_for_space(std::size_t bytes, std::chrono::nanoseconds timeout) {
+  if (fits(bytes)) return true;
+  timeout = std::min<std::chrono::nanoseconds>(timeout, std::chrono::hours(24));
+  // Announced before data_tail is read again (both sequentially consistent, as the consumer's
+  // store of data_tail and its read of space_waiters_ in release_to): either the consumer sees a
+  // waiter and notifies, or this thread sees the released space.
+  space_waiters_.fetch_add(1, std::memory_order_seq_cst);
+  bool ok;
+  {
+    std::unique_lock<std::mutex> lock(space_mu_);
+    ok = space_cv_.wait_for(lock, timeout, [&] {
+      tail_cache_ = data_tail_.load(std::memory_order_seq_cst);
+      return fits_at(bytes, tail_cache_);
+    });
+  }
+  space_waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  return ok;
 }
 
 void AuxRing::notify() {
@@ -163,6 +179,7 @@ void AuxRing::wakeup() {
 }
 
 void AuxRing::close() {
+  closing_ = true;
   closed_.store(true, std::memory_order_release);
   notify();
 }
@@ -232,7 +249,11 @@ Result<void> AuxRing::release_to(std::uint64_t position) {
     ++marker_tail_;
   }
   tail_ = position;
-  data_tail_.store(position, std::memory_order_release);
+  data_tail_.store(position, std::memory_order_seq_cst);
+  if (space_waiters_.load(std::memory_order_seq_cst) != 0) {
+    std::lock_guard<std::mutex> lock(space_mu_);
+    space_cv_.notify_all();
+  }
   return {};
 }
 

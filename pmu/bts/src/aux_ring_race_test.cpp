@@ -5,6 +5,9 @@
 // skip exactly by the lost_before of the chunk after the gap; the lost records add up to lost().
 //  - lossless: the producer waits for free space before each batch (free_space()), so nothing
 //    may be lost;
+//  - sleeping: lossless, the producer sleeping in wait_for_space and the consumer (dawdling, so
+//    that the producer has to wait) in wait_for_data, each woken by the other (a missed wakeup
+//    shows as a long timeout);
 //  - lossy: a small ring, a producer that writes bursts of 256 records without waiting and a
 //    consumer that dawdles, so that records are lost and truncation markers are exercised (the
 //    test checks that both happened).
@@ -63,10 +66,18 @@ struct ConsumerStats {
   std::uint64_t next = 0;  // the next sequence number expected
   std::uint64_t errors = 0;
   std::uint64_t wakeups = 0;
+  std::uint64_t timeouts = 0;  // of the long waits
 };
 
+// How the two threads wait: the producer for space (lossless runs), the consumer for data.
+enum class Wait {
+  kPoll,   // free_space() and yield; wait_for_data with a short timeout
+  kSleep,  // wait_for_space and wait_for_data with long timeouts, which must not pass
+};
+constexpr auto kLongTimeout = std::chrono::seconds(20);
+
 // Reads views until the producer has closed the ring and everything is read.
-ConsumerStats consume(AuxRing& ring, bool dawdle) {
+ConsumerStats consume(AuxRing& ring, bool dawdle, Wait wait) {
   ConsumerStats s;
   std::uint64_t views = 0;
   for (;;) {
@@ -106,7 +117,13 @@ ConsumerStats consume(AuxRing& ring, bool dawdle) {
     }
     if (v.empty()) {
       if (closed) return s;
-      if (ring.wait_for_data(std::chrono::microseconds(200))) ++s.wakeups;
+      if (wait == Wait::kPoll) {
+        if (ring.wait_for_data(std::chrono::microseconds(200))) ++s.wakeups;
+      } else if (ring.wait_for_data(kLongTimeout)) {
+        ++s.wakeups;
+      } else {
+        ++s.timeouts;
+      }
     }
   }
 }
@@ -116,9 +133,11 @@ struct ProducerStats {
   std::uint64_t written = 0;
   std::uint64_t dropped = 0;
   std::uint64_t padded = 0;
+  std::uint64_t timeouts = 0;     // of the long waits
+  std::uint64_t space_waits = 0;  // Wait::kSleep: batches that had to wait for space
 };
 
-ProducerStats produce(AuxRing& ring, std::uint64_t total, bool wait_for_space) {
+ProducerStats produce(AuxRing& ring, std::uint64_t total, bool wait_for_space, Wait wait) {
   ProducerStats s;
   std::vector<std::byte> batch(kMaxBatch * kR);
   std::uint64_t seq = 0;
@@ -139,8 +158,14 @@ ProducerStats produce(AuxRing& ring, std::uint64_t total, bool wait_for_space) {
       while (ring.free_space() < ring.capacity() / 2) std::this_thread::yield();
     }
     for (;;) {
-      if (must) {
+      if (must && wait == Wait::kPoll) {
         while (ring.free_space() < 2 * kMaxBatch * kR) std::this_thread::yield();
+      } else if (must) {
+        if (!ring.fits(bytes.size())) ++s.space_waits;
+        if (!ring.wait_for_space(bytes.size(), kLongTimeout)) {
+          ++s.timeouts;
+          continue;
+        }
       }
       auto w = ring.write(bytes);
       if (!w) {
@@ -166,15 +191,17 @@ ProducerStats produce(AuxRing& ring, std::uint64_t total, bool wait_for_space) {
   return s;
 }
 
-void run(std::size_t ring_records, std::uint64_t total, bool lossy) {
+void run(std::size_t ring_records, std::uint64_t total, bool lossy, Wait wait = Wait::kPoll) {
   auto ring = AuxRing::create({.size = ring_records * kR,
                                .threshold = ring_records / 4 * kR,
                                .watermark = ring_records / 8 * kR});
   ASSERT_TRUE(ring.has_value()) << ring.error().to_string();
   ProducerStats p;
   ConsumerStats c;
-  std::thread consumer([&] { c = consume(**ring, lossy); });
-  std::thread producer([&] { p = produce(**ring, total, !lossy); });
+  // The consumer dawdles where the producer must get ahead of it: losses, or waits for space.
+  const bool dawdle = lossy || wait == Wait::kSleep;
+  std::thread consumer([&] { c = consume(**ring, dawdle, wait); });
+  std::thread producer([&] { p = produce(**ring, total, !lossy, wait); });
   producer.join();
   consumer.join();
 
@@ -187,6 +214,11 @@ void run(std::size_t ring_records, std::uint64_t total, bool lossy) {
   EXPECT_EQ(c.lost_seen, p.dropped);
   EXPECT_EQ((*ring)->head(), (*ring)->tail());
   EXPECT_GT(p.padded, 0u);
+  EXPECT_EQ(p.timeouts, 0u);  // a missed wakeup would leave a thread asleep until its timeout
+  EXPECT_EQ(c.timeouts, 0u);
+  if (wait == Wait::kSleep) {
+    EXPECT_GT(p.space_waits, 0u);  // the producer did wait
+  }
   if (lossy) {
     EXPECT_GT(p.dropped, 0u);
     EXPECT_GT(c.truncations, 0u);
@@ -196,15 +228,22 @@ void run(std::size_t ring_records, std::uint64_t total, bool lossy) {
   }
   std::printf(
       "%s: %llu of %llu records produced: %llu written, %llu lost in %llu truncations, %llu "
-      "padded batches, %llu wakeups\n",
+      "padded batches, %llu wakeups, %llu waits for space\n",
       lossy ? "lossy" : "lossless", static_cast<unsigned long long>(p.produced),
       static_cast<unsigned long long>(total), static_cast<unsigned long long>(p.written),
       static_cast<unsigned long long>(p.dropped), static_cast<unsigned long long>(c.truncations),
-      static_cast<unsigned long long>(p.padded), static_cast<unsigned long long>(c.wakeups));
+      static_cast<unsigned long long>(p.padded), static_cast<unsigned long long>(c.wakeups),
+      static_cast<unsigned long long>(p.space_waits));
 }
 
 TEST(AuxRingRaceTest, LosslessWhenTheProducerWaitsForSpace) {
   run(/*ring_records=*/1000, kLosslessRecords, /*lossy=*/false);
+}
+
+// Both threads sleep instead of polling: the producer in wait_for_space until the consumer's
+// release wakes it, the consumer in wait_for_data until a watermark or close() wakes it.
+TEST(AuxRingRaceTest, LosslessWhenBothThreadsSleep) {
+  run(/*ring_records=*/128, kLosslessRecords / 4, /*lossy=*/false, Wait::kSleep);
 }
 
 TEST(AuxRingRaceTest, LossesAreReportedExactlyWhereRecordsAreMissing) {

@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 namespace hwarb::bts {
@@ -218,6 +220,35 @@ TEST(AuxRingTest, FitsCountsThePaddingABatchWouldNeed) {
   EXPECT_FALSE(ring->fits(kR));
 }
 
+TEST(AuxRingTest, WaitForSpaceSleepsUntilTheConsumerReleases) {
+  using std::chrono::milliseconds;
+  auto ring = make(4);
+  EXPECT_TRUE(ring->wait_for_space(4 * kR, milliseconds(0)));  // fits at once
+  put(*ring, 0, 4);
+  EXPECT_FALSE(ring->fits(kR));
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(ring->wait_for_space(kR, milliseconds(5)));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, milliseconds(5));
+
+  std::atomic<bool> released{false};
+  std::thread consumer([&] {
+    std::this_thread::sleep_for(milliseconds(20));
+    AuxView v = ring->view();
+    released.store(true);
+    EXPECT_TRUE(ring->release_to(v.begin() + 2 * kR).has_value());
+  });
+  t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(ring->wait_for_space(2 * kR, std::chrono::seconds(30)));
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  consumer.join();
+  EXPECT_TRUE(released.load());
+  EXPECT_LT(waited, std::chrono::seconds(30));  // woken by the release, not by the timeout
+  EXPECT_FALSE(ring->wait_for_space(3 * kR, milliseconds(1)));  // 2 records free
+  EXPECT_TRUE(put(*ring, 4, 2).written);
+  Seen s = read_all(*ring);
+  EXPECT_EQ(s.seqs, (std::vector<std::uint64_t>{2, 3, 4, 5}));
+}
+
 TEST(AuxRingTest, ReleaseToValidatesAndSkipsPadding) {
   auto ring = make(5);
   put(*ring, 0, 4);
@@ -310,49 +341,53 @@ TEST(AuxRingTest, WaitForDataReturnsOnEventsAndTimesOut) {
   EXPECT_EQ(ring->write(records(2, 1)).error().message(), "ring: closed");
 }
 
-// Random batches and partial releases against a model of what must come out.
+// Random batches and partial releases against a model of what must come out; a watermark of one
+// record and a threshold make every write() take the out-of-line path, no threshold and a
+// watermark of the whole ring let most take the inline one.
 TEST(AuxRingTest, ManyWrapsMatchTheModel) {
-  for (std::size_t cap_records : {1u, 2u, 3u, 7u, 10u, 64u}) {
-    auto ring = make(cap_records, cap_records / 2, 1);
-    std::mt19937_64 rng(cap_records);
-    std::uint64_t next_seq = 0;
-    std::uint64_t expect = 0;  // next seq the consumer must see, after adding lost_before
-    std::uint64_t lost = 0;
-    std::uint64_t received = 0;
-    // Reads the view (only its first chunk when `partial`), checking the order, and releases.
-    auto consume = [&](bool partial) {
-      AuxView v = ring->view();
-      AuxChunk c;
-      std::uint64_t release = v.begin();
-      while (v.next(c)) {
-        EXPECT_LE(c.position % ring->capacity() + c.data.size(), ring->capacity());
-        expect += c.lost_before;
-        for (std::uint64_t q : seqs(c)) {
-          EXPECT_EQ(q, expect) << "capacity " << cap_records;
-          ++expect;
-          ++received;
+  for (const bool notify_often : {true, false})
+    for (std::size_t cap_records : {1u, 2u, 3u, 7u, 10u, 64u}) {
+      auto ring =
+          notify_often ? make(cap_records, cap_records / 2, 1) : make(cap_records, 0, cap_records);
+      std::mt19937_64 rng(cap_records);
+      std::uint64_t next_seq = 0;
+      std::uint64_t expect = 0;  // next seq the consumer must see, after adding lost_before
+      std::uint64_t lost = 0;
+      std::uint64_t received = 0;
+      // Reads the view (only its first chunk when `partial`), checking the order, and releases.
+      auto consume = [&](bool partial) {
+        AuxView v = ring->view();
+        AuxChunk c;
+        std::uint64_t release = v.begin();
+        while (v.next(c)) {
+          EXPECT_LE(c.position % ring->capacity() + c.data.size(), ring->capacity());
+          expect += c.lost_before;
+          for (std::uint64_t q : seqs(c)) {
+            EXPECT_EQ(q, expect) << "capacity " << cap_records;
+            ++expect;
+            ++received;
+          }
+          release = c.position + c.data.size();
+          if (partial) break;
         }
-        release = c.position + c.data.size();
-        if (partial) break;
+        EXPECT_TRUE(ring->release_to(release).has_value());
+      };
+      for (int step = 0; step < 20000; ++step) {
+        if (rng() % 3 != 0) {
+          const std::size_t n = 1 + rng() % cap_records;
+          WriteResult w = put(*ring, next_seq, n);
+          if (!w.written) lost += n;
+          next_seq += n;
+        } else {
+          consume(rng() % 2 == 0);
+        }
+        if (HasFailure()) return;
       }
-      EXPECT_TRUE(ring->release_to(release).has_value());
-    };
-    for (int step = 0; step < 20000; ++step) {
-      if (rng() % 3 != 0) {
-        const std::size_t n = 1 + rng() % cap_records;
-        WriteResult w = put(*ring, next_seq, n);
-        if (!w.written) lost += n;
-        next_seq += n;
-      } else {
-        consume(rng() % 2 == 0);
-      }
-      if (HasFailure()) return;
+      consume(false);
+      EXPECT_EQ(ring->lost(), lost);
+      EXPECT_EQ(received + lost, next_seq) << "capacity " << cap_records;
+      EXPECT_GT(lost, 0u);
     }
-    consume(false);
-    EXPECT_EQ(ring->lost(), lost);
-    EXPECT_EQ(received + lost, next_seq) << "capacity " << cap_records;
-    EXPECT_GT(lost, 0u);
-  }
 }
 
 }  // namespace

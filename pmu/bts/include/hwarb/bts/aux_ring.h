@@ -52,11 +52,16 @@
 //    allocator fails; write() EINVAL for a batch that is empty, not whole records or larger than
 //    the capacity (nothing is written or counted); release_to() EINVAL for a position outside the
 //    last view or not on a record boundary (data_tail unchanged).
-//  - Thread-safety: one producer thread calls write, free_space, fits, wakeup, close; one consumer
-//    thread calls view, release, release_to, wait_for_data (and AuxView::next). The two run
-//    concurrently without locks (wait_for_data sleeps on a mutex and condition variable, which the
-//    producer touches only while the consumer sleeps). The observers (capacity ... closed) may be
-//    called from any thread; they read atomics and give momentary values.
+//  - Waiting. The consumer may sleep in wait_for_data until an event; a producer that would
+//    rather wait than lose records may sleep in wait_for_space until the consumer's release_to
+//    (or release) has freed enough space: the release wakes it.
+//  - Thread-safety: one producer thread calls write, free_space, fits, wait_for_space, wakeup,
+//    close; one consumer thread calls view, release, release_to, wait_for_data (and
+//    AuxView::next). The two run concurrently without locks (wait_for_data and wait_for_space
+//    sleep on a mutex and condition variable each, which the other thread touches only while
+//    the sleeper is announced). The observers (capacity ... closed) may be called from any
+//    thread; they read atomics and give momentary values. write() and fits() are inline for
+//    the common case (see write below) and behave exactly as documented here.
 //  - An AuxRing is neither copyable nor movable (both threads hold it); create() returns it in a
 //    unique_ptr, and the ring owns its memory (ByteBuffer and the marker array).
 #pragma once
@@ -66,6 +71,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -142,6 +148,11 @@ class AuxRing {
   // data_tail only when the producer's last copy of it says no. For a producer that waits for
   // space instead of losing records.
   bool fits(std::size_t bytes);
+  // True at once if fits(bytes); otherwise sleeps until the consumer has released enough space
+  // for it (true) or the timeout passes (false; always, for more bytes than the capacity).
+  // Timeouts above 24 hours count as 24 hours. For a producer that waits for space without
+  // spinning (the consumer's release wakes it).
+  bool wait_for_space(std::size_t bytes, std::chrono::nanoseconds timeout);
   // Notifies the consumer now (an event for wait_for_data).
   void wakeup();
   // No more writes: notifies the consumer; closed() becomes true. Further writes are EINVAL.
@@ -183,6 +194,9 @@ class AuxRing {
   AuxRing(const AuxRingConfig& config, ByteBuffer data, std::unique_ptr<Marker[]> markers,
           std::size_t marker_slots);
   bool next_chunk(AuxView& v, AuxChunk& out) const;
+  Result<WriteResult> write_slow(std::span<const std::byte> records);
+  bool fits_at(std::size_t bytes, std::uint64_t tail) const;
+  bool fits_slow(std::size_t bytes);
   void push_marker(const Marker& m);
   void notify();
 
@@ -205,6 +219,7 @@ class AuxRing {
   std::uint64_t written_ = 0;
   std::uint64_t next_wakeup_ = 0;
   bool low_ = false;
+  bool closing_ = false;  // close() was called (closed_ for the producer, without the atomic)
 
   // Written by the producer.
   alignas(kLine) std::atomic<std::uint64_t> data_head_{0};
@@ -227,10 +242,48 @@ class AuxRing {
   std::atomic<bool> closed_{false};
   std::mutex mu_;
   std::condition_variable cv_;
+
+  // The producer sleeping in wait_for_space.
+  alignas(kLine) std::atomic<std::uint32_t> space_waiters_{0};
+  std::mutex space_mu_;
+  std::condition_variable space_cv_;
 };
 
 inline bool AuxView::next(AuxChunk& out) {
   return ring_->next_chunk(*this, out);
+}
+
+// The common case of write() inline: whole records that fit before the end of the buffer and,
+// by the producer's copy of data_tail, in the free space with more than the threshold left, no
+// truncation marker and no wakeup due. Everything else, errors included, is write_slow().
+inline Result<WriteResult> AuxRing::write(std::span<const std::byte> records) {
+  const std::size_t n = records.size();
+  if ((n != record_size_ && (n == 0 || n % record_size_ != 0)) || n > capacity_ - offset_ ||
+      head_ + n - tail_cache_ >= capacity_ - threshold_ || written_ + n >= next_wakeup_ ||
+      pending_lost_ != 0 || closing_) {
+    return write_slow(records);
+  }
+  std::memcpy(data_.data() + offset_, records.data(), n);
+  head_ += n;
+  offset_ += n;
+  if (offset_ == capacity_) offset_ = 0;
+  data_head_.store(head_, std::memory_order_release);
+  written_ += n;
+  written_pub_.store(written_, std::memory_order_relaxed);
+  low_ = false;
+  WriteResult r;
+  r.written = true;
+  return r;
+}
+
+inline bool AuxRing::fits_at(std::size_t bytes, std::uint64_t tail) const {
+  const std::uint64_t contiguous = capacity_ - offset_;
+  const std::uint64_t need = (bytes > contiguous ? contiguous : 0) + bytes;
+  return head_ + need - tail <= capacity_;
+}
+
+inline bool AuxRing::fits(std::size_t bytes) {
+  return fits_at(bytes, tail_cache_) || fits_slow(bytes);
 }
 
 }  // namespace hwarb::bts
