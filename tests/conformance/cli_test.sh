@@ -3,65 +3,46 @@
 # Help exits 0 and documents the scenario language; usage errors and unreadable files exit 2.
 set -uo pipefail
 hwarb=$1
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=cli_test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cli_test_lib.sh"
 
-expect() {  # expect WANT_RC DESCRIPTION -- ARGS...
-  local want=$1 what=$2
-  shift 3
-  "$hwarb" "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [[ $rc -ne $want ]]; then
-    echo "FAIL: $what: exit $rc, expected $want" >&2
-    cat "$tmp/out" "$tmp/err" >&2
-    fail=1
-  fi
-}
-contains() {  # contains FILE TEXT
-  if ! grep -qF -- "$2" "$1"; then
-    echo "FAIL: output lacks '$2'" >&2
-    fail=1
-  fi
-}
-
-expect 0 "hwarb --help" -- --help
+run 0 "hwarb --help" --help
 for s in "sim" "machine cpus=N" "bp NAME" "wide NAME" "modify NAME" "del NAME" \
   "cpu N offline|online" "bts|pt|lbr" "Exit status"; do
-  contains "$tmp/out" "$s"
+  has "$tmp/out" "$s"
 done
-expect 0 "hwarb sim --help" -- sim --help
+run 0 "hwarb sim --help" sim --help
 for s in "--explain" "FILE" "machine cpus=N" "task NAME [parent=P]" "bp NAME [task=T]" \
   "wide NAME" "modify NAME" "del NAME" "cpu N offline|online" "bts NAME" "pt NAME" \
   "ENOSPC" "FILE:LINE: message" "Exit status" "ptrace T attach [layout=x86_64|i386]" \
   "ptrace T peek REG" "ptrace T poke REG=HEX" "ptrace T cont" "ptrace T step" \
   "stopped SIGTRAP dr6=" "run-time scenario error"; do
-  contains "$tmp/out" "$s"
+  has "$tmp/out" "$s"
 done
-expect 2 "no subcommand" --
-expect 2 "unknown subcommand" -- frobnicate
-expect 2 "sim without a file" -- sim
-expect 2 "sim with an unknown option" -- sim --bogus x.scn
-expect 2 "unreadable file" -- sim "$tmp/does-not-exist.scn"
-contains "$tmp/err" "cannot read"
+run 2 "no subcommand"
+run 2 "unknown subcommand" frobnicate
+run 2 "sim without a file" sim
+run 2 "sim with an unknown option" sim --bogus x.scn
+run 2 "unreadable file" sim "$tmp/does-not-exist.scn"
+has "$tmp/err" "cannot read"
 [[ -s $tmp/out ]] && { echo "FAIL: unreadable file printed on stdout" >&2; fail=1; }
 
 # An empty scenario is valid and prints nothing.
 : >"$tmp/empty.scn"
-expect 0 "empty scenario" -- sim "$tmp/empty.scn"
+run 0 "empty scenario" sim "$tmp/empty.scn"
 [[ -s $tmp/out ]] && { echo "FAIL: empty scenario printed something" >&2; fail=1; }
 
 # A file without a final newline.
 printf 'bp a cpu=0' >"$tmp/nonl.scn"
-expect 0 "no final newline" -- sim "$tmp/nonl.scn"
-contains "$tmp/out" "a ok"
+run 0 "no final newline" sim "$tmp/nonl.scn"
+has "$tmp/out" "a ok"
 
 # A run-time scenario error (an access by a task in a ptrace stop) exits 2 with FILE:LINE on
 # stderr and nothing on stdout, like a parse error.
 printf 'machine cpus=1\ntask t\nswitch cpu=0 task=t\nptrace t wait\naccess task=t cpu=0 r addr=0x10 len=1\n' \
   >"$tmp/stopped.scn"
-expect 2 "access in a ptrace stop" -- sim "$tmp/stopped.scn"
-contains "$tmp/err" "stopped.scn:5: access: task 't' is in a ptrace stop (SIGSTOP)"
+run 2 "access in a ptrace stop" sim "$tmp/stopped.scn"
+has "$tmp/err" "stopped.scn:5: access: task 't' is in a ptrace stop (SIGSTOP)"
 [[ -s $tmp/out ]] && { echo "FAIL: a run-time scenario error printed on stdout" >&2; fail=1; }
 
 [[ $fail -eq 0 ]] && echo "ok"

@@ -7,32 +7,9 @@
 set -uo pipefail
 hwarb=$1
 programs=$2
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; [[ -n "${spin:-}" ]] && kill -9 "$spin" 2>/dev/null' EXIT
+# shellcheck source=cli_test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cli_test_lib.sh"
 
-run() {  # run WANT_RC DESCRIPTION ARGS...  (stdout -> $tmp/out, stderr -> $tmp/err)
-  local want=$1 what=$2
-  shift 2
-  "$hwarb" "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [[ $rc -ne $want ]]; then
-    echo "FAIL: $what: exit $rc, expected $want" >&2
-    head -20 "$tmp/out" | sed 's/^/  out: /' >&2
-    sed 's/^/  err: /' "$tmp/err" >&2
-    fail=1
-  fi
-}
-has() {  # has FILE TEXT DESCRIPTION
-  if ! grep -qF -- "$2" "$1"; then
-    echo "FAIL: $3: output lacks '$2'" >&2
-    head -20 "$1" | sed 's/^/  | /' >&2
-    fail=1
-  fi
-}
-count() {  # count FILE REGEX
-  grep -cE -- "$2" "$1"
-}
 same() {  # same GOT WANT DESCRIPTION
   if [[ "$1" != "$2" ]]; then
     echo "FAIL: $3: got '$1', expected '$2'" >&2
@@ -77,7 +54,7 @@ froms = [int(b["from"], 16) for b in branches]
 assert max(froms) - min(froms) < 0x200, "filtered to one function"
 PY
 has "$tmp/err" "software branch tracing (--software)" "mode note"
-json_count=$(count "$tmp/json.out" '"event":"branch"')
+json_count=$(lines "$tmp/json.out" '"event":"branch"')
 
 # Hardware mode: intel_bts where the kernel has it (the default there), a clear error (exit 1,
 # nothing run) elsewhere; the hardware finds exactly the software's branches.
@@ -107,10 +84,10 @@ fi
 # Human format: the same branches, with symbols and source lines; the summary on stderr.
 run 0 "human filter" trace --software --filter classify -- "$branches" 100
 has "$tmp/out" "$expected" "program output under trace"
-same "$(count "$tmp/out" '^ +[0-9]+  classify\+0x[0-9a-f]+ \(branches\.c:[0-9]+\) => ')" \
+same "$(lines "$tmp/out" '^ +[0-9]+  classify\+0x[0-9a-f]+ \(branches\.c:[0-9]+\) => ')" \
   "$json_count" "human lines = json lines"
 has "$tmp/out" "=> weigh+0x0 (branches.c:" "a call to the helper"
-count "$tmp/out" '  (jump|cond|call|ind-jump|ind-call|return)$' >/dev/null ||
+lines "$tmp/out" '  (jump|cond|call|ind-jump|ind-call|return)$' >/dev/null ||
   { echo "FAIL: human lines end with the kind" >&2; fail=1; }
 has "$tmp/err" "hwarb trace: $json_count branches (" "human summary count"
 has "$tmp/err" "stops per taken branch" "human summary ratio"
@@ -119,20 +96,20 @@ has "$tmp/err" "exited with status 0" "human summary exit"
 
 # --perf-script: COMM TID TIME: branches: FROM SYM+OFF (DSO) => TO SYM+OFF (DSO)
 run 0 "perf-script filter" trace --software --perf-script --filter classify -- "$branches" 100
-same "$(count "$tmp/out" '^ +prog_branches +[0-9]+ +[0-9]+\.[0-9]{6}:  branches:  +[0-9a-f]+ classify\+0x[0-9a-f]+ \(/.*prog_branches\) => +[0-9a-f]+ [^ ]+ \(.*\)$')" \
+same "$(lines "$tmp/out" '^ +prog_branches +[0-9]+ +[0-9]+\.[0-9]{6}:  branches:  +[0-9a-f]+ classify\+0x[0-9a-f]+ \(/.*prog_branches\) => +[0-9a-f]+ [^ ]+ \(.*\)$')" \
   "$json_count" "perf-script lines = json lines"
 
 # Default start (main) vs --start=entry (the dynamic loader on): the first branch is main's.
 run 0 "default start" trace -- "$branches" 20
 first=$(grep -m1 -E '^ +[0-9]+  ' "$tmp/out")
 [[ $first == *"  main+0x"* ]] || { echo "FAIL: first branch not from main: $first" >&2; fail=1; }
-from_main=$(count "$tmp/out" '^ +[0-9]+  ')
+from_main=$(lines "$tmp/out" '^ +[0-9]+  ')
 run 0 "start=entry" trace --start=entry --json -- "$branches" 20
-from_entry=$(count "$tmp/out" '"event":"branch"')
+from_entry=$(lines "$tmp/out" '"event":"branch"')
 ((from_entry > from_main && from_main > 50)) ||
   { echo "FAIL: start=entry $from_entry branches, from main $from_main" >&2; fail=1; }
 run 0 "start=weigh" trace --start weigh --json -- "$branches" 20
-from_weigh=$(count "$tmp/out" '"event":"branch"')
+from_weigh=$(lines "$tmp/out" '"event":"branch"')
 ((from_weigh < from_main)) || { echo "FAIL: start=weigh $from_weigh >= $from_main" >&2; fail=1; }
 
 # A library function: resolved after the libraries are mapped.
@@ -181,7 +158,7 @@ rc=$?
 [[ $rc -eq 0 ]] || { echo "FAIL: attach + SIGINT: exit $rc" >&2; cat "$tmp/attach.err" >&2; fail=1; }
 has "$tmp/attach.out" '"event":"summary"' "attach summary"
 has "$tmp/attach.out" '"interrupted":true' "attach interrupted"
-calls=$(count "$tmp/attach.out" '"kind":"call"')
+calls=$(lines "$tmp/attach.out" '"kind":"call"')
 ((calls > 10)) || { echo "FAIL: attach: only $calls calls traced" >&2; fail=1; }
 sleep 0.1
 state=$(awk '{print $3}' "/proc/$spin/stat")

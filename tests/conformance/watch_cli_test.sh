@@ -8,38 +8,8 @@ set -uo pipefail
 hwarb=$1
 programs=$2
 golden=$3
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; [[ -n "${spin:-}" ]] && kill -9 "$spin" 2>/dev/null' EXIT
-
-run() {  # run WANT_RC DESCRIPTION ARGS...  (stdout -> $tmp/out, stderr -> $tmp/err)
-  local want=$1 what=$2
-  shift 2
-  "$hwarb" "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [[ $rc -ne $want ]]; then
-    echo "FAIL: $what: exit $rc, expected $want" >&2
-    sed 's/^/  out: /' "$tmp/out" >&2
-    sed 's/^/  err: /' "$tmp/err" >&2
-    fail=1
-  fi
-}
-has() {  # has FILE TEXT DESCRIPTION
-  if ! grep -qF -- "$2" "$1"; then
-    echo "FAIL: $3: output lacks '$2'" >&2
-    head -20 "$1" | sed 's/^/  | /' >&2
-    fail=1
-  fi
-}
-count() {  # count FILE REGEX WANT DESCRIPTION
-  local n
-  n=$(grep -cE -- "$2" "$1")
-  if [[ $n -ne $3 ]]; then
-    echo "FAIL: $4: $n lines match '$2', expected $3" >&2
-    head -20 "$1" | sed 's/^/  | /' >&2
-    fail=1
-  fi
-}
+# shellcheck source=cli_test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cli_test_lib.sh"
 
 # probe --json: every field, and what it says agrees with the machine's own files.
 run 0 "probe --json" probe --json

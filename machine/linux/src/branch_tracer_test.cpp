@@ -21,33 +21,13 @@
 
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/symbols.h"
+#include "test_programs.h"
 
 namespace hwarb::linux {
 namespace {
 
-std::string program(const char* name) {
-  return std::string(HWARB_PROGRAMS_DIR) + "/prog_" + name;
-}
-
-struct Capture {
-  Capture() : file(std::tmpfile()) {}
-  ~Capture() { std::fclose(file); }
-  Capture(const Capture&) = delete;
-  Capture& operator=(const Capture&) = delete;
-  int fd() const { return fileno(file); }
-  std::string text() const {
-    std::string out;
-    char buf[256];
-    ssize_t n;
-    off_t at = 0;
-    while ((n = ::pread(fileno(file), buf, sizeof(buf), at)) > 0) {
-      out.append(buf, static_cast<std::size_t>(n));
-      at += n;
-    }
-    return out;
-  }
-  FILE* file;
-};
+using testing::Capture;
+using testing::program;
 
 Symbol symbol(pid_t pid, const char* name) {
   auto table = SymbolTable::load(pid);

@@ -1,6 +1,7 @@
 // Tests of Inferior on real processes (tests/programs): spawn and exit, memory, registers,
 // injected system calls from every kind of stop, threads, forks, attach and detach.
 #include "hwarb/linux/inferior.h"
+#include "test_programs.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -20,9 +21,8 @@
 namespace hwarb::linux {
 namespace {
 
-std::string program(const char* name) {
-  return std::string(HWARB_PROGRAMS_DIR) + "/prog_" + name;
-}
+using testing::Capture;
+using testing::program;
 
 // Runs the inferior to its end, passing signals through and resuming everything with `how`;
 // returns the last event (kExited or kKilled).
@@ -52,25 +52,6 @@ Event run_to_end(Inferior& inf, Resume how) {
 }
 
 // A temporary file that receives a child's standard output.
-struct Capture {
-  Capture() : file(std::tmpfile()) {}
-  ~Capture() { std::fclose(file); }
-  int fd() const { return fileno(file); }
-  std::string text() const {
-    std::fflush(file);
-    std::string out;
-    char buf[256];
-    ssize_t n;
-    off_t at = 0;
-    while ((n = ::pread(fileno(file), buf, sizeof(buf), at)) > 0) {
-      out.append(buf, static_cast<std::size_t>(n));
-      at += n;
-    }
-    return out;
-  }
-  FILE* file;
-};
-
 TEST(Inferior, SpawnRunsToExitWithItsStatusAndOutput) {
   Capture out;
   auto inf = Inferior::spawn({program("writer"), "4"}, {.stdout_fd = out.fd()});

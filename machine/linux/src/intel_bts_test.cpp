@@ -16,16 +16,16 @@
 #include "hwarb/linux/branch_tracer.h"
 #include "hwarb/linux/inferior.h"
 #include "hwarb/linux/symbols.h"
+#include "test_programs.h"
 #include "test_support.h"
 
 namespace hwarb::linux {
 namespace {
 
-constexpr const char* kPmuDir = "/sys/bus/event_source/devices/intel_bts";
+using testing::Capture;
+using testing::program;
 
-std::string program(const char* name) {
-  return std::string(HWARB_PROGRAMS_DIR) + "/prog_" + name;
-}
+constexpr const char* kPmuDir = "/sys/bus/event_source/devices/intel_bts";
 
 TEST(IntelBts, PresenceAgreesWithSysfs) {
   const auto type = intel_bts_type();
@@ -60,8 +60,8 @@ TEST(IntelBts, OpenChecksTheOptionsFirst) {
 // Branches taken inside `fn` by prog_branches, traced by `trace` while the process runs to its
 // end; the program's output is returned in `out`.
 std::uint64_t hardware_count(const char* fn, std::string& out, IntelBtsStats& stats) {
-  std::FILE* capture = std::tmpfile();
-  auto inf = Inferior::spawn({program("branches"), "100"}, {.stdout_fd = fileno(capture)});
+  Capture capture;
+  auto inf = Inferior::spawn({program("branches"), "100"}, {.stdout_fd = capture.fd()});
   EXPECT_TRUE(inf.has_value()) << inf.error().to_string();
   if (!inf) return 0;
   auto table = SymbolTable::load(inf->pid());
@@ -89,17 +89,13 @@ std::uint64_t hardware_count(const char* fn, std::string& out, IntelBtsStats& st
   }
   EXPECT_TRUE(trace->drain(sink).has_value());
   stats = trace->stats();
-  char buf[256];
-  const ssize_t got = ::pread(fileno(capture), buf, sizeof buf, 0);
-  out.assign(buf, got > 0 ? static_cast<std::size_t>(got) : 0);
-  std::fclose(capture);
+  out = capture.text();
   return n;
 }
 
 std::uint64_t software_count(const char* fn) {
-  std::FILE* sink = std::tmpfile();
-  auto inf = Inferior::spawn({program("branches"), "100"}, {.stdout_fd = fileno(sink)});
-  std::fclose(sink);  // the child has its own copy of the descriptor
+  Capture sink;
+  auto inf = Inferior::spawn({program("branches"), "100"}, {.stdout_fd = sink.fd()});
   EXPECT_TRUE(inf.has_value());
   if (!inf) return 0;
   auto table = SymbolTable::load(inf->pid());

@@ -19,31 +19,13 @@
 
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/symbols.h"
+#include "test_programs.h"
 
 namespace hwarb::linux {
 namespace {
 
-std::string program(const char* name) {
-  return std::string(HWARB_PROGRAMS_DIR) + "/prog_" + name;
-}
-
-struct Capture {
-  Capture() : file(std::tmpfile()) {}
-  ~Capture() { std::fclose(file); }
-  int fd() const { return fileno(file); }
-  std::string text() const {
-    std::string out;
-    char buf[256];
-    ssize_t n;
-    off_t at = 0;
-    while ((n = ::pread(fileno(file), buf, sizeof(buf), at)) > 0) {
-      out.append(buf, static_cast<std::size_t>(n));
-      at += n;
-    }
-    return out;
-  }
-  FILE* file;
-};
+using testing::Capture;
+using testing::program;
 
 std::uint64_t value_of(const std::vector<std::uint8_t>& bytes) {
   std::uint64_t v = 0;

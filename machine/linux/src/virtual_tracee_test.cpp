@@ -23,10 +23,14 @@
 #include "hwarb/linux/syscalls.h"
 #include "hwarb/x86/debugreg.h"
 #include "hwarb/x86/insn.h"
+#include "test_programs.h"
 #include "test_support.h"
 
 namespace hwarb::linux {
 namespace {
+
+using testing::Capture;
+using testing::program;
 
 using ptrace_compat::Stop;
 using ptrace_compat::Tracee;
@@ -53,30 +57,6 @@ constexpr std::uint64_t dr7_slot(int slot, DrType type, DrLen len) {
           << x86::dr7::control_shift(slot)) |
          x86::dr7::local_bit(slot);
 }
-
-std::string program(const char* name) {
-  return std::string(HWARB_PROGRAMS_DIR) + "/prog_" + name;
-}
-
-struct Capture {
-  Capture() : file(std::tmpfile()) {}
-  ~Capture() { std::fclose(file); }
-  Capture(const Capture&) = delete;
-  Capture& operator=(const Capture&) = delete;
-  int fd() const { return fileno(file); }
-  std::string text() const {
-    std::string out;
-    char buf[256];
-    ssize_t n;
-    off_t at = 0;
-    while ((n = ::pread(fileno(file), buf, sizeof(buf), at)) > 0) {
-      out.append(buf, static_cast<std::size_t>(n));
-      at += n;
-    }
-    return out;
-  }
-  FILE* file;
-};
 
 template <typename T>
 void expect_error(const Result<T>& r, ErrorCode code, std::string_view field) {

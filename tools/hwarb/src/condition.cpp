@@ -5,14 +5,12 @@
 #include <limits>
 #include <string>
 
+#include "number_scan.h"
+
 namespace hwarb::cli {
 namespace {
 
 constexpr std::uint64_t kMinMagnitude = std::uint64_t{1} << 63;  // |INT64_MIN|
-
-std::string quoted(char c) {
-  return std::string("'") + c + "'";
-}
 
 bool ident_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
@@ -108,42 +106,31 @@ class Parser {
     const std::size_t start = pos_;
     *negative = pos_ < text_.size() && text_[pos_] == '-';
     if (*negative) ++pos_;
-    unsigned base = 10;
-    if (pos_ + 1 < text_.size() && text_[pos_] == '0' && (text_[pos_ + 1] | 0x20) == 'x') {
-      base = 16;
-      pos_ += 2;
+    const NumberScan n = scan_number(text_, pos_);
+    switch (n.kind) {
+      case NumberScan::Kind::kOk:
+      case NumberScan::Kind::kOverflow:
+        break;
+      case NumberScan::Kind::kBadDigit:
+        return fail(n.end,
+                    quoted(n.bad) + " is not a " + (n.hex ? "hexadecimal" : "decimal") + " digit");
+      case NumberScan::Kind::kNoHexDigits:
+        return fail(n.end, "no digits after 0x");
+      case NumberScan::Kind::kNoDigits:
+        if (n.end == text_.size()) return fail(n.end, "expected a number");
+        return fail(n.end, "expected a number, found " + quoted(text_[n.end]));
     }
-    const std::size_t digits = pos_;
-    std::uint64_t value = 0;
-    bool overflow = false;
-    while (pos_ < text_.size() && std::isalnum(static_cast<unsigned char>(text_[pos_]))) {
-      const char c = text_[pos_];
-      const bool dec = std::isdigit(static_cast<unsigned char>(c));
-      if (base == 10 ? !dec : !std::isxdigit(static_cast<unsigned char>(c))) {
-        if (pos_ == digits) break;
-        return fail(pos_,
-                    quoted(c) + " is not a " + (base == 10 ? "decimal" : "hexadecimal") + " digit");
-      }
-      const unsigned d =
-          dec ? static_cast<unsigned>(c - '0') : static_cast<unsigned>((c | 0x20) - 'a' + 10);
-      if (value > (std::numeric_limits<std::uint64_t>::max() - d) / base) overflow = true;
-      value = value * base + d;
-      ++pos_;
-    }
-    if (pos_ == digits) {
-      if (base == 16) return fail(pos_, "no digits after 0x");
-      if (pos_ == text_.size()) return fail(pos_, "expected a number");
-      return fail(pos_, "expected a number, found " + quoted(text_[pos_]));
-    }
+    pos_ = n.end;
     const std::string spelled(text_.substr(start, pos_ - start));
-    if (overflow) return fail(start, spelled + " does not fit in 64 bits");
+    if (n.kind == NumberScan::Kind::kOverflow)
+      return fail(start, spelled + " does not fit in 64 bits");
     if (*negative) {
-      if (value > kMinMagnitude) return fail(start, spelled + " is below -2^63");
+      if (n.value > kMinMagnitude) return fail(start, spelled + " is below -2^63");
       // -0 is 0: compared unsigned like any constant >= 0.
-      if (value == 0) *negative = false;
-      return 0 - value;
+      if (n.value == 0) *negative = false;
+      return 0 - n.value;
     }
-    return value;
+    return n.value;
   }
 
   std::string_view text_;

@@ -5,6 +5,8 @@
 #include <limits>
 #include <string>
 
+#include "number_scan.h"
+
 namespace hwarb::cli {
 namespace {
 
@@ -16,10 +18,6 @@ bool symbol_start(char c) {
 
 bool symbol_char(char c) {
   return symbol_start(c) || std::isdigit(static_cast<unsigned char>(c)) || c == '@';
-}
-
-std::string quoted(char c) {
-  return std::string("'") + c + "'";
 }
 
 class Parser {
@@ -94,39 +92,24 @@ class Parser {
   // A hexadecimal (0x) or decimal number at pos_, which it moves past.
   Result<std::uint64_t> number(const char* field) {
     const std::size_t start = pos_;
-    unsigned base = 10;
-    if (pos_ + 1 < text_.size() && text_[pos_] == '0' && (text_[pos_ + 1] | 0x20) == 'x') {
-      base = 16;
-      pos_ += 2;
+    const NumberScan n = scan_number(text_, pos_);
+    const std::string bad = std::string("bad ") + field + ": ";
+    switch (n.kind) {
+      case NumberScan::Kind::kOk:
+        pos_ = n.end;
+        return n.value;
+      case NumberScan::Kind::kBadDigit:
+        return fail(n.end, bad + quoted(n.bad) + " is not a " +
+                               (n.hex ? "hexadecimal" : "decimal") + " digit");
+      case NumberScan::Kind::kNoHexDigits:
+        return fail(n.end, bad + "no digits after 0x");
+      case NumberScan::Kind::kNoDigits:
+        return fail(n.end, std::string("expected ") + field + " (hexadecimal with 0x, or decimal)");
+      case NumberScan::Kind::kOverflow:
+        break;
     }
-    const std::size_t digits = pos_;
-    std::uint64_t value = 0;
-    bool overflow = false;
-    while (pos_ < text_.size() && std::isalnum(static_cast<unsigned char>(text_[pos_]))) {
-      const char c = text_[pos_];
-      const bool dec = std::isdigit(static_cast<unsigned char>(c));
-      const bool hexdigit = std::isxdigit(static_cast<unsigned char>(c));
-      if (base == 10 ? !dec : !hexdigit) {
-        if (pos_ == digits) break;
-        return fail(pos_, std::string("bad ") + field + ": " + quoted(c) + " is not a " +
-                              (base == 10 ? "decimal" : "hexadecimal") + " digit");
-      }
-      const unsigned d =
-          dec ? static_cast<unsigned>(c - '0') : static_cast<unsigned>((c | 0x20) - 'a' + 10);
-      if (value > (std::numeric_limits<std::uint64_t>::max() - d) / base) overflow = true;
-      value = value * base + d;
-      ++pos_;
-    }
-    if (pos_ == digits) {
-      if (base == 16) return fail(pos_, std::string("bad ") + field + ": no digits after 0x");
-      return fail(pos_, std::string("expected ") + field + " (hexadecimal with 0x, or decimal)");
-    }
-    if (overflow) {
-      return fail(start, std::string("bad ") + field + ": " +
-                             std::string(text_.substr(start, pos_ - start)) +
-                             " does not fit in 64 bits");
-    }
-    return value;
+    return fail(start,
+                bad + std::string(text_.substr(start, n.end - start)) + " does not fit in 64 bits");
   }
 
   Result<WatchAccess> access_letters() {

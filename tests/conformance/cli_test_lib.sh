@@ -1,0 +1,38 @@
+# cli_test_lib.sh — what the real-process CLI tests (watch_cli_test.sh, trace_cli_test.sh) share;
+# sourced after they set `hwarb`. Sets `tmp` (a directory removed at exit, with the process in
+# `spin`, if any, killed) and `fail` (0; any failed check sets 1).
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"; [[ -n "${spin:-}" ]] && kill -9 "$spin" 2>/dev/null' EXIT
+
+run() {  # run WANT_RC DESCRIPTION ARGS...  (stdout -> $tmp/out, stderr -> $tmp/err)
+  local want=$1 what=$2
+  shift 2
+  "$hwarb" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [[ $rc -ne $want ]]; then
+    echo "FAIL: $what: exit $rc, expected $want" >&2
+    head -40 "$tmp/out" | sed 's/^/  out: /' >&2
+    sed 's/^/  err: /' "$tmp/err" >&2
+    fail=1
+  fi
+}
+has() {  # has FILE TEXT [DESCRIPTION]
+  if ! grep -qF -- "$2" "$1"; then
+    echo "FAIL: ${3:-output}: output lacks '$2'" >&2
+    head -20 "$1" | sed 's/^/  | /' >&2
+    fail=1
+  fi
+}
+lines() {  # lines FILE REGEX: prints how many lines match
+  grep -cE -- "$2" "$1"
+}
+count() {  # count FILE REGEX WANT DESCRIPTION
+  local n
+  n=$(lines "$1" "$2")
+  if [[ $n -ne $3 ]]; then
+    echo "FAIL: $4: $n lines match '$2', expected $3" >&2
+    head -20 "$1" | sed 's/^/  | /' >&2
+    fail=1
+  fi
+}
