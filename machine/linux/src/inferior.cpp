@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -833,6 +834,57 @@ Result<Event> Inferior::wait_for(pid_t tid) {
     if (!ev) return std::unexpected(ev.error());
     if (*ev) return **ev;
   }
+}
+
+namespace {
+
+// Signals pending for the thread (its own and the process's) and not blocked by it, from
+// /proc/PID/task/TID/status (bit n-1 for signal n).
+Result<std::uint64_t> deliverable_signals(pid_t pid, pid_t tid) {
+  const std::string path =
+      "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/status";
+  std::ifstream in(path);
+  if (!in) return make_error(ErrorCode::kSrch, "tid: " + path + " is gone");
+  std::uint64_t pending = 0, blocked = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    const bool own = line.rfind("SigPnd:", 0) == 0;
+    const bool shared = line.rfind("ShdPnd:", 0) == 0;
+    const bool block = line.rfind("SigBlk:", 0) == 0;
+    if (!own && !shared && !block) continue;
+    const std::uint64_t bits = std::strtoull(line.c_str() + 7, nullptr, 16);
+    if (block) {
+      blocked = bits;
+    } else {
+      pending |= bits;
+    }
+  }
+  return pending & ~blocked;
+}
+
+}  // namespace
+
+Result<std::vector<Event>> Inferior::surface_pending(pid_t tid, std::uint64_t mask) {
+  std::vector<Event> out;
+  for (const Event& ev : queued_) {
+    // Resuming would suppress the signal of that stop: the caller's to handle first.
+    if (ev.tid == tid && ev.kind == EventKind::kSignal) return out;
+  }
+  // Each round reports one signal; a thread has at most 64 kinds pending.
+  for (int round = 0; round < 64; ++round) {
+    auto pending = deliverable_signals(pid_, tid);
+    if (!pending) return std::unexpected(pending.error());
+    if ((*pending & mask) == 0) break;
+    if (auto r = resume(tid, Resume::kCont); !r) return std::unexpected(r.error());
+    auto ev = wait_for(tid);
+    if (!ev) return std::unexpected(ev.error());
+    if (ev->kind != EventKind::kSignal) {
+      requeue(*ev);  // the thread ended, or stopped for something else: the caller's to handle
+      break;
+    }
+    out.push_back(*ev);
+  }
+  return out;
 }
 
 Result<std::vector<pid_t>> Inferior::stop_threads(pid_t except) {

@@ -313,6 +313,48 @@ TEST(Inferior, WaitOrPollWakesForEventsReadableDescriptorsAndTimeouts) {
   ::close(pipefd[1]);
 }
 
+// A signal raised while a thread is stopped is pending, not reported: surface_pending makes it
+// report; dropped, it is never delivered; requeued, detach delivers it.
+TEST(Inferior, PendingSignalsSurfaceAndAreDroppedOrDelivered) {
+  for (const bool keep : {false, true}) {
+    auto inf = Inferior::spawn({program("spin")}, {.stdout_fd = ::open("/dev/null", O_WRONLY)});
+    ASSERT_TRUE(inf) << inf.error().to_string();
+    const pid_t pid = inf->pid();
+    ASSERT_TRUE(inf->resume_all(Resume::kCont));
+    ::usleep(20'000);
+    ASSERT_TRUE(inf->stop_all());
+    ASSERT_EQ(::syscall(SYS_tgkill, pid, pid, SIGUSR1), 0);
+    ASSERT_EQ(::syscall(SYS_tgkill, pid, pid, SIGUSR2), 0);
+    // Only the signals asked for surface.
+    auto got = inf->surface_pending(pid, 1ull << (SIGUSR1 - 1));
+    ASSERT_TRUE(got) << got.error().to_string();
+    ASSERT_EQ(got->size(), 1u);
+    EXPECT_EQ((*got)[0].kind, EventKind::kSignal);
+    EXPECT_EQ((*got)[0].signal, SIGUSR1);
+    auto again = inf->surface_pending(pid, 1ull << (SIGUSR1 - 1));
+    ASSERT_TRUE(again);
+    EXPECT_TRUE(again->empty());
+    // SIGUSR2 is dropped the same way (both kill spin when delivered).
+    auto second = inf->surface_pending(pid, 1ull << (SIGUSR2 - 1));
+    ASSERT_TRUE(second);
+    ASSERT_EQ(second->size(), 1u);
+    if (keep) inf->requeue((*got)[0]);
+    ASSERT_TRUE(inf->detach());
+    ::usleep(50'000);
+    int status = 0;
+    const pid_t waited = ::waitpid(pid, &status, WNOHANG);
+    if (keep) {
+      ASSERT_EQ(waited, pid) << "the requeued SIGUSR1 was not delivered";
+      EXPECT_TRUE(WIFSIGNALED(status));
+      EXPECT_EQ(WTERMSIG(status), SIGUSR1);
+    } else {
+      EXPECT_EQ(waited, 0) << "a dropped signal was delivered";
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+    }
+  }
+}
+
 TEST(Inferior, AttachRefusesBadPids) {
   auto self = Inferior::attach(::getpid());
   ASSERT_FALSE(self);

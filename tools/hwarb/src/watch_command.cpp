@@ -484,15 +484,30 @@ class HardEngine final : public Engine {
     progress_.clear();
     perf_.reset();  // the breakpoints go; hits already queued for a thread are dropped below
     constexpr int kTrapPerf = 6;
+    const auto perf_trap = [](const linux::Event& ev) {
+      return ev.kind == linux::EventKind::kSignal && ev.signal == SIGTRAP && ev.code == kTrapPerf;
+    };
     for (pid_t tid : inferior_.threads()) {
       for (const linux::Event& ev : inferior_.discard_queued(tid)) {
-        if (ev.kind == linux::EventKind::kSignal && ev.signal == SIGTRAP && ev.code == kTrapPerf) {
-          continue;
-        }
-        inferior_.requeue(ev);
+        if (!perf_trap(ev)) inferior_.requeue(ev);
       }
     }
-    return {};
+    // A hit's SIGTRAP raised as the thread was being stopped is pending but not reported yet:
+    // after the detach it would kill the program. Each is made to surface and dropped.
+    Result<void> first;
+    for (pid_t tid : inferior_.threads()) {
+      auto surfaced = inferior_.surface_pending(tid, 1ull << (SIGTRAP - 1));
+      if (!surfaced) {
+        if (surfaced.error().code() != ErrorCode::kSrch && first) {
+          first = std::unexpected(surfaced.error());
+        }
+        continue;
+      }
+      for (const linux::Event& ev : *surfaced) {
+        if (!perf_trap(ev)) inferior_.requeue(ev);
+      }
+    }
+    return first;
   }
   void tick() override {
     progress_.update("hwarb: " + std::to_string(reporter_.total()) + " hits");

@@ -141,6 +141,16 @@ class Inferior {
   // events that arrive meanwhile are queued for wait(). Returns the threads it stopped with its
   // interrupt (not those that stopped for an event of their own, which are queued).
   Result<std::vector<pid_t>> stop_all(pid_t except = -1);
+  // Signals of `mask` (bit n-1 for signal n) that are pending for stopped thread `tid` and not
+  // blocked by it, but not reported yet (a signal raised as the thread stopped for something
+  // else, e.g. a perf breakpoint's SIGTRAP racing PTRACE_INTERRUPT): the thread is resumed
+  // until it reports each as a signal-delivery stop, and those events are returned (the thread
+  // stays in the last one). The caller requeues the ones to deliver; a dropped one is never
+  // delivered (detach passes only queued signals). Nothing is done for a thread with a signal
+  // event still queued (resuming it would suppress that signal). Reads
+  // /proc/PID/task/TID/status; ESRCH when the thread is gone. Other events that arrive meanwhile
+  // are queued for wait().
+  Result<std::vector<Event>> surface_pending(pid_t tid, std::uint64_t mask);
   // Puts an event back at the front of the queue (a caller that read it with wait_for but
   // leaves it to the main loop).
   void requeue(const Event& event) { queued_.push_front(event); }
