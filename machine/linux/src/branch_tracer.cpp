@@ -539,15 +539,39 @@ void BranchTracer::after_branch(pid_t tid, const x86::Insn& insn, std::uint64_t 
   }
 }
 
+Result<std::uint64_t> BranchTracer::signal_handler(pid_t tid, int signal, std::uint64_t rsp) {
+  // struct kernel_sigaction {handler, flags, restorer, mask} written by rt_sigaction(sig, NULL,
+  // &old, 8) below the thread's red zone, where the kernel would put a signal frame anyway.
+  constexpr std::uint64_t kRedZone = 128;
+  const std::uint64_t scratch = ((rsp - kRedZone) & ~std::uint64_t{15}) - 32;
+  auto r = inferior_->inject_syscall(tid, SYS_rt_sigaction,
+                                     {static_cast<std::uint64_t>(signal), 0, scratch, 8, 0, 0});
+  if (!r) return std::unexpected(r.error());
+  if (*r != 0) return make_error(ErrorCode::kInval, "signal: rt_sigaction refused");
+  return inferior_->read_word(scratch, 8);
+}
+
 Result<bool> BranchTracer::on_signal(const Event& ev) {
   ++stats_.signals;
-  if (started_) {
+  if (started_ && !ended_) {
     auto regs = inferior_->get_regs(ev.tid);
     if (!regs) {
       if (gone(regs.error())) return false;
       return std::unexpected(regs.error());
     }
     settle(ev.tid, regs->rip, false);
+    // The caller delivers the signal next: a handler runs from its first instruction, so its
+    // entry block is planted and the thread's path starts there (see 5.).
+    if (ev.signal != SIGKILL && ev.signal != SIGSTOP) {
+      auto handler = signal_handler(ev.tid, ev.signal, regs->rsp);
+      if (!handler) {
+        if (gone(handler.error())) return false;
+      } else if (*handler > 1 && in_range(*handler)) {  // not SIG_DFL (0) nor SIG_IGN (1)
+        ensure_block(*handler, Want::kEntry);
+        set_flow(ev.tid, *handler);
+        ++stats_.handlers;
+      }
+    }
   }
   return false;
 }

@@ -411,12 +411,23 @@ TEST(BranchTracer, SignalsAndForksLeaveTheProgramUnchanged) {
     const Plain plain = plain_run(argv);
     ASSERT_EQ(plain.status, 0) << mode;
     for (Start start : {Start::kFirstInstruction, Start::kMain}) {
-      const Traced t = trace(argv, start, nullptr);
+      const Traced t =
+          trace(argv, start, nullptr, {.resolve = {"on_usr1", "weigh"}, .observe = nullptr});
       EXPECT_EQ(t.end.kind, EventKind::kExited) << mode;
       EXPECT_EQ(t.end.status, 0) << mode;
       EXPECT_EQ(t.out, plain.out) << mode;
       if (std::strcmp(mode, "signal") == 0) {
         EXPECT_GE(t.stats.signals, 1u);
+        EXPECT_EQ(t.stats.handlers, 1u);
+        // The handler is traced from its entry: its call of weigh is recorded.
+        const Symbol handler = t.symbols.at("on_usr1");
+        const Symbol weigh = t.symbols.at("weigh");
+        const auto calls = std::count_if(t.records.begin(), t.records.end(), [&](const auto& r) {
+          return r.kind == x86::BranchKind::kCall && r.from >= handler.address &&
+                 r.from < handler.address + handler.size && r.to == weigh.address;
+        });
+        EXPECT_EQ(calls, 1) << "start " << static_cast<int>(start);
+        EXPECT_EQ(t.stats.ambiguous, 0u);
       }
     }
   }

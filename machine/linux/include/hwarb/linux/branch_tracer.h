@@ -37,9 +37,14 @@
 //     threads run with PTRACE_CONT (no system-call stops, none counted) until a block of the
 //     range is found to end at a system call.
 //  5. Signals of the program are counted and left to the caller (handle() returns false: pass
-//     them through). A signal handler's code is not traced until it reaches planted blocks
-//     (code the traced path decoded before); its return to the interrupted code is caught at
-//     the rt_sigreturn exit stop.
+//     them through; the caller delivers the signal as it resumes the thread). At the
+//     signal-delivery stop the tracer asks the kernel for the signal's handler (an injected
+//     rt_sigaction(sig, NULL, &old)): a handler's entry block is planted as an entry (threads
+//     arrive there from the kernel) and the thread's path starts there, so the handler is traced
+//     from its first instruction; its return to the interrupted code is caught at the
+//     rt_sigreturn exit stop. A caller that delivers a different signal, or none, leaves that
+//     path wrong until the thread's next planted stop (counted in stats().ambiguous when it
+//     matters).
 //  6. New threads get the block at their first instruction planted. A forked child (not vfork)
 //     gets every planted byte restored in its own copy of the memory and is released (it runs
 //     untraced); a vfork child shares the memory and is traced as a thread until it execs. An
@@ -127,6 +132,7 @@ struct BranchTracerStats {
   std::uint64_t ambiguous = 0;    // arrivals from untraced code at a deferred jump's successor
   std::uint64_t syscalls = 0;     // system calls made by traced threads (while followed)
   std::uint64_t signals = 0;      // signals of the program seen (passed through by the caller)
+  std::uint64_t handlers = 0;     // of those, delivered to a handler traced from its entry
   std::map<x86::BranchKind, std::uint64_t> by_kind;  // taken branches by kind
 };
 
@@ -195,6 +201,9 @@ class BranchTracer {
   Result<bool> on_trap(const Event& event);
   Result<bool> on_start(pid_t tid, x86::Regs& regs);
   Result<bool> on_signal(const Event& event);
+  // The handler of `signal` in the thread's process (0: SIG_DFL, 1: SIG_IGN), asked of the
+  // kernel with an injected rt_sigaction; scratch memory below the red zone under `rsp`.
+  Result<std::uint64_t> signal_handler(pid_t tid, int signal, std::uint64_t rsp);
   Result<bool> step_branch(pid_t tid, const x86::Regs& regs, const x86::Insn& insn);
   void record(pid_t tid, const x86::Insn& insn, std::uint64_t next, bool taken);
   void follow(const x86::Insn& insn, std::uint64_t next);
