@@ -64,13 +64,18 @@ constexpr FlagName kContextFlags[] = {
 
 template <std::size_t N>
 std::string flags_text(std::uint64_t flags, const FlagName (&names)[N]) {
+  // Appended piece by piece: g++ 12 -O3 reports a false -Wrestrict on `s += sep + name`.
   std::string s;
   for (const FlagName& f : names) {
     if ((flags & f.bit) == 0) continue;
-    s += (s.empty() ? "" : ",") + std::string(f.name);
+    if (!s.empty()) s += ',';
+    s += f.name;
     flags &= ~f.bit;
   }
-  if (flags != 0) s += (s.empty() ? "" : ",") + hex(flags);
+  if (flags != 0) {
+    if (!s.empty()) s += ',';
+    s += hex(flags);
+  }
   return s.empty() ? "none" : s;
 }
 
