@@ -16,135 +16,18 @@
 #include <vector>
 
 #include "hwarb/linux/syscalls.h"
+#include "perf_aux_fake_kernel.h"
 
 namespace hwarb::linux {
 namespace {
 
-constexpr std::size_t kPage = 4096;
-
-std::vector<std::uint8_t> encode(const x86::BtsRecord& b) {
-  std::vector<std::uint8_t> out(kBtsRecordBytes);
-  const auto r = x86::bts::encode(x86::BtsFormat::k64, b, std::as_writable_bytes(std::span(out)));
-  EXPECT_TRUE(r.has_value());
-  return out;
-}
-
-x86::BtsRecord nth(std::uint64_t i) {
-  return x86::BtsRecord{0x401000 + i * 16, 0x402000 + (i * 7919 % 4096), i % 3 == 0};
-}
-
-RingRecord aux_record(std::uint64_t offset, std::uint64_t size, std::uint64_t flags) {
-  RingRecord r;
-  r.type = PERF_RECORD_AUX;
-  r.size = 8 + 24;
-  r.body.resize(24);
-  std::memcpy(r.body.data(), &offset, 8);
-  std::memcpy(r.body.data() + 8, &size, 8);
-  std::memcpy(r.body.data() + 16, &flags, 8);
-  return r;
-}
-
-// The kernel's side of one event's mapping: a perf_event_mmap_page, a data ring of `data_pages`
-// pages and an AUX area of `aux_bytes`, in page-aligned memory.
-class FakeKernel {
- public:
-  FakeKernel(std::size_t data_pages, std::size_t aux_bytes)
-      : meta_((1 + data_pages) * kPage), aux_(aux_bytes) {
-    auto* m = meta();
-    m->data_offset = kPage;
-    m->data_size = data_pages * kPage;
-    m->aux_offset = (1 + data_pages) * kPage;
-    m->aux_size = aux_bytes;
-  }
-
-  perf_event_mmap_page* meta() { return reinterpret_cast<perf_event_mmap_page*>(meta_.data()); }
-  std::span<std::uint8_t> meta_and_data() { return meta_; }
-  std::span<std::uint8_t> aux() { return aux_; }
-
-  std::uint64_t aux_tail() {
-    return std::atomic_ref(meta()->aux_tail).load(std::memory_order_acquire);
-  }
-  std::uint64_t aux_free() { return aux_.size() - (aux_head_ - aux_tail()); }
-  std::uint64_t data_free() {
-    return meta()->data_size -
-           (data_head_ - std::atomic_ref(meta()->data_tail).load(std::memory_order_acquire));
-  }
-
-  // Hands over `bytes` of trace as one stretch (the caller checked the space), then publishes
-  // the PERF_RECORD_AUX. Returns false when the data ring has no room for the record.
-  bool hand_over(std::span<const std::uint8_t> bytes, std::uint64_t flags = 0) {
-    if (data_free() < 32) return false;
-    const std::size_t size = aux_.size();
-    for (std::size_t i = 0; i < bytes.size(); ++i) aux_[(aux_head_ + i) % size] = bytes[i];
-    put_record(aux_record(aux_head_, bytes.size(), flags));
-    aux_head_ += bytes.size();
-    std::atomic_ref(meta()->aux_head).store(aux_head_, std::memory_order_release);
-    return true;
-  }
-  // perf_aux_output_skip: aux_head moves past `n` bytes (zeroed) without a PERF_RECORD_AUX.
-  void skip(std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) aux_[(aux_head_ + i) % aux_.size()] = 0;
-    aux_head_ += n;
-    std::atomic_ref(meta()->aux_head).store(aux_head_, std::memory_order_release);
-  }
-  // A stretch the kernel never writes (for the error paths).
-  void hand_over_raw(std::uint64_t offset, std::uint64_t size) {
-    put_record(aux_record(offset, size, 0));
-  }
-  void put_record(const RingRecord& r) {
-    const std::size_t dsize = meta()->data_size;
-    std::vector<std::uint8_t> bytes(8);
-    const perf_event_header h{r.type, r.misc, static_cast<std::uint16_t>(8 + r.body.size())};
-    std::memcpy(bytes.data(), &h, 8);
-    bytes.insert(bytes.end(), r.body.begin(), r.body.end());
-    std::uint8_t* data = meta_.data() + meta()->data_offset;
-    for (std::size_t i = 0; i < bytes.size(); ++i) data[(data_head_ + i) % dsize] = bytes[i];
-    data_head_ += bytes.size();
-    std::atomic_ref(meta()->data_head).store(data_head_, std::memory_order_release);
-  }
-
- private:
-  std::vector<std::uint8_t> meta_;
-  std::vector<std::uint8_t> aux_;
-  std::uint64_t aux_head_ = 0;
-  std::uint64_t data_head_ = 0;
-};
-
-// A reader over the fake kernel's memory that decodes records into `got`.
-struct Reader {
-  PerfAuxRing ring;
-  BtsStreamDecoder decoder;
-  std::vector<x86::BtsRecord> got;
-  std::uint64_t truncations = 0;
-
-  std::uint64_t skipped = 0;
-
-  Result<AuxDrain> drain() {
-    PerfAuxRing::Sink sink;
-    sink.begin = [this](const AuxEvent& ev) {
-      if (ev.skipped != 0) {
-        skipped += ev.skipped;
-        decoder.restart();
-      }
-    };
-    sink.bytes = [this](std::span<const std::uint8_t> b) {
-      decoder.feed(b, [this](const x86::BtsRecord& h) { got.push_back(h); });
-    };
-    sink.end = [this](const AuxEvent& ev) {
-      if (ev.truncated()) {
-        ++truncations;
-        decoder.restart();
-      }
-    };
-    return ring.drain(sink);
-  }
-};
-
-Reader reader_over(FakeKernel& k) {
-  auto ring = PerfAuxRing::over(k.meta_and_data(), k.aux());
-  EXPECT_TRUE(ring.has_value()) << ring.error().to_string();
-  return Reader{std::move(*ring), {}, {}, 0, 0};
-}
+using testing::aux_record;
+using testing::encode;
+using testing::FakeKernel;
+using testing::kPage;
+using testing::nth;
+using testing::Reader;
+using testing::reader_over;
 
 TEST(PerfAux, DecodesAuxRecordsAndRefusesOthers) {
   const auto ev = decode_aux_event(aux_record(4800, 240, kAuxTruncated | kAuxPartial));
@@ -326,44 +209,6 @@ TEST(PerfAux, OverRefusesLayoutsThatDoNotFit) {
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.error().to_string().find("aux:"), std::string::npos);
   EXPECT_TRUE(PerfAuxRing::over(meta, aux).has_value());
-}
-
-// The kernel writing while the consumer reads: a producer thread hands over stretches of any
-// size whenever there is room (spinning otherwise, as BTS would have to drop), the consumer
-// drains concurrently; every record arrives once, in order.
-TEST(PerfAux, ConcurrentProducerAndConsumerLoseNothing) {
-  FakeKernel k(4, 8192);
-  Reader r = reader_over(k);
-  constexpr std::uint64_t kRecords = 200'000;
-  std::atomic<bool> done{false};
-  std::thread producer([&] {
-    std::mt19937_64 rng(11);
-    std::vector<std::uint8_t> pending;
-    std::uint64_t next = 0;
-    while (next < kRecords || !pending.empty()) {
-      while (pending.size() < 4096 && next < kRecords) {
-        const auto rec = encode(nth(next++));
-        pending.insert(pending.end(), rec.begin(), rec.end());
-      }
-      const std::size_t n = std::min<std::size_t>({1 + rng() % 3000, pending.size(), k.aux_free()});
-      if (n == 0 || !k.hand_over(std::span(pending).subspan(0, n))) {
-        std::this_thread::yield();
-        continue;
-      }
-      pending.erase(pending.begin(), pending.begin() + static_cast<long>(n));
-    }
-    done.store(true, std::memory_order_release);
-  });
-  for (;;) {
-    const bool finished = done.load(std::memory_order_acquire);
-    const auto d = r.drain();
-    ASSERT_TRUE(d.has_value()) << d.error().to_string();
-    if (finished) break;
-    if (d->stretches == 0) std::this_thread::yield();
-  }
-  producer.join();
-  ASSERT_EQ(r.got.size(), kRecords);
-  for (std::size_t i = 0; i < r.got.size(); ++i) ASSERT_EQ(r.got[i], nth(i)) << i;
 }
 
 // The intel_bts driver on the simulated processor: the processor's BTS (x86::store_bts, BTINT
