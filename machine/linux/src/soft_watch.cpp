@@ -450,6 +450,18 @@ Result<void> SoftWatch::release_child(pid_t child) {
 }
 
 Result<bool> SoftWatch::on_fault(const Event& ev, std::vector<SoftHit>& hits) {
+  auto done = complete_fault(ev, hits);
+  if (!done) return std::unexpected(done.error());
+  if (done->stopped) {
+    if (auto r = inferior_->resume(ev.tid, resume_mode(), done->signal); !r) {
+      return std::unexpected(r.error());
+    }
+  }
+  return true;
+}
+
+Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
+                                                       std::vector<SoftHit>& hits) {
   const pid_t tid = ev.tid;
   ++stats_.faults;
   auto regs = inferior_->get_regs(tid);
@@ -569,7 +581,7 @@ Result<bool> SoftWatch::on_fault(const Event& ev, std::vector<SoftHit>& hits) {
       if (auto r = inferior_->resume_as_before(other); !r) return std::unexpected(r.error());
     }
     ++stats_.stepped;
-    if (!alive) return true;
+    if (!alive) return Completed{};
   }
   for (std::size_t k = 0; k < matches.size(); ++k) {
     auto now = read_range(matches[k].range);
@@ -577,10 +589,7 @@ Result<bool> SoftWatch::on_fault(const Event& ev, std::vector<SoftHit>& hits) {
     add_hit(hits, matches[k].range, tid, fault_ip, matches[k].first, matches[k].access,
             std::move(before[k]), std::move(*now), "");
   }
-  if (auto r = inferior_->resume(tid, resume_mode(), pass_signal); !r) {
-    return std::unexpected(r.error());
-  }
-  return true;
+  return Completed{true, pass_signal};
 }
 
 Result<bool> SoftWatch::on_trap(const Event& ev, std::vector<SoftHit>& hits) {

@@ -506,6 +506,28 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
     return run();
   }
 
+  // A data hit (or an undecodable access) of the traced thread: SoftWatch completes the
+  // instruction as for any thread (emulated, or stepped with its pages open and the others
+  // held), leaving the thread right after it, and the debug exception is raised for the
+  // registers it hit. No disarm and re-arm: the other watched pages stay protected.
+  Result<void> complete_and_go(const Event& ev, Prediction pred) {
+    if (!watch) return step_and_go();
+    std::vector<SoftHit> ignored;  // DR6 comes from the prediction, as for a stepped hit
+    auto done = watch->complete_fault(ev, ignored);
+    if (!done) return std::unexpected(done.error());
+    if (!done->stopped) return {};  // the thread ended: its event is queued
+    if (done->signal != 0) {
+      // The instruction faulted for the program's own reasons: no trap, the signal goes on.
+      return inferior.resume(tid, resume_mode(tid), done->signal);
+    }
+    const Prediction hit = finish(std::move(pred));
+    if (hit.bits != 0 && raise(hit.bits, hit.ip, hit.addr, hit.access)) {
+      stop = SIGTRAP;
+      return {};
+    }
+    return run();
+  }
+
   // One event of the Inferior while the tracee runs.
   Result<void> dispatch(const Event& ev) {
     std::vector<SoftHit> ignored;  // kernel accesses, other threads: no stop (see the header)
@@ -542,7 +564,7 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
           if (ev.signal == SIGSEGV && ev.code == SEGV_ACCERR && on_watched_page(ev.fault_addr)) {
             auto pred = predict();
             if (!pred) return std::unexpected(pred.error());
-            if (!pred->decoded || pred->bits != 0) return step_and_go();
+            if (!pred->decoded || pred->bits != 0) return complete_and_go(ev, std::move(*pred));
           } else if (ev.signal == SIGTRAP && ev.code == SI_KERNEL) {
             auto regs = inferior.get_regs(tid);
             if (!regs) return std::unexpected(regs.error());

@@ -39,6 +39,12 @@
 //  - handle() takes each event of the Inferior; it returns true when the event was the
 //    watcher's (the thread is then resumed by it), false when the caller should handle it
 //    (signals of the program: pass them through; exits). Hits are appended to `hits`.
+//  - complete_fault() is handle() for a thread's fault on a protected page (the event must be
+//    one handle() would take as such: SIGSEGV, SEGV_ACCERR, on a watched page) for a caller that
+//    stops the thread after a hit (VirtualTracee): the instruction is completed and its hits
+//    reported exactly as by handle(), but the thread is left stopped right after it. When the
+//    instruction raised a signal of the program instead (it did not complete), the thread is
+//    stopped with that signal to deliver; when the thread ended, the event is requeued.
 //  - resume_mode() is how the caller must resume threads it handles itself.
 //  - A forked child gets its protections and int3 bytes undone and is released; an exec ends
 //    the watch (the old image and its protections are gone).
@@ -111,6 +117,12 @@ class SoftWatch {
                                const SoftWatchOptions& options = {});
 
   Result<bool> handle(const Event& event, std::vector<SoftHit>& hits);
+  // How complete_fault() left the thread.
+  struct Completed {
+    bool stopped = false;  // the thread is stopped: after the instruction, or at `signal`
+    int signal = 0;        // a signal of the program the instruction raised (not completed)
+  };
+  Result<Completed> complete_fault(const Event& event, std::vector<SoftHit>& hits);
   Resume resume_mode() const;
   Result<void> disarm();
 

@@ -23,10 +23,11 @@
 //  - Hits keep x86 semantics and stop only the traced thread; the hit→stop logic is here, not
 //    in SoftWatch (whose handle() resumes the thread itself):
 //      data: a protection fault of the traced thread is decoded first (x86/insn.h); when it
-//        touches an enabled range with a matching access, the watch is disarmed, the instruction
-//        single-stepped and the watch re-armed, so the thread stops right AFTER the instruction
-//        (a trap). Faults that are not hits (false sharing) and other threads' faults go to
-//        SoftWatch::handle, which completes them and resumes;
+//        touches an enabled range with a matching access, SoftWatch::complete_fault completes
+//        the instruction (emulated, or single-stepped with its pages open and the other threads
+//        held) and leaves the thread right AFTER it, so it stops there (a trap) with the other
+//        watched pages still protected. Faults that are not hits (false sharing) and other
+//        threads' faults go to SoftWatch::handle, which completes them and resumes;
 //      execute: the int3 of the traced thread is reported BEFORE the instruction (rip = the
 //        address, a fault); the next cont() runs that instruction once with the watch off (what
 //        the resume flag RF does) instead of hitting again; step() onto such an address and then
