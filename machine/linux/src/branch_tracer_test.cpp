@@ -206,10 +206,7 @@ Reference reference_count(const std::vector<std::string>& argv, const char* func
   EXPECT_TRUE(inf->set_regs(pid, *regs));
   const std::uint64_t entry_rsp = regs->rsp;
   for (;;) {
-    std::uint8_t code[15];
-    std::size_t have = sizeof(code);
-    while (have > 0 && !inf->read_memory(regs->rip, std::span(code, have))) --have;
-    auto insn = x86::decode(std::span<const std::uint8_t>(code, have), regs->rip);
+    auto insn = inf->decode_at(regs->rip);
     EXPECT_TRUE(insn) << "at " << std::hex << regs->rip;
     if (!insn) return ref;
     const std::uint64_t prev = regs->rip;

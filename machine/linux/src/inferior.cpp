@@ -340,6 +340,13 @@ Result<void> Inferior::write_memory(std::uint64_t addr, std::span<const std::uin
   return {};
 }
 
+Result<x86::Insn> Inferior::decode_at(std::uint64_t addr) {
+  std::uint8_t code[15] = {};
+  std::size_t have = sizeof(code);
+  while (have > 0 && !read_memory(addr, std::span(code, have))) --have;
+  return x86::decode(std::span<const std::uint8_t>(code, have), addr);
+}
+
 Result<std::uint64_t> Inferior::read_word(std::uint64_t addr, int size) {
   if (size < 1 || size > 8) return make_error(ErrorCode::kInval, "size: must be 1..8");
   std::uint8_t bytes[8] = {};

@@ -2,7 +2,6 @@
 
 #include <linux/perf_event.h>
 
-#include <bit>
 #include <cerrno>
 #include <charconv>
 #include <filesystem>
@@ -17,13 +16,6 @@ namespace hwarb::linux {
 namespace {
 
 constexpr const char* kPmuDir = "/sys/bus/event_source/devices/intel_bts";
-
-std::string paranoid_value() {
-  std::string value = "?";
-  std::ifstream in("/proc/sys/kernel/perf_event_paranoid");
-  in >> value;
-  return value;
-}
 
 }  // namespace
 
@@ -50,13 +42,11 @@ Result<std::uint32_t> intel_bts_type() {
 }
 
 Result<IntelBtsTrace> IntelBtsTrace::open(const IntelBtsOptions& options) {
-  if (options.data_pages == 0 || !std::has_single_bit(options.data_pages)) {
-    return make_error(ErrorCode::kInval, "data_pages: " + std::to_string(options.data_pages) +
-                                             " is not a power of two >= 1");
+  if (auto r = check_ring_pages("data_pages", options.data_pages); !r) {
+    return std::unexpected(r.error());
   }
-  if (options.aux_pages == 0 || !std::has_single_bit(options.aux_pages)) {
-    return make_error(ErrorCode::kInval, "aux_pages: " + std::to_string(options.aux_pages) +
-                                             " is not a power of two >= 1");
+  if (auto r = check_ring_pages("aux_pages", options.aux_pages); !r) {
+    return std::unexpected(r.error());
   }
   auto type = intel_bts_type();
   if (!type) return std::unexpected(type.error());
@@ -79,10 +69,9 @@ Result<void> IntelBtsTrace::add_thread(pid_t tid) {
   if (!fd) {
     const ErrorCode code = fd.error().code();
     if (code == ErrorCode::kAcces || code == ErrorCode::kPerm) {
-      return std::unexpected(fd.error().with_context(
-          "perf_event_paranoid is " + paranoid_value() +
-          " (/proc/sys/kernel/perf_event_paranoid; tracing another user's thread, or kernel "
-          "branches, needs CAP_PERFMON or a lower value)"));
+      return std::unexpected(name_perf_permission(
+          fd.error(),
+          "tracing another user's thread, or kernel branches, needs CAP_PERFMON or a lower value"));
     }
     if (code == ErrorCode::kBusy) {
       return std::unexpected(fd.error().with_context(
@@ -101,13 +90,9 @@ Result<void> IntelBtsTrace::drain_thread(pid_t tid, Thread& thread, const Sink& 
   BtsStreamDecoder& decoder = thread.decoder;
   const auto deliver = [&](const x86::BtsRecord& b) { sink(tid, b); };
   PerfAuxRing::Sink aux_sink;
-  aux_sink.begin = [&](const AuxEvent& ev) {
-    if (ev.skipped != 0) decoder.restart();
-  };
+  aux_sink.begin = [&](const AuxEvent& ev) { decoder.begin(ev); };
   aux_sink.bytes = [&](std::span<const std::uint8_t> bytes) { decoder.feed(bytes, deliver); };
-  aux_sink.end = [&](const AuxEvent& ev) {
-    if (ev.truncated()) decoder.restart();
-  };
+  aux_sink.end = [&](const AuxEvent& ev) { decoder.end(ev); };
   const std::uint64_t records = decoder.records();
   const std::uint64_t padding = decoder.padding();
   auto drained = thread.ring.drain(aux_sink);
@@ -139,6 +124,13 @@ Result<void> IntelBtsTrace::remove_thread(pid_t tid, const Sink& sink) {
   auto r = drain_thread(tid, it->second, sink);
   threads_.erase(it);
   return r;
+}
+
+std::vector<pid_t> IntelBtsTrace::threads() const {
+  std::vector<pid_t> out;
+  out.reserve(threads_.size());
+  for (const auto& [tid, thread] : threads_) out.push_back(tid);
+  return out;
 }
 
 std::vector<int> IntelBtsTrace::fds() const {

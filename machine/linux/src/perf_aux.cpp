@@ -13,12 +13,6 @@
 namespace hwarb::linux {
 namespace {
 
-std::uint64_t load_u64(const std::uint8_t* p) {
-  std::uint64_t v = 0;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
 bool all_zero(const std::uint8_t* p) {
   for (std::size_t i = 0; i < kBtsRecordBytes; ++i) {
     if (p[i] != 0) return false;
@@ -27,20 +21,6 @@ bool all_zero(const std::uint8_t* p) {
 }
 
 }  // namespace
-
-Result<AuxEvent> decode_aux_event(const RingRecord& record) {
-  if (record.type != PERF_RECORD_AUX) {
-    return make_error(ErrorCode::kInval,
-                      "record: type " + std::to_string(record.type) + " is not PERF_RECORD_AUX");
-  }
-  if (record.body.size() < 3 * sizeof(std::uint64_t)) {
-    return make_error(ErrorCode::kIo, "record: a PERF_RECORD_AUX body of " +
-                                          std::to_string(record.body.size()) +
-                                          " bytes is shorter than {aux_offset, aux_size, flags}");
-  }
-  const std::uint8_t* p = record.body.data();
-  return AuxEvent{load_u64(p), load_u64(p + 8), load_u64(p + 16)};
-}
 
 // ---- BtsStreamDecoder ------------------------------------------------------------------------
 
@@ -78,10 +58,7 @@ void BtsStreamDecoder::feed(std::span<const std::uint8_t> bytes, const Sink& sin
 // ---- PerfAuxRing -----------------------------------------------------------------------------
 
 Result<PerfAuxRing> PerfAuxRing::map(int fd, std::size_t data_pages, std::size_t aux_pages) {
-  if (aux_pages == 0 || !std::has_single_bit(aux_pages)) {
-    return make_error(ErrorCode::kInval,
-                      "aux_pages: " + std::to_string(aux_pages) + " is not a power of two >= 1");
-  }
+  if (auto r = check_ring_pages("aux_pages", aux_pages); !r) return std::unexpected(r.error());
   auto ring = PerfRing::map(fd, data_pages);
   if (!ring) return std::unexpected(ring.error());
   // The AUX area goes right after the data ring (a page multiple, as the kernel requires).

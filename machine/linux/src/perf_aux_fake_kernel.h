@@ -115,25 +115,20 @@ struct Reader {
   BtsStreamDecoder decoder;
   std::vector<x86::BtsRecord> got;
   std::uint64_t truncations = 0;
-
   std::uint64_t skipped = 0;
 
   Result<AuxDrain> drain() {
     PerfAuxRing::Sink sink;
     sink.begin = [this](const AuxEvent& ev) {
-      if (ev.skipped != 0) {
-        skipped += ev.skipped;
-        decoder.restart();
-      }
+      skipped += ev.skipped;
+      decoder.begin(ev);
     };
     sink.bytes = [this](std::span<const std::uint8_t> b) {
       decoder.feed(b, [this](const x86::BtsRecord& h) { got.push_back(h); });
     };
     sink.end = [this](const AuxEvent& ev) {
-      if (ev.truncated()) {
-        ++truncations;
-        decoder.restart();
-      }
+      if (ev.truncated()) ++truncations;
+      decoder.end(ev);
     };
     return ring.drain(sink);
   }

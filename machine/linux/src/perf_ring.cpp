@@ -206,11 +206,29 @@ Result<RingBatch> parse_ring(std::span<const std::uint8_t> data, std::uint64_t t
   return batch;
 }
 
-Result<PerfRing> PerfRing::map(int fd, std::size_t data_pages) {
-  if (data_pages == 0 || !std::has_single_bit(data_pages)) {
+Result<AuxEvent> decode_aux_event(const RingRecord& record) {
+  if (record.type != PERF_RECORD_AUX) {
     return make_error(ErrorCode::kInval,
-                      "data_pages: " + std::to_string(data_pages) + " is not a power of two >= 1");
+                      "record: type " + std::to_string(record.type) + " is not PERF_RECORD_AUX");
   }
+  if (record.body.size() < 3 * sizeof(std::uint64_t)) {
+    return make_error(ErrorCode::kIo, "record: a PERF_RECORD_AUX body of " +
+                                          std::to_string(record.body.size()) +
+                                          " bytes is shorter than {aux_offset, aux_size, flags}");
+  }
+  return AuxEvent{load_u64(record.body, 0), load_u64(record.body, 8), load_u64(record.body, 16)};
+}
+
+Result<void> check_ring_pages(const char* field, std::size_t pages) {
+  if (pages == 0 || !std::has_single_bit(pages)) {
+    return make_error(ErrorCode::kInval, std::string(field) + ": " + std::to_string(pages) +
+                                             " is not a power of two >= 1");
+  }
+  return {};
+}
+
+Result<PerfRing> PerfRing::map(int fd, std::size_t data_pages) {
+  if (auto r = check_ring_pages("data_pages", data_pages); !r) return std::unexpected(r.error());
   const std::size_t page = page_size();
   const std::size_t bytes = (1 + data_pages) * page;
   auto base = map_shared(fd, bytes);

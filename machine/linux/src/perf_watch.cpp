@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <utility>
@@ -142,14 +141,9 @@ Result<PerfWatch> PerfWatch::open(pid_t pid, std::vector<HwPiece> pieces,
                   std::to_string((*cpus)[c]));
         }
         if (fd.error().code() == ErrorCode::kAcces || fd.error().code() == ErrorCode::kPerm) {
-          // Permission: name the knob that decides it.
-          std::string knob = "?";
-          std::ifstream in("/proc/sys/kernel/perf_event_paranoid");
-          in >> knob;
-          return std::unexpected(fd.error().with_context(
-              "perf_event_paranoid is " + knob +
-              " (/proc/sys/kernel/perf_event_paranoid; breakpoints on another user's process "
-              "need CAP_PERFMON or a value <= 1)"));
+          return std::unexpected(name_perf_permission(
+              fd.error(),
+              "breakpoints on another user's process need CAP_PERFMON or a value <= 1"));
         }
         return std::unexpected(fd.error().with_context("pieces[" + std::to_string(i) + "]"));
       }

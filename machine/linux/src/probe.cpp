@@ -288,7 +288,7 @@ std::string yes_no(bool b) {
 
 Result<ProbeReport> probe() {
   ProbeReport r;
-  r.perf_event_paranoid = read_int_file("/proc/sys/kernel/perf_event_paranoid");
+  r.perf_event_paranoid = perf_event_paranoid();
   r.breakpoint_pmu = exists("/sys/bus/event_source/devices/breakpoint");
   r.intel_bts = exists("/sys/bus/event_source/devices/intel_bts");
   r.intel_pt = exists("/sys/bus/event_source/devices/intel_pt");

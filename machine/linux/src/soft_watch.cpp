@@ -55,11 +55,17 @@ constexpr BufferArgs kBufferSyscalls[] = {
     {SYS_getcwd, "getcwd", 0, 1, false},       {SYS_readlinkat, "readlinkat", 2, 3, false},
 };
 
-const BufferArgs* buffer_args(long nr) {
-  for (const BufferArgs& b : kBufferSyscalls) {
+// The entry of `nr` in one of the tables; nullptr when it is not there.
+template <std::size_t N>
+const BufferArgs* find_call(const BufferArgs (&table)[N], long nr) {
+  for (const BufferArgs& b : table) {
     if (b.nr == nr) return &b;
   }
   return nullptr;
+}
+
+const BufferArgs* buffer_args(long nr) {
+  return find_call(kBufferSyscalls, nr);
 }
 
 // The system calls whose buffers are described by an iovec array (`iov`, `count` argument
@@ -73,10 +79,7 @@ constexpr BufferArgs kVectorSyscalls[] = {
 };
 
 const BufferArgs* vector_args(long nr) {
-  for (const BufferArgs& b : kVectorSyscalls) {
-    if (b.nr == nr) return &b;
-  }
-  return nullptr;
+  return find_call(kVectorSyscalls, nr);
 }
 
 // UIO_MAXIOV: the kernel refuses longer iovec arrays (EINVAL) before touching a buffer.
@@ -467,10 +470,7 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
   auto regs = inferior_->get_regs(tid);
   if (!regs) return std::unexpected(regs.error());
   const std::uint64_t fault_ip = regs->rip;
-  std::uint8_t code[15] = {};
-  std::size_t have = sizeof(code);
-  while (have > 0 && !inferior_->read_memory(regs->rip, std::span(code, have))) --have;
-  auto insn = x86::decode(std::span<const std::uint8_t>(code, have), regs->rip);
+  auto insn = inferior_->decode_at(regs->rip);
   std::vector<x86::MemRef> refs;
   if (insn) {
     auto r = x86::effective_addresses(*insn, *regs);
@@ -735,10 +735,10 @@ Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<SoftHit>& h
     auto now = read_range(i);
     if (!now) return std::unexpected(now.error());
     const bool wrote = *now != st.before[i];
-    bool read = false;
-    for (const auto& [buf, len] : st.buffers) {
-      read |= st.reads_buffer && ev.ret >= 0 && overlaps(buf, len, ranges_[i].addr, ranges_[i].len);
-    }
+    const bool read = st.reads_buffer && ev.ret >= 0 &&
+                      std::any_of(st.buffers.begin(), st.buffers.end(), [&](const auto& b) {
+                        return overlaps(b.first, b.second, ranges_[i].addr, ranges_[i].len);
+                      });
     unsigned access = 0;
     if (wrote) access |= kWatchWrite;
     if (read) access |= kWatchRead;
@@ -784,10 +784,7 @@ Result<void> SoftWatch::prepare_step(pid_t tid) {
   auto regs = inferior_->get_regs(tid);
   if (!regs) return std::unexpected(regs.error());
   check.ip = regs->rip;
-  std::uint8_t code[15] = {};
-  std::size_t have = sizeof(code);
-  while (have > 0 && !inferior_->read_memory(regs->rip, std::span(code, have))) --have;
-  auto insn = x86::decode(std::span<const std::uint8_t>(code, have), regs->rip);
+  auto insn = inferior_->decode_at(regs->rip);
   if (insn) {
     check.syscall = insn->branch == x86::BranchKind::kSyscall;
     auto refs = x86::effective_addresses(*insn, *regs);

@@ -294,6 +294,20 @@ std::size_t page_size() {
   return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 }
 
+std::optional<int> perf_event_paranoid() {
+  std::ifstream in("/proc/sys/kernel/perf_event_paranoid");
+  int value = 0;
+  if (!(in >> value)) return std::nullopt;
+  return value;
+}
+
+Error name_perf_permission(const Error& error, std::string_view needs) {
+  if (error.code() != ErrorCode::kAcces && error.code() != ErrorCode::kPerm) return error;
+  const std::optional<int> knob = perf_event_paranoid();
+  return error.with_context("perf_event_paranoid is " + (knob ? std::to_string(*knob) : "?") +
+                            " (/proc/sys/kernel/perf_event_paranoid; " + std::string(needs) + ")");
+}
+
 Result<void*> map_shared(int fd, std::size_t bytes, std::uint64_t offset) {
   void* p =
       ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(offset));

@@ -328,10 +328,7 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
     if (!regs) return std::unexpected(regs.error());
     Prediction p;
     p.ip = regs->rip;
-    std::uint8_t code[15] = {};
-    std::size_t have = sizeof(code);
-    while (have > 0 && !inferior.read_memory(regs->rip, std::span(code, have))) --have;
-    auto insn = x86::decode(std::span<const std::uint8_t>(code, have), regs->rip);
+    auto insn = inferior.decode_at(regs->rip);
     if (insn) {
       auto refs = x86::effective_addresses(*insn, *regs);
       if (refs) {

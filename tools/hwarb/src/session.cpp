@@ -145,27 +145,23 @@ Result<RunResult> run_target(linux::Inferior& inferior, Engine& engine) {
       }
       return result;
     }
-    Result<linux::Event> ev = make_error(ErrorCode::kIntr, "not waited");
-    if (engine.wants_wakeups()) {
-      const std::vector<int> fds = engine.wake_fds();
-      auto got = inferior.wait_or_poll(fds, 100);
-      if (!got) {
-        ev = std::unexpected(got.error());
-      } else if (!*got) {
-        // A ring to drain, or time for a tick.
-        engine.tick();
-        last_tick = std::chrono::steady_clock::now();
-        continue;
-      } else {
-        ev = **got;
-      }
-    } else {
-      ev = inferior.wait();
+    // An engine with rings to drain also wakes when one is readable, and at least every 100 ms.
+    auto got = [&]() -> Result<std::optional<linux::Event>> {
+      if (engine.wants_wakeups()) return inferior.wait_or_poll(engine.wake_fds(), 100);
+      auto ev = inferior.wait();
+      if (!ev) return std::unexpected(ev.error());
+      return std::optional<linux::Event>(std::move(*ev));
+    }();
+    if (!got) {
+      if (got.error().code() == ErrorCode::kIntr) continue;
+      return fail(got.error());
     }
-    if (!ev) {
-      if (ev.error().code() == ErrorCode::kIntr) continue;
-      return fail(ev.error());
+    if (!*got) {
+      engine.tick();
+      last_tick = std::chrono::steady_clock::now();
+      continue;
     }
+    const linux::Event* ev = &**got;
     const auto now = std::chrono::steady_clock::now();
     if (now - last_tick > std::chrono::milliseconds(100)) {
       engine.tick();

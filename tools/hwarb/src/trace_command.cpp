@@ -24,7 +24,6 @@
 // reported), 1 the target could not be traced, 2 usage (unknown symbols with near matches).
 #include <sys/syscall.h>
 
-#include <array>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -316,17 +315,8 @@ class Classifier {
 
   x86::BranchKind kind(std::uint64_t from) {
     if (auto it = cache_.find(from); it != cache_.end()) return it->second;
-    std::array<std::uint8_t, 15> bytes{};
-    x86::BranchKind kind = x86::BranchKind::kNone;
-    // Near the end of a mapping fewer bytes are readable; an instruction is at most 15.
-    for (std::size_t n = bytes.size(); n > 0; n = n > 8 ? n - 4 : n - 1) {
-      if (!inferior_.alive()) break;
-      if (!inferior_.read_memory(from, std::span(bytes.data(), n))) continue;
-      if (auto insn = x86::decode(std::span<const std::uint8_t>(bytes.data(), n), from)) {
-        kind = insn->branch;
-      }
-      break;
-    }
+    auto insn = inferior_.decode_at(from);
+    const x86::BranchKind kind = insn ? insn->branch : x86::BranchKind::kNone;
     cache_.emplace(from, kind);
     return kind;
   }
@@ -373,10 +363,7 @@ class BtsEngine final : public Engine {
       default:
         break;
     }
-    if (event.kind == linux::EventKind::kSyscallEnter ||
-        event.kind == linux::EventKind::kSyscallExit) {
-      ++syscalls_;
-    }
+    if (event.kind == linux::EventKind::kSyscallEnter) ++syscalls_;
     if (event.kind == linux::EventKind::kSignal) ++signals_;
     if (output_.error()) return std::unexpected(*output_.error());
     return false;
@@ -384,11 +371,12 @@ class BtsEngine final : public Engine {
   linux::Resume resume_mode() const override { return linux::Resume::kSyscall; }
   Result<void> finish() override {
     progress_.clear();
-    auto r = drain();
-    for (pid_t tid : traced_) {
-      if (bts_.traced(tid)) (void)bts_.remove_thread(tid, sink_);
+    // Each thread's records are drained as its event goes.
+    Result<void> first;
+    for (pid_t tid : bts_.threads()) {
+      if (auto r = bts_.remove_thread(tid, sink_); !r && first) first = r;
     }
-    return r;
+    return first;
   }
   void tick() override {
     (void)drain();
@@ -399,14 +387,13 @@ class BtsEngine final : public Engine {
   bool wants_wakeups() const override { return true; }
 
   Result<void> drain() { return bts_.drain(sink_); }
-  std::uint64_t syscalls() const { return syscalls_ / 2; }
+  std::uint64_t syscalls() const { return syscalls_; }
   std::uint64_t signals() const { return signals_; }
   std::uint64_t taken() const { return taken_; }
 
  private:
   Result<void> add(pid_t tid) {
     if (auto r = bts_.add_thread(tid); !r) return r;
-    traced_.push_back(tid);
     if (!options_.start_at) started_.insert(tid);
     return {};
   }
@@ -428,7 +415,6 @@ class BtsEngine final : public Engine {
   linux::BranchTracerOptions options_;
   Progress& progress_;
   linux::IntelBtsTrace::Sink sink_;
-  std::vector<pid_t> traced_;
   std::set<pid_t> started_;
   std::uint64_t syscalls_ = 0;
   std::uint64_t signals_ = 0;

@@ -115,6 +115,9 @@ class Inferior {
   Result<void> write_memory(std::uint64_t addr, std::span<const std::uint8_t> data,
                             pid_t process = 0);
   Result<std::uint64_t> read_word(std::uint64_t addr, int size);
+  // The instruction at `addr` of this process, decoded from as many of the 15 bytes there as are
+  // readable (an instruction may end just before an unmapped page). x86::decode's errors.
+  Result<x86::Insn> decode_at(std::uint64_t addr);
 
   Result<x86::Regs> get_regs(pid_t tid);
   Result<void> set_regs(pid_t tid, const x86::Regs& regs);

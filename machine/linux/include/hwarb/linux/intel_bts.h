@@ -70,6 +70,8 @@ class IntelBtsTrace {
   Result<void> remove_thread(pid_t tid, const Sink& sink);
   Result<void> drain(const Sink& sink);
   bool traced(pid_t tid) const { return threads_.count(tid) != 0; }
+  // The traced threads, ascending.
+  std::vector<pid_t> threads() const;
   std::vector<int> fds() const;
   std::uint32_t type() const { return type_; }
   const IntelBtsStats& stats() const { return stats_; }

@@ -26,8 +26,8 @@
 // intel-bts decoder does.
 //
 // Contract:
-//  - decode_aux_event and BtsStreamDecoder are pure. decode_aux_event: EINVAL naming `record` for
-//    another type, EIO naming `record` for a body shorter than its three u64s.
+//  - BtsStreamDecoder is pure (AuxEvent and decode_aux_event are in perf_ring.h, beside the other
+//    record decoders).
 //  - PerfAuxRing::map is all or nothing: on error nothing stays mapped. Errors: EINVAL naming
 //    `data_pages` / `aux_pages` unless powers of two >= 1 (the kernel's rule); the mmap errors of
 //    map_shared, the AUX area's naming `aux` (EOPNOTSUPP: the event has no AUX area, e.g. it is
@@ -59,23 +59,6 @@
 
 namespace hwarb::linux {
 
-// PERF_RECORD_AUX's flags.
-inline constexpr std::uint64_t kAuxTruncated = 0x01;
-inline constexpr std::uint64_t kAuxOverwrite = 0x02;
-inline constexpr std::uint64_t kAuxPartial = 0x04;
-inline constexpr std::uint64_t kAuxCollision = 0x08;
-
-// One stretch of AUX data handed over by the kernel.
-struct AuxEvent {
-  std::uint64_t offset = 0;   // position of the first byte (a growing counter)
-  std::uint64_t size = 0;     // bytes
-  std::uint64_t flags = 0;    // kAux*
-  std::uint64_t skipped = 0;  // drain(): bytes skipped by the driver between the previous
-                              // stretch (aux_tail) and this one
-  bool truncated() const { return (flags & kAuxTruncated) != 0; }
-};
-Result<AuxEvent> decode_aux_event(const RingRecord& record);
-
 // An intel_bts record is the processor's 64-bit BTS record (x86::BtsRecord; encoded and decoded
 // by x86::bts, the one place the layout lives).
 inline constexpr std::size_t kBtsRecordBytes = x86::bts::record_size(x86::BtsFormat::k64);
@@ -90,6 +73,14 @@ class BtsStreamDecoder {
   // Forgets an incomplete record (after a gap or a truncation the next stretch starts a new
   // record).
   void restart() { partial_ = 0; }
+  // The stretch boundaries of PerfAuxRing::drain (Sink::begin and Sink::end): restarts before a
+  // stretch that follows skipped bytes, and after a truncated one.
+  void begin(const AuxEvent& ev) {
+    if (ev.skipped != 0) restart();
+  }
+  void end(const AuxEvent& ev) {
+    if (ev.truncated()) restart();
+  }
   std::size_t partial() const { return partial_; }
   std::uint64_t records() const { return records_; }
   std::uint64_t padding() const { return padding_; }

@@ -67,6 +67,29 @@ Result<PerfSample> decode_sample(const RingRecord& record, std::uint64_t sample_
 // The count of a PERF_RECORD_LOST ({id, lost}) or PERF_RECORD_LOST_SAMPLES ({lost}). EINVAL
 // naming `record` for another type.
 Result<std::uint64_t> decode_lost(const RingRecord& record);
+
+// PERF_RECORD_AUX's flags.
+inline constexpr std::uint64_t kAuxTruncated = 0x01;
+inline constexpr std::uint64_t kAuxOverwrite = 0x02;
+inline constexpr std::uint64_t kAuxPartial = 0x04;
+inline constexpr std::uint64_t kAuxCollision = 0x08;
+
+// One stretch of AUX data handed over by the kernel (PERF_RECORD_AUX; see perf_aux.h).
+struct AuxEvent {
+  std::uint64_t offset = 0;   // position of the first byte (a growing counter)
+  std::uint64_t size = 0;     // bytes
+  std::uint64_t flags = 0;    // kAux*
+  std::uint64_t skipped = 0;  // PerfAuxRing::drain: bytes skipped by the driver between the
+                              // previous stretch (aux_tail) and this one
+  bool truncated() const { return (flags & kAuxTruncated) != 0; }
+};
+// PERF_RECORD_AUX's {aux_offset, aux_size, flags}. EINVAL naming `record` for another type, EIO
+// naming `record` for a body shorter than its three u64s.
+Result<AuxEvent> decode_aux_event(const RingRecord& record);
+
+// A ring's page count (data or AUX area), as the kernel requires it: EINVAL naming `field`
+// unless a power of two >= 1.
+Result<void> check_ring_pages(const char* field, std::size_t pages);
 // split_ring and the decoders in one pass, without a copy for records that do not wrap.
 Result<RingBatch> parse_ring(std::span<const std::uint8_t> data, std::uint64_t tail,
                              std::uint64_t head, std::uint64_t sample_type);

@@ -88,6 +88,7 @@ Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len
 struct perf_event_attr;
 struct user_regs_struct;
 
+#include <optional>
 #include <string_view>
 
 namespace hwarb::linux {
@@ -97,6 +98,12 @@ namespace hwarb::linux {
 // ESRCH/EACCES/EPERM (`pid`), anything else (`attr`).
 Result<Fd> perf_event_open_attr(const ::perf_event_attr& attr, pid_t pid, int cpu, int group_fd,
                                 unsigned long flags);
+// /proc/sys/kernel/perf_event_paranoid; nullopt when unreadable.
+std::optional<int> perf_event_paranoid();
+// An EACCES/EPERM of perf_event_open with the knob that decides it named: "perf_event_paranoid
+// is N (/proc/sys/kernel/perf_event_paranoid; NEEDS)", `needs` saying what needs which value.
+// Other errors are returned unchanged.
+Error name_perf_permission(const Error& error, std::string_view needs);
 // ioctl(2) on a perf event descriptor (PERF_EVENT_IOC_*); returns the ioctl's value. Errors
 // naming `fd` (EBADF, ENOTTY) or `arg` (EINVAL: e.g. SET_OUTPUT to an incompatible event).
 Result<int> perf_ioctl(int fd, unsigned long request, unsigned long arg);
