@@ -29,21 +29,6 @@ Result<Arch> parse_arch(std::string_view name) {
                     "arch: '" + std::string(name) + "' is not x86_64, i386 or arm64");
 }
 
-std::string_view to_string(pmu::BpType type) {
-  switch (type) {
-    case pmu::BpType::kEmpty:
-      return "empty";
-    case pmu::BpType::kR:
-      return "r";
-    case pmu::BpType::kW:
-      return "w";
-    case pmu::BpType::kRw:
-      return "rw";
-    case pmu::BpType::kX:
-      return "x";
-  }
-  return "?";
-}
 
 Result<void> check_reservable(const pmu::EventAttr& attr) {
   constexpr unsigned kInvalid = 7;  // HW_BREAKPOINT_RW | HW_BREAKPOINT_X

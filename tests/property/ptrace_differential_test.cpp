@@ -109,7 +109,7 @@ std::ostream& operator<<(std::ostream& os, const Op& op) {
       return os << "peek " << offset_name(op.offset);
     case OpKind::kPerfOpen:
       return os << "perf_open(" << hex(op.addr) << ", len " << op.len << ", "
-                << "type " << static_cast<int>(op.type) << " (" << breakpoints::to_string(op.type)
+                << "type " << static_cast<int>(op.type) << " (" << to_string(op.type)
                 << "))";
     case OpKind::kPerfClose:
       return os << "perf_close(#" << op.pick << ")";

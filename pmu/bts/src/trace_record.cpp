@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <string>
 
+#include "hwarb/base/format.h"
+
 namespace hwarb::bts {
 namespace {
 
@@ -22,12 +24,6 @@ std::uint64_t load_word(std::span<const std::byte> in, std::size_t at) {
   return value;
 }
 
-// "0x401000"; zero prints as "0x0".
-std::string hex0x(std::uint64_t value) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(value));
-  return buf;
-}
 
 }  // namespace
 
@@ -79,7 +75,7 @@ Result<TraceRecord> decode(std::span<const std::byte> in) {
   const bool departs = (flags & kDepartsFlag) != 0;
   if (arrives && departs) {
     return make_error(ErrorCode::kInval,
-                      "flags: " + hex0x(flags) + " has both arrives and departs");
+                      "flags: " + hex(flags) + " has both arrives and departs");
   }
   if (arrives || departs) {
     return TraceRecord::sched(arrives ? RecordKind::kArrives : RecordKind::kDeparts,
@@ -90,7 +86,7 @@ Result<TraceRecord> decode(std::span<const std::byte> in) {
 
 std::string format_record(const TraceRecord& record) {
   if (record.kind == RecordKind::kBranch) {
-    std::string out = "from=" + hex0x(record.from) + " to=" + hex0x(record.to);
+    std::string out = "from=" + hex(record.from) + " to=" + hex(record.to);
     if (record.predicted) out += " predicted";
     return out;
   }

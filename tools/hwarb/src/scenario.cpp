@@ -1549,12 +1549,6 @@ class Runner {
 
   // ---- ptrace ----
 
-  static std::string hex16(std::uint64_t v) {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
-    return buf;
-  }
-
   static std::string signal_name(int sig) {
     switch (sig) {
       case SIGTRAP:
@@ -1571,7 +1565,7 @@ class Runner {
   // "stopped SIGTRAP dr6=0x..." or "running".
   static std::string stop_text(const std::optional<ptrace_compat::Stop>& stop) {
     if (!stop) return "running";
-    return "stopped " + signal_name(stop->signal) + " dr6=" + hex16(stop->dr6);
+    return "stopped " + signal_name(stop->signal) + " dr6=" + hex_padded(stop->dr6, 16);
   }
 
   // An access or exec by a task in a ptrace stop: the machine refuses it (EBUSY); the file alone
@@ -1665,7 +1659,7 @@ class Runner {
         if (!v) {
           ptrace_refuse(cmd, what, *t, v.error());
         } else {
-          out_.push_back(what + " = " + hex16(*v));
+          out_.push_back(what + " = " + hex_padded(*v, 16));
         }
         return {};
       }
@@ -1859,7 +1853,7 @@ class Runner {
       std::string line =
           "ptrace " + name + " " +
           (*stop ? "stopped " + signal_name((*stop)->signal) : std::string("running"));
-      out_.push_back(line + " dr6=" + hex16(*dr6) + " dr7=" + hex16(*dr7));
+      out_.push_back(line + " dr6=" + hex_padded(*dr6, 16) + " dr7=" + hex_padded(*dr7, 16));
     }
   }
 

@@ -214,12 +214,6 @@ std::string describe_end(const RunResult& result, bool spawned) {
   return "exited with status " + std::to_string(result.status);
 }
 
-std::string hex_text(std::uint64_t value) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(value));
-  return buf;
-}
-
 Progress::Progress() : enabled_(linux::is_terminal(2)) {}
 
 void Progress::update(const std::string& line) {

@@ -90,9 +90,6 @@ std::string describe_end(const RunResult& result, bool spawned);
 // Whether SIGINT/SIGTERM has arrived (run_target installs the handler).
 bool interrupted();
 
-// "0x1a2b".
-std::string hex_text(std::uint64_t value);
-
 // A one-line progress display on stderr when it is a terminal; nothing otherwise. update() redraws
 // at most every 200 ms; clear() erases the line.
 class Progress {

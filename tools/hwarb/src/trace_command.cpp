@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "hwarb/base/format.h"
 #include "hwarb/base/ids.h"
 #include "hwarb/bts/software_bts.h"
 #include "hwarb/bts/tracer.h"
@@ -128,8 +129,8 @@ class Symbolizer {
       }
     }
     Names n;
-    n.described = table_ ? table_->describe(addr) : hex_text(addr);
-    n.sym_off = loc.symbol ? loc.symbol->name + "+" + hex_text(loc.offset) : "[unknown]";
+    n.described = table_ ? table_->describe(addr) : hex(addr);
+    n.sym_off = loc.symbol ? loc.symbol->name + "+" + hex(loc.offset) : "[unknown]";
     n.dso = loc.module.empty() ? "[unknown]" : loc.module;
     if (loc.module.empty() && inferior_.alive()) {
       // Not cached: the module may be mapped later.
@@ -236,8 +237,8 @@ class Output {
       case Format::kJson:
         std::snprintf(buf, sizeof(buf), "\",\"kind\":\"%s\",\"tid\":%d}\n",
                       x86::branch_kind_name(side.kind), static_cast<int>(side.tid));
-        std::fputs(("{\"event\":\"branch\",\"from\":\"" + hex_text(from) + "\",\"to\":\"" +
-                    hex_text(to) + buf)
+        std::fputs(("{\"event\":\"branch\",\"from\":\"" + hex(from) + "\",\"to\":\"" +
+                    hex(to) + buf)
                        .c_str(),
                    stdout);
         break;

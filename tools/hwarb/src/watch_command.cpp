@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "hwarb/base/format.h"
 #include "hwarb/breakpoints/watchpoint.h"
 #include "hwarb/cli/condition.h"
 #include "hwarb/cli/watch_expr.h"
@@ -90,7 +91,7 @@ std::uint64_t le_value(const std::vector<std::uint8_t>& bytes) {
 // memory order.
 std::string value_text(const std::vector<std::uint8_t>& bytes) {
   const std::size_t n = bytes.size();
-  if (n == 1 || n == 2 || n == 4 || n == 8) return hex_text(le_value(bytes));
+  if (n == 1 || n == 2 || n == 4 || n == 8) return hex(le_value(bytes));
   std::string out = "0x";
   char buf[4];
   for (std::uint8_t b : bytes) {
@@ -175,8 +176,8 @@ class Reporter {
     if (args_.stat) return;
     if (args_.json) {
       std::string line = "{\"event\":\"hit\",\"expr\":" + json_string(w.label) +
-                         ",\"tid\":" + std::to_string(h.tid) + ",\"ip\":\"" + hex_text(h.ip) +
-                         "\",\"addr\":\"" + hex_text(h.addr) + "\",\"access\":\"" +
+                         ",\"tid\":" + std::to_string(h.tid) + ",\"ip\":\"" + hex(h.ip) +
+                         "\",\"addr\":\"" + hex(h.addr) + "\",\"access\":\"" +
                          access_letters(h.access) + "\"";
       if (h.access != linux::kWatchExec) {
         line += ",\"old\":\"" + value_text(h.old_value) + "\",\"new\":\"" +
@@ -193,7 +194,7 @@ class Reporter {
       char time[32];
       std::snprintf(time, sizeof(time), "%12.6f", static_cast<double>(h.time_ns) / 1e9);
       std::cout << time << "  tid " << h.tid << "  " << describe(h.ip) << "  " << w.label << " "
-                << hex_text(h.addr) << " " << access_letters(h.access);
+                << hex(h.addr) << " " << access_letters(h.access);
       if (h.access != linux::kWatchExec) {
         std::cout << "  " << value_text(h.old_value) << " -> " << value_text(h.new_value);
       }
@@ -286,7 +287,7 @@ class Reporter {
     std::uint64_t reads = 0, writes = 0, execs = 0, total = 0;
   };
   std::string describe(std::uint64_t ip) {
-    if (symbols_ == nullptr) return hex_text(ip);
+    if (symbols_ == nullptr) return hex(ip);
     linux::Location loc = symbols_->locate(ip);
     if (loc.module.empty() && reloads_ < 4) {
       // A library mapped after the table was loaded.

@@ -4,7 +4,7 @@
 //  - Every fallible hwarb API returns Result<T> = std::expected<T, Error>; no exception crosses an
 //    API boundary.
 //  - An Error carries a canonical, errno-style ErrorCode (the numeric values are Linux's, so a
-//    code converts to and from errno exactly once, at the syscall boundary in machine/linux) and
+//    code converts to and from errno exactly once, at the syscall boundary in linux/sys) and
 //    a human message that names the field and the reason.
 //  - errno_name(code) prints the symbolic name ("ENOSPC"), which is what the CLI and the
 //    scenario runner show.

@@ -8,10 +8,18 @@
 
 namespace hwarb {
 
-// "0x1f" (lowercase, no padding); 0 prints as "0".
+// "0x1f": lowercase, no padding, always with the prefix (zero prints as "0x0", as gdb and perf
+// print it). Every hex number hwarb prints comes from here or from hex_padded.
 inline std::string hex(std::uint64_t v) {
   char buf[24];
-  std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(v));
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// "0x00000000ffff0ff0": `digits` hex digits, zero-padded (a register image printed at its width).
+inline std::string hex_padded(std::uint64_t v, int digits) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%0*llx", digits, static_cast<unsigned long long>(v));
   return buf;
 }
 

@@ -29,7 +29,7 @@ struct TaskIdTag {};
 struct CpuIdTag {};
 struct RequestIdTag {};
 
-// A schedulable task (a thread on Linux, a simulated task on machine/sim).
+// A schedulable task (a thread on Linux, a simulated task on sim).
 using TaskId = StrongId<TaskIdTag, std::int64_t>;
 // A CPU index in [0, possible CPUs).
 using CpuId = StrongId<CpuIdTag, std::int32_t>;

@@ -1,7 +1,7 @@
 // hwarb/breakpoints/bp_pmu.h — the breakpoint PMU driver (Linux's arch/x86 hw_breakpoint.c).
 //
 // It owns the per-CPU slot table (which event sits in which debug register) and programs the
-// hardware through a DebugRegisterFile, which a machine implements (machine/sim; machine/linux
+// hardware through a DebugRegisterFile, which a machine implements (sim; linux/debug
 // later). Contract, per pmu.h:
 //  - validate/event_init: validate_breakpoint() for the driver's arch (validate.h);
 //    check_reservable: validate.h's check_reservable (before the slots, as Linux).
@@ -20,7 +20,7 @@
 //  - Without a DebugRegisterFile (arm64 scenarios: the simulated machine has x86 registers only)
 //    the driver keeps the same slot table per pool (6 instruction + 4 data registers) and writes
 //    nothing; such events never fire.
-// Not thread-safe: the Core's caller serialises (see machine/sim/system.h).
+// Not thread-safe: the Core's caller serialises (see sim/system.h).
 #pragma once
 
 #include <cstdint>

@@ -24,7 +24,7 @@
 //    dr7 and virtual_dr6, as Linux's, which runs at exit and exec only: a tracer's detach leaves
 //    them in place (debuggers clear DR7 before they detach).
 //  - Handlers run inside the debug exception (Event::deliver) and must not call back into the API.
-// Not thread-safe: callers serialise with the Core (machine/sim/system.h does).
+// Not thread-safe: callers serialise with the Core (sim/system.h does).
 #pragma once
 
 #include <array>

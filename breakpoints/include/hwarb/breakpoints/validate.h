@@ -56,7 +56,6 @@ constexpr std::uint64_t task_size_max(Arch arch) {
 constexpr std::uint64_t default_len(Arch arch, pmu::BpType type) {
   return type == pmu::BpType::kX ? exec_len(arch) : 4;
 }
-std::string_view to_string(pmu::BpType type);  // "r", "w", "rw", "x", "empty"
 
 // The checks above on attr.bp_type, bp_len, bp_addr, exclude_kernel and privileged.
 Result<void> validate_breakpoint(Arch arch, const pmu::EventAttr& attr);

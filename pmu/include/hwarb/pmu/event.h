@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hwarb/base/bp_type.h"
 #include "hwarb/base/ids.h"
 #include "hwarb/pmu/ring.h"
 #include "hwarb/pmu/sample.h"
@@ -40,8 +41,8 @@ using EventId = std::uint64_t;  // 1, 2, ... in creation order; also the arbiter
 
 // Which PMU handles the event (perf's attr.type).
 enum class EventType : std::uint8_t { kHardware, kSoftware, kRaw, kBreakpoint, kBts };
-// Linux's HW_BREAKPOINT_* values.
-enum class BpType : std::uint8_t { kEmpty = 0, kR = 1, kW = 2, kRw = 3, kX = 4 };
+// Linux's HW_BREAKPOINT_* values (base/bp_type.h: the system-call layer shares it).
+using hwarb::BpType;
 enum class EventState : std::uint8_t { kExit, kError, kOff, kInactive, kActive };
 std::string_view to_string(EventState state);
 

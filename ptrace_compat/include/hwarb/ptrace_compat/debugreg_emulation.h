@@ -48,9 +48,9 @@
 //    EVERY user-mode #DB, so a perf-only hit clears it too) — and whether SIGTRAP is due (BS, a
 //    ptrace trap bit, or a trap bit no breakpoint consumed). The caller stores the value with
 //    set_virtual_dr6 when the exception takes effect (a tracer may hold it back while an earlier
-//    stop is pending; machine/sim/system.h).
+//    stop is pending; sim/system.h).
 //
-// Not thread-safe: the machine's lock serialises (machine/sim/system.h). All-or-nothing: a failed
+// Not thread-safe: the machine's lock serialises (sim/system.h). All-or-nothing: a failed
 // set_debugreg/poke_user leaves every register reading as before.
 #pragma once
 

@@ -2,9 +2,9 @@
 //
 // A debugger (or a test) holds a Tracee and speaks ptrace to it: PEEKUSER/POKEUSER on the user
 // area, wait for a stop, continue, single-step. Implementations:
-//  - sim::SimTracee (machine/sim/sim_tracee.h): a task of the simulated machine; the debug
+//  - sim::SimTracee (sim/sim_tracee.h): a task of the simulated machine; the debug
 //    registers are the emulation of debugreg_emulation.h, shared with perf and kernel users.
-//  - linux::LinuxTracee (machine/linux/): a real thread under ptrace(2).
+//  - linux::LinuxTracee (linux/debug/): a real thread under ptrace(2).
 //
 // Contract (both implementations):
 //  - peek_user/poke_user need the tracee in a stop (ptrace-stop), else ESRCH, as Linux. The

@@ -23,7 +23,7 @@
 namespace hwarb::linux {
 namespace {
 
-using pmu::BpType;
+using hwarb::BpType;
 using ptrace_compat::debugreg_offset;
 using ptrace_compat::user_area;
 using ptrace_compat::UserLayout;

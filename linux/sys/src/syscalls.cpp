@@ -18,7 +18,6 @@
 #include <string_view>
 
 #include "hwarb/base/format.h"
-#include "hwarb/breakpoints/validate.h"
 #include "sys_error.h"
 
 namespace hwarb::linux {
@@ -79,17 +78,17 @@ const char* perf_field(int err) {
 }
 
 // "w" for a known type, the number for any other value.
-std::string type_text(pmu::BpType type) {
-  const std::string_view name = breakpoints::to_string(type);
+std::string type_text(BpType type) {
+  const std::string_view name = to_string(type);
   return name != "?" ? std::string(name) : std::to_string(static_cast<int>(type));
 }
 
-// pmu::BpType uses Linux's HW_BREAKPOINT_* values; checked here, where both are visible.
-static_assert(static_cast<int>(pmu::BpType::kEmpty) == HW_BREAKPOINT_EMPTY);
-static_assert(static_cast<int>(pmu::BpType::kR) == HW_BREAKPOINT_R);
-static_assert(static_cast<int>(pmu::BpType::kW) == HW_BREAKPOINT_W);
-static_assert(static_cast<int>(pmu::BpType::kRw) == HW_BREAKPOINT_RW);
-static_assert(static_cast<int>(pmu::BpType::kX) == HW_BREAKPOINT_X);
+// BpType uses Linux's HW_BREAKPOINT_* values; checked here, where both are visible.
+static_assert(static_cast<int>(BpType::kEmpty) == HW_BREAKPOINT_EMPTY);
+static_assert(static_cast<int>(BpType::kR) == HW_BREAKPOINT_R);
+static_assert(static_cast<int>(BpType::kW) == HW_BREAKPOINT_W);
+static_assert(static_cast<int>(BpType::kRw) == HW_BREAKPOINT_RW);
+static_assert(static_cast<int>(BpType::kX) == HW_BREAKPOINT_X);
 
 }  // namespace
 
@@ -203,7 +202,7 @@ Result<WaitStatus> wait_for(pid_t pid, bool nohang) {
 }
 
 Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len,
-                                pmu::BpType type) {
+                                BpType type) {
   perf_event_attr attr;
   std::memset(&attr, 0, sizeof attr);
   attr.type = PERF_TYPE_BREAKPOINT;

@@ -21,7 +21,7 @@
 
 #include "hwarb/base/error.h"
 #include "hwarb/linux/fd.h"
-#include "hwarb/pmu/event.h"
+#include "hwarb/base/bp_type.h"
 
 namespace hwarb::linux {
 
@@ -78,7 +78,7 @@ Result<WaitStatus> wait_for(pid_t pid, bool nohang);
 // one of the task's debug-register slots until the Fd is closed. Errors: ENOSPC (`slots`: none
 // left for the task), EINVAL/EOPNOTSUPP (`attr`: address, len or type refused), ESRCH (`pid`),
 // EACCES/EPERM (`pid`: not allowed), ENOENT/ENODEV (`attr`: no breakpoint PMU).
-Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len, pmu::BpType type);
+Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len, BpType type);
 
 }  // namespace hwarb::linux
 

@@ -1,4 +1,4 @@
-// sys_error.h (private to machine/linux) — the one place errno becomes an hwarb::Error.
+// sys_error.h (private to linux/sys) — the one place errno becomes an hwarb::Error.
 //
 // sys_error(err, field, what) is an Error with code from_errno(err) and the message
 // "<field>: <what>: <ERRNAME> (<text>)", so an errno that ErrorCode folds into EIO keeps its name.

@@ -69,7 +69,7 @@ TEST_F(ProbeTest, SlotCountMatchesOpeningEventsDirectly) {
   std::optional<Error> end;
   while (held.size() < 64) {
     auto fd = perf_breakpoint_open(child->pid(), reinterpret_cast<std::uint64_t>(&g_watched), 8,
-                                   pmu::BpType::kW);
+                                   BpType::kW);
     if (!fd) {
       end = fd.error();
       break;

@@ -165,7 +165,7 @@ TEST(ExecutablePath, IsTheRunningTestProgram) {
   ASSERT_TRUE(exe) << exe.error().to_string();
   ASSERT_FALSE(exe->empty());
   EXPECT_EQ(exe->front(), '/');
-  EXPECT_TRUE(exe->ends_with("/linux_symbols_test")) << *exe;
+  EXPECT_TRUE(exe->ends_with("/linux_sys_test")) << *exe;
 }
 
 }  // namespace

@@ -89,6 +89,7 @@
 #include <string_view>
 
 #include "hwarb/base/error.h"
+#include "hwarb/base/format.h"
 
 namespace hwarb::x86 {
 
@@ -160,16 +161,6 @@ constexpr std::uint64_t load_le(std::span<const std::byte> in, std::size_t at, s
   return value;
 }
 
-inline std::string hex(std::uint64_t value) {
-  static constexpr std::string_view kDigits = "0123456789abcdef";
-  std::string digits;
-  do {
-    digits.insert(digits.begin(), kDigits[value & 0xf]);
-    value >>= 4;
-  } while (value != 0);
-  return "0x" + digits;
-}
-
 inline std::string format_name(BtsFormat format) {
   return format == BtsFormat::k32 ? "32-bit" : "64-bit";
 }
@@ -225,12 +216,12 @@ constexpr Result<void> encode(BtsFormat format, const BtsRecord& record, std::sp
                                              std::to_string(record_size(format)));
   }
   if (!detail::fits(record.from, w)) {
-    return make_error(ErrorCode::kInval, "from: " + detail::hex(record.from) +
+    return make_error(ErrorCode::kInval, "from: " + hex(record.from) +
                                              " does not fit the " + detail::format_name(format) +
                                              " format");
   }
   if (!detail::fits(record.to, w)) {
-    return make_error(ErrorCode::kInval, "to: " + detail::hex(record.to) + " does not fit the " +
+    return make_error(ErrorCode::kInval, "to: " + hex(record.to) + " does not fit the " +
                                              detail::format_name(format) + " format");
   }
   detail::store_le(out, from_offset(format), w, record.from);
@@ -326,7 +317,7 @@ constexpr Result<void> encode(BtsFormat format, const DsArea& area, std::span<st
     const std::uint64_t v = area.*kScalarFields[i];
     if (!detail::fits(v, w)) {
       return make_error(ErrorCode::kInval, std::string(field_name(static_cast<DsField>(i))) + ": " +
-                                               detail::hex(v) + " does not fit the " +
+                                               hex(v) + " does not fit the " +
                                                detail::format_name(format) + " form");
     }
   }
@@ -339,7 +330,7 @@ constexpr Result<void> encode(BtsFormat format, const DsArea& area, std::span<st
     }
     if (!detail::fits(v, w)) {
       return make_error(ErrorCode::kInval, "pebs_counter_reset[" + std::to_string(n) +
-                                               "]: " + detail::hex(v) + " does not fit the " +
+                                               "]: " + hex(v) + " does not fit the " +
                                                detail::format_name(format) + " form");
     }
   }
@@ -421,7 +412,7 @@ inline Result<void> validate_bts(BtsFormat format, const DsArea& area) {
                     DsField::kBtsInterruptThreshold}) {
     if (!detail::fits(get(area, f), field_size(format))) {
       return make_error(ErrorCode::kInval, std::string(field_name(f)) + ": " +
-                                               detail::hex(get(area, f)) + " does not fit the " +
+                                               hex(get(area, f)) + " does not fit the " +
                                                detail::format_name(format) + " form");
     }
   }
@@ -429,12 +420,12 @@ inline Result<void> validate_bts(BtsFormat format, const DsArea& area) {
   const std::uint64_t max = area.bts_absolute_maximum;
   if (base % 4 != 0) {
     return make_error(ErrorCode::kInval,
-                      "bts_buffer_base: " + detail::hex(base) + " is not doubleword aligned");
+                      "bts_buffer_base: " + hex(base) + " is not doubleword aligned");
   }
   if (max <= base || max - base < size) {
-    return make_error(ErrorCode::kInval, "bts_absolute_maximum: " + detail::hex(max) +
+    return make_error(ErrorCode::kInval, "bts_absolute_maximum: " + hex(max) +
                                              " leaves no room for one record above " +
-                                             detail::hex(base));
+                                             hex(base));
   }
   if ((max - base) % size != 0) {
     return make_error(ErrorCode::kInval, "bts_absolute_maximum: " + std::to_string(max - base) +
@@ -443,20 +434,20 @@ inline Result<void> validate_bts(BtsFormat format, const DsArea& area) {
   }
   const std::uint64_t index = area.bts_index;
   if (index < base || index > max) {
-    return make_error(ErrorCode::kInval, "bts_index: " + detail::hex(index) + " is outside [" +
-                                             detail::hex(base) + ", " + detail::hex(max) + "]");
+    return make_error(ErrorCode::kInval, "bts_index: " + hex(index) + " is outside [" +
+                                             hex(base) + ", " + hex(max) + "]");
   }
   if ((index - base) % size != 0) {
     return make_error(ErrorCode::kInval,
-                      "bts_index: " + detail::hex(index) + " is not on a record boundary");
+                      "bts_index: " + hex(index) + " is not on a record boundary");
   }
   const std::uint64_t threshold = area.bts_interrupt_threshold;
   if (threshold < base) {
-    return make_error(ErrorCode::kInval, "bts_interrupt_threshold: " + detail::hex(threshold) +
-                                             " is below the base " + detail::hex(base));
+    return make_error(ErrorCode::kInval, "bts_interrupt_threshold: " + hex(threshold) +
+                                             " is below the base " + hex(base));
   }
   if (threshold <= max && (threshold - base) % size != 0) {
-    return make_error(ErrorCode::kInval, "bts_interrupt_threshold: " + detail::hex(threshold) +
+    return make_error(ErrorCode::kInval, "bts_interrupt_threshold: " + hex(threshold) +
                                              " is not on a record boundary");
   }
   return {};
@@ -587,7 +578,7 @@ constexpr Result<BtsStore> store_bts(BtsFormat format, std::uint64_t debugctl_va
   }
   if (index < area.bts_buffer_base || index - area.bts_buffer_base > buffer.size() ||
       buffer.size() - (index - area.bts_buffer_base) < size) {
-    return make_error(ErrorCode::kInval, "bts_index: " + detail::hex(index) +
+    return make_error(ErrorCode::kInval, "bts_index: " + hex(index) +
                                              " is outside the BTS buffer's memory");
   }
   const std::size_t at = static_cast<std::size_t>(index - area.bts_buffer_base);

@@ -139,7 +139,7 @@ Result<void> probe_breakpoints(ProbeReport& report) {
   {
     std::vector<Fd> held;
     while (static_cast<int>(held.size()) < kMaxSlotsCounted) {
-      auto fd = perf_breakpoint_open(pid, canary, sizeof g_canary, pmu::BpType::kW);
+      auto fd = perf_breakpoint_open(pid, canary, sizeof g_canary, BpType::kW);
       if (!fd) {
         report.slots_error = held.empty() ? fd.error().to_string() : errno_name(fd.error().code());
         break;
@@ -153,7 +153,7 @@ Result<void> probe_breakpoints(ProbeReport& report) {
   }
   if (report.breakpoint_slots == 0) return {};
 
-  auto counter = perf_breakpoint_open(pid, canary, sizeof g_canary, pmu::BpType::kW);
+  auto counter = perf_breakpoint_open(pid, canary, sizeof g_canary, BpType::kW);
   if (!counter) {
     report.notes.push_back("the canary breakpoint could not be opened again: " +
                            counter.error().to_string());

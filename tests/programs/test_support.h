@@ -1,4 +1,4 @@
-// test_support.h (machine/linux tests only) — the probes that decide whether this machine lets the
+// test_support.h (the real-process tests only) — the probes that decide whether this machine lets the
 // tests trace a child and open breakpoint events. A refusal skips the test with the kernel's
 // reason printed (never silently); any other failure is a test failure.
 #pragma once

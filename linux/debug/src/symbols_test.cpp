@@ -33,7 +33,7 @@ const std::string kProgram = std::string(HWARB_PROGRAMS_DIR) + "/prog_symbols";
 // tests/programs/symbols.c, found from this file's own path.
 std::string program_source() {
   const std::string self = __FILE__;
-  const std::string suffix = "machine/linux/src/symbols_test.cpp";
+  const std::string suffix = "linux/debug/src/symbols_test.cpp";
   EXPECT_TRUE(self.ends_with(suffix)) << self;
   return self.substr(0, self.size() - suffix.size()) + "tests/programs/symbols.c";
 }

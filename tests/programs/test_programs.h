@@ -1,4 +1,4 @@
-// test_programs.h (machine/linux tests that run tests/programs only; they link
+// test_programs.h (real-process tests that run tests/programs only; they link
 // hwarb_test_programs, which defines HWARB_PROGRAMS_DIR) — where the test programs are, and
 // Capture, a temporary file to give a program as its standard output and read back.
 #pragma once

@@ -452,10 +452,9 @@ std::string SymbolTable::describe(std::uint64_t addr) const {
   const Location loc = locate(addr);
   std::string out;
   if (loc.symbol) {
-    out = loc.symbol->name + "+0x" + hex(loc.offset).substr(loc.offset == 0 ? 0 : 2);
+    out = loc.symbol->name + "+" + hex(loc.offset);
   } else if (!loc.module.empty()) {
-    out = "[" + std::string(basename_of(loc.module)) + "]+0x" +
-          hex(loc.module_offset).substr(loc.module_offset == 0 ? 0 : 2);
+    out = "[" + std::string(basename_of(loc.module)) + "]+" + hex(loc.module_offset);
   } else {
     return hex(addr);
   }
