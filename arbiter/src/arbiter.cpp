@@ -44,6 +44,9 @@
 //      the fast path; its write side by everything else: flexible requests, exclusive kinds,
 //      reserve_all, modify, hotplug, explain, snapshot, dump, and the slow path of a refused
 //      fast-path reservation. Under the write side nothing else runs, so every value is exact.
+//      The read side nests; the write side does not, and is never taken with the read side held
+//      (big_reader_lock.h, NESTING). Functions that need the write side say so with
+//      HWARB_REQUIRES (checked by Clang's -Wthread-safety) and check it with assert_held().
 //   2. Shard::mutex (one of kShards task-table shards, by task id) is taken inside rule 1 and
 //      protects the shard's TaskStates (all, spec, node list) and the table itself. Operations
 //      on tasks in different shards never share a lock; there is no global task mutex.
@@ -279,8 +282,8 @@ struct Arbiter::State {
   std::vector<CpuState> cpus;
   std::array<GlobalPool, 2> global;
   std::array<Shard, kShards> shards;
-  NodeList exclusive_nodes;              // write side only
-  std::array<int, 4> exclusive_count{};  // per ResourceKind, write side only
+  NodeList exclusive_nodes HWARB_GUARDED_BY(state_lock);
+  std::array<int, 4> exclusive_count HWARB_GUARDED_BY(state_lock){};  // per ResourceKind
   std::atomic<int> fault_countdown{0};
 
   // ---- fault injection -------------------------------------------------------------------
@@ -322,6 +325,7 @@ struct Arbiter::State {
     const int cap = slots(e.pool) + 1;
     int d = sign * e.weight;
     if (!e.pinned) {
+      state_lock.assert_held();  // rule 4: flexible weight moves only under the write side
       apply_flexible(e, sign);
     } else if (!e.task) {
       CpuPool& p = cp(e.cpu, e.pool);
@@ -347,8 +351,8 @@ struct Arbiter::State {
     }
   }
 
-  // Write side only.
-  void apply_flexible(const Effect& e, int sign) {
+  // Write side only (rule 4: flexible reserves change only under it).
+  void apply_flexible(const Effect& e, int sign) HWARB_REQUIRES(state_lock) {
     const int cap = slots(e.pool) + 1;
     if (e.cpu != kAllCpus) {
       CpuPool& p = cp(e.cpu, e.pool);
@@ -479,7 +483,7 @@ struct Arbiter::State {
     }
     return {};
   }
-  std::optional<ResourceKind> busy_with(ResourceKind k) const {
+  std::optional<ResourceKind> busy_with(ResourceKind k) const HWARB_REQUIRES(state_lock) {
     for (int other = 1; other < 4; ++other) {
       if (other != static_cast<int>(k) && exclusive_count[other] > 0) {
         return static_cast<ResourceKind>(other);
@@ -564,7 +568,8 @@ struct Arbiter::State {
     return x;
   }
 
-  Explanation explain_locked(const Request& r) {
+  Explanation explain_locked(const Request& r) HWARB_REQUIRES(state_lock) {
+    state_lock.assert_held();
     Explanation x;
     x.weight = r.weight;
     x.pool_type = r.type;
@@ -628,7 +633,7 @@ Result<Reservation> Arbiter::reserve(const Request& request) {
   if (auto v = s.validate(request); !v) return std::unexpected(v.error());
   Effect probe = s.effect_of(request, nullptr);
   if (!is_exclusive_kind(request.kind) && request.weight > s.slots(probe.pool)) {
-    std::lock_guard guard(s.state_lock);
+    detail::WriteGuard guard(s.state_lock);
     if (auto v = s.check_online(request); !v) return std::unexpected(v.error());
     return s.refusal(request);
   }
@@ -674,7 +679,7 @@ Result<Reservation> Arbiter::reserve(const Request& request) {
   }
 
   // Slow path: exact, under the write side.
-  std::lock_guard guard(s.state_lock);
+  detail::WriteGuard guard(s.state_lock);
   if (auto v = s.check_online(request); !v) return std::unexpected(v.error());
   if (is_exclusive_kind(request.kind)) {
     auto k = static_cast<int>(request.kind);
@@ -725,7 +730,7 @@ Result<std::vector<Reservation>> Arbiter::reserve_all(std::span<const Request> r
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (auto v = s.validate(requests[i]); !v) return at(i, v.error());
   }
-  std::lock_guard guard(s.state_lock);
+  detail::WriteGuard guard(s.state_lock);
 
   // Step 1: everything that can fail, before any counter changes.
   std::vector<std::unique_ptr<ReservationNode>> nodes;
@@ -770,7 +775,7 @@ Result<std::vector<Reservation>> Arbiter::reserve_all(std::span<const Request> r
   // Step 2: admit in order; on the first refusal take back what was admitted.
   std::vector<Effect> done;
   std::array<int, 4> exclusive_added{};
-  auto rollback = [&] {
+  auto rollback = [&]() HWARB_REQUIRES(s.state_lock) {
     for (auto it = done.rbegin(); it != done.rend(); ++it) s.retract(*it);
     for (int k = 0; k < 4; ++k) s.exclusive_count[k] -= exclusive_added[k];
     undo_tasks();
@@ -842,7 +847,7 @@ Result<void> Arbiter::modify(Reservation& reservation, const Request& next) {
   }
   if (auto v = s.validate(next); !v) return std::unexpected(v.error());
 
-  std::lock_guard guard(s.state_lock);
+  detail::WriteGuard guard(s.state_lock);
   // ENODEV is for moving onto an offline CPU; a reservation that stays on its (offline) CPU may
   // change its type, weight or pinned-ness, as Linux's modify_bp_slot, which never looks at
   // whether the CPU is online.
@@ -911,7 +916,7 @@ void Arbiter::release(Reservation& reservation) {
     return;
   }
 
-  std::lock_guard guard(s.state_lock);
+  detail::WriteGuard guard(s.state_lock);
   if (is_exclusive_kind(r.kind)) {
     --s.exclusive_count[static_cast<int>(r.kind)];
     s.exclusive_nodes.erase(NodeList::s_iterator_to(*node));
@@ -932,13 +937,13 @@ void Arbiter::release(Reservation& reservation) {
 // ---- queries ------------------------------------------------------------------------------------
 
 Explanation Arbiter::explain(const Request& request) const {
-  std::lock_guard guard(state_->state_lock);
+  detail::WriteGuard guard(state_->state_lock);
   return state_->explain_locked(request);
 }
 
 bool Arbiter::is_used() const {
   State& s = *state_;
-  std::lock_guard guard(s.state_lock);
+  detail::WriteGuard guard(s.state_lock);
   if (!s.exclusive_nodes.empty()) return true;
   for (const auto& shard : s.shards) {
     if (!shard.tasks.empty()) return true;
@@ -956,19 +961,19 @@ Result<void> Arbiter::set_cpu_online(CpuId cpu, bool online) {
                                              " is not a possible CPU (0.." +
                                              std::to_string(config_.cpus - 1) + ")");
   }
-  std::lock_guard guard(s.state_lock);
+  detail::WriteGuard guard(s.state_lock);
   s.cpus[cpu.value()].online = online;
   return {};
 }
 
 bool Arbiter::cpu_online(CpuId cpu) const {
   if (cpu.value() < 0 || cpu.value() >= config_.cpus) return false;
-  std::lock_guard guard(state_->state_lock);
+  detail::WriteGuard guard(state_->state_lock);
   return state_->cpus[cpu.value()].online;
 }
 
 std::vector<CpuId> Arbiter::online_cpus() const {
-  std::lock_guard guard(state_->state_lock);
+  detail::WriteGuard guard(state_->state_lock);
   std::vector<CpuId> out;
   for (int c = 0; c < config_.cpus; ++c) {
     if (state_->cpus[c].online) out.push_back(CpuId(c));
@@ -992,7 +997,7 @@ struct Recount {
 
 }  // namespace
 
-static Recount recount(const Arbiter::State& s) {
+static Recount recount(const Arbiter::State& s) HWARB_REQUIRES(s.state_lock) {
   const auto& cfg = s.config;
   Recount rc;
   rc.usage.assign(cfg.cpus, std::vector<PoolUsage>(cfg.profile.pool_count()));
@@ -1060,7 +1065,7 @@ static Recount recount(const Arbiter::State& s) {
 }
 
 Snapshot Arbiter::snapshot() const {
-  std::lock_guard guard(state_->state_lock);
+  detail::WriteGuard guard(state_->state_lock);
   Recount rc = recount(*state_);
   Snapshot snap;
   snap.usage = std::move(rc.usage);
@@ -1070,8 +1075,8 @@ Snapshot Arbiter::snapshot() const {
 }
 
 Result<void> Arbiter::check_consistency() const {
-  const State& s = *state_;
-  std::lock_guard guard(state_->state_lock);
+  State& s = *state_;
+  detail::WriteGuard guard(s.state_lock);
   Recount rc = recount(s);
   auto bad = [](std::string what) { return make_error(ErrorCode::kFault, std::move(what)); };
   for (int k = 1; k < 4; ++k) {
@@ -1139,8 +1144,8 @@ Result<void> Arbiter::check_consistency() const {
 }
 
 std::string Arbiter::dump() const {
-  const State& s = *state_;
-  std::lock_guard guard(state_->state_lock);
+  State& s = *state_;
+  detail::WriteGuard guard(s.state_lock);
   std::ostringstream out;
   out << "arbiter " << config_.profile.name() << " cpus=" << config_.cpus << " flexible="
       << (config_.flexible == FlexiblePolicy::kAsPinned ? "as_pinned" : "multiplexed") << "\n";

@@ -6,14 +6,28 @@
 // read side is one atomic exchange to enter (it is also the full barrier the protocol needs) and
 // a plain release store to leave; on a shared slot both are read-modify-writes. The write side is
 // expensive: it raises the flag and waits for every slot to drain. Writers exclude each other
-// with a mutex and are never starved: readers back off while the flag is up. The read side
-// nests; the write side does not.
+// with a mutex and are never starved: readers back off while the flag is up.
+//
+// NESTING
+//
+//   1. The read side nests, even with a writer waiting. A reader that backed off for a raised
+//      flag while it already held the lock would wait for the writer, which waits for that
+//      reader's slot to drain: a deadlock. So a thread that already holds the read side enters
+//      again without looking at the flag. That is safe: the writer cannot be past this thread's
+//      slot while the outer hold keeps it non-zero. A private slot knows it is held by its
+//      count (only its owner thread changes it); a thread on a shared slot, whose count other
+//      threads share, keeps a short per-thread list of the locks it holds (kMaxSharedNesting).
+//   2. The write side does not nest, and a thread holding the read side must not take the write
+//      side (it would wait for itself): both abort with HWARB_CHECK instead of hanging.
+//   3. held_exclusively() tells whether the calling thread holds the write side; functions whose
+//      rules require it check it (assert_held), and are annotated for Clang's -Wthread-safety.
 //
 // Memory ordering: a reader's slot update and its load of the flag are seq_cst, as are the
 // writer's store of the flag and its loads of the slots, so either the writer sees the reader's
 // count or the reader sees the flag (never neither). Reader exit is a release store/decrement
 // that the writer's acquiring load of zero synchronises with; writer exit is a release store of
-// the flag that the next reader's load synchronises with.
+// the flag that the next reader's load synchronises with. A nested entry needs no ordering: the
+// outer entry already synchronised.
 #pragma once
 
 #include <array>
@@ -24,43 +38,113 @@
 #include <mutex>
 #include <thread>
 
+#include "hwarb/base/check.h"
+#include "hwarb/base/thread_annotations.h"
+
 namespace hwarb::arbiter::detail {
 
-class BigReaderLock {
+class HWARB_CAPABILITY("brlock") BigReaderLock {
  public:
   static constexpr std::size_t kPrivateSlots = 64;
   static constexpr std::size_t kSharedSlots = 16;
+  // How many read holds one thread on a shared slot may have at once (nesting rule 1).
+  static constexpr std::size_t kMaxSharedNesting = 8;
 
   // Returns the slot index to pass to unlock_shared.
-  std::size_t lock_shared() {
+  std::size_t lock_shared() HWARB_ACQUIRE_SHARED() {
     const std::size_t slot = my_slot();
     std::atomic<int>& readers = slots_[slot].readers;
+    if (slot < kPrivateSlots) {
+      const int held = readers.load(std::memory_order_relaxed);
+      if (held > 0) {  // rule 1: nested on a private slot
+        readers.store(held + 1, std::memory_order_relaxed);
+        return slot;
+      }
+    } else if (shared_holds().count(this) > 0) {  // rule 1: nested on a shared slot
+      readers.fetch_add(1, std::memory_order_relaxed);
+      shared_holds().push(this);
+      return slot;
+    }
     for (;;) {
       if (slot < kPrivateSlots) {
         readers.exchange(readers.load(std::memory_order_relaxed) + 1);
       } else {
         readers.fetch_add(1);
       }
-      if (!writer_.load()) return slot;
+      if (!writer_.load()) break;
       leave(slot);
       while (writer_.load(std::memory_order_acquire)) std::this_thread::yield();
     }
+    if (slot >= kPrivateSlots) shared_holds().push(this);
+    return slot;
   }
-  void unlock_shared(std::size_t slot) { leave(slot); }
+  void unlock_shared(std::size_t slot) HWARB_RELEASE_SHARED() {
+    if (slot >= kPrivateSlots) shared_holds().pop(this);
+    leave(slot);
+  }
 
-  void lock() {
+  void lock() HWARB_ACQUIRE() {
+    HWARB_CHECK(!held_exclusively(), "BigReaderLock: the write side does not nest");
+    HWARB_CHECK(!holds_read_side(), "BigReaderLock: write side taken with the read side held");
     writer_mutex_.lock();
     writer_.store(true);
     for (auto& s : slots_) {
       while (s.readers.load() != 0) std::this_thread::yield();
     }
+    writer_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   }
-  void unlock() {
+  void unlock() HWARB_RELEASE() {
+    writer_thread_.store(std::thread::id(), std::memory_order_relaxed);
     writer_.store(false, std::memory_order_release);
     writer_mutex_.unlock();
   }
 
+  // Whether a writer has raised the flag (it may still be waiting for readers to drain).
+  [[nodiscard]] bool writer_pending() const { return writer_.load(std::memory_order_acquire); }
+  // Whether the calling thread holds the write side (only that thread can make it true).
+  [[nodiscard]] bool held_exclusively() const {
+    return writer_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id();
+  }
+  // Aborts unless the calling thread holds the write side (rule 3).
+  void assert_held() const HWARB_ASSERT_CAPABILITY(this) {
+    HWARB_CHECK(held_exclusively(), "BigReaderLock: the write side is required here");
+  }
+
  private:
+  // The read holds of a thread on a shared slot, innermost last (nesting rule 1).
+  struct SharedHolds {
+    std::array<const BigReaderLock*, kMaxSharedNesting> locks{};
+    std::size_t size = 0;
+    [[nodiscard]] std::size_t count(const BigReaderLock* lock) const {
+      std::size_t n = 0;
+      for (std::size_t i = 0; i < size; ++i) n += locks[i] == lock ? 1 : 0;
+      return n;
+    }
+    void push(const BigReaderLock* lock) {
+      HWARB_CHECK(size < kMaxSharedNesting, "BigReaderLock: too many nested read holds");
+      locks[size++] = lock;
+    }
+    void pop(const BigReaderLock* lock) {
+      for (std::size_t i = size; i-- > 0;) {
+        if (locks[i] != lock) continue;
+        for (std::size_t j = i; j + 1 < size; ++j) locks[j] = locks[j + 1];
+        --size;
+        return;
+      }
+      HWARB_CHECK(false, "BigReaderLock: unlock_shared without lock_shared");
+    }
+  };
+  static SharedHolds& shared_holds() {
+    thread_local SharedHolds holds;
+    return holds;
+  }
+
+  [[nodiscard]] bool holds_read_side() const {
+    const std::size_t slot = my_slot();
+    if (slot < kPrivateSlots) return slots_[slot].readers.load(std::memory_order_relaxed) > 0;
+    return shared_holds().count(this) > 0;
+  }
+
   void leave(std::size_t slot) {
     std::atomic<int>& readers = slots_[slot].readers;
     if (slot < kPrivateSlots) {
@@ -105,19 +189,33 @@ class BigReaderLock {
   };
   std::array<Slot, kPrivateSlots + kSharedSlots> slots_{};
   alignas(64) std::atomic<bool> writer_{false};
+  std::atomic<std::thread::id> writer_thread_{};
   std::mutex writer_mutex_;
 };
 
-class SharedGuard {
+class HWARB_SCOPED_CAPABILITY SharedGuard {
  public:
-  explicit SharedGuard(BigReaderLock& lock) : lock_(lock), slot_(lock.lock_shared()) {}
-  ~SharedGuard() { lock_.unlock_shared(slot_); }
+  explicit SharedGuard(BigReaderLock& lock) HWARB_ACQUIRE_SHARED(lock)
+      : lock_(lock), slot_(lock.lock_shared()) {}
+  ~SharedGuard() HWARB_RELEASE() { lock_.unlock_shared(slot_); }
   SharedGuard(const SharedGuard&) = delete;
   SharedGuard& operator=(const SharedGuard&) = delete;
 
  private:
   BigReaderLock& lock_;
   std::size_t slot_;
+};
+
+// The write side for a scope (std::lock_guard carries no thread-safety annotations).
+class HWARB_SCOPED_CAPABILITY WriteGuard {
+ public:
+  explicit WriteGuard(BigReaderLock& lock) HWARB_ACQUIRE(lock) : lock_(lock) { lock_.lock(); }
+  ~WriteGuard() HWARB_RELEASE() { lock_.unlock(); }
+  WriteGuard(const WriteGuard&) = delete;
+  WriteGuard& operator=(const WriteGuard&) = delete;
+
+ private:
+  BigReaderLock& lock_;
 };
 
 }  // namespace hwarb::arbiter::detail
