@@ -558,46 +558,16 @@ void write_json(const std::vector<Row>& rows, const std::string& path) {
 
 // ---- main -----------------------------------------------------------------------------------
 
-void usage() {
-  std::puts(
-      "usage: arbiter_bench [--quick] [--workload thread|cpu|mixed|all] [--threads 1|2]\n"
-      "                     [--reps N] [--time SECONDS_PER_REP] [--json FILE]");
-}
-
 std::optional<Options> parse(int argc, char** argv) {
   Options opt;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    auto value = [&]() -> std::optional<std::string> {
-      if (i + 1 >= argc) return std::nullopt;
-      return std::string(argv[++i]);
-    };
-    if (a == "--quick") {
-      opt.quick = true;
-    } else if (a == "--workload" || a == "--threads" || a == "--reps" || a == "--time" ||
-               a == "--json") {
-      auto v = value();
-      if (!v) return std::nullopt;
-      if (a == "--workload") {
-        opt.workload = *v;
-        if (opt.workload != "thread" && opt.workload != "cpu" && opt.workload != "mixed" &&
-            opt.workload != "all") {
-          return std::nullopt;
-        }
-      } else if (a == "--threads") {
-        opt.threads = std::atoi(v->c_str());
-        if (*opt.threads < 1 || *opt.threads > 64) return std::nullopt;
-      } else if (a == "--reps") {
-        opt.reps = std::max(1, std::atoi(v->c_str()));
-      } else if (a == "--time") {
-        opt.rep_time = std::max(0.001, std::atof(v->c_str()));
-      } else {
-        opt.json = *v;
-      }
-    } else {
-      return std::nullopt;
-    }
-  }
+  const bool parsed = hwarb::bench::Args("arbiter_bench")
+                          .choice("workload", &opt.workload, {"thread", "cpu", "mixed", "all"})
+                          .number("threads", "1|2", &opt.threads, 1, 64)
+                          .number("reps", "N", &opt.reps, 1)
+                          .number("time", "SECONDS_PER_REP", &opt.rep_time, 0.001)
+                          .text("json", "FILE", &opt.json)
+                          .parse(argc, argv, &opt.quick);
+  if (!parsed) return std::nullopt;
   if (opt.quick) {
     opt.reps = 1;
     opt.rep_time = 0.002;
@@ -608,16 +578,7 @@ std::optional<Options> parse(int argc, char** argv) {
   return opt;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const auto parsed = parse(argc, argv);
-  if (!parsed) {
-    usage();
-    return 2;
-  }
-  const Options& opt = *parsed;
-
+int run(const Options& opt) {
   bool ok = check_agreement(4, 6, 4000, 1);
   ok = check_agreement(64, 20, 4000, 2) && ok;
   ok = check_agreement(3, 3, 4000, 3) && ok;
@@ -685,4 +646,10 @@ int main(int argc, char** argv) {
   }
   if (!opt.json.empty()) write_json(rows, opt.json);
   return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return hwarb::bench::driver_main(argc, argv, parse, run);
 }

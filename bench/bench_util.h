@@ -4,10 +4,13 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -21,7 +24,6 @@ inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// SplitMix64: a fixed seed gives the same sequence on every run and machine.
 // The median of `v` (the upper one for an even count); 0 when empty.
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -63,6 +65,7 @@ class Timed {
   std::vector<double> rates_;
 };
 
+// SplitMix64: a fixed seed gives the same sequence on every run and machine.
 class SplitMix {
  public:
   explicit SplitMix(std::uint64_t seed) : state_(seed) {}
@@ -106,21 +109,119 @@ inline std::string rate_range(const std::vector<double>& rates) {
          format_rate(*std::ranges::max_element(rates)) + "]";
 }
 
-// The benchmarks' command lines: `--quick` sets *quick; every other argument is `--NAME VALUE`,
-// given to on_option(name, value), which returns false for an unknown name or a bad value. False
-// when an argument is refused or a value is missing.
-inline bool parse_args(int argc, char** argv, bool* quick,
-                       const std::function<bool(std::string_view, const std::string&)>& on_option) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--quick") {
-      *quick = true;
-      continue;
-    }
-    if (i + 1 >= argc) return false;
-    if (!on_option(a, argv[++i])) return false;
+// A benchmark driver's command line, declared once per option: `--quick` is always known; every
+// other option is `--NAME VALUE`, parsed into a typed target with its bounds. parse() refuses an
+// unknown option, a missing value, a value that is not a whole number of the target's type or is
+// out of bounds, naming the option and the reason, then prints the usage generated from the
+// declarations. A refused command line leaves the targets partly set: the driver exits.
+class Args {
+ public:
+  explicit Args(std::string program) : program_(std::move(program)) {}
+
+  // An integer (int, std::uint64_t, std::size_t ...) or a double, in [lo, hi].
+  template <typename T>
+  Args& number(std::string name, std::string metavar, T* out, T lo,
+               T hi = std::numeric_limits<T>::max()) {
+    return add(std::move(name), std::move(metavar),
+               [out, lo, hi](const std::string& v) { return read_number(v, lo, hi, out); });
   }
-  return true;
+  // The same, remembered as given (the driver then overrides --quick's presets with it).
+  template <typename T>
+  Args& number(std::string name, std::string metavar, std::optional<T>* out, T lo,
+               T hi = std::numeric_limits<T>::max()) {
+    return add(std::move(name), std::move(metavar), [out, lo, hi](const std::string& v) {
+      T value{};
+      std::string why = read_number(v, lo, hi, &value);
+      if (why.empty()) *out = value;
+      return why;
+    });
+  }
+  // One of `choices`.
+  Args& choice(std::string name, std::string* out, std::vector<std::string> choices) {
+    std::string metavar;
+    for (const auto& c : choices) metavar += (metavar.empty() ? "" : "|") + c;
+    return add(std::move(name), metavar, [out, choices](const std::string& v) -> std::string {
+      if (std::ranges::find(choices, v) == choices.end()) return "'" + v + "' is not one of them";
+      *out = v;
+      return {};
+    });
+  }
+  // Any text (a file name).
+  Args& text(std::string name, std::string metavar, std::string* out) {
+    return add(std::move(name), std::move(metavar), [out](const std::string& v) {
+      *out = v;
+      return std::string();
+    });
+  }
+
+  // "usage: NAME [--quick] [--reps N] ...".
+  [[nodiscard]] std::string usage() const {
+    std::string out = "usage: " + program_ + " [--quick]";
+    for (const auto& o : options_) out += " [" + o.name + " " + o.metavar + "]";
+    return out;
+  }
+
+  // True when every argument was taken; else the reason and the usage on stderr.
+  [[nodiscard]] bool parse(int argc, char** argv, bool* quick) const {
+    for (int i = 1; i < argc; ++i) {
+      const std::string_view a = argv[i];
+      if (a == "--quick") {
+        *quick = true;
+        continue;
+      }
+      const auto it = std::ranges::find(options_, a, &Option::name);
+      std::string why;
+      if (it == options_.end()) {
+        why = std::string(a) + ": unknown option";
+      } else if (i + 1 >= argc) {
+        why = std::string(a) + ": needs a value (" + it->metavar + ")";
+      } else if (std::string reason = it->set(argv[++i]); !reason.empty()) {
+        why = std::string(a) + ": " + reason;
+      }
+      if (!why.empty()) {
+        std::fprintf(stderr, "%s: %s\n%s\n", program_.c_str(), why.c_str(), usage().c_str());
+        return false;
+      }
+    }
+    return true;
+  }
+
+ private:
+  struct Option {
+    std::string name;  // "--reps"
+    std::string metavar;
+    std::function<std::string(const std::string&)> set;  // empty string: taken; else the reason
+  };
+
+  Args& add(std::string name, std::string metavar,
+            std::function<std::string(const std::string&)> set) {
+    options_.push_back({"--" + std::move(name), std::move(metavar), std::move(set)});
+    return *this;
+  }
+
+  template <typename T>
+  static std::string read_number(const std::string& v, T lo, T hi, T* out) {
+    T value{};
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
+    if (ec != std::errc() || end != v.data() + v.size()) return "'" + v + "' is not a number";
+    if (value < lo || value > hi) {
+      return "'" + v + "' is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    }
+    *out = value;
+    return {};
+  }
+
+  std::string program_;
+  std::vector<Option> options_;
+};
+
+// A driver's main(): parse the command line (exit 2 when it is refused), then run.
+template <typename Options>
+int driver_main(int argc, char** argv, std::optional<Options> (*parse)(int, char**),
+                int (*run)(const Options&)) {
+  const std::optional<Options> options = parse(argc, argv);
+  if (!options) return 2;
+  return run(*options);
 }
 
 }  // namespace hwarb::bench

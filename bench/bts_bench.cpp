@@ -47,7 +47,6 @@ namespace {
 namespace bts = hwarb::bts;
 using hwarb::bench::Clock;
 using hwarb::bench::median;
-using hwarb::bench::parse_args;
 using hwarb::bench::rate_range;
 using hwarb::bench::ratio;
 using hwarb::bench::seconds_since;
@@ -404,31 +403,15 @@ bool check_the_check(const std::vector<std::byte>& src) {
   return ok || failed("the record check missed or miscounted damaged records");
 }
 
-void usage() {
-  std::puts(
-      "usage: bts_bench [--quick] [--reps N] [--records N] [--ring-records N] [--min-view N]");
-}
-
 std::optional<Options> parse(int argc, char** argv) {
   Options opt;
   std::optional<std::uint64_t> records;
-  const bool parsed =
-      parse_args(argc, argv, &opt.quick, [&](std::string_view a, const std::string& v) {
-        if (a == "--reps") {
-          opt.reps = std::max(1, std::atoi(v.c_str()));
-        } else if (a == "--records") {
-          records = std::strtoull(v.c_str(), nullptr, 10);
-          return *records != 0;
-        } else if (a == "--min-view") {
-          opt.min_view = static_cast<std::size_t>(std::strtoull(v.c_str(), nullptr, 10));
-        } else if (a == "--ring-records") {
-          opt.ring_records = static_cast<std::size_t>(std::strtoull(v.c_str(), nullptr, 10));
-          return opt.ring_records >= 128;
-        } else {
-          return false;
-        }
-        return true;
-      });
+  const bool parsed = hwarb::bench::Args("bts_bench")
+                          .number("reps", "N", &opt.reps, 1)
+                          .number("records", "N", &records, std::uint64_t{1})
+                          .number("ring-records", "N", &opt.ring_records, std::size_t{128})
+                          .number("min-view", "N", &opt.min_view, std::size_t{0})
+                          .parse(argc, argv, &opt.quick);
   if (!parsed) return std::nullopt;
   if (opt.quick) {
     opt.reps = 1;
@@ -436,19 +419,16 @@ std::optional<Options> parse(int argc, char** argv) {
   }
   if (records) opt.records = *records;
   if (opt.min_view == 0) opt.min_view = opt.ring_records / 4;
-  if (opt.min_view > opt.ring_records / 2) return std::nullopt;
+  if (opt.min_view > opt.ring_records / 2) {
+    std::fprintf(stderr, "bts_bench: --min-view: %zu is more than half of --ring-records %zu\n",
+                 opt.min_view, opt.ring_records);
+    return std::nullopt;
+  }
   return opt;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const auto parsed = parse(argc, argv);
-  if (!parsed) {
-    usage();
-    return 2;
-  }
-  Options opt = *parsed;
+int run(const Options& opt_in) {
+  Options opt = opt_in;
   // The producer (this thread) and the consumer on two different CPUs: left to the scheduler,
   // both sometimes share one CPU and the figures drop 10x.
   if (auto cpus = hwarb::linux::cpu_affinity(0);
@@ -505,4 +485,10 @@ int main(int argc, char** argv) {
   std::printf("\nchecked: every record once, in order, intact, none lost; total time %.1f s\n",
               seconds_since(t0));
   return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return hwarb::bench::driver_main(argc, argv, parse, run);
 }

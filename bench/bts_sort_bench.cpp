@@ -38,7 +38,6 @@ using hwarb::CpuId;
 using hwarb::TaskId;
 using hwarb::bench::Clock;
 using hwarb::bench::median;
-using hwarb::bench::parse_args;
 using hwarb::bench::rate_range;
 using hwarb::bench::ratio;
 using hwarb::bench::seconds_since;
@@ -144,18 +143,10 @@ double run_baseline(int contexts, std::uint64_t records, std::vector<std::uint64
 std::optional<Options> parse(int argc, char** argv) {
   Options opt;
   std::optional<std::uint64_t> records;
-  const bool parsed =
-      parse_args(argc, argv, &opt.quick, [&](std::string_view a, const std::string& v) {
-        if (a == "--reps") {
-          opt.reps = std::max(1, std::atoi(v.c_str()));
-        } else if (a == "--records") {
-          records = std::strtoull(v.c_str(), nullptr, 10);
-          return *records != 0;
-        } else {
-          return false;
-        }
-        return true;
-      });
+  const bool parsed = hwarb::bench::Args("bts_sort_bench")
+                          .number("reps", "N", &opt.reps, 1)
+                          .number("records", "N", &records, std::uint64_t{1})
+                          .parse(argc, argv, &opt.quick);
   if (!parsed) return std::nullopt;
   if (opt.quick) {
     opt.reps = 1;
@@ -165,15 +156,7 @@ std::optional<Options> parse(int argc, char** argv) {
   return opt;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const auto parsed = parse(argc, argv);
-  if (!parsed) {
-    std::puts("usage: bts_sort_bench [--quick] [--reps N] [--records N]");
-    return 2;
-  }
-  const Options opt = *parsed;
+int run(const Options& opt) {
   bool ok = true;
   const auto t0 = Clock::now();
   std::printf(
@@ -201,4 +184,10 @@ int main(int argc, char** argv) {
   std::printf("\nchecked: every context holds exactly the newest records; total time %.1f s\n",
               seconds_since(t0));
   return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return hwarb::bench::driver_main(argc, argv, parse, run);
 }

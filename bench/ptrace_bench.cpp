@@ -60,7 +60,6 @@ using hwarb::Result;
 using hwarb::bench::Clock;
 using hwarb::bench::format_rate;
 using hwarb::bench::median;
-using hwarb::bench::parse_args;
 using hwarb::bench::ratio;
 using hwarb::bench::seconds_since;
 using hwarb::bench::Timed;
@@ -357,23 +356,12 @@ std::string cell(const Rate& r) {
 
 // ---- main -----------------------------------------------------------------------------------
 
-void usage() {
-  std::puts("usage: ptrace_bench [--quick] [--reps N] [--time SECONDS]");
-}
-
 std::optional<Options> parse(int argc, char** argv) {
   Options opt;
-  const bool parsed =
-      parse_args(argc, argv, &opt.quick, [&](std::string_view a, const std::string& v) {
-        if (a == "--reps") {
-          opt.reps = std::max(1, std::atoi(v.c_str()));
-        } else if (a == "--time") {
-          opt.rep_time = std::max(0.001, std::atof(v.c_str()));
-        } else {
-          return false;
-        }
-        return true;
-      });
+  const bool parsed = hwarb::bench::Args("ptrace_bench")
+                          .number("reps", "N", &opt.reps, 1)
+                          .number("time", "SECONDS", &opt.rep_time, 0.001)
+                          .parse(argc, argv, &opt.quick);
   if (!parsed) return std::nullopt;
   if (opt.quick) {
     opt.reps = 1;
@@ -382,15 +370,7 @@ std::optional<Options> parse(int argc, char** argv) {
   return opt;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const auto parsed = parse(argc, argv);
-  if (!parsed) {
-    usage();
-    return 2;
-  }
-  const Options& opt = *parsed;
+int run(const Options& opt) {
   const auto t0 = Clock::now();
   if (auto probe = make_kernel(); !probe) {
     const ErrorCode c = probe.error().code();
@@ -438,4 +418,10 @@ int main(int argc, char** argv) {
   }
   std::printf("\ntotal time %.1f s\n", seconds_since(t0));
   return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return hwarb::bench::driver_main(argc, argv, parse, run);
 }

@@ -491,40 +491,17 @@ bool run_memory(const Options& opt, MemoryResult& out) {
 
 // ---- main -----------------------------------------------------------------------------------
 
-void usage() {
-  std::puts(
-      "usage: sim_bench [--quick] [--part access|switch|memory|all] [--reps N] [--time SECONDS]\n"
-      "                 [--switch-tasks N] [--memory-tasks N]");
-}
-
 std::optional<Options> parse(int argc, char** argv) {
   Options opt;
   std::optional<int> switch_tasks, memory_tasks;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--quick") {
-      opt.quick = true;
-      continue;
-    }
-    if (i + 1 >= argc) return std::nullopt;
-    const std::string v = argv[++i];
-    if (a == "--part") {
-      opt.part = v;
-      if (v != "access" && v != "switch" && v != "memory" && v != "all") return std::nullopt;
-    } else if (a == "--reps") {
-      opt.reps = std::max(1, std::atoi(v.c_str()));
-    } else if (a == "--time") {
-      opt.rep_time = std::max(0.001, std::atof(v.c_str()));
-    } else if (a == "--switch-tasks") {
-      switch_tasks = std::atoi(v.c_str());
-      if (*switch_tasks < 3) return std::nullopt;
-    } else if (a == "--memory-tasks") {
-      memory_tasks = std::atoi(v.c_str());
-      if (*memory_tasks < 1) return std::nullopt;
-    } else {
-      return std::nullopt;
-    }
-  }
+  const bool parsed = hwarb::bench::Args("sim_bench")
+                          .choice("part", &opt.part, {"access", "switch", "memory", "all"})
+                          .number("reps", "N", &opt.reps, 1)
+                          .number("time", "SECONDS", &opt.rep_time, 0.001)
+                          .number("switch-tasks", "N", &switch_tasks, 3)
+                          .number("memory-tasks", "N", &memory_tasks, 1)
+                          .parse(argc, argv, &opt.quick);
+  if (!parsed) return std::nullopt;
   if (opt.quick) {
     opt.reps = 1;
     opt.rep_time = 0.002;
@@ -536,15 +513,7 @@ std::optional<Options> parse(int argc, char** argv) {
   return opt;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const auto parsed = parse(argc, argv);
-  if (!parsed) {
-    usage();
-    return 2;
-  }
-  const Options& opt = *parsed;
+int run(const Options& opt) {
   auto wants = [&](std::string_view p) { return opt.part == "all" || opt.part == p; };
   bool ok = true;
   const auto t0 = Clock::now();
@@ -599,4 +568,10 @@ int main(int argc, char** argv) {
   }
   std::printf("\ntotal time %.1f s\n", seconds_since(t0));
   return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return hwarb::bench::driver_main(argc, argv, parse, run);
 }

@@ -7,16 +7,21 @@
 //
 // DR7 (debug control), low 32 bits; bits 32–63 are reserved (zero):
 //
-//   31 30 29 28 27 26 25 24 23 22 21 20 19 18 17 16 15 14 13 12 11 10  9  8  7  6  5  4  3  2  1  0
-//  +-----+-----+-----+-----+-----+-----+-----+-----+--+--+--+--+--+--+--+--+--+--+--+--+--+--+--+--+
-//  |LEN3 | RW3 |LEN2 | RW2 |LEN1 | RW1 |LEN0 | RW0 | 0| 0|GD| 0|RT|
-//  1|GE|LE|G3|L3|G2|L2|G1|L1|G0|L0|
-//  +-----+-----+-----+-----+-----+-----+-----+-----+--+--+--+--+--+--+--+--+--+--+--+--+--+--+--+--+
+//   31  30  29  28  27  26  25  24  23  22  21  20  19  18  17  16
+//  +-------+-------+-------+-------+-------+-------+-------+-------+
+//  | LEN3  |  RW3  | LEN2  |  RW2  | LEN1  |  RW1  | LEN0  |  RW0  |
+//  +-------+-------+-------+-------+-------+-------+-------+-------+
+//
+//   15  14  13  12  11  10  9   8   7   6   5   4   3   2   1   0
+//  +---+---+---+---+---+---+---+---+---+---+---+---+---+---+---+---+
+//  | 0 | 0 |GD | 0 |RTM| 1 |GE |LE |G3 |L3 |G2 |L2 |G1 |L1 |G0 |L0 |
+//  +---+---+---+---+---+---+---+---+---+---+---+---+---+---+---+---+
 //
 //   Ln/Gn  local/global enable of slot n (bit 2n / 2n+1); a slot is armed if either is set
 //   LE/GE  exact-breakpoint enables (legacy; Linux sets GE, DR_GLOBAL_SLOWDOWN = 0x200)
 //   RWn    00 execute, 01 data write, 10 I/O (needs CR4.DE; Linux refuses it), 11 data read/write
 //   LENn   00 1 byte, 01 2 bytes, 10 8 bytes (64-bit only), 11 4 bytes; execute needs 00
+//   GD     general detect (fault on a debug-register access); RTM  TSX debugging; bit 10 reads 1
 //   bits 10–15 are what Linux calls DR_CONTROL_RESERVED (0xfc00) and drops from ptrace writes
 //
 // DR6 (debug status), low 32 bits:
