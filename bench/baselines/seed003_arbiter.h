@@ -9,9 +9,9 @@
 //     toggle_bp_task_slot walks ctx->event_list);
 //   - a task-on-all-CPUs request loops over the online CPUs, both to check (fetch_bp_busy_slots)
 //     and to update (toggle_bp_slot), walking the task's list once per CPU.
-// Admission is the rule of DESIGN.md section 2 (a task is checked against its own count, as the
-// seed's follow-up fix did; the first posting compared against the largest task of the CPU), so
-// that all benchmarked implementations take the same decisions.
+// Admission is the rule of docs/architecture.md section 2 (a task is checked against its own count,
+// as the seed's follow-up fix did; the first posting compared against the largest task of the CPU),
+// so that all benchmarked implementations take the same decisions.
 #pragma once
 
 #include <array>

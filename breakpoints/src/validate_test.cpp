@@ -58,7 +58,7 @@ TEST(Validate, ArchNamesAndSizes) {
   EXPECT_EQ(exec_len(Arch::kX86_64), 8u);
   EXPECT_EQ(exec_len(Arch::kI386), 4u);
   EXPECT_EQ(exec_len(Arch::kArm64), 4u);
-  EXPECT_EQ(task_size_max(Arch::kX86_64), 0x00007ffffffff000ULL);  // DESIGN.md section 4
+  EXPECT_EQ(task_size_max(Arch::kX86_64), 0x00007ffffffff000ULL);  // docs/architecture.md section 4
   for (Arch a : kArches) {
     EXPECT_EQ(default_len(a, BpType::kX), exec_len(a));
     EXPECT_EQ(default_len(a, BpType::kW), 4u);

@@ -1,7 +1,7 @@
 // Property test of the ptrace DR emulation on the simulated machine: random sequences of
 // POKEUSER/PEEKUSER, perf users of the same task, accesses and instruction fetches (hits),
 // single-steps and continues, against a small model of one task's register file written here from
-// DESIGN.md section 5 and ptrace_compat/debugreg_emulation.h.
+// docs/architecture.md section 5 and ptrace_compat/debugreg_emulation.h.
 //
 // The model keeps, for slot 0..3, the breakpoint ptrace registered (address, len, type, enabled)
 // or none; the DR7 value last written; the virtual DR6; the perf users' breakpoints; whether the

@@ -15,8 +15,8 @@
 //   3. task T pinned on all CPUs:  case 2 holds for every c
 //   4. flexible on c (any owner):  CP[c] + max_T TP(T,c) + max(R[c], w) <= N
 //   5. flexible task on all CPUs:  case 4 holds for every c
-// With all weights 1 this is DESIGN.md section 2: a flexible request joins when flexible ones
-// already exist (R = 1 is already set aside) or when one slot is left after the pinned load,
+// With all weights 1 this is docs/architecture.md section 2: a flexible request joins when flexible
+// ones already exist (R = 1 is already set aside) or when one slot is left after the pinned load,
 // and a pinned request must leave that one slot. With policy kAsPinned flexible requests are
 // accounted exactly as pinned ones (the Linux behaviour). A refusal is ENOSPC.
 // Weight must be >= 1 (EINVAL); a weight larger than the pool can never fit (ENOSPC).

@@ -1,4 +1,5 @@
-// hwarb/breakpoints/validate.h — Linux's breakpoint attribute checks (DESIGN.md section 4).
+// hwarb/breakpoints/validate.h — Linux's breakpoint attribute checks, in Linux's order
+// (docs/architecture.md section 4).
 //
 // Pure functions; no state. The checks run in Linux's order (arch_build_bp_info, then the
 // alignment check of hw_breakpoint_arch_parse, then arch_check_bp_in_kernelspace), after the slot

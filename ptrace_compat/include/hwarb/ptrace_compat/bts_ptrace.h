@@ -1,5 +1,5 @@
 // hwarb/ptrace_compat/bts_ptrace.h — the legacy PTRACE_BTS_* requests (seed 000, the 2008 ptrace
-// BTS API; seed 001 before it) on the shared BTS facility (DESIGN.md sections 5 and 6).
+// BTS API; seed 001 before it) on the shared BTS facility (docs/architecture.md sections 5 and 6).
 //
 // Model. A traced task has at most one BTS buffer: one task tracing context of the bts::Tracer,
 // opened as ContextConfig{task, cpu nullopt, flags kUser (| kSched), mode kWrap or kSignal,

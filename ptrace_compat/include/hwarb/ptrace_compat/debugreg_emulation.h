@@ -1,5 +1,5 @@
 // hwarb/ptrace_compat/debugreg_emulation.h — DR0–DR7 of a traced task, with current Linux x86
-// semantics (arch/x86/kernel/ptrace.c), on the hw_breakpoint API (DESIGN.md section 5).
+// semantics (arch/x86/kernel/ptrace.c), on the hw_breakpoint API (docs/architecture.md section 5).
 //
 // A ptrace breakpoint is a pinned user breakpoint of the task on all CPUs, exclude_kernel, in the
 // same arbiter as perf and kernel users: a ptrace user, a perf user and a wide kernel user of the

@@ -1,4 +1,4 @@
-// hwarb/sim/machine.h — the deterministic simulated machine (DESIGN.md section 7, `sim`).
+// hwarb/sim/machine.h — the deterministic simulated machine (docs/architecture.md section 7).
 //
 // What it models:
 //  - N possible CPUs (1..65536), all online at creation. CPU hotplug: a CPU goes offline only

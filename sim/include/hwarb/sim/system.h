@@ -31,9 +31,9 @@
 //      4. step arms the machine's single-step for the task; cont disarms it. Detach resumes the
 //         task and disarms single-step; it keeps the ptrace breakpoints (Linux flushes them only
 //         at exec and exit). A task's exit flushes them and ends its tracing.
-//  - BTS (pmu/bts, DESIGN.md section 6): the Tracer owns every CPU's BTS facility and programs
-//    the machine's DS area and DEBUGCTL (System is its BtsHardware); the machine's BTS interrupt
-//    goes to Tracer::on_interrupt. A switch is, in this order: Core::sched_out(prev) (the BTS
+//  - BTS (pmu/bts, docs/architecture.md section 6): the Tracer owns every CPU's BTS facility and
+//    programs the machine's DS area and DEBUGCTL (System is its BtsHardware); the machine's BTS
+//    interrupt goes to Tracer::on_interrupt. A switch is, in this order: Core::sched_out(prev) (the BTS
 //    PMU deactivates prev's event contexts, flushing the CPU's records to them), then
 //    Tracer::on_switch (timestamps, the task contexts follow the running task), then
 //    Core::sched_in(next). BTS events of the core (EventType::kBts) go to the BtsPmu. The ptrace

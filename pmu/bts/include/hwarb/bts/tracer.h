@@ -1,6 +1,6 @@
-// hwarb/bts/tracer.h — the BTS facility shared through tracing contexts (DESIGN.md section 6,
-// seed 002): one owner programs each CPU's facility; any number of contexts — one task or global,
-// user and/or kernel — receive the records meant for them.
+// hwarb/bts/tracer.h — the BTS facility shared through tracing contexts (docs/architecture.md
+// section 6, seed 002): one owner programs each CPU's facility; any number of contexts — one task
+// or global, user and/or kernel — receive the records meant for them.
 //
 // Model.
 //  - The hardware (BtsHardware) has one BTS facility per CPU: a DS save area, a BTS buffer and

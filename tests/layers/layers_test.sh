@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The layers, checked on every include of every library and CLI source (tests, benchmarks and the
+# test programs are exempt: a test may reach any layer to drive the one it tests).
+#
+# Each folder may include only the folders listed for it (itself included); the order is the one
+# docs/architecture.md draws:
+#
+#   base, x86 -> arbiter -> pmu -> pmu/bts -> breakpoints -> ptrace_compat -> sim
+#   base -> linux/sys;  ptrace_compat, linux/sys -> linux/debug;  everything -> tools/hwarb
+#
+# An include of "hwarb/linux/NAME" belongs to linux/sys when linux/sys/include/hwarb/linux/NAME
+# exists, else to linux/debug (both layers keep the hwarb/linux/ prefix).
+# Also: the CLI (tools/hwarb) holds no ptrace or perf calls and no system headers for them.
+# Usage: layers_test.sh SOURCE_DIR. Prints every violation; exits 1 if there is any.
+set -uo pipefail
+root=${1:?usage: layers_test.sh SOURCE_DIR}
+cd "$root" || exit 2
+
+declare -A allowed=(
+  [base]="base"
+  [x86]="base x86"
+  [arbiter]="base x86 arbiter"
+  [pmu]="base x86 arbiter pmu"
+  [pmu/bts]="base x86 arbiter pmu pmu/bts"
+  [breakpoints]="base x86 arbiter pmu pmu/bts breakpoints"
+  [ptrace_compat]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat"
+  [sim]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat sim"
+  [linux/sys]="base linux/sys"
+  [linux/debug]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat linux/sys linux/debug"
+  [tools/hwarb]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat sim linux/sys linux/debug tools/hwarb"
+)
+# The include prefix (hwarb/PREFIX/...) of each folder.
+declare -A prefix_folder=(
+  [base]=base [x86]=x86 [arbiter]=arbiter [pmu]=pmu [bts]=pmu/bts [breakpoints]=breakpoints
+  [ptrace_compat]=ptrace_compat [sim]=sim [cli]=tools/hwarb [scenario]=tools/hwarb
+)
+
+folder_of_file() {
+  local f=$1
+  for folder in pmu/bts linux/sys linux/debug tools/hwarb base x86 arbiter pmu breakpoints \
+                ptrace_compat sim; do
+    [[ $f == "$folder"/* ]] && { echo "$folder"; return; }
+  done
+}
+
+folder_of_include() {
+  local inc=$1 prefix=${1#hwarb/}
+  prefix=${prefix%%/*}
+  if [ "$prefix" = linux ]; then
+    if [ -e "linux/sys/include/$inc" ]; then echo linux/sys; else echo linux/debug; fi
+  else
+    echo "${prefix_folder[$prefix]:-unknown:$prefix}"
+  fi
+}
+
+bad=0
+checked=0
+while IFS=: read -r file inc; do
+  case $file in *_test.cpp | *_test.h | *test_support.h | *fake_kernel.h) continue ;; esac
+  from=$(folder_of_file "$file")
+  [ -n "$from" ] || continue
+  checked=$((checked + 1))
+  to=$(folder_of_include "$inc")
+  if [[ " ${allowed[$from]} " != *" $to "* ]]; then
+    echo "layers: $file includes $inc ($to), which $from may not use (allowed: ${allowed[$from]})"
+    bad=1
+  fi
+done < <(find base x86 arbiter pmu breakpoints ptrace_compat sim linux tools \( -name '*.h' -o \
+           -name '*.cpp' \) -print0 | sort -z |
+         xargs -0 grep -HE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"hwarb/' |
+         sed 's/^\([^:]*\):.*"\(hwarb\/[^"]*\)".*/\1:\2/')
+
+# The CLI parses arguments and prints; the debugger under it makes the system calls.
+# (The scenario runner's ptrace is the simulated machine's: it is not a system call.)
+cli_calls=$(grep -nE '#include[[:space:]]*[<"](sys/ptrace|sys/wait|sys/syscall|linux/perf_event|linux/hw_breakpoint|hwarb/linux/syscalls|hwarb/linux/stopped_child)\.h[>"]|::(ptrace|syscall|waitpid|wait4|kill|tgkill|perf_event_open)[[:space:]]*\(|linux::(ptrace_[a-z_]+|perf_[a-z_]*open[a-z_]*|wait_for|send_signal)[[:space:]]*\(' \
+  tools/hwarb/src/*.cpp tools/hwarb/src/*.h 2>/dev/null | grep -v '_test\.cpp:')
+if [ -n "$cli_calls" ]; then
+  echo "layers: the CLI makes ptrace/perf/wait calls (they belong in linux/debug):"
+  echo "$cli_calls"
+  bad=1
+fi
+
+[ "$checked" -gt 100 ] || { echo "layers: only $checked includes found: wrong SOURCE_DIR?"; exit 1; }
+[ $bad -eq 0 ] && echo "layers: $checked includes checked, every one points down"
+exit $bad
