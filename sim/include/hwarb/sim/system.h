@@ -33,8 +33,8 @@
 //         at exec and exit). A task's exit flushes them and ends its tracing.
 //  - BTS (pmu/bts, docs/architecture.md section 6): the Tracer owns every CPU's BTS facility and
 //    programs the machine's DS area and DEBUGCTL (System is its BtsHardware); the machine's BTS
-//    interrupt goes to Tracer::on_interrupt. A switch is, in this order: Core::sched_out(prev) (the BTS
-//    PMU deactivates prev's event contexts, flushing the CPU's records to them), then
+//    interrupt goes to Tracer::on_interrupt. A switch is, in this order: Core::sched_out(prev) (the
+//    BTS PMU deactivates prev's event contexts, flushing the CPU's records to them), then
 //    Tracer::on_switch (timestamps, the task contexts follow the running task), then
 //    Core::sched_in(next). BTS events of the core (EventType::kBts) go to the BtsPmu. The ptrace
 //    BTS API (ptrace_bts()) keeps one task context per tracee; when a SIGNAL-mode buffer of a
