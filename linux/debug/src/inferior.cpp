@@ -1,19 +1,11 @@
 #include "hwarb/linux/inferior.h"
 
-#include <fcntl.h>
-#include <poll.h>
+#include <elf.h>
 #include <signal.h>
-#include <sys/personality.h>
 #include <sys/ptrace.h>
-#include <sys/signalfd.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/uio.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -23,34 +15,19 @@
 
 #include "hwarb/base/format.h"
 #include "hwarb/linux/proc_maps.h"
-#include "sys_error.h"
-
-extern char** environ;
+#include "hwarb/linux/signals.h"
+#include "hwarb/linux/spawn.h"
+#include "hwarb/linux/syscalls.h"
 
 namespace hwarb::linux {
 namespace {
-
-using detail::sys_fail;
 
 constexpr long kOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
                           PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
 constexpr int kSyscallTrap = SIGTRAP | 0x80;
 
-long raw_ptrace(long request, pid_t pid, std::uint64_t addr, std::uint64_t data) {
-  return ::syscall(SYS_ptrace, request, static_cast<long>(pid), addr, data);
-}
-
 std::string tid_text(pid_t tid) {
   return "thread " + std::to_string(tid);
-}
-
-Result<void> ptrace_call(long request, const char* name, pid_t tid, std::uint64_t addr,
-                         std::uint64_t data) {
-  if (raw_ptrace(request, tid, addr, data) != 0) {
-    const int err = errno;
-    return sys_fail(err, "pid", std::string(name) + " of " + tid_text(tid));
-  }
-  return {};
 }
 
 int ptrace_event(int status) {
@@ -59,27 +36,16 @@ int ptrace_event(int status) {
 
 // The thread group of `tid` (/proc/TID/status Tgid), or -1.
 pid_t thread_group_of(pid_t tid) {
-  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::stol(line.substr(5)));
-  }
-  return -1;
+  return thread_group(tid).value_or(-1);
 }
 
 // argv[0] resolved the way execvp would, so that a missing command is an error of the caller's
 // process (ENOENT naming `command`) instead of an exit status 127 of the child.
 Result<std::string> resolve_command(const std::string& name) {
   if (name.empty()) return make_error(ErrorCode::kInval, "command: empty");
-  auto runnable = [](const std::string& path) {
-    struct stat st {};
-    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-           ::access(path.c_str(), X_OK) == 0;
-  };
   if (name.find('/') != std::string::npos) {
-    if (runnable(name)) return name;
-    const int err = errno != 0 ? errno : EACCES;
-    return sys_fail<std::string>(err, "command", "'" + name + "' cannot be run");
+    if (auto runnable = check_runnable(name); !runnable) return std::unexpected(runnable.error());
+    return name;
   }
   const char* path = ::getenv("PATH");
   std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
@@ -90,20 +56,10 @@ Result<std::string> resolve_command(const std::string& name) {
     std::string dir = dirs.substr(begin, end - begin);
     if (dir.empty()) dir = ".";
     const std::string candidate = dir + "/" + name;
-    if (runnable(candidate)) return candidate;
+    if (check_runnable(candidate)) return candidate;
     begin = end + 1;
   }
   return make_error(ErrorCode::kNoEnt, "command: '" + name + "' not found in PATH");
-}
-
-Error attach_error(int err, pid_t pid) {
-  std::string why = "PTRACE_SEIZE of " + tid_text(pid);
-  if (err == EPERM) {
-    why +=
-        " refused: the process is traced already (a debugger), belongs to another user, or "
-        "/proc/sys/kernel/yama/ptrace_scope forbids attaching to a non-child";
-  }
-  return detail::sys_error(err, "pid", why);
 }
 
 }  // namespace
@@ -152,7 +108,7 @@ void Inferior::forget() {
     }
   }
   for (auto& [child, unused] : children_) {
-    (void)raw_ptrace(PTRACE_DETACH, child, 0, 0);
+    (void)ptrace_detach(child);
   }
   children_.clear();
   pid_ = -1;
@@ -163,59 +119,34 @@ Result<Inferior> Inferior::spawn(const std::vector<std::string>& argv,
   if (argv.empty()) return make_error(ErrorCode::kInval, "command: no command given");
   auto path = resolve_command(argv[0]);
   if (!path) return std::unexpected(path.error());
-  // Everything the child needs is built before fork: the child only makes system calls.
-  std::vector<char*> args;
-  args.reserve(argv.size() + 1);
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) return sys_fail<Inferior>(errno, "command", "fork");
-  if (pid == 0) {
-    if (options.stdout_fd >= 0) ::dup2(options.stdout_fd, 1);
-    if (options.disable_aslr) {
-      const long current = ::syscall(SYS_personality, 0xffffffffUL);
-      if (current != -1)
-        ::syscall(SYS_personality, static_cast<unsigned long>(current) | ADDR_NO_RANDOMIZE);
-    }
-    sigset_t chld;
-    sigemptyset(&chld);
-    sigaddset(&chld, SIGCHLD);
-    ::sigprocmask(SIG_UNBLOCK, &chld, nullptr);  // wait_or_poll may have blocked it in hwarb
-    ::syscall(SYS_kill, ::syscall(SYS_getpid), SIGSTOP);
-    ::execve(path->c_str(), args.data(), environ);
-    ::_exit(127);
-  }
+  // The child unblocks SIGCHLD before its exec: wait_or_poll may have blocked it in hwarb.
+  auto spawned = spawn_stopped(
+      *path, argv, {.stdout_fd = options.stdout_fd, .disable_aslr = options.disable_aslr});
+  if (!spawned) return std::unexpected(spawned.error());
+  const pid_t pid = *spawned;
   Inferior inferior(pid, true);
-  int status = 0;
-  if (::waitpid(pid, &status, WSTOPPED) != pid || !WIFSTOPPED(status)) {
-    inferior.pid_ = -1;
-    return make_error(ErrorCode::kIo, "command: the child did not stop before exec");
-  }
   const long options_bits = kOptions | (options.kill_on_exit ? PTRACE_O_EXITKILL : 0);
-  if (raw_ptrace(PTRACE_SEIZE, pid, 0, static_cast<std::uint64_t>(options_bits)) != 0) {
-    const int err = errno;
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
+  if (auto seized = ptrace_seize(pid, static_cast<std::uint64_t>(options_bits)); !seized) {
+    (void)send_signal(pid, SIGKILL);
+    (void)linux::wait_for(pid, false);
     inferior.pid_ = -1;
-    return std::unexpected(attach_error(err, pid));
+    return std::unexpected(seized.error());
   }
   inferior.threads_[pid] = Thread{};
-  ::kill(pid, SIGCONT);
+  (void)send_signal(pid, SIGCONT);
   // Until the exec stop: the SIGCONT and the group-stop reports are job control, not the
   // program's; they are suppressed.
   for (;;) {
-    if (::waitpid(pid, &status, __WALL) != pid) {
-      return sys_fail<Inferior>(errno, "command", "waitpid before exec");
-    }
+    auto waited = wait_once(pid, false);
+    if (!waited) return std::unexpected(waited.error().with_context("command"));
+    const int status = waited->status.raw;
     if (WIFEXITED(status) || WIFSIGNALED(status)) {
       inferior.exited_ = true;
       return make_error(ErrorCode::kNoEnt, "command: '" + argv[0] +
                                                "' exited before it could be traced (exec failed)");
     }
     if (ptrace_event(status) == PTRACE_EVENT_EXEC) break;
-    if (raw_ptrace(PTRACE_CONT, pid, 0, 0) != 0) {
-      return sys_fail<Inferior>(errno, "pid", "PTRACE_CONT before exec");
-    }
+    if (auto cont = ptrace_cont(pid); !cont) return std::unexpected(cont.error());
   }
   Thread& t = inferior.threads_[pid];
   t.stopped = true;
@@ -227,7 +158,7 @@ Result<Inferior> Inferior::spawn(const std::vector<std::string>& argv,
 
 Result<Inferior> Inferior::attach(pid_t pid, const InferiorOptions&) {
   if (pid <= 0) return make_error(ErrorCode::kInval, "pid: must be positive");
-  if (pid == ::getpid()) return make_error(ErrorCode::kInval, "pid: hwarb cannot trace itself");
+  if (pid == own_pid()) return make_error(ErrorCode::kInval, "pid: hwarb cannot trace itself");
   if (thread_group_of(pid) != pid) {
     return make_error(ErrorCode::kSrch, "pid: no process " + std::to_string(pid) +
                                             " (or it is a thread: give its process id)");
@@ -244,10 +175,10 @@ Result<Inferior> Inferior::attach(pid_t pid, const InferiorOptions&) {
     }
     for (pid_t tid : *tids) {
       if (inferior.threads_.contains(tid)) continue;
-      if (raw_ptrace(PTRACE_SEIZE, tid, 0, static_cast<std::uint64_t>(kOptions)) != 0) {
-        const int err = errno;
-        if (err == ESRCH && !inferior.threads_.empty()) continue;  // exited meanwhile
-        return std::unexpected(attach_error(err, tid));
+      if (auto seized = ptrace_seize(tid, static_cast<std::uint64_t>(kOptions)); !seized) {
+        // Exited meanwhile.
+        if (seized.error().code() == ErrorCode::kSrch && !inferior.threads_.empty()) continue;
+        return std::unexpected(seized.error());
       }
       inferior.threads_[tid] = Thread{};
       more = true;
@@ -264,7 +195,7 @@ Result<void> Inferior::leave_exec_stop(pid_t tid) {
   // new image's first instruction, leaving the thread in an ordinary SIGTRAP stop.
   Thread* t = thread(tid);
   for (;;) {
-    if (auto r = ptrace_call(PTRACE_SINGLESTEP, "PTRACE_SINGLESTEP", tid, 0, 0); !r) return r;
+    if (auto r = ptrace_singlestep(tid); !r) return r;
     auto status = wait_stop(tid);
     if (!status) return std::unexpected(status.error());
     if (!WIFSTOPPED(*status)) {
@@ -281,10 +212,9 @@ Result<void> Inferior::leave_exec_stop(pid_t tid) {
 }
 
 Result<void> Inferior::open_mem() {
-  const std::string path = "/proc/" + std::to_string(pid_) + "/mem";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return sys_fail(errno, "pid", "open " + path);
-  mem_.reset(fd);
+  auto fd = open_process_memory(pid_, true);
+  if (!fd) return std::unexpected(fd.error());
+  mem_ = std::move(*fd);
   return {};
 }
 
@@ -306,38 +236,22 @@ Inferior::Thread* Inferior::thread(pid_t tid) {
 }
 
 Result<void> Inferior::read_memory(std::uint64_t addr, std::span<std::uint8_t> out, pid_t process) {
-  Fd other;
-  int fd = mem_.get();
   if (process != 0 && process != pid_) {
-    const std::string path = "/proc/" + std::to_string(process) + "/mem";
-    other.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!other) return sys_fail(errno, "pid", "open " + path);
-    fd = other.get();
+    auto other = open_process_memory(process, false);
+    if (!other) return std::unexpected(other.error());
+    return pread_memory(other->get(), addr, out);
   }
-  const ssize_t n = ::pread(fd, out.data(), out.size(), static_cast<off_t>(addr));
-  if (n != static_cast<ssize_t>(out.size())) {
-    return sys_fail(n < 0 ? errno : EFAULT, "addr",
-                    "read of " + std::to_string(out.size()) + " bytes at " + hex(addr));
-  }
-  return {};
+  return pread_memory(mem_.get(), addr, out);
 }
 
 Result<void> Inferior::write_memory(std::uint64_t addr, std::span<const std::uint8_t> data,
                                     pid_t process) {
-  Fd other;
-  int fd = mem_.get();
   if (process != 0 && process != pid_) {
-    const std::string path = "/proc/" + std::to_string(process) + "/mem";
-    other.reset(::open(path.c_str(), O_RDWR | O_CLOEXEC));
-    if (!other) return sys_fail(errno, "pid", "open " + path);
-    fd = other.get();
+    auto other = open_process_memory(process, true);
+    if (!other) return std::unexpected(other.error());
+    return pwrite_memory(other->get(), addr, data);
   }
-  const ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(addr));
-  if (n != static_cast<ssize_t>(data.size())) {
-    return sys_fail(n < 0 ? errno : EFAULT, "addr",
-                    "write of " + std::to_string(data.size()) + " bytes at " + hex(addr));
-  }
-  return {};
+  return pwrite_memory(mem_.get(), addr, data);
 }
 
 Result<x86::Insn> Inferior::decode_at(std::uint64_t addr) {
@@ -360,19 +274,13 @@ Result<std::uint64_t> Inferior::read_word(std::uint64_t addr, int size) {
 
 Result<x86::Regs> Inferior::get_regs(pid_t tid) {
   x86::Regs regs{};
-  iovec io{&regs, sizeof(regs)};
-  if (raw_ptrace(PTRACE_GETREGSET, tid, 1 /* NT_PRSTATUS */,
-                 reinterpret_cast<std::uint64_t>(&io)) != 0) {
-    return sys_fail<x86::Regs>(errno, "pid", "PTRACE_GETREGSET of " + tid_text(tid));
-  }
+  auto got = ptrace_get_regset(tid, NT_PRSTATUS, std::as_writable_bytes(std::span(&regs, 1)));
+  if (!got) return std::unexpected(got.error());
   return regs;
 }
 
 Result<void> Inferior::set_regs(pid_t tid, const x86::Regs& regs) {
-  x86::Regs copy = regs;
-  iovec io{&copy, sizeof(copy)};
-  return ptrace_call(PTRACE_SETREGSET, "PTRACE_SETREGSET", tid, 1 /* NT_PRSTATUS */,
-                     reinterpret_cast<std::uint64_t>(&io));
+  return ptrace_set_regset(tid, NT_PRSTATUS, std::as_bytes(std::span(&regs, 1)));
 }
 
 Result<std::uint64_t> Inferior::find_gadget() {
@@ -399,13 +307,9 @@ Result<std::uint64_t> Inferior::find_gadget() {
 }
 
 Result<int> Inferior::wait_stop(pid_t tid) {
-  int status = 0;
-  for (;;) {
-    const pid_t got = ::waitpid(tid, &status, __WALL);
-    if (got == tid) return status;
-    if (got < 0 && errno == EINTR) continue;
-    return sys_fail<int>(errno, "pid", "waitpid of " + tid_text(tid));
-  }
+  auto status = linux::wait_for(tid, false);
+  if (!status) return std::unexpected(status.error());
+  return status->raw;
 }
 
 Result<std::int64_t> Inferior::inject_syscall(pid_t tid, long nr,
@@ -425,11 +329,11 @@ Result<std::int64_t> Inferior::inject_syscall(pid_t tid, long nr,
     r.r8 = args[4];
     r.r9 = args[5];
   };
-  // Resumes with `request` until the next syscall stop; signals that arrive meanwhile are kept
+  // Resumes with PTRACE_SYSCALL until the next syscall stop; signals that arrive meanwhile are kept
   // (the last one wins; Linux coalesces standard signals the same way) and suppressed now.
-  auto run_to_syscall_stop = [&](long request) -> Result<void> {
+  auto run_to_syscall_stop = [&]() -> Result<void> {
     for (;;) {
-      if (auto r = ptrace_call(request, "PTRACE_SYSCALL", tid, 0, 0); !r) return r;
+      if (auto r = ptrace_syscall(tid); !r) return r;
       auto status = wait_stop(tid);
       if (!status) return std::unexpected(status.error());
       if (!WIFSTOPPED(*status)) {
@@ -448,7 +352,7 @@ Result<std::int64_t> Inferior::inject_syscall(pid_t tid, long nr,
       regs.orig_rax = static_cast<std::uint64_t>(nr);
       set_args(regs);
       if (auto r = set_regs(tid, regs); !r) return std::unexpected(r.error());
-      if (auto r = run_to_syscall_stop(PTRACE_SYSCALL); !r) return std::unexpected(r.error());
+      if (auto r = run_to_syscall_stop(); !r) return std::unexpected(r.error());
       auto after = get_regs(tid);
       if (!after) return std::unexpected(after.error());
       result = static_cast<std::int64_t>(after->rax);
@@ -456,7 +360,7 @@ Result<std::int64_t> Inferior::inject_syscall(pid_t tid, long nr,
       again.rip -= 2;
       again.rax = saved->orig_rax;
       if (auto r = set_regs(tid, again); !r) return std::unexpected(r.error());
-      if (auto r = run_to_syscall_stop(PTRACE_SYSCALL); !r) return std::unexpected(r.error());
+      if (auto r = run_to_syscall_stop(); !r) return std::unexpected(r.error());
       break;
     }
     case StopKind::kSyscallExit: {
@@ -466,8 +370,8 @@ Result<std::int64_t> Inferior::inject_syscall(pid_t tid, long nr,
       regs.rax = static_cast<std::uint64_t>(nr);
       set_args(regs);
       if (auto r = set_regs(tid, regs); !r) return std::unexpected(r.error());
-      if (auto r = run_to_syscall_stop(PTRACE_SYSCALL); !r) return std::unexpected(r.error());
-      if (auto r = run_to_syscall_stop(PTRACE_SYSCALL); !r) return std::unexpected(r.error());
+      if (auto r = run_to_syscall_stop(); !r) return std::unexpected(r.error());
+      if (auto r = run_to_syscall_stop(); !r) return std::unexpected(r.error());
       auto after = get_regs(tid);
       if (!after) return std::unexpected(after.error());
       result = static_cast<std::int64_t>(after->rax);
@@ -487,9 +391,7 @@ Result<std::int64_t> Inferior::inject_syscall(pid_t tid, long nr,
       set_args(regs);
       if (auto r = set_regs(tid, regs); !r) return std::unexpected(r.error());
       for (;;) {
-        if (auto r = ptrace_call(PTRACE_SINGLESTEP, "PTRACE_SINGLESTEP", tid, 0, 0); !r) {
-          return std::unexpected(r.error());
-        }
+        if (auto r = ptrace_singlestep(tid); !r) return std::unexpected(r.error());
         auto status = wait_stop(tid);
         if (!status) return std::unexpected(status.error());
         if (!WIFSTOPPED(*status)) {
@@ -526,17 +428,15 @@ Result<void> Inferior::resume(pid_t tid, Resume how, int signal) {
     if (t->stop == StopKind::kSignal && deliver == 0) {
       deliver = t->kept_signal;
     } else {
-      ::syscall(SYS_tgkill, pid_, tid, t->kept_signal);
+      (void)send_thread_signal(pid_, tid, t->kept_signal);
     }
     t->kept_signal = 0;
   }
   if (t->stop != StopKind::kSignal) deliver = 0;  // only a signal-delivery-stop injects
-  const long request = how == Resume::kCont   ? PTRACE_CONT
-                       : how == Resume::kStep ? PTRACE_SINGLESTEP
-                                              : PTRACE_SYSCALL;
-  if (auto r = ptrace_call(request, "resume", tid, 0, static_cast<std::uint64_t>(deliver)); !r) {
-    return r;
-  }
+  auto resumed = how == Resume::kCont   ? ptrace_cont(tid, deliver)
+                 : how == Resume::kStep ? ptrace_singlestep(tid, deliver)
+                                        : ptrace_syscall(tid, deliver);
+  if (!resumed) return resumed;
   t->stopped = false;
   t->stop = StopKind::kNone;
   t->last = how;
@@ -559,17 +459,13 @@ Result<std::optional<Event>> Inferior::next_event(bool block, bool& idle) {
     return ev;
   }
   if (exited_) return make_error(ErrorCode::kSrch, "pid: the process has exited");
-  int status = 0;
-  const pid_t tid = ::waitpid(-1, &status, __WALL | (block ? 0 : WNOHANG));
-  if (tid < 0) {
-    const int err = errno;
-    return sys_fail<std::optional<Event>>(err, "pid", "waitpid for the traced threads");
-  }
-  if (tid == 0) {
+  auto waited = wait_once(-1, !block);
+  if (!waited) return std::unexpected(waited.error());
+  if (waited->pid == 0) {
     idle = true;
     return std::optional<Event>();
   }
-  return translate(tid, status);
+  return translate(waited->pid, waited->status.raw);
 }
 
 Result<Event> Inferior::wait() {
@@ -587,15 +483,9 @@ namespace {
 // once per process; SIGCHLD stays blocked in the thread that made it.
 Result<int> sigchld_fd() {
   static const Result<int> fd = []() -> Result<int> {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) {
-      return sys_fail<int>(EINVAL, "sigchld", "pthread_sigmask(SIG_BLOCK, SIGCHLD)");
-    }
-    const int fd = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (fd < 0) return sys_fail<int>(errno, "sigchld", "signalfd(SIGCHLD)");
-    return fd;
+    auto sigfd = blocked_signal_fd(SIGCHLD);
+    if (!sigfd) return std::unexpected(sigfd.error().with_context("sigchld"));
+    return sigfd->release();
   }();
   return fd;
 }
@@ -607,14 +497,14 @@ Result<std::optional<Event>> Inferior::wait_or_poll(std::span<const int> fds, in
   if (!sigfd) return std::unexpected(sigfd.error());
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
-  std::vector<pollfd> pfds;
-  pfds.reserve(fds.size() + 1);
+  std::vector<int> watched;
+  watched.reserve(fds.size() + 1);
+  watched.push_back(*sigfd);
+  watched.insert(watched.end(), fds.begin(), fds.end());
   for (;;) {
     // The notification first, then the statuses: a SIGCHLD arriving after the waitpid keeps the
     // signalfd readable, so none is missed.
-    signalfd_siginfo info;
-    while (::read(*sigfd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-    }
+    (void)drain_signal_fd(*sigfd);
     bool idle = false;
     auto ev = next_event(false, idle);
     if (!ev) return ev;
@@ -627,19 +517,18 @@ Result<std::optional<Event>> Inferior::wait_or_poll(std::span<const int> fds, in
       if (left.count() <= 0) return std::optional<Event>();
       wait_ms = static_cast<int>(left.count());
     }
-    pfds.clear();
-    pfds.push_back(pollfd{*sigfd, POLLIN, 0});
-    for (int fd : fds) pfds.push_back(pollfd{fd, POLLIN, 0});
-    const int r = ::poll(pfds.data(), pfds.size(), wait_ms);
-    if (r < 0) {
-      const int err = errno;
-      if (err == EINTR) return make_error(ErrorCode::kIntr, "pid: interrupted");
-      return sys_fail<std::optional<Event>>(err, "fds", "poll");
+    auto revents = poll_in_once(watched, wait_ms);
+    if (!revents) {
+      if (revents.error().code() == ErrorCode::kIntr) {
+        return make_error(ErrorCode::kIntr, "pid: interrupted");
+      }
+      return std::unexpected(revents.error());
     }
-    if (r == 0) return std::optional<Event>();
-    for (std::size_t i = 1; i < pfds.size(); ++i) {
-      if (pfds[i].revents != 0) return std::optional<Event>();
-    }
+    // One of `fds` ready, or the timeout (nothing ready): the caller's turn. Only the signalfd
+    // ready: the statuses again.
+    const bool fd_ready =
+        std::any_of(revents->begin() + 1, revents->end(), [](short r) { return r != 0; });
+    if (fd_ready || (*revents)[0] == 0) return std::optional<Event>();
   }
 }
 
@@ -699,10 +588,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
   ev.tid = tid;
   if (sig == kSyscallTrap) {
     __ptrace_syscall_info info{};
-    if (raw_ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof(info),
-                   reinterpret_cast<std::uint64_t>(&info)) <= 0) {
-      return sys_fail<std::optional<Event>>(errno, "pid", "PTRACE_GET_SYSCALL_INFO");
-    }
+    if (auto got = ptrace_get_syscall_info(tid, info); !got) return std::unexpected(got.error());
     if (info.op == PTRACE_SYSCALL_INFO_ENTRY) {
       t->stop = StopKind::kSyscallEnter;
       ev.kind = EventKind::kSyscallEnter;
@@ -726,11 +612,9 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
     case PTRACE_EVENT_FORK:
     case PTRACE_EVENT_VFORK: {
       t->stop = StopKind::kEvent;
-      unsigned long child = 0;
-      if (raw_ptrace(PTRACE_GETEVENTMSG, tid, 0, reinterpret_cast<std::uint64_t>(&child)) != 0) {
-        return sys_fail<std::optional<Event>>(errno, "pid", "PTRACE_GETEVENTMSG");
-      }
-      const auto cpid = static_cast<pid_t>(child);
+      auto child = ptrace_event_message(tid);
+      if (!child) return std::unexpected(child.error());
+      const auto cpid = static_cast<pid_t>(*child);
       if (!children_.contains(cpid)) {
         auto st = wait_stop(cpid);
         if (!st) return std::unexpected(st.error());
@@ -755,7 +639,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
     case PTRACE_EVENT_EXEC: {
       t->stop = StopKind::kEvent;
       if (t->vfork_child) {
-        (void)raw_ptrace(PTRACE_DETACH, tid, 0, 0);
+        (void)ptrace_detach(tid);
         threads_.erase(tid);
         ev.kind = EventKind::kThreadExit;
         return std::optional<Event>(ev);
@@ -773,12 +657,12 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
     }
     case PTRACE_EVENT_STOP: {
       siginfo_t info{};
-      if (raw_ptrace(PTRACE_GETSIGINFO, tid, 0, reinterpret_cast<std::uint64_t>(&info)) != 0 &&
-          errno == EINVAL) {
+      if (auto got = ptrace_getsiginfo(tid, info);
+          !got && got.error().code() == ErrorCode::kInval) {
         // A group-stop: keep job control (the thread stays stopped until SIGCONT).
         t->stopped = false;
         t->stop = StopKind::kNone;
-        (void)raw_ptrace(PTRACE_LISTEN, tid, 0, 0);
+        (void)ptrace_listen(tid);
         return std::optional<Event>();
       }
       // An interrupt nobody waits for any more (it stayed pending across another stop).
@@ -794,7 +678,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
   t->stop = StopKind::kSignal;
   t->stop_signal = sig;
   siginfo_t info{};
-  if (raw_ptrace(PTRACE_GETSIGINFO, tid, 0, reinterpret_cast<std::uint64_t>(&info)) == 0) {
+  if (ptrace_getsiginfo(tid, info)) {
     ev.code = info.si_code;
     ev.fault_addr = reinterpret_cast<std::uint64_t>(info.si_addr);
   }
@@ -899,9 +783,9 @@ Result<std::vector<pid_t>> Inferior::stop_threads(pid_t except) {
   std::vector<pid_t> stopped;
   for (auto& [tid, t] : threads_) {
     if (tid == except || t.stopped) continue;
-    if (raw_ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0) {
-      if (errno == ESRCH) continue;
-      return sys_fail<std::vector<pid_t>>(errno, "pid", "PTRACE_INTERRUPT of " + tid_text(tid));
+    if (auto r = ptrace_interrupt(tid); !r) {
+      if (r.error().code() == ErrorCode::kSrch) continue;
+      return std::unexpected(r.error());
     }
     t.interrupt_pending = true;
     waiting.push_back(tid);
@@ -920,9 +804,8 @@ Result<std::vector<pid_t>> Inferior::stop_threads(pid_t except) {
       }
       if (WIFSTOPPED(*status) && ptrace_event(*status) == PTRACE_EVENT_STOP) {
         siginfo_t info{};
-        const bool group =
-            raw_ptrace(PTRACE_GETSIGINFO, tid, 0, reinterpret_cast<std::uint64_t>(&info)) != 0 &&
-            errno == EINVAL;
+        auto got = ptrace_getsiginfo(tid, info);
+        const bool group = !got && got.error().code() == ErrorCode::kInval;
         if (!group || t->interrupt_pending) {
           // Our interrupt (a group-stop is as good a stop as any while we hold the threads).
           t->stopped = true;
@@ -946,7 +829,7 @@ Result<void> Inferior::release(pid_t child) {
     return make_error(ErrorCode::kSrch, "pid: " + std::to_string(child) + " is not a forked child");
   }
   children_.erase(child);
-  return ptrace_call(PTRACE_DETACH, "PTRACE_DETACH", child, 0, 0);
+  return ptrace_detach(child);
 }
 
 Result<void> Inferior::detach() {
@@ -963,12 +846,11 @@ Result<void> Inferior::detach() {
     int sig = pending.contains(tid) ? pending[tid] : 0;
     if (sig == 0 && t.kept_signal != 0) sig = t.kept_signal;
     if (t.stop != StopKind::kSignal && sig != 0) {
-      ::syscall(SYS_tgkill, pid_, tid, sig);
+      (void)send_thread_signal(pid_, tid, sig);
       sig = 0;
     }
-    if (raw_ptrace(PTRACE_DETACH, tid, 0, static_cast<std::uint64_t>(sig)) != 0 && first &&
-        errno != ESRCH) {
-      first = sys_fail(errno, "pid", "PTRACE_DETACH of " + tid_text(tid));
+    if (auto r = ptrace_detach(tid, sig); !r && first && r.error().code() != ErrorCode::kSrch) {
+      first = r;
     }
   }
   threads_.clear();
@@ -978,15 +860,15 @@ Result<void> Inferior::detach() {
 
 Result<void> Inferior::kill() {
   if (pid_ <= 0 || exited_) return {};
-  ::kill(pid_, SIGKILL);
+  (void)send_signal(pid_, SIGKILL);
   for (;;) {
-    int status = 0;
-    const pid_t got = ::waitpid(-1, &status, __WALL);
-    if (got < 0) {
-      if (errno == EINTR) continue;
+    auto got = wait_once(-1, false);
+    if (!got) {
+      if (got.error().code() == ErrorCode::kIntr) continue;
       break;
     }
-    if (got == pid_ && (WIFEXITED(status) || WIFSIGNALED(status))) break;
+    const int status = got->status.raw;
+    if (got->pid == pid_ && (WIFEXITED(status) || WIFSIGNALED(status))) break;
   }
   threads_.clear();
   exited_ = true;

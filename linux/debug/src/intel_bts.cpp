@@ -2,7 +2,6 @@
 
 #include <linux/perf_event.h>
 
-#include <cerrno>
 #include <charconv>
 #include <filesystem>
 #include <fstream>

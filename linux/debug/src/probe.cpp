@@ -1,12 +1,7 @@
 #include "hwarb/linux/probe.h"
 
-#include <fcntl.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/user.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -16,9 +11,9 @@
 
 #include "hwarb/base/format.h"
 #include "hwarb/linux/fd.h"
+#include "hwarb/linux/spawn.h"
 #include "hwarb/linux/stopped_child.h"
 #include "hwarb/linux/syscalls.h"
-#include "sys_error.h"
 
 // A straight-line block of five instructions (four 1-byte nops, then a jmp that skips one nop)
 // and the jmp's target, which spins. The traced child's rip is moved here; it never runs it on
@@ -52,28 +47,13 @@ namespace {
 constexpr int kBlockInstructions = 5;
 // Enough for any x86 machine (4 debug registers) and any sane virtual one.
 constexpr int kMaxSlotsCounted = 64;
-constexpr int kOrphaned = 120;
-constexpr int kNoStart = 121;
 
 // Written kCanaryWrites times by the canary child (a fork: the same address there).
 alignas(8) volatile std::uint64_t g_canary = 0;
 
-// The canary child: raw system calls only (the parent may be multi-threaded; see
-// stopped_child.cpp). Waits for one byte on `go`, then writes the canary and exits.
-[[noreturn]] void canary_child(pid_t parent, int go, int go_write_end) {
-  ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0L, 0L, 0L);
-  if (::syscall(SYS_getppid) != parent) ::syscall(SYS_exit_group, kOrphaned);
-  // Without the write end, a parent that gives up closes the pipe and read returns 0.
-  ::syscall(SYS_close, go_write_end);
-  char byte = 0;
-  long n = -1;
-  do {
-    n = ::syscall(SYS_read, go, &byte, 1L);
-  } while (n < 0 && errno == EINTR);
-  if (n != 1) ::syscall(SYS_exit_group, kNoStart);
+// The canary child's work once its parent says go (fork_gated: no system call, no allocation).
+void write_canary() {
   for (std::uint64_t i = 1; i <= kCanaryWrites; ++i) g_canary = i;
-  ::syscall(SYS_exit_group, 0);
-  __builtin_unreachable();
 }
 
 // Owns a forked child: SIGKILL and reap on destruction unless it was reaped already.
@@ -122,18 +102,10 @@ bool exists(const char* path) {
 // Counts the breakpoint slots of the canary child, then lets it write the canary under a write
 // breakpoint and reads the event's count after it exited.
 Result<void> probe_breakpoints(ProbeReport& report) {
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
-    return detail::sys_fail(errno, "pipe", "pipe2() for the canary child");
-  }
-  Fd go_read(pipe_fds[0]);
-  Fd go_write(pipe_fds[1]);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) return detail::sys_fail(errno, "fork", "fork() of the canary child");
-  if (pid == 0) canary_child(parent, pipe_fds[0], pipe_fds[1]);
-  ForkedChild child(pid);
-  go_read.reset();
+  auto gated = fork_gated(write_canary);
+  if (!gated) return std::unexpected(gated.error().with_context("canary"));
+  ForkedChild child(gated->pid);
+  const pid_t pid = gated->pid;
 
   const auto canary = reinterpret_cast<std::uint64_t>(&g_canary);
   {
@@ -159,9 +131,8 @@ Result<void> probe_breakpoints(ProbeReport& report) {
                            counter.error().to_string());
     return {};
   }
-  const char go = 'g';
-  if (::write(go_write.get(), &go, 1) != 1) {
-    return detail::sys_fail(errno, "pipe", "write() to the canary child");
+  if (auto started = start_gated(*gated); !started) {
+    return std::unexpected(started.error().with_context("canary"));
   }
   auto st = child.wait_exit();
   if (!st) return std::unexpected(st.error().with_context("child"));

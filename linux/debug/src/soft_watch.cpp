@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "hwarb/base/format.h"
-#include "sys_error.h"
+#include "hwarb/linux/syscalls.h"
 
 namespace hwarb::linux {
 namespace {
@@ -320,8 +320,8 @@ Result<void> SoftWatch::protect(pid_t tid, std::uint64_t page, int prot, std::ui
       tid, SYS_mprotect, {page, count * kPage, static_cast<std::uint64_t>(prot), 0, 0, 0});
   if (!r) return std::unexpected(r.error());
   if (*r < 0) {
-    return detail::sys_fail(static_cast<int>(-*r), "addr",
-                            "mprotect of " + hex(page) + " in thread " + std::to_string(tid));
+    return std::unexpected(syscall_return_error(
+        *r, "addr", "mprotect of " + hex(page) + " in thread " + std::to_string(tid)));
   }
   return {};
 }

@@ -1,13 +1,10 @@
 #include "hwarb/linux/symbols.h"
 
 #include <elfutils/libdwfl.h>
-#include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -19,7 +16,7 @@
 #include "hwarb/base/format.h"
 #include "hwarb/linux/fd.h"
 #include "hwarb/linux/proc_maps.h"
-#include "sys_error.h"
+#include "hwarb/linux/syscalls.h"
 
 // Names are stored without their symbol version ("malloc@@GLIBC_2.2.5" is "malloc"), and so are
 // the names asked for. Only functions (STT_FUNC, STT_GNU_IFUNC) and data objects (STT_OBJECT)
@@ -34,8 +31,6 @@
 
 namespace hwarb::linux {
 namespace {
-
-using detail::sys_fail;
 
 constexpr std::uint32_t kNoModule = ~std::uint32_t{0};
 
@@ -331,26 +326,28 @@ Result<SymbolTable> SymbolTable::load(pid_t pid) {
   auto impl = std::make_unique<Impl>();
   impl->dwfl.reset(dwfl_begin(&kCallbacks));
   if (!impl->dwfl) return make_error(ErrorCode::kNoMem, std::string("dwfl: ") + dwfl_errmsg(-1));
-  const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const std::uint64_t page = page_size();
   dwfl_report_begin(impl->dwfl.get());
   for (const Mapping* m : files) {
     const bool is_exe = m->path == *exe;
     // A file replaced or deleted since it was mapped is still reachable through map_files.
     std::string open_path = m->path;
-    Fd fd(::open(open_path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd) {
+    auto opened = open_file(open_path);
+    if (!opened) {
       char range[64];
       std::snprintf(range, sizeof range, "%llx-%llx", static_cast<unsigned long long>(m->start),
                     static_cast<unsigned long long>(m->end));
       open_path = "/proc/" + std::to_string(pid) + "/map_files/" + range;
-      fd.reset(::open(open_path.c_str(), O_RDONLY | O_CLOEXEC));
+      auto reopened = open_file(open_path);
+      if (!reopened) {
+        if (!is_exe) continue;
+        dwfl_report_end(impl->dwfl.get(), nullptr, nullptr);
+        return make_error(reopened.error().code(),
+                          opened.error().message() + "; " + reopened.error().message());
+      }
+      opened = std::move(reopened);
     }
-    if (!fd) {
-      if (!is_exe) continue;
-      const int err = errno;
-      dwfl_report_end(impl->dwfl.get(), nullptr, nullptr);
-      return sys_fail<SymbolTable>(err, "file", "open " + m->path);
-    }
+    Fd fd = std::move(*opened);
     auto headers = read_headers(fd.get(), m->path);
     Result<void> reported;
     if (headers) {
@@ -372,8 +369,9 @@ Result<SymbolTable> SymbolTable::load(pid_t pid) {
 
 Result<SymbolTable> SymbolTable::load_file(const std::string& path, std::uint64_t bias) {
   init_libelf();
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return sys_fail<SymbolTable>(errno, "file", "open " + path);
+  auto opened = open_file(path);
+  if (!opened) return std::unexpected(opened.error());
+  Fd fd = std::move(*opened);
   auto headers = read_headers(fd.get(), path);
   if (!headers) return std::unexpected(headers.error());
   auto impl = std::make_unique<Impl>();

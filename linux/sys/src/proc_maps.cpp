@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "hwarb/base/format.h"
 #include "hwarb/linux/fd.h"
 #include "sys_error.h"
 
@@ -227,6 +228,33 @@ Result<void> read_process_memory(pid_t pid, std::uint64_t addr, std::span<std::u
     return detail::sys_fail(
         n < 0 ? err : EFAULT, "addr",
         "read of " + std::to_string(out.size()) + " bytes of process " + std::to_string(pid));
+  }
+  return {};
+}
+
+Result<Fd> open_process_memory(pid_t pid, bool writable) {
+  const std::string path = proc_path(pid, "mem");
+  const int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) return sys_fail<Fd>(errno, "pid", "open " + path);
+  return Fd(fd);
+}
+
+Result<void> pread_memory(int fd, std::uint64_t addr, std::span<std::uint8_t> out) {
+  const ssize_t n = ::pread(fd, out.data(), out.size(), static_cast<off_t>(addr));
+  if (n != static_cast<ssize_t>(out.size())) {
+    const int err = n < 0 ? errno : EFAULT;
+    return sys_fail(err, err == EBADF ? "fd" : "addr",
+                    "read of " + std::to_string(out.size()) + " bytes at " + hex(addr));
+  }
+  return {};
+}
+
+Result<void> pwrite_memory(int fd, std::uint64_t addr, std::span<const std::uint8_t> data) {
+  const ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(addr));
+  if (n != static_cast<ssize_t>(data.size())) {
+    const int err = n < 0 ? errno : EFAULT;
+    return sys_fail(err, err == EBADF ? "fd" : "addr",
+                    "write of " + std::to_string(data.size()) + " bytes at " + hex(addr));
   }
   return {};
 }

@@ -1,5 +1,6 @@
 #include "hwarb/linux/proc_maps.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -8,8 +9,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 namespace hwarb::linux {
 namespace {
@@ -166,6 +170,59 @@ TEST(ExecutablePath, IsTheRunningTestProgram) {
   ASSERT_FALSE(exe->empty());
   EXPECT_EQ(exe->front(), '/');
   EXPECT_TRUE(exe->ends_with("/linux_sys_test")) << *exe;
+}
+
+template <typename T>
+void expect_error(const Result<T>& r, ErrorCode code, std::string_view field) {
+  ASSERT_FALSE(r) << "expected " << errno_name(code);
+  EXPECT_EQ(r.error().code(), code) << r.error().to_string();
+  EXPECT_TRUE(r.error().message().starts_with(field)) << r.error().to_string();
+}
+
+std::uint64_t address_of(const void* p) {
+  return reinterpret_cast<std::uint64_t>(p);
+}
+
+TEST(ProcessMemory, ReadsAndWritesThisProcess) {
+  auto fd = open_process_memory(::getpid(), true);
+  ASSERT_TRUE(fd) << fd.error().to_string();
+  EXPECT_EQ(::fcntl(fd->get(), F_GETFD), FD_CLOEXEC);
+  const std::vector<std::uint8_t> source{1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<std::uint8_t> copy(source.size());
+  ASSERT_TRUE(pread_memory(fd->get(), address_of(source.data()), copy));
+  EXPECT_EQ(copy, source);
+  const std::vector<std::uint8_t> patch{0xaa, 0xbb};
+  ASSERT_TRUE(pwrite_memory(fd->get(), address_of(copy.data() + 3), patch));
+  EXPECT_EQ(copy, (std::vector<std::uint8_t>{1, 2, 3, 0xaa, 0xbb, 6, 7, 8}));
+}
+
+TEST(ProcessMemory, TransfersAreAllOrNothing) {
+  auto fd = open_process_memory(::getpid(), true);
+  ASSERT_TRUE(fd) << fd.error().to_string();
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  void* map = ::mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  ASSERT_EQ(::munmap(static_cast<char*>(map) + page, page), 0);
+  // Eight bytes before the hole and eight in it: a short transfer.
+  const std::uint64_t edge = address_of(map) + page - 8;
+  std::vector<std::uint8_t> buf(16);
+  expect_error(pread_memory(fd->get(), edge, buf), ErrorCode::kFault, "addr");
+  expect_error(pwrite_memory(fd->get(), edge, buf), ErrorCode::kFault, "addr");
+  // Nothing mapped at all: the kernel's EIO.
+  expect_error(pread_memory(fd->get(), address_of(map) + page, buf), ErrorCode::kIo, "addr");
+  ::munmap(map, page);
+}
+
+TEST(ProcessMemory, RefusalsNameThePidOrTheDescriptor) {
+  constexpr pid_t kNoSuchPid = 4194304 + 17;
+  expect_error(open_process_memory(kNoSuchPid, false), ErrorCode::kNoEnt, "pid");
+  auto read_only = open_process_memory(::getpid(), false);
+  ASSERT_TRUE(read_only) << read_only.error().to_string();
+  std::uint8_t byte = 0;
+  auto write = pwrite_memory(read_only->get(), address_of(&byte), std::span(&byte, 1));
+  expect_error(write, ErrorCode::kIo, "fd");  // EBADF, folded into EIO with its name kept
+  EXPECT_NE(write.error().message().find("EBADF"), std::string::npos) << write.error().message();
+  expect_error(pread_memory(-1, address_of(&byte), std::span(&byte, 1)), ErrorCode::kIo, "fd");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "hwarb/linux/syscalls.h"
 
+#include <fcntl.h>
 #include <linux/hw_breakpoint.h>
 #include <linux/perf_event.h>
 #include <sched.h>
@@ -63,6 +64,29 @@ Result<void> resume(long request, const char* name, pid_t pid, int signal) {
   return {};
 }
 
+// A ptrace request that only names its tracee: every errno is about `pid`.
+Result<void> plain_request(long request, const char* name, pid_t pid) {
+  if (raw_ptrace(request, pid, 0, 0) != 0) {
+    return sys_fail(errno, "pid", std::string(name) + " of " + pid_text(pid));
+  }
+  return {};
+}
+
+// The field a PTRACE_GETREGS-like request's errno is about.
+const char* regs_field(int err) {
+  return err == ESRCH || err == EPERM ? "pid" : "regs";
+}
+
+// A waitpid status as a WaitStatus; EIO naming `status` for one that is none of the three.
+Result<WaitStatus> decode_status(pid_t pid, int status) {
+  if (WIFSTOPPED(status)) return WaitStatus{WaitKind::kStopped, WSTOPSIG(status), status};
+  if (WIFEXITED(status)) return WaitStatus{WaitKind::kExited, WEXITSTATUS(status), status};
+  if (WIFSIGNALED(status)) return WaitStatus{WaitKind::kKilled, WTERMSIG(status), status};
+  // WIFCONTINUED is not reported without WCONTINUED; anything else is a kernel we do not know.
+  return make_error(ErrorCode::kIo,
+                    "status: waitpid(" + pid_text(pid) + ") returned " + hex(unsigned(status)));
+}
+
 // The field a perf_event_open errno is about.
 const char* perf_field(int err) {
   switch (err) {
@@ -91,6 +115,10 @@ static_assert(static_cast<int>(BpType::kRw) == HW_BREAKPOINT_RW);
 static_assert(static_cast<int>(BpType::kX) == HW_BREAKPOINT_X);
 
 }  // namespace
+
+Error syscall_return_error(std::int64_t ret, std::string_view field, std::string_view what) {
+  return detail::sys_error(static_cast<int>(-ret), field, what);
+}
 
 Result<std::uint64_t> ptrace_peek_user(pid_t pid, std::uint64_t offset) {
   unsigned long word = 0;
@@ -132,6 +160,34 @@ Result<void> ptrace_attach(pid_t pid) {
   return {};
 }
 
+Result<void> ptrace_seize(pid_t pid, std::uint64_t options) {
+  if (raw_ptrace(PTRACE_SEIZE, pid, 0, options) != 0) {
+    const int err = errno;
+    std::string why = "PTRACE_SEIZE of " + pid_text(pid);
+    if (err == EPERM) {
+      why +=
+          " refused: the process is traced already (a debugger), belongs to another user, or "
+          "/proc/sys/kernel/yama/ptrace_scope forbids attaching to a non-child";
+    } else if (err == EIO) {
+      why += " with options " + hex(options);
+    }
+    return sys_fail(err, err == EIO ? "options" : "pid", why);
+  }
+  return {};
+}
+
+Result<void> ptrace_interrupt(pid_t pid) {
+  return plain_request(PTRACE_INTERRUPT, "PTRACE_INTERRUPT", pid);
+}
+
+Result<void> ptrace_listen(pid_t pid) {
+  return plain_request(PTRACE_LISTEN, "PTRACE_LISTEN", pid);
+}
+
+Result<void> ptrace_syscall(pid_t pid, int signal) {
+  return resume(PTRACE_SYSCALL, "PTRACE_SYSCALL", pid, signal);
+}
+
 Result<void> send_signal(pid_t pid, int signal) {
   if (::kill(pid, signal) != 0) {
     const int err = errno;
@@ -139,6 +195,21 @@ Result<void> send_signal(pid_t pid, int signal) {
                     "kill(" + pid_text(pid) + ", " + std::to_string(signal) + ")");
   }
   return {};
+}
+
+Result<void> send_thread_signal(pid_t tgid, pid_t tid, int signal) {
+  if (::syscall(SYS_tgkill, static_cast<long>(tgid), static_cast<long>(tid),
+                static_cast<long>(signal)) != 0) {
+    const int err = errno;
+    return sys_fail(err, err == EINVAL ? "signal" : "tid",
+                    "tgkill(" + pid_text(tgid) + ", thread " + std::to_string(tid) + ", " +
+                        std::to_string(signal) + ")");
+  }
+  return {};
+}
+
+pid_t own_pid() {
+  return ::getpid();
 }
 
 Result<std::vector<int>> cpu_affinity(pid_t pid) {
@@ -193,16 +264,20 @@ Result<WaitStatus> wait_for(pid_t pid, bool nohang) {
   } while (r < 0 && errno == EINTR);
   if (r < 0) return sys_fail<WaitStatus>(errno, "pid", "waitpid(" + pid_text(pid) + ")");
   if (r == 0) return WaitStatus{};
-  if (WIFSTOPPED(status)) return WaitStatus{WaitKind::kStopped, WSTOPSIG(status), status};
-  if (WIFEXITED(status)) return WaitStatus{WaitKind::kExited, WEXITSTATUS(status), status};
-  if (WIFSIGNALED(status)) return WaitStatus{WaitKind::kKilled, WTERMSIG(status), status};
-  // WIFCONTINUED is not reported without WCONTINUED; anything else is a kernel we do not know.
-  return make_error(ErrorCode::kIo,
-                    "status: waitpid(" + pid_text(pid) + ") returned " + hex(unsigned(status)));
+  return decode_status(pid, status);
 }
 
-Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len,
-                                BpType type) {
+Result<WaitEvent> wait_once(pid_t pid, bool nohang) {
+  int status = 0;
+  const pid_t r = ::waitpid(pid, &status, __WALL | (nohang ? WNOHANG : 0));
+  if (r < 0) return sys_fail<WaitEvent>(errno, "pid", "waitpid(" + pid_text(pid) + ")");
+  if (r == 0) return WaitEvent{};
+  auto decoded = decode_status(r, status);
+  if (!decoded) return std::unexpected(decoded.error());
+  return WaitEvent{r, *decoded};
+}
+
+Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len, BpType type) {
   perf_event_attr attr;
   std::memset(&attr, 0, sizeof attr);
   attr.type = PERF_TYPE_BREAKPOINT;
@@ -228,12 +303,19 @@ Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len
   return Fd(static_cast<int>(fd));
 }
 
+Result<Fd> open_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return sys_fail<Fd>(errno, "file", "open " + path);
+  return Fd(fd);
+}
+
 }  // namespace hwarb::linux
 
 // probe and perf ring (linux_perf)
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/user.h>
 
 namespace hwarb::linux {
@@ -324,13 +406,16 @@ void unmap(void* addr, std::size_t bytes) {
   if (addr != nullptr) (void)::munmap(addr, bytes);
 }
 
-Result<std::vector<short>> poll_in(const std::vector<int>& fds, int timeout_ms) {
+namespace {
+
+// poll(2) for POLLIN on `fds`, retried on EINTR when `retry`.
+Result<std::vector<short>> poll_fds(std::span<const int> fds, int timeout_ms, bool retry) {
   std::vector<pollfd> pfds(fds.size());
   for (std::size_t i = 0; i < fds.size(); ++i) pfds[i] = pollfd{fds[i], POLLIN, 0};
   int r = -1;
   do {
     r = ::poll(pfds.data(), pfds.size(), timeout_ms);
-  } while (r < 0 && errno == EINTR);
+  } while (retry && r < 0 && errno == EINTR);
   if (r < 0) {
     const int err = errno;
     return sys_fail<std::vector<short>>(
@@ -340,6 +425,16 @@ Result<std::vector<short>> poll_in(const std::vector<int>& fds, int timeout_ms) 
   std::vector<short> revents(fds.size());
   for (std::size_t i = 0; i < fds.size(); ++i) revents[i] = pfds[i].revents;
   return revents;
+}
+
+}  // namespace
+
+Result<std::vector<short>> poll_in(const std::vector<int>& fds, int timeout_ms) {
+  return poll_fds(fds, timeout_ms, true);
+}
+
+Result<std::vector<short>> poll_in_once(std::span<const int> fds, int timeout_ms) {
+  return poll_fds(fds, timeout_ms, false);
 }
 
 Result<std::vector<int>> parse_cpu_list(std::string_view text) {
@@ -390,8 +485,7 @@ Result<std::vector<int>> online_cpus() {
 Result<void> ptrace_getregs(pid_t pid, ::user_regs_struct& regs) {
   if (raw_ptrace(PTRACE_GETREGS, pid, 0, reinterpret_cast<std::uintptr_t>(&regs)) != 0) {
     const int err = errno;
-    return sys_fail(err, err == ESRCH || err == EPERM ? "pid" : "regs",
-                    "PTRACE_GETREGS of " + pid_text(pid));
+    return sys_fail(err, regs_field(err), "PTRACE_GETREGS of " + pid_text(pid));
   }
   return {};
 }
@@ -399,14 +493,60 @@ Result<void> ptrace_getregs(pid_t pid, ::user_regs_struct& regs) {
 Result<void> ptrace_setregs(pid_t pid, const ::user_regs_struct& regs) {
   if (raw_ptrace(PTRACE_SETREGS, pid, 0, reinterpret_cast<std::uintptr_t>(&regs)) != 0) {
     const int err = errno;
-    return sys_fail(err, err == ESRCH || err == EPERM ? "pid" : "regs",
-                    "PTRACE_SETREGS of " + pid_text(pid));
+    return sys_fail(err, regs_field(err), "PTRACE_SETREGS of " + pid_text(pid));
   }
   return {};
 }
 
 Result<void> ptrace_singleblock(pid_t pid, int signal) {
   return resume(PTRACE_SINGLEBLOCK, "PTRACE_SINGLEBLOCK", pid, signal);
+}
+
+Result<std::size_t> ptrace_get_regset(pid_t pid, int note, std::span<std::byte> out) {
+  iovec io{out.data(), out.size()};
+  if (raw_ptrace(PTRACE_GETREGSET, pid, static_cast<std::uint64_t>(note),
+                 reinterpret_cast<std::uintptr_t>(&io)) != 0) {
+    const int err = errno;
+    return sys_fail<std::size_t>(
+        err, regs_field(err), "PTRACE_GETREGSET " + std::to_string(note) + " of " + pid_text(pid));
+  }
+  return io.iov_len;
+}
+
+Result<void> ptrace_set_regset(pid_t pid, int note, std::span<const std::byte> in) {
+  // The kernel only reads through iov_base.
+  iovec io{const_cast<std::byte*>(in.data()), in.size()};
+  if (raw_ptrace(PTRACE_SETREGSET, pid, static_cast<std::uint64_t>(note),
+                 reinterpret_cast<std::uintptr_t>(&io)) != 0) {
+    const int err = errno;
+    return sys_fail(err, regs_field(err),
+                    "PTRACE_SETREGSET " + std::to_string(note) + " of " + pid_text(pid));
+  }
+  return {};
+}
+
+Result<void> ptrace_getsiginfo(pid_t pid, siginfo_t& info) {
+  if (raw_ptrace(PTRACE_GETSIGINFO, pid, 0, reinterpret_cast<std::uintptr_t>(&info)) != 0) {
+    return sys_fail(errno, "pid", "PTRACE_GETSIGINFO of " + pid_text(pid));
+  }
+  return {};
+}
+
+Result<unsigned long> ptrace_event_message(pid_t pid) {
+  unsigned long message = 0;
+  if (raw_ptrace(PTRACE_GETEVENTMSG, pid, 0, reinterpret_cast<std::uintptr_t>(&message)) != 0) {
+    return sys_fail<unsigned long>(errno, "pid", "PTRACE_GETEVENTMSG of " + pid_text(pid));
+  }
+  return message;
+}
+
+Result<std::size_t> ptrace_get_syscall_info(pid_t pid, ::__ptrace_syscall_info& info) {
+  const long size = raw_ptrace(PTRACE_GET_SYSCALL_INFO, pid, sizeof info,
+                               reinterpret_cast<std::uintptr_t>(&info));
+  if (size < 0) {
+    return sys_fail<std::size_t>(errno, "pid", "PTRACE_GET_SYSCALL_INFO of " + pid_text(pid));
+  }
+  return static_cast<std::size_t>(size);
 }
 
 }  // namespace hwarb::linux

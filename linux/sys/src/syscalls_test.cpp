@@ -1,15 +1,24 @@
 #include "hwarb/linux/syscalls.h"
 
+#include <elf.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/user.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cerrno>
 #include <csignal>
+#include <cstddef>
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -80,6 +89,104 @@ TEST(Syscalls, PtraceOnAnUntracedProcessIsEsrch) {
 
 TEST(Syscalls, WaitForANonChildIsEchild) {
   expect_error(wait_for(1, true), ErrorCode::kChild, "pid");
+  expect_error(wait_once(1, true), ErrorCode::kChild, "pid");
+}
+
+TEST(Syscalls, MoreRequestsOnAnUntracedProcessAreEsrch) {
+  const pid_t self = ::getpid();
+  expect_error(ptrace_syscall(self), ErrorCode::kSrch, "pid");
+  expect_error(ptrace_interrupt(self), ErrorCode::kSrch, "pid");
+  expect_error(ptrace_listen(self), ErrorCode::kSrch, "pid");
+  siginfo_t info{};
+  expect_error(ptrace_getsiginfo(self, info), ErrorCode::kSrch, "pid");
+  expect_error(ptrace_event_message(self), ErrorCode::kSrch, "pid");
+  __ptrace_syscall_info syscall_info{};
+  expect_error(ptrace_get_syscall_info(self, syscall_info), ErrorCode::kSrch, "pid");
+  user_regs_struct regs{};
+  expect_error(ptrace_get_regset(self, NT_PRSTATUS, std::as_writable_bytes(std::span(&regs, 1))),
+               ErrorCode::kSrch, "pid");
+  expect_error(ptrace_set_regset(self, NT_PRSTATUS, std::as_bytes(std::span(&regs, 1))),
+               ErrorCode::kSrch, "pid");
+}
+
+TEST(Syscalls, SeizeRefusalsNameTheirReason) {
+  // No such thread (pids stop at 2^22).
+  expect_error(ptrace_seize(0x7fffffff, 0), ErrorCode::kSrch, "pid");
+  // Checked before the target: an option Linux does not know.
+  expect_error(ptrace_seize(::getpid(), std::uint64_t{1} << 40), ErrorCode::kIo, "options");
+  // A process may not trace its own threads.
+  auto self = ptrace_seize(::getpid(), 0);
+  expect_error(self, ErrorCode::kPerm, "pid");
+  EXPECT_NE(self.error().message().find("ptrace_scope"), std::string::npos)
+      << self.error().message();
+}
+
+TEST(Syscalls, ThreadSignalsNameTheThreadOrTheSignal) {
+  EXPECT_EQ(own_pid(), ::getpid());
+  EXPECT_TRUE(send_thread_signal(own_pid(), ::gettid(), 0));
+  expect_error(send_thread_signal(own_pid(), 0x7fffffff, 0), ErrorCode::kSrch, "tid");
+  expect_error(send_thread_signal(own_pid(), ::gettid(), 1000), ErrorCode::kInval, "signal");
+}
+
+TEST(Syscalls, SyscallReturnErrorIsTheErrnoByName) {
+  const Error e = syscall_return_error(-ENOSPC, "addr", "mprotect of 0x1000");
+  EXPECT_EQ(e.code(), ErrorCode::kNoSpc);
+  EXPECT_EQ(e.message(), "addr: mprotect of 0x1000: ENOSPC (No space left on device)");
+  const Error folded = syscall_return_error(-EBADF, "fd", "close");
+  EXPECT_EQ(folded.code(), ErrorCode::kIo);
+  EXPECT_NE(folded.message().find("EBADF"), std::string::npos) << folded.message();
+}
+
+TEST(Syscalls, OpenFileIsCloseOnExecAndNamesAMissingFile) {
+  auto fd = open_file("/proc/self/status");
+  ASSERT_TRUE(fd) << fd.error().to_string();
+  EXPECT_EQ(::fcntl(fd->get(), F_GETFD), FD_CLOEXEC);
+  auto missing = open_file("/nonexistent/hwarb");
+  expect_error(missing, ErrorCode::kNoEnt, "file");
+  EXPECT_NE(missing.error().message().find("/nonexistent/hwarb"), std::string::npos);
+}
+
+// Arms SIGALRM with a handler that returns without SA_RESTART (as install_interrupt_flag's) to
+// fire after 50 ms; the previous action comes back on destruction.
+class AlarmInterrupt {
+ public:
+  AlarmInterrupt() {
+    struct sigaction action {};
+    action.sa_handler = [](int) {};
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = 0;
+    ::sigaction(SIGALRM, &action, &old_);
+    itimerval timer{};
+    timer.it_value.tv_usec = 50'000;
+    ::setitimer(ITIMER_REAL, &timer, nullptr);
+  }
+  ~AlarmInterrupt() {
+    const itimerval off{};
+    ::setitimer(ITIMER_REAL, &off, nullptr);
+    ::sigaction(SIGALRM, &old_, nullptr);
+  }
+  AlarmInterrupt(const AlarmInterrupt&) = delete;
+  AlarmInterrupt& operator=(const AlarmInterrupt&) = delete;
+
+ private:
+  struct sigaction old_ {};
+};
+
+TEST(Syscalls, PollInOnceReportsReadinessAndIsInterrupted) {
+  std::array<int, 2> p{};
+  ASSERT_EQ(::pipe2(p.data(), O_CLOEXEC), 0);
+  Fd r(p[0]);
+  Fd w(p[1]);
+  const std::vector<int> fds{r.get()};
+  EXPECT_EQ(*poll_in_once(fds, 0), std::vector<short>{0});
+  ASSERT_EQ(::write(w.get(), "x", 1), 1);
+  auto ready = poll_in_once(fds, -1);
+  ASSERT_TRUE(ready) << ready.error().to_string();
+  EXPECT_NE((*ready)[0] & POLLIN, 0);
+  char byte = 0;
+  ASSERT_EQ(::read(r.get(), &byte, 1), 1);
+  AlarmInterrupt alarm;
+  expect_error(poll_in_once(fds, -1), ErrorCode::kIntr, "timeout");
 }
 
 class ChildTest : public ::testing::Test {
@@ -249,6 +356,68 @@ TEST(StoppedChild, SpawnedOnACpuStopsThere) {
   if (mine->back() + 1 >= ::sysconf(_SC_NPROCESSORS_CONF)) {
     expect_error(StoppedChild::spawn(mine->back() + 1), ErrorCode::kInval, "cpu");
   }
+}
+
+TEST_F(ChildTest, WaitOnceReportsWhichChildStoppedAndIsInterrupted) {
+  EXPECT_EQ(*wait_once(pid_, true), WaitEvent{});  // its SIGSTOP stop was reported already
+  ASSERT_TRUE(ptrace_singlestep(pid_));
+  auto ev = wait_once(pid_, false);
+  ASSERT_TRUE(ev) << ev.error().to_string();
+  EXPECT_EQ(ev->pid, pid_);
+  EXPECT_EQ(ev->status.kind, WaitKind::kStopped);
+  EXPECT_EQ(ev->status.value, SIGTRAP);
+  // The child stays in its stop: only the signal ends the wait.
+  AlarmInterrupt alarm;
+  expect_error(wait_once(pid_, false), ErrorCode::kIntr, "pid");
+}
+
+TEST_F(ChildTest, RegsetsAreTheGeneralRegisters) {
+  user_regs_struct regs{};
+  ASSERT_TRUE(ptrace_getregs(pid_, regs));
+  user_regs_struct set{};
+  auto n = ptrace_get_regset(pid_, NT_PRSTATUS, std::as_writable_bytes(std::span(&set, 1)));
+  ASSERT_TRUE(n) << n.error().to_string();
+  EXPECT_EQ(*n, sizeof set);
+  EXPECT_EQ(set.rip, regs.rip);
+  EXPECT_EQ(set.rsp, regs.rsp);
+  set.r15 = 0x1234567890abcdefULL;
+  ASSERT_TRUE(ptrace_set_regset(pid_, NT_PRSTATUS, std::as_bytes(std::span(&set, 1))));
+  ASSERT_TRUE(ptrace_getregs(pid_, regs));
+  EXPECT_EQ(regs.r15, 0x1234567890abcdefULL);
+  // A buffer that is no whole number of registers, a set this kernel does not have.
+  std::array<std::byte, 3> odd{};
+  expect_error(ptrace_get_regset(pid_, NT_PRSTATUS, odd), ErrorCode::kInval, "regs");
+  expect_error(ptrace_get_regset(pid_, 0x7777, std::as_writable_bytes(std::span(&set, 1))),
+               ErrorCode::kInval, "regs");
+}
+
+TEST_F(ChildTest, SiginfoEventMessageAndSyscallInfoOfASignalStop) {
+  siginfo_t info{};
+  ASSERT_TRUE(ptrace_getsiginfo(pid_, info));
+  EXPECT_EQ(info.si_signo, SIGSTOP);
+  EXPECT_TRUE(ptrace_event_message(pid_));
+  __ptrace_syscall_info syscall_info{};
+  auto size = ptrace_get_syscall_info(pid_, syscall_info);
+  ASSERT_TRUE(size) << size.error().to_string();
+  EXPECT_GT(*size, 0u);
+  EXPECT_EQ(syscall_info.op, PTRACE_SYSCALL_INFO_NONE);
+  // PTRACE_TRACEME made this tracee: the requests of seized tracees are refused.
+  expect_error(ptrace_interrupt(pid_), ErrorCode::kIo, "pid");
+  expect_error(ptrace_listen(pid_), ErrorCode::kIo, "pid");
+}
+
+TEST_F(ChildTest, PtraceSyscallStopsAtTheNextSystemCall) {
+  // Resumed from its SIGSTOP stop with PTRACE_SYSCALL, the child stops at the entry of its next
+  // system call (pause(2)).
+  ASSERT_TRUE(ptrace_syscall(pid_));
+  auto st = child_->wait(false);
+  ASSERT_TRUE(st) << st.error().to_string();
+  EXPECT_EQ(st->kind, WaitKind::kStopped);
+  EXPECT_EQ(st->value, SIGTRAP);
+  user_regs_struct regs{};
+  ASSERT_TRUE(ptrace_getregs(pid_, regs));
+  EXPECT_EQ(regs.orig_rax, static_cast<unsigned long long>(SYS_pause));
+  EXPECT_EQ(regs.rax, static_cast<unsigned long long>(-ENOSYS));  // an entry stop
 }
 
 TEST_F(ChildTest, KillReapsOnceAndMovesTransferOwnership) {

@@ -1,5 +1,5 @@
-// hwarb/linux/proc_maps.h — the memory map of a process (/proc/PID/maps) and its threads
-// (/proc/PID/task).
+// hwarb/linux/proc_maps.h — the memory map of a process (/proc/PID/maps), its threads
+// (/proc/PID/task) and its memory (/proc/PID/mem).
 //
 // Contract:
 //  - parse_maps() is pure: one Mapping per well-formed line, in file order; a malformed line is
@@ -8,6 +8,8 @@
 //  - read_maps()/list_threads() read /proc once each; ENOENT/ESRCH naming `pid` when the
 //    process is gone, EACCES naming `pid` when /proc refuses (another user's process).
 //  - Nothing is cached: a map read is a snapshot, stale as soon as the process runs.
+//  - Memory transfers through /proc/PID/mem ignore page protection (FOLL_FORCE) and are
+//    all-or-nothing per call: a short transfer is EFAULT naming `addr`.
 // Thread-safety: all functions are reentrant.
 #pragma once
 
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "hwarb/base/error.h"
+#include "hwarb/linux/fd.h"
 
 namespace hwarb::linux {
 
@@ -56,5 +59,18 @@ Result<void> read_process_memory(pid_t pid, std::uint64_t addr, std::span<std::u
 
 // /proc/PID/exe resolved (the executable's path).
 Result<std::string> executable_path(pid_t pid);
+
+// /proc/PID/mem opened read-only, or read-write when `writable`, close-on-exec, for
+// pread_memory/pwrite_memory. The descriptor keeps the address space the process had when it
+// was opened: reopen after the process execs. The caller needs ptrace access to the process.
+// ENOENT naming `pid` when there is no such process, EACCES naming `pid` when refused.
+[[nodiscard]] Result<Fd> open_process_memory(pid_t pid, bool writable);
+// pread(2) of out.size() bytes at `addr` through a descriptor from open_process_memory. EFAULT
+// naming `addr` on a short read; the kernel's errno naming `addr` (EIO: nothing mapped there), or
+// naming `fd` for EBADF.
+[[nodiscard]] Result<void> pread_memory(int fd, std::uint64_t addr, std::span<std::uint8_t> out);
+// pwrite(2) of data.size() bytes at `addr`. Errors as pread_memory.
+[[nodiscard]] Result<void> pwrite_memory(int fd, std::uint64_t addr,
+                                         std::span<const std::uint8_t> data);
 
 }  // namespace hwarb::linux

@@ -1,10 +1,12 @@
 // hwarb/linux/syscalls.h — thin wrappers of the Linux system calls hwarb's real backend needs:
-// ptrace(2) on the user area, resuming and detaching; waitpid(2); kill(2); CPU affinity;
-// perf_event_open(2) for PERF_TYPE_BREAKPOINT events.
+// ptrace(2) on the user area, seizing, interrupting, resuming and detaching, registers, siginfo
+// and event messages; waitpid(2); kill(2) and tgkill(2); CPU affinity; perf_event_open(2) and its
+// rings; poll(2); open(2) of a file.
 //
 // Contract:
-//  - Each wrapper makes exactly one system call (wait_for and the Fd-returning calls retry on
-//    EINTR) and converts errno once, here, into an hwarb::Error: the code is from_errno(errno)
+//  - Each wrapper makes exactly one system call (wait_for, poll_in and the perf Fd-returning
+//    calls retry on EINTR; wait_once and poll_in_once do not) and converts errno once, here, into
+//    an hwarb::Error: the code is from_errno(errno)
 //    (an errno outside ErrorCode becomes EIO), the message starts with the field the kernel
 //    refused (`offset`, `value`, `pid`, `slots`, `attr`, ...) and ends with the kernel's own
 //    errno name and text, so nothing is lost when the code had to be folded into EIO.
@@ -17,13 +19,22 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
+#include "hwarb/base/bp_type.h"
 #include "hwarb/base/error.h"
 #include "hwarb/linux/fd.h"
-#include "hwarb/base/bp_type.h"
 
 namespace hwarb::linux {
+
+// The Error of a system call that this layer did not make but whose -errno reached the caller: a
+// call run inside a tracee (Inferior::inject_syscall) returns the kernel's -errno in rax. `ret`
+// is that negative return; the code is from_errno(-ret) and the message
+// "<field>: <what>: <ERRNAME> (<text>)", as every wrapper's.
+[[nodiscard]] Error syscall_return_error(std::int64_t ret, std::string_view field,
+                                         std::string_view what);
 
 // PTRACE_PEEKUSER through the raw system call (the word comes back through a pointer, so a
 // word of -1 is not mistaken for an error). Typical errors: EIO (offset misaligned or past the
@@ -38,9 +49,26 @@ Result<void> ptrace_singlestep(pid_t pid, int signal = 0);
 Result<void> ptrace_detach(pid_t pid, int signal = 0);
 // PTRACE_ATTACH (the tracee will report a SIGSTOP stop through wait_for). EPERM when refused.
 Result<void> ptrace_attach(pid_t pid);
+// PTRACE_SEIZE with PTRACE_O_* `options`: thread `pid` becomes a tracee without being stopped.
+// EPERM naming `pid`, the usual reasons in the message (traced already, another user's, Yama's
+// ptrace_scope); ESRCH naming `pid` (no such thread); EIO naming `options` (an unknown option).
+[[nodiscard]] Result<void> ptrace_seize(pid_t pid, std::uint64_t options);
+// PTRACE_INTERRUPT: a seized tracee reports a PTRACE_EVENT_STOP stop (or the stop it was about to
+// report). ESRCH naming `pid` (gone, or no tracee of the caller), EIO naming `pid` (not seized).
+[[nodiscard]] Result<void> ptrace_interrupt(pid_t pid);
+// PTRACE_LISTEN: a seized tracee in a group-stop stays stopped (job control) but reports its next
+// stop. EIO naming `pid` when it is in no group-stop, ESRCH naming `pid`.
+[[nodiscard]] Result<void> ptrace_listen(pid_t pid);
+// PTRACE_SYSCALL: resume (delivering `signal`) until the next system-call entry or exit.
+[[nodiscard]] Result<void> ptrace_syscall(pid_t pid, int signal = 0);
 
 // kill(2).
 Result<void> send_signal(pid_t pid, int signal);
+// tgkill(2): `signal` to thread `tid` of process `tgid` (0: only checks that the thread exists).
+// ESRCH/EPERM naming `tid`, EINVAL naming `signal`.
+[[nodiscard]] Result<void> send_thread_signal(pid_t tgid, pid_t tid, int signal);
+// getpid(2): the calling process's id.
+[[nodiscard]] pid_t own_pid();
 
 // sched_getaffinity(2): the CPUs thread `pid` (0: the calling thread) may run on, ascending
 // (CPUs below CPU_SETSIZE = 1024).
@@ -71,6 +99,17 @@ struct WaitStatus {
 // waitpid(pid, __WALL | (nohang ? WNOHANG : 0)), retried on EINTR. ECHILD naming `pid` when it
 // is not a child (or tracee) of the caller, or was reaped already.
 Result<WaitStatus> wait_for(pid_t pid, bool nohang);
+// What one waitpid(2) reported: the child or tracee it is about (0: nohang, nothing to report).
+struct WaitEvent {
+  pid_t pid = 0;
+  WaitStatus status;
+  friend bool operator==(const WaitEvent&, const WaitEvent&) = default;
+};
+// One waitpid(pid, __WALL | (nohang ? WNOHANG : 0)); pid -1: any child or tracee. EINTR is
+// returned, not retried (kIntr naming `pid`), so that a handler without SA_RESTART
+// (install_interrupt_flag) ends a blocking wait. ECHILD naming `pid` when there is nothing to
+// wait for.
+[[nodiscard]] Result<WaitEvent> wait_once(pid_t pid, bool nohang);
 
 // perf_event_open(2) of a PERF_TYPE_BREAKPOINT event on thread `pid` (cpu -1: wherever it runs),
 // with the attributes Linux's hw_breakpoint_init gives a user breakpoint: pinned, sample_period
@@ -80,6 +119,10 @@ Result<WaitStatus> wait_for(pid_t pid, bool nohang);
 // EACCES/EPERM (`pid`: not allowed), ENOENT/ENODEV (`attr`: no breakpoint PMU).
 Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len, BpType type);
 
+// open(2) of `path` read-only and close-on-exec. The kernel's errno naming `file` (ENOENT,
+// EACCES, ...), the message "file: open <path>: <ERRNAME> (<text>)".
+[[nodiscard]] Result<Fd> open_file(const std::string& path);
+
 }  // namespace hwarb::linux
 
 // probe and perf ring (linux_perf)
@@ -87,8 +130,12 @@ Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len
 // callers that fill them include <linux/perf_event.h> and <sys/user.h>.
 struct perf_event_attr;
 struct user_regs_struct;
+struct __ptrace_syscall_info;  // <sys/ptrace.h>
 
+#include <csignal>
+#include <cstddef>
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace hwarb::linux {
@@ -129,6 +176,9 @@ void unmap(void* addr, std::size_t bytes);
 // (-1: forever). Returns the revents of each descriptor (0: nothing), in the order of `fds`; a
 // perf event whose task (and every inherited copy) exited reports POLLHUP.
 Result<std::vector<short>> poll_in(const std::vector<int>& fds, int timeout_ms);
+// One poll(2), as poll_in, except that an interrupting signal is returned (kIntr naming
+// `timeout`), not retried: a handler without SA_RESTART (install_interrupt_flag) ends the wait.
+[[nodiscard]] Result<std::vector<short>> poll_in_once(std::span<const int> fds, int timeout_ms);
 
 // A kernel CPU list ("0-3,5,7-8\n"), ascending. EINVAL naming `cpus` for anything else.
 Result<std::vector<int>> parse_cpu_list(std::string_view text);
@@ -142,5 +192,23 @@ Result<void> ptrace_setregs(pid_t pid, const ::user_regs_struct& regs);
 // PTRACE_SINGLEBLOCK (x86: resume with EFLAGS.TF and DEBUGCTL.BTF, a stop after the next taken
 // branch where the hardware honours BTF).
 Result<void> ptrace_singleblock(pid_t pid, int signal = 0);
+// PTRACE_GETREGSET of register set `note` (NT_PRSTATUS = 1: the general registers, in the
+// tracee's own layout) into `out`; returns how many bytes the kernel filled (fewer than
+// out.size() for a smaller set, e.g. a 32-bit tracee's). ESRCH/EPERM naming `pid`, anything
+// else (EINVAL: no such set; EFAULT) naming `regs`.
+[[nodiscard]] Result<std::size_t> ptrace_get_regset(pid_t pid, int note, std::span<std::byte> out);
+// PTRACE_SETREGSET of register set `note` from `in`. Errors as ptrace_get_regset.
+[[nodiscard]] Result<void> ptrace_set_regset(pid_t pid, int note, std::span<const std::byte> in);
+// PTRACE_GETSIGINFO: the siginfo of the tracee's stop. EINVAL naming `pid` in a group-stop (it
+// has none: how a seized tracee's group-stop is told from its other PTRACE_EVENT_STOP stops),
+// ESRCH naming `pid`.
+[[nodiscard]] Result<void> ptrace_getsiginfo(pid_t pid, siginfo_t& info);
+// PTRACE_GETEVENTMSG: the message of the tracee's last PTRACE_EVENT stop (the new task's id for
+// FORK, VFORK and CLONE). ESRCH naming `pid`.
+[[nodiscard]] Result<unsigned long> ptrace_event_message(pid_t pid);
+// PTRACE_GET_SYSCALL_INFO into `info`: the system call of a syscall-entry or syscall-exit stop
+// (info.op says which; PTRACE_SYSCALL_INFO_NONE in other stops). Returns the size of the
+// information the kernel has (it fills at most sizeof info). ESRCH naming `pid`.
+[[nodiscard]] Result<std::size_t> ptrace_get_syscall_info(pid_t pid, ::__ptrace_syscall_info& info);
 
 }  // namespace hwarb::linux

@@ -1,0 +1,21 @@
+// hwarb/linux/signals.h — a signal read from a file descriptor (signalfd(2)), for a wait that
+// must watch other descriptors too: Inferior::wait_or_poll learns of SIGCHLD this way.
+//
+// Contract:
+//  - blocked_signal_fd(signal) blocks `signal` in the calling thread (pthread_sigmask; it stays
+//    blocked: only a blocked signal waits for a signalfd to read it) and returns a non-blocking,
+//    close-on-exec signalfd for it. EINVAL naming `signal` for a number that is not a signal.
+//  - drain_signal_fd(fd) reads every siginfo pending on such a descriptor and returns how many
+//    it read (0: none). The kernel's errno naming `fd` (EBADF).
+// Thread-safety: the signal mask is per thread; the descriptor may be read from any thread.
+#pragma once
+
+#include "hwarb/base/error.h"
+#include "hwarb/linux/fd.h"
+
+namespace hwarb::linux {
+
+[[nodiscard]] Result<Fd> blocked_signal_fd(int signal);
+[[nodiscard]] Result<int> drain_signal_fd(int fd);
+
+}  // namespace hwarb::linux

@@ -1,0 +1,69 @@
+// hwarb/linux/spawn.h — starting child processes: a program stopped just before its execve, for a
+// debugger to seize (Inferior::spawn), and a forked function that runs when its parent says go
+// (the probe's canary child).
+//
+// Contract:
+//  - check_runnable() answers before any fork whether execve(2) could run a path, so that a
+//    missing or unrunnable program is the caller's error (naming `command`), not an exit status
+//    127 of a child.
+//  - spawn_stopped() and fork_gated() fork. Between the fork and its execve or exit the child
+//    makes only async-signal-safe calls, on data built before the fork, and allocates nothing:
+//    safe in a multi-threaded caller.
+//  - Neither reaps nor kills the child it returns: that is the caller's (wait_for, send_signal).
+// Thread-safety: the functions keep no state; fork(2) copies only the calling thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "hwarb/base/error.h"
+#include "hwarb/linux/fd.h"
+
+namespace hwarb::linux {
+
+struct SpawnOptions {
+  int stdout_fd = -1;         // the child's standard output (-1: inherited)
+  bool disable_aslr = false;  // personality(ADDR_NO_RANDOMIZE) before the execve
+};
+
+// Whether execve(2) could run `path`: a regular file (stat(2)) that the caller may execute
+// (access(2) X_OK). The errno of stat or access naming `command` (ENOENT, ENOTDIR, EACCES, ...);
+// EACCES naming `command` for anything but a regular file.
+[[nodiscard]] Result<void> check_runnable(const std::string& path);
+
+// fork(2)s a child that makes `stdout_fd` its standard output (dup2), adds ADDR_NO_RANDOMIZE to
+// its personality when asked (left as it is when personality(2) refuses), unblocks SIGCHLD (a
+// caller that blocked it must not pass that on to the program), stops itself with SIGSTOP and,
+// once continued, execve(2)s `path` with `argv` and the caller's environment, exiting with status
+// 127 when the execve fails. Returns the child's pid once waitpid(WSTOPPED) saw its SIGSTOP stop:
+// the child is stopped and not traced (PTRACE_SEIZE it, then SIGCONT it). Errors naming
+// `command`: fork's errno (EAGAIN, ENOMEM); EIO when the child was not seen in its stop (the
+// child is then left as it is).
+[[nodiscard]] Result<pid_t> spawn_stopped(const std::string& path,
+                                          const std::vector<std::string>& argv,
+                                          const SpawnOptions& options = {});
+
+// Exit statuses of a fork_gated child that did not run its function.
+inline constexpr int kGatedOrphaned = 120;    // the caller died before the child asked to die too
+inline constexpr int kGatedNotStarted = 121;  // the go pipe closed without a byte
+
+// A fork_gated child: its pid and the write end of its go pipe. Closing `go` without
+// start_gated ends the child with kGatedNotStarted.
+struct GatedChild {
+  pid_t pid = -1;
+  Fd go;
+};
+
+// fork(2)s a child that asks to die with the caller (PR_SET_PDEATHSIG), waits for one byte on its
+// go pipe, then runs `body` and exits with status 0 (exit_group). The child makes raw system calls
+// only (no libc wrapper that a sanitizer intercepts, no allocation, no lock), and so must `body`.
+// Errors: pipe2's errno naming `pipe` (EMFILE, ENFILE), fork's naming `fork` (EAGAIN, ENOMEM).
+[[nodiscard]] Result<GatedChild> fork_gated(void (*body)());
+// Writes the go byte: the child runs its function. The errno of write(2) naming `pipe` (EPIPE
+// when the child is gone and SIGPIPE is ignored; otherwise SIGPIPE ends the caller, as for any
+// write to a pipe without a reader); EIO naming `pipe` when the byte was not written.
+[[nodiscard]] Result<void> start_gated(GatedChild& child);
+
+}  // namespace hwarb::linux

@@ -1,0 +1,47 @@
+#include "hwarb/linux/signals.h"
+
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+#include "sys_error.h"
+
+namespace hwarb::linux {
+
+Result<Fd> blocked_signal_fd(int signal) {
+  const std::string what = "signal " + std::to_string(signal);
+  sigset_t set;
+  sigemptyset(&set);
+  if (sigaddset(&set, signal) != 0) {
+    return detail::sys_fail<Fd>(errno, "signal", "sigaddset(" + what + ")");
+  }
+  // pthread_sigmask returns its error instead of setting errno.
+  if (const int err = ::pthread_sigmask(SIG_BLOCK, &set, nullptr); err != 0) {
+    return detail::sys_fail<Fd>(err, "signal", "pthread_sigmask(SIG_BLOCK, " + what + ")");
+  }
+  const int fd = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (fd < 0) return detail::sys_fail<Fd>(errno, "signal", "signalfd(" + what + ")");
+  return Fd(fd);
+}
+
+Result<int> drain_signal_fd(int fd) {
+  int count = 0;
+  for (;;) {
+    signalfd_siginfo info;
+    const ssize_t n = ::read(fd, &info, sizeof info);
+    if (n == static_cast<ssize_t>(sizeof info)) {
+      ++count;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN) {
+      return detail::sys_fail<int>(errno, "fd", "read of signalfd " + std::to_string(fd));
+    }
+    return count;
+  }
+}
+
+}  // namespace hwarb::linux

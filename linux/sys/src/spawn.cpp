@@ -1,0 +1,112 @@
+#include "hwarb/linux/spawn.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+#include <utility>
+
+#include "sys_error.h"
+
+extern char** environ;
+
+namespace hwarb::linux {
+namespace {
+
+using detail::sys_fail;
+
+// The spawned child until its execve: async-signal-safe calls only, on what spawn_stopped built
+// before the fork.
+[[noreturn]] void exec_child(const char* path, char* const* argv, const SpawnOptions& options) {
+  if (options.stdout_fd >= 0) ::dup2(options.stdout_fd, 1);
+  if (options.disable_aslr) {
+    const long current = ::syscall(SYS_personality, 0xffffffffUL);
+    if (current != -1) {
+      ::syscall(SYS_personality, static_cast<unsigned long>(current) | ADDR_NO_RANDOMIZE);
+    }
+  }
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_UNBLOCK, &chld, nullptr);
+  // raise(SIGSTOP): the child has one thread, so its pid is the thread's id.
+  ::syscall(SYS_kill, ::syscall(SYS_getpid), SIGSTOP);
+  ::execve(path, argv, environ);
+  ::_exit(127);
+}
+
+// The gated child: raw system calls only (see stopped_child.cpp). Waits for one byte on `go`,
+// then runs `body` and exits.
+[[noreturn]] void gated_child(pid_t parent, int go, int go_write_end, void (*body)()) {
+  ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0L, 0L, 0L);
+  if (::syscall(SYS_getppid) != parent) ::syscall(SYS_exit_group, kGatedOrphaned);
+  // Without the write end, a parent that gives up closes the pipe and read returns 0.
+  ::syscall(SYS_close, go_write_end);
+  char byte = 0;
+  long n = -1;
+  do {
+    n = ::syscall(SYS_read, go, &byte, 1L);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) ::syscall(SYS_exit_group, kGatedNotStarted);
+  body();
+  ::syscall(SYS_exit_group, 0);
+  __builtin_unreachable();
+}
+
+}  // namespace
+
+Result<void> check_runnable(const std::string& path) {
+  const std::string what = "'" + path + "' cannot be run";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return sys_fail(errno, "command", what);
+  if (!S_ISREG(st.st_mode)) return sys_fail(EACCES, "command", what);
+  if (::access(path.c_str(), X_OK) != 0) return sys_fail(errno, "command", what);
+  return {};
+}
+
+Result<pid_t> spawn_stopped(const std::string& path, const std::vector<std::string>& argv,
+                            const SpawnOptions& options) {
+  std::vector<char*> args;
+  args.reserve(argv.size() + 1);
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return sys_fail<pid_t>(errno, "command", "fork");
+  if (pid == 0) exec_child(path.c_str(), args.data(), options);
+  int status = 0;
+  if (::waitpid(pid, &status, WSTOPPED) != pid || !WIFSTOPPED(status)) {
+    return make_error(ErrorCode::kIo, "command: the child did not stop before exec");
+  }
+  return pid;
+}
+
+Result<GatedChild> fork_gated(void (*body)()) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return sys_fail<GatedChild>(errno, "pipe", "pipe2()");
+  Fd go_read(pipe_fds[0]);
+  Fd go_write(pipe_fds[1]);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) return sys_fail<GatedChild>(errno, "fork", "fork()");
+  if (pid == 0) gated_child(parent, pipe_fds[0], pipe_fds[1], body);
+  return GatedChild{pid, std::move(go_write)};
+}
+
+Result<void> start_gated(GatedChild& child) {
+  const char go = 'g';
+  const ssize_t n = ::write(child.go.get(), &go, 1);
+  if (n != 1) {
+    return sys_fail(n < 0 ? errno : EIO, "pipe",
+                    "write() of the go byte to pid " + std::to_string(child.pid));
+  }
+  return {};
+}
+
+}  // namespace hwarb::linux

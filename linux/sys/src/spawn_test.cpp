@@ -1,0 +1,213 @@
+#include "hwarb/linux/spawn.h"
+
+#include <fcntl.h>
+#include <sys/personality.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "hwarb/linux/syscalls.h"
+#include "test_programs.h"
+#include "test_support.h"
+
+namespace hwarb::linux {
+namespace {
+
+using testing::Capture;
+using testing::program;
+using testing::refused;
+using testing::skip_reason;
+
+template <typename T>
+void expect_error(const Result<T>& r, ErrorCode code, std::string_view field) {
+  ASSERT_FALSE(r) << "expected " << errno_name(code);
+  EXPECT_EQ(r.error().code(), code) << r.error().to_string();
+  EXPECT_TRUE(r.error().message().starts_with(field)) << r.error().to_string();
+}
+
+// The state letter of /proc/PID/stat ('T': stopped).
+char proc_state(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::size_t paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
+}
+
+// The personality of process `pid` (/proc/PID/personality, hexadecimal).
+unsigned long proc_personality(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/personality");
+  std::string text;
+  f >> text;
+  return std::strtoul(text.c_str(), nullptr, 16);
+}
+
+// SIGCONT, then the exit status; kills and reaps the child on the way out whatever happens.
+class Spawned {
+ public:
+  explicit Spawned(pid_t pid) : pid_(pid) {}
+  ~Spawned() {
+    if (pid_ <= 0) return;
+    (void)send_signal(pid_, SIGKILL);
+    (void)wait_for(pid_, false);
+  }
+  Spawned(const Spawned&) = delete;
+  Spawned& operator=(const Spawned&) = delete;
+  pid_t pid() const { return pid_; }
+  Result<WaitStatus> run_to_exit() {
+    if (auto sent = send_signal(pid_, SIGCONT); !sent) return std::unexpected(sent.error());
+    for (;;) {
+      auto st = wait_for(pid_, false);
+      if (!st) return st;
+      if (st->kind == WaitKind::kExited || st->kind == WaitKind::kKilled) {
+        pid_ = -1;
+        return st;
+      }
+    }
+  }
+
+ private:
+  pid_t pid_;
+};
+
+TEST(CheckRunnable, ARegularExecutableFileIsRunnable) {
+  EXPECT_TRUE(check_runnable(program("hello")));
+}
+
+TEST(CheckRunnable, NamesTheCommandAndTheKernelsReason) {
+  auto missing = check_runnable("/nonexistent/hwarb-prog");
+  expect_error(missing, ErrorCode::kNoEnt, "command");
+  EXPECT_NE(missing.error().message().find("'/nonexistent/hwarb-prog' cannot be run"),
+            std::string::npos)
+      << missing.error().message();
+  expect_error(check_runnable("/"), ErrorCode::kAcces, "command");
+  // Not executable: no x bit for anyone (not even for root).
+  char path[] = "/tmp/hwarb_spawn_test_XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  ASSERT_EQ(::chmod(path, 0644), 0);
+  expect_error(check_runnable(path), ErrorCode::kAcces, "command");
+  ::unlink(path);
+}
+
+TEST(SpawnStopped, StopsBeforeTheExecThenRunsTheProgram) {
+  Capture out;
+  auto pid = spawn_stopped(program("hello"), {"hello"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(pid) << pid.error().to_string();
+  Spawned child(*pid);
+  EXPECT_EQ(proc_state(*pid), 'T');
+  EXPECT_EQ(out.text(), "");
+  auto st = child.run_to_exit();
+  ASSERT_TRUE(st) << st.error().to_string();
+  EXPECT_EQ(*st, (WaitStatus{WaitKind::kExited, 0, st->raw}));
+  EXPECT_EQ(out.text(), "hello\n");
+}
+
+TEST(SpawnStopped, DisablesAddressRandomizationWhenAsked) {
+  for (bool disable : {false, true}) {
+    auto pid =
+        spawn_stopped(program("hello"), {"hello"}, {.stdout_fd = -1, .disable_aslr = disable});
+    ASSERT_TRUE(pid) << pid.error().to_string();
+    Spawned child(*pid);
+    EXPECT_EQ((proc_personality(*pid) & ADDR_NO_RANDOMIZE) != 0,
+              disable || (proc_personality(::getpid()) & ADDR_NO_RANDOMIZE) != 0);
+  }
+}
+
+TEST(SpawnStopped, AFailedExecIsExitStatus127) {
+  auto pid = spawn_stopped("/nonexistent/hwarb-prog", {"hwarb-prog"});
+  ASSERT_TRUE(pid) << pid.error().to_string();
+  Spawned child(*pid);
+  auto st = child.run_to_exit();
+  ASSERT_TRUE(st) << st.error().to_string();
+  EXPECT_EQ(st->kind, WaitKind::kExited);
+  EXPECT_EQ(st->value, 127);
+}
+
+TEST(SpawnStopped, CanBeSeizedAndReportsItsExec) {
+  auto pid = spawn_stopped(program("hello"), {"hello"},
+                           {.stdout_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC)});
+  ASSERT_TRUE(pid) << pid.error().to_string();
+  Spawned child(*pid);
+  auto seized = ptrace_seize(*pid, PTRACE_O_TRACEEXEC);
+  if (!seized && refused(seized.error())) GTEST_SKIP() << skip_reason("ptrace", seized.error());
+  ASSERT_TRUE(seized) << seized.error().to_string();
+  ASSERT_TRUE(send_signal(*pid, SIGCONT));
+  // Job-control stops and the SIGCONT come first; then the exec stop.
+  for (int i = 0; i < 16; ++i) {
+    auto ev = wait_once(*pid, false);
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    ASSERT_EQ(ev->pid, *pid);
+    ASSERT_EQ(ev->status.kind, WaitKind::kStopped);
+    if ((ev->status.raw >> 16) == PTRACE_EVENT_EXEC) {
+      auto former = ptrace_event_message(*pid);
+      ASSERT_TRUE(former) << former.error().to_string();
+      EXPECT_EQ(static_cast<pid_t>(*former), *pid);
+      EXPECT_TRUE(ptrace_interrupt(*pid));  // a request for seized tracees only
+      return;
+    }
+    ASSERT_TRUE(ptrace_cont(*pid));
+  }
+  FAIL() << "no exec stop";
+}
+
+// The gated child's function: exits with status 7 (a raw system call, as fork_gated requires).
+void exit_seven() {
+  ::syscall(SYS_exit_group, 7);
+}
+
+void do_nothing() {}
+
+Result<WaitStatus> wait_exit(pid_t pid) {
+  for (;;) {
+    auto st = wait_for(pid, false);
+    if (!st || st->kind == WaitKind::kExited || st->kind == WaitKind::kKilled) return st;
+  }
+}
+
+TEST(ForkGated, RunsItsFunctionOnlyAfterTheGo) {
+  auto child = fork_gated(exit_seven);
+  ASSERT_TRUE(child) << child.error().to_string();
+  EXPECT_TRUE(child->go.valid());
+  EXPECT_EQ(*wait_for(child->pid, true), WaitStatus{});  // waiting for its go
+  ASSERT_TRUE(start_gated(*child));
+  auto st = wait_exit(child->pid);
+  ASSERT_TRUE(st) << st.error().to_string();
+  EXPECT_EQ(*st, (WaitStatus{WaitKind::kExited, 7, st->raw}));
+}
+
+TEST(ForkGated, ExitsZeroAfterItsFunctionReturns) {
+  auto child = fork_gated(do_nothing);
+  ASSERT_TRUE(child) << child.error().to_string();
+  ASSERT_TRUE(start_gated(*child));
+  auto st = wait_exit(child->pid);
+  ASSERT_TRUE(st) << st.error().to_string();
+  EXPECT_EQ(st->kind, WaitKind::kExited);
+  EXPECT_EQ(st->value, 0);
+}
+
+TEST(ForkGated, AClosedGoPipeEndsTheChildUnstarted) {
+  auto child = fork_gated(exit_seven);
+  ASSERT_TRUE(child) << child.error().to_string();
+  child->go.reset();
+  auto st = wait_exit(child->pid);
+  ASSERT_TRUE(st) << st.error().to_string();
+  EXPECT_EQ(st->kind, WaitKind::kExited);
+  EXPECT_EQ(st->value, kGatedNotStarted);
+  // The go pipe is closed: there is nothing to write the byte to (EBADF).
+  expect_error(start_gated(*child), ErrorCode::kIo, "pipe");
+}
+
+}  // namespace
+}  // namespace hwarb::linux
