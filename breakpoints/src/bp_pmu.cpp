@@ -1,5 +1,6 @@
 #include "hwarb/breakpoints/bp_pmu.h"
 
+#include <optional>
 #include <string>
 
 #include "hwarb/base/check.h"
@@ -99,7 +100,12 @@ void BreakpointPmu::stop(pmu::Event& event, CpuId cpu) {
   slot_of(event, cpu)->started = false;
 }
 
-void BreakpointPmu::read(pmu::Event&) {}
+void BreakpointPmu::read(pmu::Event& event) {
+  // Every hit is in the count already (handle() -> Event::deliver): nothing is pending here.
+  const std::optional<CpuId> cpu = event.active_cpu();
+  HWARB_CHECK(cpu.has_value(), "read of a breakpoint event that is not installed");
+  (void)slot_of(event, *cpu);
+}
 
 std::uint64_t BreakpointPmu::handle(const DebugTrap& trap) {
   auto& regs = slots_.at(static_cast<std::size_t>(trap.sample.cpu.value()));

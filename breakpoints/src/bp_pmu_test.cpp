@@ -399,6 +399,46 @@ TEST(BpPmu, StoppedEventsStayInstalledButAreNotDelivered) {
   EXPECT_EQ(h.read()->count, 1u);
 }
 
+// The count is the hits delivered: read() (the core's, at each user read and each sched-out)
+// folds in nothing more, so no hit is counted twice and none is lost across a sched-out.
+TEST(BpPmu, ReadCountsEveryDeliveredHitExactlyOnce) {
+  Fixture f;
+  std::vector<pmu::Sample> hits;
+  auto cpu_bound = f.cpu_event(0, 0x1000, 4, BpType::kW, &hits);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(f.pmu.handle(trap(0, 0x1)), 0x1u);
+  EXPECT_EQ(cpu_bound.read()->count, 3u);
+  EXPECT_EQ(cpu_bound.read()->count, 3u);
+  f.pmu.read(const_cast<pmu::Event&>(*cpu_bound.event()));
+  EXPECT_EQ(cpu_bound.event()->count(), 3u);
+  EXPECT_EQ(hits.size(), 3u);
+
+  // A task's event, scheduled out (stop, read, del) and in again between hits.
+  auto h = f.core->open(breakpoint_attr(0x2000, 4, BpType::kW), {TaskId(1), std::nullopt});
+  ASSERT_TRUE(h);
+  ASSERT_TRUE(f.core->sched_in(CpuId(1), TaskId(1)));
+  const int slot = h->event()->hw_index;
+  ASSERT_GE(slot, 0);
+  EXPECT_EQ(f.pmu.handle(trap(1, x86::dr6::trap_bit(slot))), x86::dr6::trap_bit(slot));
+  EXPECT_EQ(f.pmu.handle(trap(1, x86::dr6::trap_bit(slot))), x86::dr6::trap_bit(slot));
+  ASSERT_TRUE(f.core->sched_out(CpuId(1), TaskId(1)));
+  EXPECT_EQ(h->event()->count(), 2u);
+  EXPECT_EQ(h->read()->count, 2u);
+  // Scheduled out: the registers are free, a trap there is nobody's and counts nowhere.
+  EXPECT_EQ(f.pmu.handle(trap(1, x86::dr6::trap_bit(slot))), 0u);
+  ASSERT_TRUE(f.core->sched_in(CpuId(1), TaskId(1)));
+  const int again = h->event()->hw_index;
+  EXPECT_EQ(f.pmu.handle(trap(1, x86::dr6::trap_bit(again))), x86::dr6::trap_bit(again));
+  EXPECT_EQ(h->read()->count, 3u);
+  ASSERT_TRUE(f.core->sched_out(CpuId(1), TaskId(1)));
+  EXPECT_EQ(h->read()->count, 3u);
+}
+
+TEST(BpPmuDeathTest, ReadOfAnEventThatIsNotInstalledIsABug) {
+  Fixture f;
+  pmu::Event& e = f.event(0x1000, 4, BpType::kW);  // never added
+  EXPECT_DEATH(f.pmu.read(e), "not installed");
+}
+
 TEST(BpPmu, ExcludeUserEventsAreConsumedButNotDelivered) {
   Fixture f;
   std::vector<pmu::Sample> user, kernel;

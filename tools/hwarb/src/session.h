@@ -1,94 +1,41 @@
-// tools/hwarb/src/session.h — what `hwarb watch`, `stat` and `trace` share: the target options
-// (-p PID | -t TID | -- CMD ARGS), starting or attaching to the target, the event loop over an
-// Inferior with one engine (a SoftWatch, a PerfWatch poller, a BranchTracer), Ctrl-C, the
-// progress line and JSON strings.
+// tools/hwarb/src/session.h — what `hwarb watch`, `stat` and `trace` share on the command line:
+// the target options (-p PID | -t TID | -- CMD ARGS, --aslr) and their check, the wording of a
+// target and of how it ended, and the progress line. The session itself (starting or attaching,
+// the event loop, Ctrl-C) is linux::run_target's (hwarb/linux/session.h).
 //
 // Contract:
 //  - Exactly one of -p, -t or a command: check_target() says which is wrong (a usage error).
-//  - run_target() drives the Inferior until the process ends or SIGINT/SIGTERM arrives: every
-//    event goes to the engine first; events it does not take are handled as a debugger does
-//    (signals passed through unchanged, new threads and exits followed, forks released). On an
-//    interrupt it stops every thread, lets the engine undo its changes (finish()), and detaches
-//    (an attached target) or kills (a spawned one) — an attached target always runs on
-//    unmodified. Errors of the engine are returned after the same cleanup.
 //  - Exit statuses of the three commands: 0 (done, whatever the tracee's own status, which is
 //    reported), 1 (the target could not be traced or tracing failed), 2 (usage).
+//  - Progress draws on stderr only when it is a terminal; WithProgress adds it to an engine
+//    without changing what the engine does.
 #pragma once
-
-#include <sys/types.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <functional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "hwarb/base/error.h"
-#include "hwarb/base/format.h"
-#include "hwarb/linux/inferior.h"
+#include "hwarb/linux/session.h"
 
 namespace hwarb::cli {
 
-struct TargetOptions {
-  pid_t pid = 0;
-  pid_t tid = 0;
-  std::vector<std::string> command;
-  bool aslr = false;  // --aslr: keep address-space randomisation for a spawned command
-};
+using TargetOptions = linux::Target;
 
 // main() splits the command line at the first "--": what follows is the target command, kept
 // here (CLI11 would mix it with the expressions).
 void set_trailing_command(std::vector<std::string> command);
-// Adds -p/--pid and -t/--tid to `sub`.
+// Adds -p/--pid, -t/--tid and --aslr to `sub`.
 void add_target_options(CLI::App& sub, TargetOptions& target);
 // Fills target.command from the trailing command and checks that exactly one target is given.
-Result<void> check_target(TargetOptions& target);
-// Spawns the command or attaches to the process (of the thread, for -t).
-Result<linux::Inferior> open_target(const TargetOptions& target);
-// Runs a spawned process (stopped at its first instruction) until it reaches `addr` and leaves
-// it stopped there, the int3 used for it removed: run to the executable's entry point, the
-// dynamic loader has mapped the shared libraries, so their symbols resolve. Signals of the
-// program pass through. ESRCH naming `target` when it ends first.
-Result<void> run_to(linux::Inferior& inferior, std::uint64_t addr);
-// "command 'prog'" / "process 1234" for messages.
+[[nodiscard]] Result<void> check_target(TargetOptions& target);
+// "command 'prog'" / "process 1234" / "thread 1234" for messages.
 std::string target_name(const TargetOptions& target);
-
-// An engine driven by run_target.
-class Engine {
- public:
-  virtual ~Engine() = default;
-  // Takes an event; true when it resumed the thread itself.
-  virtual Result<bool> handle(const linux::Event& event) = 0;
-  virtual linux::Resume resume_mode() const = 0;
-  // Undoes every change to the tracee; all threads are stopped.
-  virtual Result<void> finish() = 0;
-  // Called between events at most every 100 ms (progress line, polling); default none. An engine
-  // with wake_fds() is also called when one of them is readable and every 100 ms without events.
-  virtual void tick() {}
-  // Descriptors (perf rings) whose POLLIN must wake the loop while the threads run; empty (the
-  // default): the loop sleeps in waitpid until the next event.
-  virtual std::vector<int> wake_fds() const { return {}; }
-  virtual bool wants_wakeups() const { return false; }
-  // True when the engine has seen enough (--count): run_target then undoes, detaches and lets
-  // the process run on (a spawned one is waited for, for its exit status).
-  virtual bool done() const { return false; }
-};
-
-struct RunResult {
-  bool exited = false;  // the process ended: status or signal
-  int status = 0;
-  int signal = 0;
-  bool interrupted = false;  // Ctrl-C / SIGTERM: detached (attached target) or killed (spawned)
-  pid_t pid = -1;
-};
-Result<RunResult> run_target(linux::Inferior& inferior, Engine& engine);
 // "exited with status 3" / "killed by SIGSEGV" / "still running (detached)" / "killed (hwarb
 // was interrupted)".
-std::string describe_end(const RunResult& result, bool spawned);
-
-// Whether SIGINT/SIGTERM has arrived (run_target installs the handler).
-bool interrupted();
+std::string describe_end(const linux::RunResult& result, bool spawned);
 
 // A one-line progress display on stderr when it is a terminal; nothing otherwise. update() redraws
 // at most every 200 ms; clear() erases the line.
@@ -104,6 +51,35 @@ class Progress {
   bool enabled_ = false;
   bool shown_ = false;
   std::chrono::steady_clock::time_point last_{};
+};
+
+// `engine` with a progress line: after each of its ticks the line is redrawn with line(); it is
+// erased before the engine finishes.
+class WithProgress final : public linux::Engine {
+ public:
+  WithProgress(linux::Engine& engine, Progress& progress, std::function<std::string()> line)
+      : engine_(engine), progress_(progress), line_(std::move(line)) {}
+
+  [[nodiscard]] Result<bool> handle(const linux::Event& event) override {
+    return engine_.handle(event);
+  }
+  linux::Resume resume_mode() const override { return engine_.resume_mode(); }
+  [[nodiscard]] Result<void> finish() override {
+    progress_.clear();
+    return engine_.finish();
+  }
+  void tick() override {
+    engine_.tick();
+    progress_.update(line_());
+  }
+  std::vector<int> wake_fds() const override { return engine_.wake_fds(); }
+  bool wants_wakeups() const override { return engine_.wants_wakeups(); }
+  bool done() const override { return engine_.done(); }
+
+ private:
+  linux::Engine& engine_;
+  Progress& progress_;
+  std::function<std::string()> line_;
 };
 
 }  // namespace hwarb::cli

@@ -1,16 +1,18 @@
 // `hwarb watch` and `hwarb stat`: watch memory (and code) of a real process.
 //
 // The expressions are resolved against the target's ELF symbols (SymbolTable, with load
-// biases), then watched by one of two paths:
-//  1. hardware: perf_event_open breakpoints on every thread (PerfWatch), when the probe shows
-//     that this machine delivers breakpoint hits. x86 has no read-only breakpoints: `:r` uses an
-//     rw breakpoint and keeps the hits whose instruction (decoded backwards from the sample's ip,
-//     which is the instruction after the access) only reads the watched bytes.
-//  2. software (the fallback, or --software): SoftWatch over ptrace — page protection with
-//     decoded faults, int3 for execution, single-step for stacks. Exact: every read and write.
+// biases), then watched by one of two paths of linux/debug:
+//  1. hardware (hard_watch.h), when the probe shows that this machine delivers breakpoint hits:
+//     perf_event_open breakpoints on every thread, as many as the probe found a thread gets. Each
+//     hit stops the hitting thread (perf's sigtrap, seen through ptrace) for its values and its
+//     instruction; the thread runs on at once. x86 has no read-only breakpoints: `:r` uses an rw
+//     breakpoint and keeps the hits whose instruction only reads the watched bytes. Counting
+//     writes and executions (stat) needs no stop: the target is detached and runs untraced, the
+//     hits read from the perf rings.
+//  2. software (the fallback, or --software; soft_watch.h): SoftWatch over ptrace — page
+//     protection with decoded faults, int3 for execution, single-step for stacks. Exact: every
+//     read and write.
 // `stat` runs the same and prints only the counts: a table per expression and thread.
-#include <signal.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -18,23 +20,21 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "commands.h"
 #include "hwarb/base/format.h"
-#include "hwarb/breakpoints/watchpoint.h"
 #include "hwarb/cli/condition.h"
 #include "hwarb/cli/watch_expr.h"
-#include "hwarb/linux/perf_watch.h"
+#include "hwarb/linux/hard_watch.h"
 #include "hwarb/linux/probe.h"
-#include "hwarb/linux/proc_maps.h"
+#include "hwarb/linux/session.h"
 #include "hwarb/linux/soft_watch.h"
+#include "hwarb/linux/soft_watch_engine.h"
 #include "hwarb/linux/symbols.h"
-#include "hwarb/linux/syscalls.h"
-#include "hwarb/linux/terminal.h"
-#include "hwarb/x86/insn.h"
+#include "hwarb/linux/watch_hit.h"
+#include "hwarb/x86/debugreg.h"
 #include "session.h"
 
 namespace hwarb::cli {
@@ -51,11 +51,8 @@ struct WatchArgs {
 };
 
 struct Watched {
-  WatchExpr expr;
-  std::uint64_t addr = 0;
-  std::uint64_t len = 0;
-  unsigned access = 0;  // linux::kWatch* bits
-  std::string label;    // the expression as given
+  linux::WatchRange range;  // id: the index of the expression
+  std::string label;        // the expression as given
 };
 
 unsigned access_bits(WatchAccess a) {
@@ -82,15 +79,16 @@ std::string access_letters(unsigned bits) {
 
 std::uint64_t le_value(const std::vector<std::uint8_t>& bytes) {
   std::uint64_t v = 0;
-  if (bytes.empty()) return v;  // a count-only hit carries no value
+  if (bytes.empty()) return v;  // an unknown value
   std::memcpy(&v, bytes.data(), std::min<std::size_t>(bytes.size(), 8));
   return v;
 }
 
 // A watched value as text: the little-endian integer for 1/2/4/8 bytes, else the bytes in
-// memory order.
+// memory order; "?" when unknown (the range could not be read).
 std::string value_text(const std::vector<std::uint8_t>& bytes) {
   const std::size_t n = bytes.size();
+  if (n == 0) return "?";
   if (n == 1 || n == 2 || n == 4 || n == 8) return hex(le_value(bytes));
   std::string out = "0x";
   char buf[4];
@@ -98,6 +96,12 @@ std::string value_text(const std::vector<std::uint8_t>& bytes) {
     std::snprintf(buf, sizeof(buf), "%02x", b);
     out += buf;
   }
+  return out;
+}
+
+std::vector<linux::WatchRange> ranges_of(const std::vector<Watched>& watched) {
+  std::vector<linux::WatchRange> out;
+  for (const Watched& w : watched) out.push_back(w.range);
   return out;
 }
 
@@ -111,60 +115,55 @@ int target_error(const char* command, const Error& error) {
   return kExitFailure;
 }
 
-// Resolves every expression; a usage error (exit 2) for unknown symbols.
+// Resolves every expression; ENOENT (a usage error, exit 2) for unknown symbols.
 Result<std::vector<Watched>> resolve(const std::vector<WatchExpr>& exprs,
                                      linux::Inferior& inferior) {
   auto table = linux::SymbolTable::load(inferior.pid());
   if (!table) return std::unexpected(table.error());
-  bool reloaded = false;
+  bool ran_to_entry = false;
   std::vector<Watched> out;
   for (const WatchExpr& e : exprs) {
     Watched w;
-    w.expr = e;
     w.label = e.text;
-    w.access = access_bits(e.access);
+    w.range.id = out.size();
+    w.range.access = access_bits(e.access);
     std::optional<std::uint64_t> size;
     if (e.address) {
-      w.addr = *e.address;
+      w.range.addr = *e.address;
     } else {
-      auto sym = table->find(e.symbol);
-      if (!sym && !reloaded && inferior.spawned() && table->entry()) {
-        // Shared libraries are mapped by the dynamic loader: run to the entry point and retry.
-        if (auto r = run_to(inferior, *table->entry()); !r) return std::unexpected(r.error());
-        auto again = linux::SymbolTable::load(inferior.pid());
-        if (!again) return std::unexpected(again.error());
-        *table = std::move(*again);
-        reloaded = true;
-        sym = table->find(e.symbol);
-      }
+      auto sym = linux::find_symbol(inferior, *table, ran_to_entry, e.symbol);
       if (!sym) return std::unexpected(sym.error().with_context("expression '" + e.text + "'"));
-      w.addr = sym->address + static_cast<std::uint64_t>(e.offset);
+      w.range.addr = sym->address + static_cast<std::uint64_t>(e.offset);
       size = sym->size;
     }
-    w.len = e.access == WatchAccess::kExec ? 1 : default_length(e, size);
+    w.range.len = e.access == WatchAccess::kExec ? 1 : default_length(e, size);
     out.push_back(std::move(w));
   }
   return out;
 }
 
 // Per-expression and per-thread counts, and the printing of hits.
-class Reporter {
+class Reporter final : public linux::WatchObserver {
  public:
   Reporter(const WatchArgs& args, const std::vector<Watched>& watched, Condition condition,
            pid_t pid)
       : args_(args), watched_(watched), condition_(std::move(condition)), pid_(pid) {
     hits_.assign(watched.size(), 0);
+    for (const Comparison& c : condition_.terms) {
+      (c.operand == CondOperand::kOld ? needs_old_ : needs_new_) = true;
+    }
   }
 
-  // Reports one hit (after the --if condition and the -t filter).
-  void hit(const linux::SoftHit& h) {
+  // Reports one hit (after the --if condition and the -t filter). A condition on a value that is
+  // unknown does not hold.
+  void hit(const linux::WatchHit& h) override {
     if (args_.target.tid != 0 && h.tid != args_.target.tid) return;
     if (done()) return;
     const Watched& w = watched_[h.id];
-    const unsigned width = static_cast<unsigned>(std::min<std::uint64_t>(w.len, 8));
-    if (h.access != linux::kWatchExec &&
-        !condition_.eval(le_value(h.old_value), le_value(h.new_value), width)) {
-      return;
+    const unsigned width = static_cast<unsigned>(std::min<std::uint64_t>(w.range.len, 8));
+    if (h.access != linux::kWatchExec) {
+      if ((needs_old_ && h.old_value.empty()) || (needs_new_ && h.new_value.empty())) return;
+      if (!condition_.eval(le_value(h.old_value), le_value(h.new_value), width)) return;
     }
     ++hits_[h.id];
     ++total_;
@@ -180,8 +179,9 @@ class Reporter {
                          "\",\"addr\":\"" + hex(h.addr) + "\",\"access\":\"" +
                          access_letters(h.access) + "\"";
       if (h.access != linux::kWatchExec) {
-        line += ",\"old\":\"" + value_text(h.old_value) + "\",\"new\":\"" +
-                value_text(h.new_value) + "\"";
+        // An unknown value is left out.
+        if (!h.old_value.empty()) line += ",\"old\":\"" + value_text(h.old_value) + "\"";
+        if (!h.new_value.empty()) line += ",\"new\":\"" + value_text(h.new_value) + "\"";
       }
       char time[32];
       std::snprintf(time, sizeof(time), "%.6f", static_cast<double>(h.time_ns) / 1e9);
@@ -203,10 +203,10 @@ class Reporter {
     }
   }
 
-  bool done() const { return args_.count != 0 && total_ >= args_.count; }
+  bool done() const override { return args_.count != 0 && total_ >= args_.count; }
   std::uint64_t total() const { return total_; }
 
-  void summary(const std::string& mode, const std::string& method, const RunResult& end,
+  void summary(const std::string& mode, const std::string& method, const linux::RunResult& end,
                bool spawned) {
     std::cout.flush();
     if (args_.json) {
@@ -302,6 +302,8 @@ class Reporter {
   const WatchArgs& args_;
   const std::vector<Watched>& watched_;
   Condition condition_;
+  bool needs_old_ = false;
+  bool needs_new_ = false;
   pid_t pid_;
   std::vector<std::uint64_t> hits_;
   std::uint64_t total_ = 0;
@@ -312,329 +314,47 @@ class Reporter {
   std::uint64_t lost_ = 0;
 };
 
-// The software path as an Engine of run_target.
-class SoftEngine final : public Engine {
- public:
-  SoftEngine(linux::SoftWatch& watch, Reporter& reporter, Progress& progress)
-      : watch_(watch), reporter_(reporter), progress_(progress) {}
-  Result<bool> handle(const linux::Event& event) override {
-    hits_.clear();
-    auto r = watch_.handle(event, hits_);
-    for (const linux::SoftHit& h : hits_) reporter_.hit(h);
-    return r;
-  }
-  linux::Resume resume_mode() const override { return watch_.resume_mode(); }
-  Result<void> finish() override {
-    progress_.clear();
-    return watch_.disarm();
-  }
-  void tick() override {
-    progress_.update("hwarb: " + std::to_string(reporter_.total()) + " hits, " +
-                     std::to_string(watch_.stats().faults) + " faults");
-  }
-  bool done() const override { return reporter_.done(); }
-
- private:
-  linux::SoftWatch& watch_;
-  Reporter& reporter_;
-  Progress& progress_;
-  std::vector<linux::SoftHit> hits_;
-};
-
-// The instruction that ends at `end` (a data breakpoint traps after the access, so a sample's ip
-// is the next instruction) and how it accessed [addr, addr+len). Decoding backwards is ambiguous,
-// so the candidates are every start among the 15 bytes before `end` whose decoding ends exactly
-// at `end` with a memory operand, narrowed in order:
-//  1. candidates whose operand address does not depend on registers (rip-relative or absolute:
-//     the same for two different register sets) and hits the watched range — the usual case for
-//     a global; if there is exactly one, it is the accessor;
-//  2. otherwise the register-dependent candidates, when they all agree on read vs write.
-// nullopt when nothing is certain (the caller then decides by whether the value changed).
-struct Accessor {
-  std::uint64_t ip = 0;
-  unsigned access = 0;
-};
-std::optional<Accessor> accessor_before(pid_t pid, std::uint64_t end, std::uint64_t addr,
-                                        std::uint64_t len,
-                                        const std::optional<x86::Regs>& regs = std::nullopt) {
-  std::uint8_t window[15] = {};
-  if (end < sizeof(window) || !linux::read_process_memory(pid, end - sizeof(window), window)) {
-    return std::nullopt;
-  }
-  // With the thread's registers (a synchronous hit), "fixed" means: computed with them.
-  x86::Regs zero = regs.value_or(x86::Regs{});
-  x86::Regs other = regs.value_or(x86::Regs{});
-  if (!regs) {
-    other.rax = other.rbx = other.rcx = other.rdx = other.rsi = other.rdi = other.rbp = other.rsp =
-        other.r8 = other.r9 = other.r10 = other.r11 = other.r12 = other.r13 = other.r14 =
-            other.r15 = 0x10000;
-  }
-  std::vector<Accessor> exact, loose;
-  for (std::size_t k = 1; k <= sizeof(window); ++k) {
-    const std::uint64_t ip = end - k;
-    auto insn = x86::decode(std::span<const std::uint8_t>(window + sizeof(window) - k, k), ip);
-    if (!insn || insn->length != k) continue;
-    zero.rip = other.rip = ip;
-    auto a = x86::effective_addresses(*insn, zero);
-    auto b = x86::effective_addresses(*insn, other);
-    if (!a || !b || a->size() != b->size()) continue;
-    unsigned access = 0;
-    bool fixed_hit = false, dependent = false;
-    for (std::size_t i = 0; i < a->size(); ++i) {
-      if (insn->mem.size() > i && insn->mem[i].stack) continue;
-      const x86::MemRef& ref = (*a)[i];
-      if (ref.address == (*b)[i].address) {
-        if (!(ref.address < addr + len && addr < ref.address + ref.size)) continue;
-        fixed_hit = true;
-      } else {
-        dependent = true;
-      }
-      if (ref.access == x86::Access::kRead) access |= linux::kWatchRead;
-      if (ref.access == x86::Access::kWrite) access |= linux::kWatchWrite;
-      if (ref.access == x86::Access::kReadWrite) access |= linux::kWatchRead | linux::kWatchWrite;
-    }
-    if (access == 0) continue;
-    if (fixed_hit) {
-      exact.push_back(Accessor{ip, access});
-    } else if (dependent) {
-      loose.push_back(Accessor{ip, access});
-    }
-  }
-  if (exact.size() == 1) return exact[0];
-  if (!exact.empty()) return std::nullopt;
-  if (loose.empty()) return std::nullopt;
-  for (const Accessor& c : loose) {
-    if (c.access != loose[0].access) return std::nullopt;
-  }
-  return loose.back();
-}
-
-// The hardware path with exact values: every hit also stops the thread (perf sigtrap, seen by
-// ptrace as SIGTRAP with si_code TRAP_PERF right after the access), so the new value is read
-// before the program moves on, and the accessing instruction is found with its registers.
-class HardEngine final : public Engine {
- public:
-  HardEngine(linux::Inferior& inferior, std::optional<linux::PerfWatch>& perf,
-             const std::vector<linux::HwPiece>& pieces, const std::vector<Watched>& watched,
-             Reporter& reporter, Progress& progress)
-      : inferior_(inferior),
-        perf_(perf),
-        pieces_(pieces),
-        watched_(watched),
-        reporter_(reporter),
-        progress_(progress),
-        start_(std::chrono::steady_clock::now()) {
-    for (const Watched& w : watched) {
-      std::vector<std::uint8_t> bytes(w.access == linux::kWatchExec ? 0 : w.len);
-      if (!bytes.empty()) (void)inferior.read_memory(w.addr, bytes);
-      shadow_.push_back(std::move(bytes));
-    }
-  }
-  Result<bool> handle(const linux::Event& ev) override {
-    constexpr int kTrapPerf = 6;  // TRAP_PERF
-    if (ev.kind != linux::EventKind::kSignal || ev.signal != SIGTRAP || ev.code != kTrapPerf) {
-      return false;
-    }
-    auto regs = inferior_.get_regs(ev.tid);
-    if (!regs) return std::unexpected(regs.error());
-    const auto time =
-        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                       std::chrono::steady_clock::now() - start_)
-                                       .count());
-    std::vector<bool> seen(watched_.size(), false);
-    for (const linux::HwPiece& piece : pieces_) {
-      if (ev.fault_addr < piece.addr || ev.fault_addr >= piece.addr + piece.len) continue;
-      const std::size_t i = piece.expr;
-      if (seen[i]) continue;
-      seen[i] = true;
-      const Watched& w = watched_[i];
-      linux::SoftHit h;
-      h.id = i;
-      h.tid = ev.tid;
-      h.time_ns = time;
-      h.addr = ev.fault_addr;
-      if (w.access == linux::kWatchExec) {
-        h.ip = w.addr;
-        h.access = linux::kWatchExec;
-        reporter_.hit(h);
-        continue;
-      }
-      h.ip = regs->rip;
-      std::vector<std::uint8_t> now(w.len);
-      if (auto r = inferior_.read_memory(w.addr, now); !r) now = shadow_[i];
-      h.access = piece.type == pmu::BpType::kW ? linux::kWatchWrite
-                                               : linux::kWatchRead | linux::kWatchWrite;
-      if (auto acc = accessor_before(inferior_.pid(), regs->rip, w.addr, w.len, *regs)) {
-        h.ip = acc->ip;
-        if (piece.type != pmu::BpType::kW) h.access = acc->access;
-      } else if (piece.type != pmu::BpType::kW) {
-        h.access = now != shadow_[i] ? linux::kWatchWrite : linux::kWatchRead;
-      }
-      h.access &= w.access;
-      h.old_value = shadow_[i];
-      h.new_value = now;
-      shadow_[i] = std::move(now);
-      if (h.access != 0) reporter_.hit(h);
-    }
-    if (auto r = inferior_.resume(ev.tid, linux::Resume::kCont); !r)
-      return std::unexpected(r.error());
-    return true;
-  }
-  linux::Resume resume_mode() const override { return linux::Resume::kCont; }
-  Result<void> finish() override {
-    progress_.clear();
-    perf_.reset();  // the breakpoints go; hits already queued for a thread are dropped below
-    constexpr int kTrapPerf = 6;
-    const auto perf_trap = [](const linux::Event& ev) {
-      return ev.kind == linux::EventKind::kSignal && ev.signal == SIGTRAP && ev.code == kTrapPerf;
-    };
-    for (pid_t tid : inferior_.threads()) {
-      for (const linux::Event& ev : inferior_.discard_queued(tid)) {
-        if (!perf_trap(ev)) inferior_.requeue(ev);
-      }
-    }
-    // A hit's SIGTRAP raised as the thread was being stopped is pending but not reported yet:
-    // after the detach it would kill the program. Each is made to surface and dropped.
-    Result<void> first;
-    for (pid_t tid : inferior_.threads()) {
-      auto surfaced = inferior_.surface_pending(tid, 1ull << (SIGTRAP - 1));
-      if (!surfaced) {
-        if (surfaced.error().code() != ErrorCode::kSrch && first) {
-          first = std::unexpected(surfaced.error());
-        }
-        continue;
-      }
-      for (const linux::Event& ev : *surfaced) {
-        if (!perf_trap(ev)) inferior_.requeue(ev);
-      }
-    }
-    return first;
-  }
-  void tick() override {
-    progress_.update("hwarb: " + std::to_string(reporter_.total()) + " hits");
-  }
-  bool done() const override { return reporter_.done(); }
-
- private:
-  linux::Inferior& inferior_;
-  std::optional<linux::PerfWatch>& perf_;
-  const std::vector<linux::HwPiece>& pieces_;
-  const std::vector<Watched>& watched_;
-  Reporter& reporter_;
-  Progress& progress_;
-  std::chrono::steady_clock::time_point start_;
-  std::vector<std::vector<std::uint8_t>> shadow_;
-};
-
-// The hardware path: perf breakpoints, no ptrace while the target runs. Returns nullopt (with
+// The hardware path (hard_watch.h): each hit stops its thread for the values, except when only
+// writes and executions are counted (stat), where the target runs untraced. Returns nullopt (with
 // `why` set) when the expressions cannot be watched this way; the caller then uses software.
-std::optional<int> run_hardware(WatchArgs& args, linux::Inferior& inferior,
-                                const std::vector<Watched>& watched, Reporter& reporter,
+std::optional<int> run_hardware(const WatchArgs& args, linux::Inferior& inferior,
+                                const std::vector<Watched>& watched, Reporter& reporter, int slots,
                                 std::string& why) {
   const char* name = args.stat ? "stat" : "watch";
-  std::vector<linux::HwPiece> pieces;
-  for (std::size_t i = 0; i < watched.size(); ++i) {
-    const Watched& w = watched[i];
-    if (w.access == linux::kWatchExec) {
-      pieces.push_back(linux::HwPiece{w.addr, 8, pmu::BpType::kX, i});
-      continue;
-    }
-    const pmu::BpType type = w.access == linux::kWatchWrite ? pmu::BpType::kW : pmu::BpType::kRw;
-    for (const breakpoints::Piece& p : breakpoints::split_range(w.addr, w.len)) {
-      pieces.push_back(linux::HwPiece{p.addr, p.len, type, i});
-    }
-  }
-  if (pieces.size() > 4) {
-    why = "the expressions need " + std::to_string(pieces.size()) +
-          " debug registers and x86_64 has 4";
+  const std::vector<linux::WatchRange> ranges = ranges_of(watched);
+  auto pieces = linux::plan_pieces(ranges, slots);
+  if (!pieces) {
+    why = pieces.error().message();
     return std::nullopt;
   }
-  const pid_t pid = inferior.pid();
   const bool spawned = inferior.spawned();
-  // Exact values and read/write classification need the thread stopped at each hit; a count of
-  // writes or executions does not (stat): then the target runs untraced.
-  bool sync = !args.stat;
-  for (const Watched& w : watched) sync |= (w.access & linux::kWatchRead) != 0;
-  auto perf = linux::PerfWatch::open(pid, pieces, {.sigtrap = sync});
+  const bool stops = linux::hits_need_stops(ranges, !args.stat);
+  auto perf = linux::PerfWatch::open(inferior.pid(), *pieces, {.sigtrap = stops});
   if (!perf) {
     why = perf.error().to_string();
     return std::nullopt;
   }
-  if (sync) {
-    std::cerr << "hwarb " << name << ": hardware mode, " << perf->events()
-              << " perf breakpoint events (" << pieces.size()
-              << " debug registers), each hit stopping the thread for its values\n";
-    std::optional<linux::PerfWatch> owned(std::move(*perf));
-    Progress progress;
-    HardEngine engine(inferior, owned, pieces, watched, reporter, progress);
-    auto end = run_target(inferior, engine);
+  const std::string method = std::to_string(pieces->size()) + " debug registers";
+  std::cerr << "hwarb " << name << ": hardware mode, " << perf->events()
+            << " perf breakpoint events (" << method << ")"
+            << (stops ? ", each hit stopping the thread for its values" : "") << "\n";
+  Progress progress;
+  const auto line = [&reporter] { return "hwarb: " + std::to_string(reporter.total()) + " hits"; };
+  if (stops) {
+    linux::HardWatchEngine engine(inferior, std::move(*perf), ranges, reporter);
+    WithProgress shown(engine, progress, line);
+    auto end = linux::run_target(inferior, shown);
     progress.clear();
     if (!end) return target_error(name, end.error());
-    reporter.summary("hardware", std::to_string(pieces.size()) + " debug registers", *end, spawned);
+    reporter.summary("hardware", method, *end, spawned);
     return kExitOk;
   }
-  // Counting writes and executions only (stat): the samples say all that is needed, and the
-  // target runs untraced; nothing per hit may be slow here, or the rings overflow.
-  if (auto d = inferior.detach(); !d) return target_error(name, d.error());
-  std::cerr << "hwarb " << name << ": hardware mode, " << perf->events()
-            << " perf breakpoint events (" << pieces.size() << " debug registers)\n";
-  linux::install_interrupt_flag();
-  const auto start = std::chrono::steady_clock::now();
-  const std::uint64_t start_ns = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count());
-  Progress progress;
-  RunResult end;
-  end.pid = pid;
-  auto take = [&](const std::vector<linux::PerfHit>& hits) {
-    for (const linux::PerfHit& ph : hits) {
-      const std::size_t i = pieces[ph.piece].expr;
-      const Watched& w = watched[i];
-      linux::SoftHit h;
-      h.id = i;
-      h.tid = ph.tid;
-      h.time_ns = ph.time_ns > start_ns ? ph.time_ns - start_ns : 0;
-      h.ip = ph.ip;
-      h.addr = ph.addr;
-      h.access = w.access == linux::kWatchExec ? linux::kWatchExec : linux::kWatchWrite;
-      reporter.hit(h);
-    }
-  };
-  for (;;) {
-    if (interrupted()) {
-      end.interrupted = true;
-      break;
-    }
-    if (reporter.done()) break;
-    auto hits = perf->poll(100);
-    if (!hits) return target_error(name, hits.error());
-    take(*hits);
-    progress.update("hwarb: " + std::to_string(reporter.total()) + " hits");
-    if (spawned) {
-      auto st = linux::wait_for(pid, true);
-      if (st && st->kind != linux::WaitKind::kRunning) {
-        if (auto rest = perf->poll(0)) take(*rest);
-        end.exited = true;
-        if (st->kind == linux::WaitKind::kExited) end.status = st->value;
-        if (st->kind == linux::WaitKind::kKilled) end.signal = st->value;
-        break;
-      }
-    } else if (perf->exited()) {
-      end.exited = true;
-      break;
-    }
-  }
+  auto counted = linux::count_untraced(inferior, std::move(*perf), ranges, reporter,
+                                       [&] { progress.update(line()); });
   progress.clear();
-  reporter.set_lost(perf->lost());
-  perf = std::unexpected(Error(ErrorCode::kIo, "closed"));  // the breakpoints go now
-  if (spawned && !end.exited) {
-    if (end.interrupted) (void)linux::send_signal(pid, SIGKILL);
-    if (auto st = linux::wait_for(pid, false)) {
-      end.exited = true;
-      if (st->kind == linux::WaitKind::kExited) end.status = st->value;
-      if (st->kind == linux::WaitKind::kKilled) end.signal = st->value;
-    }
-  }
-  reporter.summary("hardware", std::to_string(pieces.size()) + " debug registers", end, spawned);
+  if (!counted) return target_error(name, counted.error());
+  reporter.set_lost(counted->lost);
+  reporter.summary("hardware", method, counted->end, spawned);
   return kExitOk;
 }
 
@@ -655,13 +375,16 @@ int run_watch(WatchArgs& args) {
   }
   if (auto t = check_target(args.target); !t) return usage_error(name, t.error().to_string());
 
-  // Hardware or software: what the machine really does decides, unless --software.
+  // Hardware or software: what the machine really does decides, unless --software. The debug
+  // registers a thread gets are the probe's count (x86's when the probe counted none).
   bool hardware = false;
+  int slots = x86::kSlots;
   std::string why = "--software";
   if (!args.software) {
     auto report = linux::probe();
     if (report && report->hits_delivered) {
       hardware = true;
+      if (report->breakpoint_slots > 0) slots = report->breakpoint_slots;
     } else if (report) {
       why = report->breakpoint_pmu
                 ? "breakpoints open on this machine but their hits are never delivered (" +
@@ -673,7 +396,7 @@ int run_watch(WatchArgs& args) {
     }
   }
 
-  auto inferior = open_target(args.target);
+  auto inferior = linux::open_target(args.target);
   if (!inferior) return target_error(name, inferior.error());
   auto watched = resolve(exprs, *inferior);
   if (!watched) {
@@ -687,23 +410,22 @@ int run_watch(WatchArgs& args) {
   if (table) reporter.set_symbols(&*table);
 
   if (hardware) {
-    if (auto code = run_hardware(args, *inferior, *watched, reporter, why)) return *code;
+    if (auto code = run_hardware(args, *inferior, *watched, reporter, slots, why)) return *code;
     std::cerr << "hwarb " << name << ": hardware mode not possible (" << why << ")\n";
   }
   // The software path (also where the hardware path cannot take the expressions).
-  std::vector<linux::WatchRange> ranges;
-  for (std::size_t i = 0; i < watched->size(); ++i) {
-    const Watched& w = (*watched)[i];
-    ranges.push_back(linux::WatchRange{w.addr, w.len, w.access, i});
-  }
-  auto watch = linux::SoftWatch::arm(*inferior, ranges);
+  auto watch = linux::SoftWatch::arm(*inferior, ranges_of(*watched));
   if (!watch) return target_error(name, watch.error());
   std::cerr << "hwarb " << name << ": software mode, " << watch->describe() << " (" << why << ")\n";
   Progress progress;
-  SoftEngine engine(*watch, reporter, progress);
+  linux::SoftWatchEngine engine(*watch, reporter);
+  WithProgress shown(engine, progress, [&] {
+    return "hwarb: " + std::to_string(reporter.total()) + " hits, " +
+           std::to_string(watch->stats().faults) + " faults";
+  });
   const bool spawned = inferior->spawned();
   const std::string method = watch->describe();
-  auto end = run_target(*inferior, engine);
+  auto end = linux::run_target(*inferior, shown);
   progress.clear();
   if (!end) return target_error(name, end.error());
   reporter.summary("software", method, *end, spawned);

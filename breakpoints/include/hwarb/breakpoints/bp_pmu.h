@@ -12,6 +12,12 @@
 //  - del(event, cpu): DR7 = x86::dr7::uninstall(DR7, n) and DRn = 0; the slot is free again. When
 //    the last slot goes, DR7 keeps no enable bit (GE is dropped with it).
 //  - start/stop: as Linux, a stopped event stays installed but its hits are ignored.
+//  - read(event): a breakpoint counts as it fires: handle() gives each hit of a started slot to
+//    Event::deliver, which adds it to the event's count at once (as Linux's perf_bp_event), so
+//    the registers never hold a count the event lacks and read() folds in nothing — a read after
+//    N hits says N, however often it runs (the core reads at every sched-out and user read). The
+//    event must be installed on its active CPU (the core reads only active events): anything else
+//    is a bug of the caller, checked.
 //  - handle(exception): for each trap bit B0..B3 set in the exception's DR6 bits, in slot order,
 //    the event in that slot (if any, and started, and not excluding user mode) gets
 //    Event::deliver(sample). A bit of an empty slot is skipped, never hiding the bits after it.

@@ -66,33 +66,14 @@
 #include "hwarb/base/error.h"
 #include "hwarb/linux/inferior.h"
 #include "hwarb/linux/proc_maps.h"
+#include "hwarb/linux/watch_hit.h"
 #include "hwarb/x86/insn.h"
 
 namespace hwarb::linux {
 
-// Access bits of a watch.
-inline constexpr unsigned kWatchRead = 1;
-inline constexpr unsigned kWatchWrite = 2;
-inline constexpr unsigned kWatchExec = 4;
-
-struct WatchRange {
-  std::uint64_t addr = 0;
-  std::uint64_t len = 0;
-  unsigned access = kWatchRead | kWatchWrite;
-  std::size_t id = 0;  // the caller's expression index, echoed in hits
-};
-
-struct SoftHit {
-  std::size_t id = 0;
-  pid_t tid = -1;
-  std::uint64_t time_ns = 0;  // since arm()
-  std::uint64_t ip = 0;       // the accessing instruction (for a system call: the `syscall`)
-  std::uint64_t addr = 0;     // first watched byte the access touched
-  unsigned access = 0;        // kWatchRead / kWatchWrite (both for read-modify-write) / kWatchExec
-  std::vector<std::uint8_t> old_value;  // the whole watched range before the access
-  std::vector<std::uint8_t> new_value;  // and after it
-  std::string syscall;                  // non-empty when the kernel made the access
-};
+// The hits of either watch path are WatchHit (watch_hit.h; time_ns counts from arm()). SoftHit
+// is its former name, kept while callers move to WatchHit.
+using SoftHit = WatchHit;
 
 enum class WatchMethod : std::uint8_t { kPageProtect, kSingleStep, kInt3 };
 const char* watch_method_name(WatchMethod method);
@@ -116,13 +97,13 @@ class SoftWatch {
   static Result<SoftWatch> arm(Inferior& inferior, std::vector<WatchRange> ranges,
                                const SoftWatchOptions& options = {});
 
-  Result<bool> handle(const Event& event, std::vector<SoftHit>& hits);
+  Result<bool> handle(const Event& event, std::vector<WatchHit>& hits);
   // How complete_fault() left the thread.
   struct Completed {
     bool stopped = false;  // the thread is stopped: after the instruction, or at `signal`
     int signal = 0;        // a signal of the program the instruction raised (not completed)
   };
-  Result<Completed> complete_fault(const Event& event, std::vector<SoftHit>& hits);
+  Result<Completed> complete_fault(const Event& event, std::vector<WatchHit>& hits);
   Resume resume_mode() const;
   Result<void> disarm();
 
@@ -164,17 +145,17 @@ class SoftWatch {
 
   SoftWatch(Inferior& inferior, std::vector<WatchRange> ranges);
   Result<void> protect(pid_t tid, std::uint64_t page, int prot, std::uint64_t count = 1);
-  Result<bool> on_fault(const Event& ev, std::vector<SoftHit>& hits);
-  Result<bool> on_trap(const Event& ev, std::vector<SoftHit>& hits);
+  Result<bool> on_fault(const Event& ev, std::vector<WatchHit>& hits);
+  Result<bool> on_trap(const Event& ev, std::vector<WatchHit>& hits);
   Result<bool> on_syscall_enter(const Event& ev);
-  Result<bool> on_syscall_exit(const Event& ev, std::vector<SoftHit>& hits);
-  Result<bool> on_step(pid_t tid, std::vector<SoftHit>& hits);
+  Result<bool> on_syscall_exit(const Event& ev, std::vector<WatchHit>& hits);
+  Result<bool> on_step(pid_t tid, std::vector<WatchHit>& hits);
   Result<void> prepare_step(pid_t tid);
   Result<void> release_child(pid_t child);
   Result<std::vector<std::uint8_t>> read_range(std::size_t range);
   std::uint64_t now_ns() const;
   bool page_protected(std::uint64_t addr) const;
-  void add_hit(std::vector<SoftHit>& hits, std::size_t range, pid_t tid, std::uint64_t ip,
+  void add_hit(std::vector<WatchHit>& hits, std::size_t range, pid_t tid, std::uint64_t ip,
                std::uint64_t addr, unsigned access, std::vector<std::uint8_t> before,
                std::vector<std::uint8_t> after, std::string syscall);
 

@@ -1,0 +1,111 @@
+// hwarb/linux/hard_watch.h — the hardware watch path on a real process: watch ranges as perf
+// breakpoints (PerfWatch), and the two ways their hits are taken.
+//
+//  1. HardWatchEngine (exact values, an Engine of run_target): the breakpoints are opened with
+//     perf's sigtrap, so every hit also stops the hitting thread (ptrace sees SIGTRAP with
+//     si_code TRAP_PERF, right after the access). The engine reads the range's new value before
+//     the program moves on, finds the accessing instruction with the thread's registers
+//     (accessor_before), reports the hit and resumes the thread: one ptrace stop per hit, none
+//     otherwise.
+//  2. count_untraced() (counting writes and executions): the process is detached and runs at full
+//     speed; the hits are the samples of the perf rings, polled. No values, no stops.
+// x86 has no read-only breakpoint: a read watch uses an rw breakpoint, and the engine keeps the
+// hits whose instruction reads the range (or, when the instruction cannot be told, whose value
+// did not change).
+//
+// Contract:
+//  - plan_pieces() gives the debug registers the ranges need, in range order: a data range split
+//    into aligned 1/2/4/8-byte pieces (breakpoints::split_range; type w for a write-only watch,
+//    else rw), an execute watch one piece of length 8 at its address. More pieces than `slots`
+//    (the registers a thread has: x86::kSlots, or what the probe measured) is ENOSPC naming
+//    `slots`. Nothing is opened.
+//  - hits_need_stops(): whether the hits need the thread stopped (HardWatchEngine) — for their
+//    values, or to tell reads from writes; false only for counting writes and executions.
+//  - accessor_before() is pure: see its comment.
+//  - HardWatchEngine takes a PerfWatch opened with sigtrap on the Inferior's process, the ranges
+//    (a piece's expr indexes them) and the observer. It reads every data range when constructed:
+//    a range that cannot be read then (not mapped yet) has an unknown old value at its first hit
+//    (an empty old_value), never a made-up one. A hit's values are the whole range before and
+//    after; a range that cannot be read at a hit gives an unknown new value. handle() takes the
+//    SIGTRAP/TRAP_PERF stops only (and resumes the thread); finish() closes the breakpoints and
+//    drops the SIGTRAPs of hits still queued or pending for any thread (after the detach they
+//    would kill the program).
+//  - count_untraced() detaches from the process first (all-or-nothing: on a detach error nothing
+//    else happens), then polls the rings every 100 ms until the process ends (a spawned one is
+//    waited for; an attached one when every covered thread exited), observer.done(), or
+//    SIGINT/SIGTERM (a spawned process is then killed and waited for). Every hit is reported as
+//    it is read (data hits as writes, ip the instruction after the access), tick() is called
+//    after every poll. The breakpoints are closed before it returns; `lost` is what the kernel
+//    dropped (the counts are then lower bounds).
+// Thread-safety: none; the Inferior's thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "hwarb/base/error.h"
+#include "hwarb/linux/inferior.h"
+#include "hwarb/linux/perf_watch.h"
+#include "hwarb/linux/session.h"
+#include "hwarb/linux/watch_hit.h"
+#include "hwarb/x86/insn.h"
+
+namespace hwarb::linux {
+
+[[nodiscard]] Result<std::vector<HwPiece>> plan_pieces(const std::vector<WatchRange>& ranges,
+                                                       int slots);
+
+// `values`: the caller wants each hit's values (watch), not only counts (stat).
+bool hits_need_stops(const std::vector<WatchRange>& ranges, bool values);
+
+// The instruction that ends at `end` (a data breakpoint traps after the access, so the stop's rip
+// is the next instruction) and how it accessed [addr, addr+len), from `code` = the bytes just
+// before `end` and the thread's registers at the stop. Decoding backwards is ambiguous: the
+// candidates are every start among those bytes whose decoding ends exactly at `end` and has a
+// memory operand (implicit stack slots aside) that, computed with `regs` (rip = the candidate),
+// touches the range. Exactly one candidate: its address and access (kWatchRead / kWatchWrite,
+// both for read-modify-write); none or several: nullopt (the caller then decides by whether the
+// value changed). An instruction that changed its own address registers is not found.
+struct Accessor {
+  std::uint64_t ip = 0;
+  unsigned access = 0;
+  friend bool operator==(const Accessor&, const Accessor&) = default;
+};
+std::optional<Accessor> accessor_before(std::span<const std::uint8_t> code, std::uint64_t end,
+                                        std::uint64_t addr, std::uint64_t len,
+                                        const x86::Regs& regs);
+
+class HardWatchEngine final : public Engine {
+ public:
+  HardWatchEngine(Inferior& inferior, PerfWatch perf, std::vector<WatchRange> ranges,
+                  WatchObserver& observer);
+
+  [[nodiscard]] Result<bool> handle(const Event& event) override;
+  Resume resume_mode() const override { return Resume::kCont; }
+  [[nodiscard]] Result<void> finish() override;
+  bool done() const override { return observer_.done(); }
+
+ private:
+  Inferior& inferior_;
+  std::optional<PerfWatch> perf_;
+  std::vector<HwPiece> pieces_;
+  std::vector<WatchRange> ranges_;
+  WatchObserver& observer_;
+  std::chrono::steady_clock::time_point start_;
+  std::vector<std::vector<std::uint8_t>> shadow_;  // per range; empty: unknown
+};
+
+struct CountResult {
+  RunResult end;
+  std::uint64_t lost = 0;
+};
+[[nodiscard]] Result<CountResult> count_untraced(Inferior& inferior, PerfWatch perf,
+                                                 const std::vector<WatchRange>& ranges,
+                                                 WatchObserver& observer,
+                                                 const std::function<void()>& tick = {});
+
+}  // namespace hwarb::linux

@@ -1,0 +1,99 @@
+// hwarb/linux/session.h — a debugging session on a real process: the target (a command spawned,
+// or a process attached), running it to an address, finding its symbols once its libraries are
+// mapped, and the event loop that drives one Engine (a watch, a branch tracer) over an Inferior
+// until the process ends, the engine has seen enough, or SIGINT/SIGTERM arrives.
+//
+// Contract:
+//  - open_target() spawns target.command (address-space randomisation off unless target.aslr),
+//    or attaches to target.pid, or to the process of thread target.tid; the Inferior's errors.
+//    Exactly one of the three must be given (the caller checks; the command wins, then pid).
+//  - run_to() needs a spawned process stopped where nothing else is planted at `addr`: one int3
+//    there, every thread resumed (signals of the program passed through, forks released) until
+//    a thread reaches it; the int3 is removed and that thread's rip moved back, and the process
+//    is left stopped. ESRCH when the process ends first.
+//  - find_symbol() is SymbolTable::find, except that a name not found in a spawned process is
+//    looked up again after run_to(entry point) (shared libraries are mapped by the dynamic
+//    loader), at most once per `ran_to_entry`; the table is reloaded then. ENOENT with near
+//    matches for an unknown name.
+//  - run_target() resumes every thread with the engine's resume mode and passes each event to
+//    the engine first; events it does not take are handled as a debugger does (signals passed
+//    through unchanged, new threads and exits followed, forks released). It returns when:
+//      the process ends: RunResult.exited with its status or signal;
+//      the engine is done(): every thread is stopped, engine.finish() undoes its changes, the
+//        process is detached and runs on (a spawned one is then waited for, for its status);
+//      SIGINT/SIGTERM arrives (interrupted()): the same cleanup, then a spawned process is killed,
+//        an attached one detached — an attached target always runs on unmodified.
+//    An error of the engine or of the Inferior is returned after the same cleanup (a spawned
+//    process killed). A thread that vanished while being resumed (ESRCH) is not an error.
+//  - wait_end() is the one conversion of a child's wait status into a RunResult.
+// Thread-safety: none; the Inferior's thread only (Linux's ptrace rule).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hwarb/base/error.h"
+#include "hwarb/linux/inferior.h"
+#include "hwarb/linux/symbols.h"
+
+namespace hwarb::linux {
+
+// What to debug: exactly one of pid, tid or command.
+struct Target {
+  pid_t pid = 0;  // attach to this process (all its threads)
+  pid_t tid = 0;  // attach to the process of this thread
+  std::vector<std::string> command;
+  bool aslr = false;  // keep address-space randomisation for a spawned command
+};
+
+[[nodiscard]] Result<Inferior> open_target(const Target& target);
+[[nodiscard]] Result<void> run_to(Inferior& inferior, std::uint64_t addr);
+[[nodiscard]] Result<Symbol> find_symbol(Inferior& inferior, SymbolTable& table, bool& ran_to_entry,
+                                         std::string_view name);
+
+// An engine driven by run_target.
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  // Takes an event; true when it resumed the thread itself.
+  [[nodiscard]] virtual Result<bool> handle(const Event& event) = 0;
+  virtual Resume resume_mode() const = 0;
+  // Undoes every change to the tracee; all threads are stopped.
+  [[nodiscard]] virtual Result<void> finish() = 0;
+  // Called between events at most every 100 ms (progress, polling); default none. An engine
+  // with wake_fds() is also called when one of them is readable and every 100 ms without events.
+  virtual void tick() {}
+  // Descriptors (perf rings) whose POLLIN must wake the loop while the threads run.
+  virtual std::vector<int> wake_fds() const { return {}; }
+  // True: the loop waits with wake_fds() and a 100 ms timeout; false (the default): it sleeps
+  // until the next event.
+  virtual bool wants_wakeups() const { return false; }
+  // True when the engine has seen enough: run_target then undoes, detaches and lets the process
+  // run on.
+  virtual bool done() const { return false; }
+};
+
+struct RunResult {
+  bool exited = false;  // the process ended: status or signal
+  int status = 0;
+  int signal = 0;
+  bool interrupted = false;  // SIGINT/SIGTERM: detached (attached target) or killed (spawned)
+  pid_t pid = -1;
+};
+
+[[nodiscard]] Result<RunResult> run_target(Inferior& inferior, Engine& engine);
+
+// Waits for child `pid` to end (nohang: only looks) and records how it ended in `result`; false
+// when it has not ended (nohang) or cannot be waited for (not a child, reaped already).
+bool wait_end(pid_t pid, bool nohang, RunResult& result);
+
+// Whether SIGINT/SIGTERM has arrived since run_target (or arm_interrupt) installed the handler.
+bool interrupted();
+// Installs the SIGINT/SIGTERM flag (terminal.h) for a loop that is not run_target's.
+void arm_interrupt();
+
+}  // namespace hwarb::linux

@@ -1,0 +1,56 @@
+// hwarb/linux/watch_hit.h — what a watch on a real process reports, whichever path found it
+// (SoftWatch's page protection, int3 and single-steps; the hardware engines' perf breakpoints):
+// the ranges watched, each hit, and the observer that receives the hits.
+//
+// Contract:
+//  - A hit's values are the whole watched range before and after the access, in memory order.
+//    An empty value is unknown: the range could not be read then (it was not mapped), or the
+//    path does not read values (counting without stopping the thread).
+//  - WatchObserver::hit() is called in the order the hits are found, on the Inferior's thread.
+// Thread-safety: plain data; the observer is called from one thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hwarb::linux {
+
+// Access bits of a watch.
+inline constexpr unsigned kWatchRead = 1;
+inline constexpr unsigned kWatchWrite = 2;
+inline constexpr unsigned kWatchExec = 4;
+
+struct WatchRange {
+  std::uint64_t addr = 0;
+  std::uint64_t len = 0;
+  unsigned access = kWatchRead | kWatchWrite;
+  std::size_t id = 0;  // the caller's expression index, echoed in hits
+};
+
+struct WatchHit {
+  std::size_t id = 0;
+  pid_t tid = -1;
+  std::uint64_t time_ns = 0;  // since the watch began
+  std::uint64_t ip = 0;       // the accessing instruction (for a system call: the `syscall`)
+  std::uint64_t addr = 0;     // first watched byte the access touched
+  unsigned access = 0;        // kWatchRead / kWatchWrite (both for read-modify-write) / kWatchExec
+  std::vector<std::uint8_t> old_value;  // the whole watched range before the access
+  std::vector<std::uint8_t> new_value;  // and after it
+  std::string syscall;                  // non-empty when the kernel made the access
+};
+
+// Receives the hits of a watch engine.
+class WatchObserver {
+ public:
+  virtual ~WatchObserver() = default;
+  virtual void hit(const WatchHit& hit) = 0;
+  // True when no more hits are wanted: the session then undoes the watch and lets the process
+  // run on.
+  virtual bool done() const { return false; }
+};
+
+}  // namespace hwarb::linux

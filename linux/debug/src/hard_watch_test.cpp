@@ -1,0 +1,370 @@
+// Tests of the hardware watch path: the pieces a watch needs (pure), the accessing instruction
+// found backwards from a trap (pure), and HardWatchEngine / count_untraced on real processes
+// (tests/programs) where this machine delivers breakpoint hits: every hit with its thread,
+// instruction, address and values; reads told from writes; the program's output and status
+// unchanged; an old value that could not be read is unknown, never made up.
+#include "hwarb/linux/hard_watch.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "hwarb/linux/probe.h"
+#include "hwarb/linux/symbols.h"
+#include "hwarb/x86/debugreg.h"
+#include "test_programs.h"
+#include "test_support.h"
+
+namespace hwarb::linux {
+namespace {
+
+using testing::Capture;
+using ::testing::HasSubstr;
+using testing::program;
+
+TEST(PlanPieces, OneRegisterPerAlignedPieceOrExecuteAddress) {
+  auto pieces = plan_pieces({{0x1000, 4, kWatchWrite, 0},
+                             {0x2002, 12, kWatchRead | kWatchWrite, 1},
+                             {0x401003, 1, kWatchExec, 2}},
+                            8);
+  ASSERT_TRUE(pieces) << pieces.error().to_string();
+  EXPECT_EQ(*pieces, (std::vector<HwPiece>{{0x1000, 4, BpType::kW, 0},
+                                           {0x2002, 2, BpType::kRw, 1},
+                                           {0x2004, 4, BpType::kRw, 1},
+                                           {0x2008, 4, BpType::kRw, 1},
+                                           {0x200c, 2, BpType::kRw, 1},
+                                           {0x401003, 8, BpType::kX, 2}}));
+  // x86 has no read-only breakpoint: a read watch takes an rw register.
+  auto read = plan_pieces({{0x3000, 8, kWatchRead, 0}}, x86::kSlots);
+  ASSERT_TRUE(read);
+  EXPECT_EQ(*read, (std::vector<HwPiece>{{0x3000, 8, BpType::kRw, 0}}));
+}
+
+TEST(PlanPieces, MoreThanTheThreadsRegistersIsEnospcNamingSlots) {
+  const std::vector<WatchRange> five = {{0x2001, 8, kWatchWrite, 0}, {0x3000, 4, kWatchWrite, 1}};
+  ASSERT_TRUE(plan_pieces(five, 5));  // 1 + 2 + 1 + 1 aligned pieces
+  auto refused = plan_pieces(five, x86::kSlots);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code(), ErrorCode::kNoSpc);
+  EXPECT_THAT(refused.error().message(), ::testing::StartsWith("slots:"));
+  EXPECT_THAT(refused.error().message(), HasSubstr("need 5 debug registers"));
+  EXPECT_THAT(refused.error().message(), HasSubstr("has 4"));
+  // The probed count, when a machine gives a thread fewer.
+  auto fewer = plan_pieces({{0x3000, 16, kWatchWrite, 0}}, 1);
+  ASSERT_FALSE(fewer);
+  EXPECT_THAT(fewer.error().message(), HasSubstr("need 2 debug registers and a thread has 1"));
+}
+
+TEST(HitsNeedStops, OnlyCountingWritesAndExecutionsRunsUntraced) {
+  const WatchRange w{0x1000, 4, kWatchWrite, 0};
+  const WatchRange x{0x2000, 1, kWatchExec, 1};
+  const WatchRange r{0x3000, 4, kWatchRead, 2};
+  EXPECT_FALSE(hits_need_stops({w, x}, false));
+  EXPECT_TRUE(hits_need_stops({w, x}, true));
+  EXPECT_TRUE(hits_need_stops({w, r}, false));
+}
+
+// 15 bytes that end with `insn` (the instruction before the trap), padded with nops in front.
+std::array<std::uint8_t, 15> window(std::initializer_list<std::uint8_t> insn) {
+  std::array<std::uint8_t, 15> out;
+  out.fill(0x90);
+  std::copy(insn.begin(), insn.end(), out.end() - insn.size());
+  return out;
+}
+
+TEST(AccessorBefore, FindsTheOneInstructionThatTouchedTheRange) {
+  constexpr std::uint64_t kEnd = 0x401010;
+  x86::Regs regs{};
+  // mov %eax, 0x100(%rip): the store ends at kEnd, its operand is kEnd + 0x100.
+  const auto store = window({0x89, 0x05, 0x00, 0x01, 0x00, 0x00});
+  EXPECT_EQ(accessor_before(store, kEnd, kEnd + 0x100, 4, regs), (Accessor{kEnd - 6, kWatchWrite}));
+  // mov 0x100(%rip), %eax: a load.
+  const auto load = window({0x8b, 0x05, 0x00, 0x01, 0x00, 0x00});
+  EXPECT_EQ(accessor_before(load, kEnd, kEnd + 0x100, 4, regs), (Accessor{kEnd - 6, kWatchRead}));
+  // Another range: nothing certain.
+  EXPECT_EQ(accessor_before(store, kEnd, 0x900000, 4, regs), std::nullopt);
+  // add %eax, (%rdi): read-modify-write through a register, computed with the thread's.
+  const auto add = window({0x01, 0x07});
+  regs.rdi = 0x5000;
+  EXPECT_EQ(accessor_before(add, kEnd, 0x5002, 1, regs),
+            (Accessor{kEnd - 2, kWatchRead | kWatchWrite}));
+  regs.rdi = 0x6000;
+  EXPECT_EQ(accessor_before(add, kEnd, 0x5002, 1, regs), std::nullopt);
+  // push (%rdi): the explicit operand is read; the stack slot it writes is not the access.
+  const auto push = window({0xff, 0x37});
+  regs.rdi = 0x5000;
+  regs.rsp = 0x5008;
+  EXPECT_EQ(accessor_before(push, kEnd, 0x5000, 16, regs), (Accessor{kEnd - 2, kWatchRead}));
+  // No bytes (the trap was near address 0, or its text unreadable): nothing certain.
+  EXPECT_EQ(accessor_before({}, kEnd, kEnd + 0x100, 4, regs), std::nullopt);
+}
+
+std::uint64_t value_of(const std::vector<std::uint8_t>& bytes) {
+  std::uint64_t v = 0;
+  std::memcpy(&v, bytes.data(), std::min<std::size_t>(bytes.size(), 8));
+  return v;
+}
+
+std::vector<std::uint8_t> bytes_of(std::uint32_t v) {
+  std::vector<std::uint8_t> out(4);
+  std::memcpy(out.data(), &v, 4);
+  return out;
+}
+
+// The hits, in order; done() after `limit` of them (0: never).
+class Collector final : public WatchObserver {
+ public:
+  void hit(const WatchHit& h) override { hits.push_back(h); }
+  bool done() const override { return limit != 0 && hits.size() >= limit; }
+  std::vector<WatchHit> hits;
+  std::size_t limit = 0;
+};
+
+// Whether this machine delivers breakpoint hits (the probe, once per test program).
+std::optional<std::string> no_hits_reason() {
+  static const std::optional<std::string> reason = []() -> std::optional<std::string> {
+    auto report = probe();
+    if (!report) return "the probe failed: " + report.error().to_string();
+    if (report->hits_delivered) return std::nullopt;
+    return "this machine does not deliver breakpoint hits (" + std::to_string(report->canary_hits) +
+           " of " + std::to_string(report->canary_writes) + " canary writes counted)";
+  }();
+  return reason;
+}
+
+#define HITS_OR_SKIP()                                    \
+  if (auto reason_ = no_hits_reason()) {                  \
+    std::fprintf(stderr, "SKIP: %s\n", reason_->c_str()); \
+    GTEST_SKIP() << *reason_;                             \
+  }
+
+#define SPAWN_OR_SKIP(inf, argv, out)                                     \
+  auto inf = Inferior::spawn(argv, {.stdout_fd = (out).fd()});            \
+  if (!inf && testing::refused(inf.error())) {                            \
+    GTEST_SKIP() << testing::skip_reason("tracing a child", inf.error()); \
+  }                                                                       \
+  ASSERT_TRUE(inf) << inf.error().to_string()
+
+#define OPEN_OR_SKIP(perf, pid, ranges, stops)                                     \
+  auto pieces_ = plan_pieces(ranges, x86::kSlots);                                 \
+  ASSERT_TRUE(pieces_) << pieces_.error().to_string();                             \
+  auto perf = PerfWatch::open((pid), *pieces_, {.sigtrap = (stops)});              \
+  if (!perf && testing::refused(perf.error())) {                                   \
+    GTEST_SKIP() << testing::skip_reason("a perf breakpoint event", perf.error()); \
+  }                                                                                \
+  ASSERT_TRUE(perf) << perf.error().to_string()
+
+Symbol symbol(pid_t pid, const char* name) {
+  auto table = SymbolTable::load(pid);
+  EXPECT_TRUE(table) << table.error().to_string();
+  if (!table) return {};
+  auto sym = table->find(name);
+  EXPECT_TRUE(sym) << sym.error().to_string();
+  return sym ? *sym : Symbol{};
+}
+
+TEST(HardWatchEngine, ReportsEveryWriteWithItsInstructionAddressAndValues) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("writer"), "10"}), out);
+  const Symbol target = symbol(inf->pid(), "target");
+  const Symbol setter = symbol(inf->pid(), "set_target");
+  const std::vector<WatchRange> ranges = {{target.address, 4, kWatchWrite, 0}};
+  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
+  Collector seen;
+  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  ASSERT_EQ(seen.hits.size(), 10u);
+  for (std::size_t i = 0; i < seen.hits.size(); ++i) {
+    SCOPED_TRACE(i);
+    const WatchHit& h = seen.hits[i];
+    EXPECT_EQ(h.id, 0u);
+    EXPECT_EQ(h.tid, inf->pid());
+    EXPECT_EQ(h.access, kWatchWrite);
+    EXPECT_EQ(h.addr, target.address);
+    EXPECT_EQ(h.old_value, bytes_of(static_cast<std::uint32_t>(i)));
+    EXPECT_EQ(h.new_value, bytes_of(static_cast<std::uint32_t>(i + 1)));
+    // The store itself (decoded backwards from the trap), not the instruction after it.
+    EXPECT_GE(h.ip, setter.address);
+    EXPECT_LT(h.ip, setter.address + setter.size - 1);
+    EXPECT_TRUE(h.syscall.empty());
+    if (i != 0) {
+      EXPECT_GE(h.time_ns, seen.hits[i - 1].time_ns);
+    }
+  }
+  EXPECT_TRUE(end->exited);
+  EXPECT_EQ(end->status, 3);
+  EXPECT_EQ(out.text(), "sum=100\n");
+}
+
+TEST(HardWatchEngine, AReadWatchKeepsTheReadsOnly) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("writer"), "6"}), out);
+  const Symbol target = symbol(inf->pid(), "target");
+  const Symbol getter = symbol(inf->pid(), "get_target");
+  const std::vector<WatchRange> ranges = {{target.address, 4, kWatchRead, 3}};
+  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
+  Collector seen;
+  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  ASSERT_EQ(seen.hits.size(), 6u);
+  for (const WatchHit& h : seen.hits) {
+    EXPECT_EQ(h.id, 3u);
+    EXPECT_EQ(h.access, kWatchRead);
+    EXPECT_GE(h.ip, getter.address);
+    EXPECT_LT(h.ip, getter.address + getter.size);
+    EXPECT_EQ(value_of(h.old_value), 6u);
+    EXPECT_EQ(value_of(h.new_value), 6u);
+  }
+  EXPECT_EQ(end->status, 3);
+  EXPECT_EQ(out.text(), "sum=36\n");
+}
+
+TEST(HardWatchEngine, ExecutionHitsAtTheFunctionsAddress) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("calls"), "7"}), out);
+  const Symbol work = symbol(inf->pid(), "work");
+  const std::vector<WatchRange> ranges = {{work.address, 1, kWatchExec, 0}};
+  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
+  Collector seen;
+  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  ASSERT_EQ(seen.hits.size(), 7u);
+  for (const WatchHit& h : seen.hits) {
+    EXPECT_EQ(h.access, kWatchExec);
+    EXPECT_EQ(h.ip, work.address);
+    EXPECT_TRUE(h.old_value.empty());
+  }
+  EXPECT_EQ(end->status, 0);
+  EXPECT_EQ(out.text(), "total=70\n");
+}
+
+// Enough hits: the breakpoints go, the hits' SIGTRAPs still queued or pending are dropped (they
+// would kill the detached program), and the program runs on to its own end.
+TEST(HardWatchEngine, DoneDetachesAndTheProgramRunsOnUnharmed) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("writer"), "10"}), out);
+  const Symbol target = symbol(inf->pid(), "target");
+  const std::vector<WatchRange> ranges = {{target.address, 4, kWatchWrite, 0}};
+  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
+  Collector seen;
+  seen.limit = 3;
+  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_EQ(seen.hits.size(), 3u);
+  EXPECT_TRUE(end->exited);
+  EXPECT_EQ(end->signal, 0);
+  EXPECT_EQ(end->status, 3);
+  EXPECT_EQ(out.text(), "sum=100\n");
+}
+
+// A range that is not mapped when the watch begins (a later mmap) has no known old value at its
+// first hit: the hit says so (an empty old value) instead of reporting zeros.
+TEST(HardWatchEngine, TheFirstOldValueOfARangeMappedLaterIsUnknown) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, {program("stackvar")}, out);
+  const pid_t pid = inf->pid();
+  constexpr std::uint64_t kArea = 0x200000000;  // unmapped in a fresh process without ASLR
+  std::uint8_t probe_byte = 0;
+  ASSERT_FALSE(inf->read_memory(kArea, std::span(&probe_byte, 1)));
+  const std::vector<WatchRange> ranges = {{kArea, 4, kWatchWrite, 0}};
+  OPEN_OR_SKIP(perf, pid, ranges, true);
+  Collector seen;
+  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
+  // Now the area appears, holding 0x1234 before the first store.
+  auto mapped = inf->inject_syscall(
+      pid, SYS_mmap,
+      {kArea, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+       static_cast<std::uint64_t>(-1), 0});
+  ASSERT_TRUE(mapped) << mapped.error().to_string();
+  ASSERT_EQ(static_cast<std::uint64_t>(*mapped), kArea);
+  const std::vector<std::uint8_t> before = bytes_of(0x1234);
+  ASSERT_TRUE(inf->write_memory(kArea, before));
+  // The thread calls store(kArea, 0x99) twice (`mov %esi,(%rdi); ret`), then returns to 0.
+  const Symbol store = symbol(pid, "store");
+  auto regs = inf->get_regs(pid);
+  ASSERT_TRUE(regs) << regs.error().to_string();
+  regs->rsp = (regs->rsp - 512) & ~std::uint64_t{15};
+  const std::array<std::uint64_t, 2> returns = {store.address, 0};
+  ASSERT_TRUE(inf->write_memory(
+      regs->rsp, std::span(reinterpret_cast<const std::uint8_t*>(returns.data()), 16)));
+  regs->rip = store.address;
+  regs->rdi = kArea;
+  regs->rsi = 0x99;
+  ASSERT_TRUE(inf->set_regs(pid, *regs));
+  ASSERT_TRUE(inf->resume(pid, Resume::kCont));
+  for (;;) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    auto mine = engine.handle(*ev);
+    ASSERT_TRUE(mine) << mine.error().to_string();
+    if (*mine) continue;
+    ASSERT_EQ(ev->kind, EventKind::kSignal);
+    EXPECT_EQ(ev->signal, SIGSEGV);  // the return to 0
+    break;
+  }
+  ASSERT_EQ(seen.hits.size(), 2u);
+  EXPECT_EQ(seen.hits[0].access, kWatchWrite);
+  EXPECT_EQ(seen.hits[0].ip, store.address);
+  EXPECT_TRUE(seen.hits[0].old_value.empty()) << value_of(seen.hits[0].old_value);
+  EXPECT_EQ(seen.hits[0].new_value, bytes_of(0x99));
+  // Known from the first hit on.
+  EXPECT_EQ(seen.hits[1].old_value, bytes_of(0x99));
+  EXPECT_EQ(seen.hits[1].new_value, bytes_of(0x99));
+}
+
+TEST(CountUntraced, CountsEveryWriteWhileTheProgramRunsUntraced) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("writer"), "10"}), out);
+  const pid_t pid = inf->pid();
+  const Symbol target = symbol(pid, "target");
+  const Symbol setter = symbol(pid, "set_target");
+  const std::vector<WatchRange> ranges = {{target.address, 4, kWatchWrite, 5}};
+  ASSERT_FALSE(hits_need_stops(ranges, false));
+  OPEN_OR_SKIP(perf, pid, ranges, false);
+  Collector seen;
+  int ticks = 0;
+  auto counted = count_untraced(*inf, std::move(*perf), ranges, seen, [&] { ++ticks; });
+  ASSERT_TRUE(counted) << counted.error().to_string();
+  EXPECT_GE(ticks, 1);
+  EXPECT_EQ(counted->lost, 0u);
+  ASSERT_EQ(seen.hits.size(), 10u);
+  for (const WatchHit& h : seen.hits) {
+    EXPECT_EQ(h.id, 5u);
+    EXPECT_EQ(h.tid, pid);
+    EXPECT_EQ(h.access, kWatchWrite);
+    EXPECT_EQ(h.addr, target.address);
+    // The instruction after the store (no stop, nothing decoded), still in set_target.
+    EXPECT_GT(h.ip, setter.address);
+    EXPECT_LT(h.ip, setter.address + setter.size);
+    EXPECT_TRUE(h.old_value.empty());
+    EXPECT_TRUE(h.new_value.empty());
+  }
+  EXPECT_TRUE(counted->end.exited);
+  EXPECT_EQ(counted->end.status, 3);
+  EXPECT_EQ(counted->end.pid, pid);
+  EXPECT_EQ(out.text(), "sum=100\n");
+}
+
+}  // namespace
+}  // namespace hwarb::linux

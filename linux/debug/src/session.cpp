@@ -1,0 +1,187 @@
+#include "hwarb/linux/session.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <optional>
+#include <span>
+#include <utility>
+
+#include "hwarb/linux/proc_maps.h"
+#include "hwarb/linux/syscalls.h"
+#include "hwarb/linux/terminal.h"
+
+namespace hwarb::linux {
+
+Result<Inferior> open_target(const Target& target) {
+  if (!target.command.empty()) {
+    return Inferior::spawn(target.command, {.disable_aslr = !target.aslr});
+  }
+  if (target.pid != 0) return Inferior::attach(target.pid);
+  auto process = thread_group(target.tid);
+  if (!process) return std::unexpected(process.error());
+  return Inferior::attach(*process);
+}
+
+Result<void> run_to(Inferior& inferior, std::uint64_t addr) {
+  const pid_t pid = inferior.pid();
+  std::uint8_t original = 0;
+  if (auto r = inferior.read_memory(addr, std::span(&original, 1)); !r) return r;
+  const std::uint8_t int3 = 0xCC;
+  if (auto r = inferior.write_memory(addr, std::span<const std::uint8_t>(&int3, 1)); !r) return r;
+  if (auto r = inferior.resume(pid, Resume::kCont); !r) return r;
+  for (;;) {
+    auto ev = inferior.wait();
+    if (!ev) return std::unexpected(ev.error());
+    if (ev->kind == EventKind::kExited || ev->kind == EventKind::kKilled) {
+      return make_error(ErrorCode::kSrch, "target: ended before reaching its entry point");
+    }
+    if (ev->kind == EventKind::kSignal && ev->signal == SIGTRAP) {
+      auto regs = inferior.get_regs(ev->tid);
+      if (regs && regs->rip == addr + 1) {
+        regs->rip = addr;
+        if (auto r = inferior.set_regs(ev->tid, *regs); !r) return r;
+        return inferior.write_memory(addr, std::span<const std::uint8_t>(&original, 1));
+      }
+    }
+    const int sig = ev->kind == EventKind::kSignal ? ev->signal : 0;
+    if (ev->kind == EventKind::kFork && !ev->vfork) {
+      if (auto r = inferior.release(ev->child); !r) return r;
+      continue;
+    }
+    if (ev->kind == EventKind::kThreadExit) continue;
+    if (auto r = inferior.resume(ev->tid, Resume::kCont, sig); !r) return r;
+  }
+}
+
+Result<Symbol> find_symbol(Inferior& inferior, SymbolTable& table, bool& ran_to_entry,
+                           std::string_view name) {
+  auto sym = table.find(name);
+  if (!sym && sym.error().code() == ErrorCode::kNoEnt && !ran_to_entry && inferior.spawned() &&
+      table.entry()) {
+    ran_to_entry = true;
+    if (auto r = run_to(inferior, *table.entry()); !r) return std::unexpected(r.error());
+    auto fresh = SymbolTable::load(inferior.pid());
+    if (!fresh) return std::unexpected(fresh.error());
+    table = std::move(*fresh);
+    sym = table.find(name);
+  }
+  return sym;
+}
+
+bool wait_end(pid_t pid, bool nohang, RunResult& result) {
+  auto status = wait_for(pid, nohang);
+  if (!status) return false;
+  switch (status->kind) {
+    case WaitKind::kExited:
+      result.exited = true;
+      result.status = status->value;
+      return true;
+    case WaitKind::kKilled:
+      result.exited = true;
+      result.signal = status->value;
+      return true;
+    case WaitKind::kRunning:
+    case WaitKind::kStopped:
+      return false;
+  }
+  return false;
+}
+
+bool interrupted() {
+  return interrupt_requested();
+}
+
+void arm_interrupt() {
+  install_interrupt_flag();
+}
+
+Result<RunResult> run_target(Inferior& inferior, Engine& engine) {
+  arm_interrupt();
+  RunResult result;
+  result.pid = inferior.pid();
+  const bool spawned = inferior.spawned();
+  // Stops everything, lets the engine undo its changes, and lets go of the process.
+  auto leave = [&](bool keep_running) -> Result<void> {
+    if (!inferior.alive()) return {};
+    Result<void> first;
+    if (auto s = inferior.stop_all(); !s) first = std::unexpected(s.error());
+    if (auto f = engine.finish(); !f && first) first = f;
+    if (keep_running || !spawned) {
+      if (auto d = inferior.detach(); !d && first) first = d;
+    } else {
+      if (auto k = inferior.kill(); !k && first) first = k;
+    }
+    return first;
+  };
+  auto fail = [&](const Error& error) -> Result<RunResult> {
+    (void)leave(false);
+    return std::unexpected(error);
+  };
+  if (auto r = inferior.resume_all(engine.resume_mode()); !r) return fail(r.error());
+  auto last_tick = std::chrono::steady_clock::now();
+  for (;;) {
+    if (interrupted()) {
+      result.interrupted = true;
+      if (auto r = leave(false); !r) return std::unexpected(r.error());
+      return result;
+    }
+    if (engine.done()) {
+      // Enough: the process goes on unwatched and unmodified.
+      if (auto r = leave(true); !r) return std::unexpected(r.error());
+      if (spawned) (void)wait_end(result.pid, false, result);
+      return result;
+    }
+    // An engine with rings to drain also wakes when one is readable, and at least every 100 ms.
+    auto got = [&]() -> Result<std::optional<Event>> {
+      if (engine.wants_wakeups()) return inferior.wait_or_poll(engine.wake_fds(), 100);
+      auto ev = inferior.wait();
+      if (!ev) return std::unexpected(ev.error());
+      return std::optional<Event>(std::move(*ev));
+    }();
+    if (!got) {
+      if (got.error().code() == ErrorCode::kIntr) continue;
+      return fail(got.error());
+    }
+    if (!*got) {
+      engine.tick();
+      last_tick = std::chrono::steady_clock::now();
+      continue;
+    }
+    const Event& ev = **got;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_tick > std::chrono::milliseconds(100)) {
+      engine.tick();
+      last_tick = now;
+    }
+    auto mine = engine.handle(ev);
+    if (!mine) return fail(mine.error());
+    if (*mine) continue;
+    const Resume how = engine.resume_mode();
+    Result<void> step;
+    switch (ev.kind) {
+      case EventKind::kExited:
+        result.exited = true;
+        result.status = ev.status;
+        return result;
+      case EventKind::kKilled:
+        result.exited = true;
+        result.signal = ev.signal;
+        return result;
+      case EventKind::kThreadExit:
+        break;
+      case EventKind::kSignal:
+        step = inferior.resume(ev.tid, how, ev.signal);
+        break;
+      case EventKind::kFork:
+        step = ev.vfork ? inferior.resume(ev.child, how) : inferior.release(ev.child);
+        break;
+      default:
+        step = inferior.resume(ev.tid, how);
+        break;
+    }
+    if (!step && step.error().code() != ErrorCode::kSrch) return fail(step.error());
+  }
+}
+
+}  // namespace hwarb::linux

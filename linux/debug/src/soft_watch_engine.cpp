@@ -1,0 +1,12 @@
+#include "hwarb/linux/soft_watch_engine.h"
+
+namespace hwarb::linux {
+
+Result<bool> SoftWatchEngine::handle(const Event& event) {
+  hits_.clear();
+  auto taken = watch_.handle(event, hits_);
+  for (const WatchHit& h : hits_) observer_.hit(h);
+  return taken;
+}
+
+}  // namespace hwarb::linux
