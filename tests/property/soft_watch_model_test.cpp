@@ -88,7 +88,7 @@ RC_GTEST_PROP(SoftWatchModel, EveryAccessToTheRangeIsReportedExactly, ()) {
   RC_ASSERT(area.has_value());
   auto watch = SoftWatch::arm(*inf, {{area->address + woff, wlen, bits, 0}});
   RC_ASSERT(watch.has_value());
-  std::vector<SoftHit> hits;
+  std::vector<WatchHit> hits;
   RC_ASSERT(inf->resume_all(watch->resume_mode()).has_value());
   int status = -1;
   for (;;) {

@@ -9,20 +9,16 @@
 #include <utility>
 
 #include "hwarb/base/format.h"
+#include "hwarb/linux/page.h"
 
 namespace hwarb::linux {
 namespace {
 
-constexpr std::uint64_t kPage = 4096;
 constexpr int kSiKernel = 0x80;  // SI_KERNEL: the SIGTRAP of an int3
 constexpr std::uint8_t kInt3 = 0xCC;
 // A block longer than this is not code the tracer understands (e.g. a run of zero bytes, which
 // decodes as `add [rax], al`): it is counted as undecodable.
 constexpr int kMaxBlockInsns = 4096;
-
-std::uint64_t page_of(std::uint64_t addr) {
-  return addr & ~(kPage - 1);
-}
 
 bool is_call(x86::BranchKind kind) {
   return kind == x86::BranchKind::kCall || kind == x86::BranchKind::kIndirectCall;

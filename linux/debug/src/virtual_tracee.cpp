@@ -10,6 +10,7 @@
 #include "hwarb/arbiter/arbiter.h"
 #include "hwarb/breakpoints/bp_pmu.h"
 #include "hwarb/linux/linux_tracee.h"
+#include "hwarb/linux/page.h"
 #include "hwarb/linux/soft_watch.h"
 #include "hwarb/linux/syscalls.h"
 #include "hwarb/pmu/core.h"
@@ -24,12 +25,7 @@ using ptrace_compat::Stop;
 using ptrace_compat::UserLayout;
 using ptrace_compat::WaitMode;
 
-constexpr std::uint64_t kPage = 4096;
 constexpr CpuId kCpu{0};
-
-std::uint64_t page_of(std::uint64_t addr) {
-  return addr & ~(kPage - 1);
-}
 
 class SteadyClock final : public pmu::Clock {
  public:
@@ -509,7 +505,7 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
   // registers it hit. No disarm and re-arm: the other watched pages stay protected.
   Result<void> complete_and_go(const Event& ev, Prediction pred) {
     if (!watch) return step_and_go();
-    std::vector<SoftHit> ignored;  // DR6 comes from the prediction, as for a stepped hit
+    std::vector<WatchHit> ignored;  // DR6 comes from the prediction, as for a stepped hit
     auto done = watch->complete_fault(ev, ignored);
     if (!done) return std::unexpected(done.error());
     if (!done->stopped) return {};  // the thread ended: its event is queued
@@ -527,7 +523,7 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
 
   // One event of the Inferior while the tracee runs.
   Result<void> dispatch(const Event& ev) {
-    std::vector<SoftHit> ignored;  // kernel accesses, other threads: no stop (see the header)
+    std::vector<WatchHit> ignored;  // kernel accesses, other threads: no stop (see the header)
     switch (ev.kind) {
       case EventKind::kExited:
       case EventKind::kKilled:
