@@ -17,13 +17,20 @@ std::uint64_t bytes_of(std::uint64_t v, std::uint64_t from, std::uint64_t n) {
   return n >= 8 ? v : v & ((std::uint64_t{1} << (n * 8)) - 1);
 }
 
+// The greedy step: the largest aligned size of at most max_len that still fits.
+std::uint64_t piece_at(std::uint64_t addr, std::uint64_t len, std::uint64_t max_len) {
+  std::uint64_t size = max_len;
+  while (size > 1 && (addr % size != 0 || size > len)) size /= 2;
+  return size;
+}
+
 }  // namespace
 
 std::vector<Piece> split_range(std::uint64_t addr, std::uint64_t len, std::uint64_t max_len) {
   std::vector<Piece> out;
+  out.reserve(count_pieces(addr, len, max_len));
   while (len > 0) {
-    std::uint64_t size = max_len;
-    while (size > 1 && (addr % size != 0 || size > len)) size /= 2;
+    const std::uint64_t size = piece_at(addr, len, max_len);
     out.push_back({addr, size});
     addr += size;
     len -= size;
@@ -31,8 +38,32 @@ std::vector<Piece> split_range(std::uint64_t addr, std::uint64_t len, std::uint6
   return out;
 }
 
+std::uint64_t count_pieces(std::uint64_t addr, std::uint64_t len, std::uint64_t max_len) {
+  std::uint64_t n = 0;
+  // Up to the first max_len boundary, then whole max_len pieces, then the tail: the same steps as
+  // split_range, with the middle counted at once.
+  while (len > 0 && addr % max_len != 0) {
+    const std::uint64_t size = piece_at(addr, len, max_len);
+    addr += size;
+    len -= size;
+    ++n;
+  }
+  n += len / max_len;
+  addr += len / max_len * max_len;
+  len %= max_len;
+  while (len > 0) {
+    const std::uint64_t size = piece_at(addr, len, max_len);
+    addr += size;
+    len -= size;
+    ++n;
+  }
+  return n;
+}
+
 Watchpoints::~Watchpoints() {
   watches_.clear();
+  by_owner_.clear();
+  key_of_.clear();
   shared_.clear();
 }
 
@@ -43,6 +74,11 @@ Result<WatchId> Watchpoints::watch(const WatchSpec& spec, WatchHandler handler) 
   }
   // 1. The fields of the watchpoint itself.
   if (spec.len == 0) return make_error(ErrorCode::kInval, "len: must be at least 1");
+  if (spec.len > kMaxWatchLen) {
+    return make_error(ErrorCode::kInval, "len: " + std::to_string(spec.len) +
+                                             " bytes is over the limit of " +
+                                             std::to_string(kMaxWatchLen));
+  }
   if (spec.addr + (spec.len - 1) < spec.addr) {
     return make_error(ErrorCode::kInval, "len: [" + hex(spec.addr) + ", +" +
                                              std::to_string(spec.len) +
@@ -67,12 +103,12 @@ Result<WatchId> Watchpoints::watch(const WatchSpec& spec, WatchHandler handler) 
   const std::int64_t owner = spec.task ? spec.task->value() : -1;
   std::vector<Key> keys;
   std::vector<Key> fresh;
+  keys.reserve(pieces.size());
   for (const Piece& p : pieces) {
     Key k{owner, p.addr, p.len, spec.type};
     keys.push_back(k);
-    if (!shared_.contains(k) && std::find(fresh.begin(), fresh.end(), k) == fresh.end()) {
-      fresh.push_back(k);
-    }
+    // The pieces of one range are disjoint, so each new one is new once.
+    if (!shared_.contains(k)) fresh.push_back(k);
   }
   pmu::Core& core = api_.core();
   std::vector<CpuId> cpus;
@@ -131,12 +167,13 @@ Result<WatchId> Watchpoints::watch(const WatchSpec& spec, WatchHandler handler) 
   const std::size_t per_key = spec.task ? 1 : cpus.size();
   for (const Key& k : fresh) {
     Shared& s = shared_[k];
-    for (std::size_t i = 0; i < per_key; ++i) s.handles.push_back(std::move((*opened)[next++]));
+    for (std::size_t i = 0; i < per_key; ++i) {
+      key_of_.emplace((*opened)[next].id(), k);
+      s.handles.push_back(std::move((*opened)[next++]));
+    }
   }
-  for (const Key& k : keys) {
-    auto& users = shared_.at(k).users;
-    if (std::find(users.begin(), users.end(), id) == users.end()) users.push_back(id);
-  }
+  for (const Key& k : keys) shared_.at(k).users.insert(id);
+  by_owner_[owner].insert(id);
   watches_[id] = Watch{spec, std::move(handler), std::move(keys), std::nullopt};
   return id;
 }
@@ -145,8 +182,11 @@ void Watchpoints::release_keys(WatchId id, const std::vector<Key>& keys) {
   for (const Key& k : keys) {
     auto it = shared_.find(k);
     if (it == shared_.end()) continue;
-    std::erase(it->second.users, id);
-    if (it->second.users.empty()) shared_.erase(it);
+    it->second.users.erase(id);
+    if (it->second.users.empty()) {
+      for (const BreakpointHandle& h : it->second.handles) key_of_.erase(h.id());
+      shared_.erase(it);
+    }
   }
 }
 
@@ -156,16 +196,20 @@ Result<void> Watchpoints::unwatch(WatchId id) {
     return make_error(ErrorCode::kNoEnt, "watch: no watchpoint " + std::to_string(id));
   }
   std::vector<Key> keys = std::move(it->second.keys);
+  const std::int64_t owner = it->second.spec.task ? it->second.spec.task->value() : -1;
   watches_.erase(it);
+  if (auto o = by_owner_.find(owner); o != by_owner_.end()) {
+    o->second.erase(id);
+    if (o->second.empty()) by_owner_.erase(o);
+  }
   release_keys(id, keys);
   return {};
 }
 
 void Watchpoints::forget_task(TaskId task) {
-  std::vector<WatchId> gone;
-  for (const auto& [id, w] : watches_) {
-    if (w.spec.task == task) gone.push_back(id);
-  }
+  auto it = by_owner_.find(task.value());
+  if (it == by_owner_.end()) return;
+  const std::set<WatchId> gone = it->second;
   for (WatchId id : gone) (void)unwatch(id);
 }
 
@@ -188,12 +232,10 @@ std::vector<pmu::EventId> Watchpoints::events(WatchId id) const {
 }
 
 std::vector<WatchId> Watchpoints::users_of(pmu::EventId event) const {
-  for (const auto& [k, s] : shared_) {
-    for (const BreakpointHandle& h : s.handles) {
-      if (h.id() == event) return s.users;
-    }
-  }
-  return {};
+  auto it = key_of_.find(event);
+  if (it == key_of_.end()) return {};
+  const std::set<WatchId>& users = shared_.at(it->second).users;
+  return {users.begin(), users.end()};
 }
 
 WatchHit Watchpoints::make_hit(WatchId id, const Watch& w, const pmu::Sample& s) const {

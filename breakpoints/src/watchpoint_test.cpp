@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <memory>
 #include <set>
@@ -69,6 +70,23 @@ TEST(SplitRange, ExhaustiveAgainstMinimalCover) {
     }
   }
   EXPECT_EQ(checked, 3 * 8 * 40 * 2);
+}
+
+TEST(SplitRange, CountPiecesWithoutMakingThem) {
+  for (std::uint64_t mis = 0; mis < 16; ++mis) {
+    for (std::uint64_t len = 1; len <= 70; ++len) {
+      for (std::uint64_t max_len : {std::uint64_t{8}, std::uint64_t{4}}) {
+        EXPECT_EQ(count_pieces(0x1000 + mis, len, max_len),
+                  split_range(0x1000 + mis, len, max_len).size())
+            << mis << " " << len << " " << max_len;
+      }
+    }
+  }
+  // Long ranges: the whole 8-byte pieces in the middle are counted at once.
+  EXPECT_EQ(count_pieces(0x1003, kMaxWatchLen), split_range(0x1003, kMaxWatchLen).size());
+  EXPECT_EQ(count_pieces(0x1000, kMaxWatchLen), kMaxWatchLen / 8);
+  EXPECT_EQ(count_pieces(0x1001, std::numeric_limits<std::uint64_t>::max() / 2),
+            std::numeric_limits<std::uint64_t>::max() / 16 + 3);
 }
 
 std::unique_ptr<sim::System> make(int cpus = 2) {
@@ -399,6 +417,11 @@ TEST(Watchpoints, InvalidSpecsNameTheField) {
   s.type = BpType::kW;
   s.addr = task_size_max(Arch::kX86_64);
   bads.push_back({s, "addr"});  // kernel space for a task: EPERM
+  s.addr = 0x1000;
+  s.len = kMaxWatchLen + 1;
+  bads.push_back({s, "len"});  // over the limit
+  s.len = std::numeric_limits<std::uint64_t>::max();
+  bads.push_back({s, "len"});
   const Snapshot before = snap(f);
   for (const Bad& b : bads) {
     SCOPED_TRACE(b.field);
@@ -407,6 +430,45 @@ TEST(Watchpoints, InvalidSpecsNameTheField) {
     EXPECT_TRUE(r.error().message().starts_with(b.field)) << r.error().message();
     EXPECT_EQ(snap(f), before);
   }
+}
+
+// The longest watchpoint is refused for registers (ENOSPC, with its piece count) in time linear
+// in its pieces: no pairwise comparison of pieces, nothing left behind.
+TEST(Watchpoints, LongestWatchpointIsRefusedInLinearTime) {
+  Fixture f;
+  const Snapshot before = snap(f);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = f.watch(f.t, 0x1000, kMaxWatchLen);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), ErrorCode::kNoSpc);
+  EXPECT_NE(r.error().message().find("needs 131072 debug registers (0 shared, 131072 new)"),
+            std::string::npos)
+      << r.error().message();
+  EXPECT_LT(seconds, 20.0);  // about 0.1 s; quadratic was minutes
+  EXPECT_EQ(snap(f), before);
+}
+
+// users_of, unwatch and forget_task find a watchpoint's pieces without scanning the others.
+TEST(Watchpoints, ManySharedUsersAreIndexed) {
+  Fixture f;
+  std::vector<WatchId> ids;
+  for (int i = 0; i < 2000; ++i) {
+    auto id = f.watch(f.t, 0x1000, 8);
+    ASSERT_TRUE(id) << id.error().to_string();
+    ids.push_back(*id);
+  }
+  const std::vector<pmu::EventId> events = f.w().events(ids.front());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(f.w().users_of(events[0]), ids);
+  for (std::size_t i = 0; i < ids.size(); i += 2) ASSERT_TRUE(f.w().unwatch(ids[i]));
+  EXPECT_EQ(f.w().users_of(events[0]).size(), 1000u);
+  EXPECT_EQ(f.w().users_of(events[0]).front(), ids[1]);
+  f.w().forget_task(f.t);
+  EXPECT_EQ(f.w().size(), 0u);
+  EXPECT_TRUE(f.w().users_of(events[0]).empty());
+  EXPECT_EQ(f.w().shared_pieces(), 0u);
 }
 
 TEST(Watchpoints, WideWatchpointFiresForAnyTaskOnAnyCpu) {

@@ -7,12 +7,12 @@ hwarb=$1
 source "$(dirname "${BASH_SOURCE[0]}")/cli_test_lib.sh"
 
 run 0 "hwarb --help" --help
-for s in "sim" "machine cpus=N" "bp NAME" "wide NAME" "modify NAME" "del NAME" \
+for s in "sim" "machine [cpus=N]" "bp NAME" "wide NAME" "modify NAME" "del NAME" \
   "cpu N offline|online" "bts|pt|lbr" "Exit status"; do
   has "$tmp/out" "$s"
 done
 run 0 "hwarb sim --help" sim --help
-for s in "--explain" "FILE" "machine cpus=N" "task NAME [parent=P]" "bp NAME [task=T]" \
+for s in "--explain" "FILE" "machine [cpus=N]" "task NAME [parent=P]" "bp NAME [task=T]" \
   "wide NAME" "modify NAME" "del NAME" "cpu N offline|online" "bts NAME" "pt NAME" \
   "ENOSPC" "FILE:LINE: message" "Exit status" "ptrace T attach [layout=x86_64|i386]" \
   "ptrace T peek REG" "ptrace T poke REG=HEX" "ptrace T cont" "ptrace T step" \
@@ -26,6 +26,14 @@ run 2 "sim with an unknown option" sim --bogus x.scn
 run 2 "unreadable file" sim "$tmp/does-not-exist.scn"
 has "$tmp/err" "cannot read"
 [[ -s $tmp/out ]] && { echo "FAIL: unreadable file printed on stdout" >&2; fail=1; }
+# A directory and a file whose read fails are unreadable too (not an empty scenario).
+run 2 "a directory" sim "$tmp"
+has "$tmp/err" "hwarb sim: cannot read $tmp: Is a directory"
+run 2 "a read error" sim /proc/self/mem
+has "$tmp/err" "hwarb sim: cannot read /proc/self/mem: Input/output error"
+# An endless file is read up to the size limit and refused at its line.
+run 2 "an endless file" sim /dev/zero
+has "$tmp/err" "/dev/zero:1: line longer than the limit of 4096 bytes"
 
 # An empty scenario is valid and prints nothing.
 : >"$tmp/empty.scn"

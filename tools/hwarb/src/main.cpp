@@ -6,36 +6,40 @@
 #include <vector>
 
 #include "commands.h"
+#include "hwarb/scenario/grammar.h"
 #include "session.h"
 
 namespace {
 
-constexpr const char* kFooter =
+constexpr const char* kUsage =
     R"(Usage of each subcommand ('hwarb SUBCOMMAND --help' for all of it):
   hwarb probe [--json]             what this machine's debug hardware really does
-  hwarb watch [--json] [--software] [--if COND] [--count N] EXPR... (-p PID | -t TID | -- CMD)
+  hwarb watch [--json] [--software|--hardware] [-o FILE] [--if COND] [--count N] EXPR...
+              (-p PID | -t TID | -- CMD)
                                    every access to memory (or execution of code) of a process
-  hwarb stat [--json] [--software] EXPR... (-p PID | -t TID | -- CMD)
+  hwarb stat [--json] [--software|--hardware] [-o FILE] EXPR... (-p PID | -t TID | -- CMD)
                                    the same, counted per expression and thread
-  hwarb trace [--json|--perf-script] [--filter SYM] [--start SYM] (-p PID | -t TID | -- CMD)
+  hwarb trace [--json|--perf-script] [-o FILE] [--filter SYM] [--start SYM]
+              (-p PID | -t TID | -- CMD)
                                    branch records from -> to
+    -o FILE: the report to FILE; the target's own output stays on stdout and stderr
     EXPR: mem:ADDR[/LEN][:ACCESS] or SYMBOL[+OFF][/LEN][:ACCESS], ACCESS from r, w, x
   hwarb sim FILE.scn [--explain]   run a scenario on the simulated machine's slot arbiter;
                                    one line per request: 'NAME ok' or 'NAME <ERRNO>'
+)";
 
-Scenario files, in brief (see 'hwarb sim --help' and docs/scenarios.md):
-  machine cpus=N [arch=x86_64|i386|arm64] [flexible=multiplexed|as_pinned]
-  task NAME [parent=P]
-  bp NAME [task=T] cpu=N|any [type=r|w|rw|x] [len=N] [addr=HEX] [pinned|flexible]
-         [disabled] [inherit] [weight=N]
-  wide NAME [type=..] [len=..] [addr=..] [pinned|flexible] [weight=N]
-  modify NAME [cpu=..] [type=..] [len=..] [addr=..] [weight=N] [pinned|flexible]
-         [disabled|enabled]
-  del NAME  |  cpu N offline|online  |  bts|pt|lbr NAME [task=T] [cpu=N|any]
-  '#' starts a comment. Scenario errors print 'FILE:LINE: message' on stderr.
-
-Exit status: 0 success, 1 internal error or a target that could not be traced, 2 usage error,
+constexpr const char* kExitStatus =
+    R"(Exit status: 0 success, 1 internal error or a target that could not be traced, 2 usage error,
 unreadable file or scenario error.)";
+
+// The footer of `hwarb --help`; the scenario commands come from their table (grammar.h).
+std::string footer() {
+  return std::string(kUsage) +
+         "\nScenario files, in brief (see 'hwarb sim --help' and docs/scenarios.md):\n" +
+         hwarb::scenario::scenario_brief() +
+         "  '#' starts a comment. Scenario errors print 'FILE:LINE: message' on stderr.\n\n" +
+         kExitStatus;
+}
 
 }  // namespace
 
@@ -46,7 +50,7 @@ int main(int argc, char** argv) {
       "events do",
       "hwarb"};
   app.require_subcommand(1);
-  app.footer(kFooter);
+  app.footer(footer());
   std::vector<std::pair<std::string, CommandRunner>> runners;
   for (const hwarb::cli::CommandSpec& spec : hwarb::cli::commands()) {
     runners.emplace_back(std::string(spec.name), spec.setup(app));

@@ -16,6 +16,10 @@
 
 namespace hwarb::scenario::internal {
 
+// The AUX area of a `bts NAME` perf event: 4096 records of 24 bytes (96 KiB), the order of a
+// perf AUX mmap of a few dozen pages; never read by a scenario.
+inline constexpr std::size_t kBtsEventAuxBytes = 4096 * bts::kTraceRecordSize;
+
 // aux, snapshot, wrap, signal; nullopt for anything else.
 std::optional<bts::BufferMode> parse_buffer_mode(std::string_view word);
 std::string_view buffer_mode_name(bts::BufferMode mode);

@@ -73,7 +73,7 @@ TEST(Parse, ErrorsNameFileAndLine) {
   EXPECT_EQ(parse_error("modify a addr=0x10\n"), "t.scn:1: modify: unknown name 'a'");
   EXPECT_EQ(parse_error("bp a cpu=0\ndel a\ndel a\n"), "t.scn:3: del: unknown name 'a'");
   EXPECT_EQ(parse_error("bp a cpu=0 weight=0\n"),
-            "t.scn:1: bp: bad weight '0' (expected a number >= 1)");
+            "t.scn:1: bp: bad weight '0' (expected 1 .. 2147483647)");
   EXPECT_EQ(parse_error("bp a cpu=0 len=four\n"),
             "t.scn:1: bp: bad len 'four' (expected a decimal number)");
   EXPECT_EQ(parse_error("bp a cpu=0 pinned flexible\n"),

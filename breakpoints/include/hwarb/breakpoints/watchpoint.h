@@ -1,11 +1,15 @@
-// hwarb/breakpoints/watchpoint.h — watchpoints as debugger users ask for them (DESIGN.md
-// section 4, "beyond Linux"), built on the hw_breakpoint API.
+// hwarb/breakpoints/watchpoint.h — watchpoints as debugger users ask for them (beyond what
+// Linux offers), built on the hw_breakpoint API.
 //
 //  - A watchpoint is a byte range [addr, addr+len) of any length and alignment, watched for
 //    writes (w), reads and writes (rw) or execution (x: one instruction at addr, len 1). It is
 //    either a task's (on every CPU) or wide (every online CPU, any task).
 //  - split_range() covers the range with the fewest naturally aligned 1/2/4/8-byte pieces (greedy
 //    from the low end: the largest aligned size that still fits). Each piece is one breakpoint.
+//    Its cost is linear in the pieces (at most len/max_len + 2*log2(max_len)); count_pieces()
+//    gives their number without making them, in O(log max_len). A watchpoint is at most
+//    kMaxWatchLen bytes, so watch() makes at most kMaxWatchLen/8 + 6 pieces, and its cost is
+//    O(pieces * log) (times the online CPUs for a wide one).
 //  - Sharing: identical pieces (same owner, address, length and type) share one breakpoint,
 //    reference counted; the breakpoint goes with its last user.
 //  - watch() is all or nothing: the pieces that are not shared yet are opened together with
@@ -22,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,9 +42,16 @@ struct Piece {
   std::uint64_t len = 0;
   friend bool operator==(const Piece&, const Piece&) = default;
 };
-// Fewest aligned pieces of at most max_len bytes covering [addr, addr+len) exactly. len >= 1 and
-// the range must not wrap (the caller checks).
+// Fewest aligned pieces of at most max_len bytes (a power of two) covering [addr, addr+len)
+// exactly. len >= 1 and the range must not wrap (the caller checks); the caller bounds len (the
+// result holds about len/max_len pieces).
 std::vector<Piece> split_range(std::uint64_t addr, std::uint64_t len, std::uint64_t max_len = 8);
+// split_range(addr, len, max_len).size(), without making the pieces.
+std::uint64_t count_pieces(std::uint64_t addr, std::uint64_t len, std::uint64_t max_len = 8);
+
+// The longest watchpoint, bytes (1 MiB, as the CLI's watch expressions): watch() refuses longer
+// ones with EINVAL. Anything longer than 8 * the debug registers never fits anyway.
+inline constexpr std::uint64_t kMaxWatchLen = std::uint64_t{1} << 20;
 
 using WatchId = std::uint64_t;  // 1, 2, ... never reused
 
@@ -75,8 +87,9 @@ class Watchpoints {
   Watchpoints(const Watchpoints&) = delete;
   Watchpoints& operator=(const Watchpoints&) = delete;
 
-  // Errors: EINVAL naming the field (len 0, wrap, x with len != 1, a condition on x, r on x86 ...),
-  // the arbiter's refusal (ENOSPC with the reason), a piece's validation error.
+  // Errors: EINVAL naming the field (len 0 or above kMaxWatchLen, wrap, x with len != 1, a
+  // condition on x, r on x86 ...), the arbiter's refusal (ENOSPC with the reason), a piece's
+  // validation error.
   Result<WatchId> watch(const WatchSpec& spec, WatchHandler handler);
   Result<void> unwatch(WatchId id);  // ENOENT if unknown
   // Drops the task's watchpoints (its breakpoints are gone with it).
@@ -85,7 +98,7 @@ class Watchpoints {
   // The pieces of a watchpoint and the breakpoint events behind each (one per CPU for wide).
   std::vector<Piece> pieces(WatchId id) const;
   std::vector<pmu::EventId> events(WatchId id) const;
-  // Users of the breakpoint behind `event` (several when shared); empty if none.
+  // Users of the breakpoint behind `event` (several when shared), ascending; empty if none.
   std::vector<WatchId> users_of(pmu::EventId event) const;
   std::size_t shared_pieces() const { return shared_.size(); }
   std::size_t size() const { return watches_.size(); }
@@ -100,7 +113,7 @@ class Watchpoints {
   };
   struct Shared {
     std::vector<BreakpointHandle> handles;  // one, or one per CPU for wide
-    std::vector<WatchId> users;             // ascending
+    std::set<WatchId> users;                // ascending
   };
   struct Watch {
     WatchSpec spec;
@@ -118,7 +131,9 @@ class Watchpoints {
   const arbiter::Arbiter& arbiter_;
   MemoryReader reader_;
   std::map<Key, Shared> shared_;
+  std::map<pmu::EventId, Key> key_of_;  // the piece behind each of shared_'s events
   std::map<WatchId, Watch> watches_;
+  std::map<std::int64_t, std::set<WatchId>> by_owner_;  // Key::task -> its watchpoints
   WatchId next_id_ = 1;
 };
 

@@ -1,16 +1,19 @@
 // hwarb/scenario/scenario.h — scenario files (.scn) for `hwarb sim`.
 //
 // A scenario is a line-oriented script that drives the simulated machine (sim::System: machine,
-// arbiter, perf-event core, breakpoint PMU, Watchpoint layer); the language is documented in the
-// README (and briefly in `hwarb sim --help`).
+// arbiter, perf-event core, breakpoint PMU, Watchpoint layer); the language is documented in
+// docs/scenarios.md, its vocabulary is the command table of grammar.h.
 //
 // Contract:
-//  - parse_scenario() checks the WHOLE text — syntax, keys, values and ranges, names (duplicate,
-//    unknown, wrong kind; a `bts drain` of a context never opened or closed), CPU indices, the
-//    position of `machine`, and the scheduling state it implies (an access or branch by a task
-//    that does not run on that CPU, a switch to a task that runs elsewhere or has exited,
-//    offlining a busy CPU) — before anything runs. A scenario error is an Error whose message is
-//    "FILE:LINE: message".
+//  - read_scenario_file() reads at most Limits::file_bytes + 1 bytes of a file (so that a larger
+//    one is refused by parse_scenario with its line); a file that cannot be read (missing, a
+//    directory, an I/O error) is an Error "cannot read PATH: reason".
+//  - parse_scenario() checks the WHOLE text — the limits below, syntax, keys, values and ranges,
+//    names (duplicate, unknown, wrong kind; a `bts drain` of a context never opened or closed),
+//    CPU indices, the position of `machine`, and the scheduling state it implies (an access or
+//    branch by a task that does not run on that CPU, a switch to a task that runs elsewhere or
+//    has exited, offlining a busy CPU) — before anything runs. A scenario error is an Error
+//    whose message is "FILE:LINE: message" (one line).
 //  - run_scenario() executes a parsed scenario and returns the output lines: "NAME ok" or
 //    "NAME <ERRNO>" (plus " — reason" with explain) for bp/wide/modify/watch/fork/bts/pt/lbr,
 //    one "hit ..." line per delivered hit, the `show` report, the ptrace lines ("poke dr7
@@ -19,13 +22,16 @@
 //    the `ptrace T bts-...` lines, "T stopped after N branches" for a `run` cut short).
 //    Refusals are normal output. Same scenario, same output.
 //  - Run-time scenario errors are what the file alone cannot decide: a command that uses a task
-//    whose fork failed (fault injection), and an `access`/`exec`/`branch`/`run` by a task that is
-//    in a ptrace stop (whether a hit or a full BTS buffer stopped it is known only by running).
-//    Their Error message is "FILE:LINE: message", like a parse error. Any other error of
-//    run_scenario is internal (a bug in hwarb): is_internal_error() tells them apart; its message
-//    is "internal error: FILE:LINE: message".
+//    whose fork failed (fault injection), an `access`/`exec`/`branch`/`run` by a task that is
+//    in a ptrace stop (whether a hit or a full BTS buffer stopped it is known only by running),
+//    and output past Limits::output_bytes. Their Error message is "FILE:LINE: message", like a
+//    parse error. Any other error of run_scenario is internal (a bug in hwarb):
+//    is_internal_error() tells them apart; its message is "internal error: FILE:LINE: message".
+//  - Cost: parsing is linear in the file; running is bounded by the limits (each command's cost
+//    is at most linear in what the limits count).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,6 +42,7 @@
 #include "hwarb/base/error.h"
 #include "hwarb/base/ids.h"
 #include "hwarb/breakpoints/validate.h"
+#include "hwarb/breakpoints/watchpoint.h"
 #include "hwarb/bts/tracer.h"
 #include "hwarb/ptrace_compat/user_area.h"
 
@@ -46,42 +53,75 @@ namespace hwarb::scenario {
 using Arch = breakpoints::Arch;
 using AccessType = pmu::BpType;
 
+inline constexpr int kMaxCpus = 65536;  // machine cpus=
+
+// The limits of a scenario (docs/scenarios.md, "Limits"). The counts are bounds computed from the
+// file before it runs, so a scenario is refused (a FILE:LINE error at the line that passes one)
+// before anything runs; only the output is counted while running.
+struct Limits {
+  std::size_t file_bytes = std::size_t{8} << 20;  // the file
+  int lines = 100'000;                            // lines in the file
+  std::size_t line_bytes = 4096;                  // one line, without its newline
+  // Breakpoint events and exclusive reservations the commands may create: bp, bts, pt, lbr 1;
+  // wide one per CPU; watch one per piece (times the CPUs without task=); a fork or `task
+  // parent=` one per breakpoint it may inherit.
+  std::uint64_t events = std::uint64_t{1} << 19;
+  // CPU steps: every command that acts on each CPU (wide, watch without task= per piece, show,
+  // tick without cpu=, bts open global, a request or modify with cpu=any, a fork per inherited
+  // cpu=any breakpoint) counts the machine's cpus.
+  std::uint64_t cpu_steps = std::uint64_t{1} << 20;
+  // Flexible breakpoints created (bp/wide flexible (one per CPU), modify to flexible, inherited
+  // copies): the perf core walks a CPU's flexible list at each install, tick and switch, so
+  // their number multiplies the cost of those lines.
+  std::uint64_t flexible = 1000;
+  std::uint64_t watch_len = breakpoints::kMaxWatchLen;  // bytes of one watch (len=)
+  std::uint64_t branches = std::uint64_t{1} << 24;      // branches of all `run` commands together
+  // BTS buffer bytes: the size= of every `bts open` and `ptrace T bts-config` (each at most what
+  // the layer accepts) plus 98304 per `bts NAME` event.
+  std::uint64_t buffer_bytes = std::uint64_t{256} << 20;
+  std::size_t output_bytes = std::size_t{32} << 20;  // output, newlines included (run time)
+};
+
 struct MachineSpec {
   int cpus = 2;
   Arch arch = Arch::kX86_64;
   arbiter::FlexiblePolicy flexible = arbiter::FlexiblePolicy::kMultiplexed;
 };
 
+// The kind of a command: one per row of the command table (grammar.h), where its words, keys
+// and flags are; kCpu is `cpu N offline|online` and its `offline cpu=N` / `online cpu=N` forms.
 enum class CommandKind : std::uint8_t {
-  kTask,       // task NAME [parent=P]
-  kBp,         // bp NAME ...
-  kWide,       // wide NAME ...
-  kModify,     // modify NAME ...
-  kDel,        // del NAME
-  kCpu,        // cpu N offline|online
-  kBts,        // bts NAME [task=T] [cpu=N|any]
-  kPt,         // pt NAME ...
-  kLbr,        // lbr NAME ...
-  kSwitch,     // switch cpu=N task=T|idle
-  kTick,       // tick [cpu=N]
-  kFork,       // fork NAME parent=T
-  kExit,       // exit T
-  kAccess,     // access task=T cpu=N r|w addr=HEX len=N [value=HEX]
-  kExec,       // exec task=T cpu=N addr=HEX
-  kWatch,      // watch NAME [task=T] addr=HEX len=N [type=w|rw|x] [if=EXPR]
-  kShow,       // show
-  kInject,     // inject enomem=K
-  kPtrace,     // ptrace T attach|detach|peek|poke|wait|cont|step|bts-... ...
-  kBtsOpen,    // bts open NAME task=T|global [user] [kernel] [sched] size=BYTES [mode=M]
-  kBtsClose,   // bts close NAME
-  kBtsDrain,   // bts drain NAME
-  kBtsStatus,  // bts status NAME
-  kBranch,     // branch task=T cpu=N from=HEX to=HEX [predicted]
-  kRun,        // run task=T cpu=N branches=K seed=S
+  kTask,
+  kBp,
+  kWide,
+  kModify,
+  kDel,
+  kCpu,
+  kBts,
+  kPt,
+  kLbr,
+  kSwitch,
+  kTick,
+  kFork,
+  kExit,
+  kAccess,
+  kExec,
+  kWatch,
+  kShow,
+  kInject,
+  kPtrace,
+  kBtsOpen,
+  kBtsClose,
+  kBtsDrain,
+  kBtsStatus,
+  kBranch,
+  kRun,
+  kMachine,  // folded into Scenario::machine: never a Command's kind
 };
+// The command's name in the table: "bp", "bts open", "cpu".
 std::string_view to_string(CommandKind kind);
 
-// The operation of a `ptrace T OP ...` command.
+// The operation of a `ptrace T OP ...` command (its words: grammar.h, ptrace_op_table()).
 enum class PtraceOp : std::uint8_t {
   kAttach,
   kDetach,
@@ -90,14 +130,14 @@ enum class PtraceOp : std::uint8_t {
   kWait,
   kCont,
   kStep,
-  kBtsConfig,  // PTRACE_BTS_CONFIG: size=BYTES [flags=LIST]
+  kBtsConfig,
   kBtsStatus,
   kBtsSize,
-  kBtsGet,  // INDEX
+  kBtsGet,
   kBtsDrain,
   kBtsClear,
 };
-std::string_view to_string(PtraceOp op);  // "attach", "detach", "peek", ..., "bts-config", ...
+std::string_view to_string(PtraceOp op);  // its name in the table: "attach", "bts-config"
 
 // cpu=N (any == false) or cpu=any.
 struct CpuChoice {
@@ -165,6 +205,7 @@ bool condition_holds(const Command& cmd, std::uint64_t value);
 
 struct Scenario {
   std::string file;  // the name used in messages
+  Limits limits;     // as parsed with (run_scenario enforces output_bytes)
   MachineSpec machine;
   std::vector<Command> commands;
   // Names by id: request_names[id - 1] is the name of RequestId id (1-based, order of first
@@ -174,8 +215,12 @@ struct Scenario {
   std::vector<std::string> task_names;
 };
 
+// The text of the scenario file at `path` (at most limits.file_bytes + 1 bytes; see above).
+Result<std::string> read_scenario_file(const std::string& path, const Limits& limits = {});
+
 // Parses and checks a whole scenario. `file` is used in error messages only.
-Result<Scenario> parse_scenario(std::string_view text, std::string_view file);
+Result<Scenario> parse_scenario(std::string_view text, std::string_view file,
+                                const Limits& limits = {});
 
 struct RunOptions {
   bool explain = false;  // append " — reason" to refusals

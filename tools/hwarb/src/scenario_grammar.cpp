@@ -1,0 +1,479 @@
+// The command table of the scenario language and the lookups the parser uses (grammar.h); the
+// texts generated from it for people are in scenario_help.cpp.
+#include "hwarb/scenario/grammar.h"
+
+#include <algorithm>
+
+namespace hwarb::scenario {
+
+namespace {
+
+using V = ValueKind;
+
+Param key(std::string_view name, std::string_view value, ValueKind kind, std::string_view def,
+          std::string_view doc) {
+  return Param{.key = name, .value = value, .kind = kind, .default_text = def, .doc = doc};
+}
+
+Param required(std::string_view name, std::string_view value, ValueKind kind,
+               std::string_view doc) {
+  Param p = key(name, value, kind, "", doc);
+  p.required = true;
+  return p;
+}
+
+Param choice(std::string_view name, std::string_view value, std::vector<std::string_view> choices,
+             std::string_view def, std::string_view doc) {
+  Param p = key(name, value, V::kChoice, def, doc);
+  p.choices = std::move(choices);
+  return p;
+}
+
+Param as_required(Param p) {
+  p.required = true;
+  return p;
+}
+
+// [a|b] (exclusive) or [a] (a single flag).
+Param flags(std::vector<std::string_view> words, std::string_view def, std::string_view doc) {
+  return Param{.flags = std::move(words), .exclusive = true, .default_text = def, .doc = doc};
+}
+
+// The keys and flags shared by bp, wide and modify.
+Param type_key() {
+  return choice("type", "r|w|rw|x", {"r", "w", "rw", "x"}, "rw",
+                "r, w, rw (data pool) or x (instruction pool)");
+}
+Param len_key() {
+  return key("len", "N", V::kDecimal, "4 (x: 8 on x86_64, 4 on i386 and arm64)", "bytes watched");
+}
+Param addr_key() {
+  return key("addr", "HEX", V::kHex, "0x1000 * ID",
+             "ID: the NAME's request id (1-based order of first appearance)");
+}
+Param weight_key() {
+  return key("weight", "N", V::kPositive, "1", "slots needed (more than the pool never fits)");
+}
+Param pinned_flags() {
+  return flags({"pinned", "flexible"}, "pinned",
+               "flexible requests time-share the slots pinned ones leave (machine flexible=)");
+}
+Param disabled_flags() {
+  return flags({"disabled", "enabled"}, "enabled",
+               "a disabled breakpoint holds its slot but is never installed");
+}
+Param task_key(std::string_view doc) {
+  return key("task", "T", V::kName, "", doc);
+}
+Param cpu_any_key(std::string_view def) {
+  return key("cpu", "N|any", V::kCpu, def, "the CPU; any: all CPUs, only with task=");
+}
+Param work_task() {
+  return required("task", "T", V::kName, "the task; it must run on cpu N");
+}
+Param work_cpu() {
+  return required("cpu", "N", V::kCpuNumber, "the CPU that runs T");
+}
+
+constexpr std::string_view kRequestPrints = "NAME ok | NAME ERRNO";
+
+std::vector<CommandSpec> make_table() {
+  const std::string_view exclusive_summary =
+      "An exclusive facility: any number of one kind, another kind gets EBUSY; no breakpoint "
+      "slots. cpu= defaults to any with a task and is required without one.";
+  std::vector<CommandSpec> t;
+  t.push_back({"machine",
+               CommandKind::kMachine,
+               Operand::kNone,
+               Creates::kNothing,
+               {key("cpus", "N", V::kCpuCount, "2", "possible CPUs, 1 .. 65536, all online"),
+                choice("arch", "x86_64|i386|arm64", {"x86_64", "i386", "arm64"}, "x86_64",
+                       "x86: one pool of 4 slots; arm64: 6 instruction + 4 data slots"),
+                choice("flexible", "multiplexed|as_pinned", {"multiplexed", "as_pinned"},
+                       "multiplexed", "as_pinned: flexible requests are accounted as pinned")},
+               "The simulated machine: at most once, before any other command. x86_64/i386: one "
+               "pool of 4 slots shared by x and data breakpoints; arm64: 6 instruction + 4 data "
+               "slots. as_pinned: flexible requests are accounted as pinned (exact Linux).",
+               "",
+               true});
+  t.push_back({"task",
+               CommandKind::kTask,
+               Operand::kName,
+               Creates::kTask,
+               {key("parent", "P", V::kName, "", "fork P (copies of its inherit breakpoints)")},
+               "Creates a task; parent= forks P (copies of P's inherit breakpoints).",
+               "nothing; NAME ERRNO if the fork fails",
+               true});
+  t.push_back(
+      {"bp",
+       CommandKind::kBp,
+       Operand::kName,
+       Creates::kRequest,
+       {task_key("task-bound to T; without it CPU-bound"), as_required(cpu_any_key("")), type_key(),
+        len_key(), addr_key(), pinned_flags(), disabled_flags(),
+        flags({"inherit"}, "off", "children forked later get a copy"), weight_key()},
+       "One breakpoint. No task: CPU-bound on cpu N. With task: on cpu N, or on all CPUs with "
+       "cpu=any. The slot check comes first (a bad bp on a full CPU gets ENOSPC), then the "
+       "fields (EINVAL; a task's breakpoint in kernel space: EPERM).",
+       kRequestPrints,
+       true});
+  t.push_back({"wide",
+               CommandKind::kWide,
+               Operand::kName,
+               Creates::kRequest,
+               {type_key(), len_key(), addr_key(), pinned_flags(), disabled_flags(), weight_key()},
+               "One CPU-bound breakpoint per online CPU, all or nothing; keys as for bp.",
+               kRequestPrints,
+               true});
+  t.push_back({"modify",
+               CommandKind::kModify,
+               Operand::kName,
+               Creates::kNothing,
+               {cpu_any_key(""), type_key(), len_key(), addr_key(), weight_key(), pinned_flags(),
+                disabled_flags()},
+               "Changes a bp or wide (no cpu= for wide); keys not given keep their values. The "
+               "fields are checked first, then the slots; on any error nothing changes. A NAME "
+               "that holds nothing prints NAME ENOENT.",
+               kRequestPrints,
+               true});
+  t.push_back({"del",
+               CommandKind::kDel,
+               Operand::kName,
+               Creates::kNothing,
+               {},
+               "Releases NAME (fine when it holds nothing); NAME may then be created again.",
+               "",
+               true});
+  t.push_back({"cpu",
+               CommandKind::kCpu,
+               Operand::kCpuState,
+               Creates::kNothing,
+               {},
+               "CPU hotplug (only an idle CPU, never the last). CPU-bound requests on an offline "
+               "CPU get ENODEV; wide covers online CPUs only; accounting survives.",
+               "",
+               true});
+  t.push_back({"bts",
+               CommandKind::kBts,
+               Operand::kName,
+               Creates::kRequest,
+               {task_key("the task (on all its CPUs by default)"),
+                cpu_any_key("any with task= (else required)")},
+               "A perf BTS event (an exclusive facility, see pt). Per-task and CPU-wide BTS events "
+               "never mix (EBUSY). NAME may not be open, close, drain or status.",
+               kRequestPrints,
+               true});
+  t.push_back({"bts open",
+               CommandKind::kBtsOpen,
+               Operand::kName,
+               Creates::kContext,
+               {[] {
+                  Param p = required("task", "T", V::kName,
+                                     "T's branches on any CPU; global: every task's");
+                  p.or_flag = "global";
+                  return p;
+                }(),
+                flags({"user"}, "", "user branches (neither user nor kernel: both)"),
+                flags({"kernel"}, "", "kernel branches (neither user nor kernel: both)"),
+                flags({"sched"}, "off", "arrives/departs timestamps"),
+                required("size", "BYTES", V::kDecimal, "the buffer, in 24-byte records"),
+                choice("mode", "aux|snapshot|wrap|signal", {"aux", "snapshot", "wrap", "signal"},
+                       "aux", "what happens when the buffer is full")},
+               "A BTS tracing context. Neither user nor kernel: both.",
+               kRequestPrints,
+               false});
+  t.push_back({"bts close",
+               CommandKind::kBtsClose,
+               Operand::kName,
+               Creates::kNothing,
+               {},
+               "Closes the context; its records go with it.",
+               "",
+               false});
+  t.push_back({"bts drain",
+               CommandKind::kBtsDrain,
+               Operand::kName,
+               Creates::kNothing,
+               {},
+               "Prints the context's records, oldest first, and empties it.",
+               "NAME from=HEX to=HEX [predicted] | NAME arrives|departs task=T time=N, then NAME "
+               "drained K lost L",
+               false});
+  t.push_back({"bts status",
+               CommandKind::kBtsStatus,
+               Operand::kName,
+               Creates::kNothing,
+               {},
+               "The context's state.",
+               "NAME state=S mode=M task=T|global flags=F capacity=N held=N lost=N",
+               false});
+  for (auto [name, kind] : {std::pair{"pt", CommandKind::kPt}, {"lbr", CommandKind::kLbr}}) {
+    t.push_back({name,
+                 kind,
+                 Operand::kName,
+                 Creates::kRequest,
+                 {task_key("the task (on all its CPUs by default)"),
+                  cpu_any_key("any with task= (else required)")},
+                 exclusive_summary,
+                 kRequestPrints,
+                 true});
+  }
+  t.push_back({"switch",
+               CommandKind::kSwitch,
+               Operand::kNone,
+               Creates::kNothing,
+               {required("cpu", "N", V::kCpuNumber, "the CPU"),
+                required("task", "T|idle", V::kName, "the task to run, or nothing")},
+               "Context switch: uninstalls the old task's breakpoints, installs T's.",
+               "",
+               false});
+  t.push_back({"tick",
+               CommandKind::kTick,
+               Operand::kNone,
+               Creates::kNothing,
+               {key("cpu", "N", V::kCpuNumber, "every online CPU", "the CPU")},
+               "A 1 ms timer tick: flexible breakpoints rotate.",
+               "",
+               false});
+  t.push_back({"fork",
+               CommandKind::kFork,
+               Operand::kName,
+               Creates::kTask,
+               {required("parent", "T", V::kName, "the task that forks")},
+               "Forks T into the new task NAME.",
+               kRequestPrints,
+               false});
+  t.push_back({"exit",
+               CommandKind::kExit,
+               Operand::kTask,
+               Creates::kNothing,
+               {},
+               "The task exits: its breakpoints go to EXIT, copies fold into their parents.",
+               "",
+               false});
+  t.push_back(
+      {"access",
+       CommandKind::kAccess,
+       Operand::kNone,
+       Creates::kNothing,
+       {work_task(), work_cpu(),
+        Param{.flags = {"r", "w"}, .required = true, .exclusive = true, .doc = "a read or a write"},
+        required("addr", "HEX", V::kHex, "the first byte"),
+        required("len", "1|2|4|8", V::kDecimal, "bytes accessed"),
+        key("value", "HEX", V::kHex, "0", "the value written (w only)")},
+       "Task T, running on CPU N, reads or writes memory.",
+       "hit lines",
+       false});
+  t.push_back({"exec",
+               CommandKind::kExec,
+               Operand::kNone,
+               Creates::kNothing,
+               {work_task(), work_cpu(), required("addr", "HEX", V::kHex, "the instruction")},
+               "Task T, running on CPU N, executes the instruction at addr.",
+               "hit lines",
+               false});
+  t.push_back({"branch",
+               CommandKind::kBranch,
+               Operand::kNone,
+               Creates::kNothing,
+               {work_task(), work_cpu(), required("from", "HEX", V::kHex, "the branch"),
+                required("to", "HEX", V::kHex, "its target"),
+                flags({"predicted"}, "off", "a predicted branch")},
+               "One taken branch of T, running on CPU N.",
+               "",
+               false});
+  t.push_back({"run",
+               CommandKind::kRun,
+               Operand::kNone,
+               Creates::kNothing,
+               {work_task(), work_cpu(), required("branches", "K", V::kDecimal, "how many"),
+                required("seed", "S", V::kDecimal, "the generated program")},
+               "K branches of a seeded generated program.",
+               "T stopped after N branches, when a full signal-mode ptrace BTS buffer stopped T",
+               false});
+  t.push_back(
+      {"watch",
+       CommandKind::kWatch,
+       Operand::kName,
+       Creates::kRequest,
+       {task_key("T's accesses on every CPU; without it every task's"),
+        required("addr", "HEX", V::kHex, "the first byte"),
+        key("len", "N", V::kDecimal, "4 (x: 1)", "bytes, any length and alignment"),
+        choice("type", "w|rw|x", {"r", "w", "rw", "x"}, "w",
+               "writes, reads and writes, or one instruction (r: refused, x86 has none)"),
+        key("if", "OPVALUE", V::kCondition, "", "report only new values that satisfy it")},
+       "A watchpoint over any range: the fewest aligned pieces, one register each, all or "
+       "nothing; identical pieces share a register; hits show old/new values; if= filters on "
+       "the new value (OP: == != < <= > >=).",
+       kRequestPrints,
+       false});
+  for (auto [name, online] : {std::pair{"offline", false}, {"online", true}}) {
+    t.push_back({name,
+                 CommandKind::kCpu,
+                 Operand::kNone,
+                 Creates::kNothing,
+                 {required("cpu", "N", V::kCpuNumber, "the CPU")},
+                 online ? "The same as cpu N online." : "The same as cpu N offline.",
+                 "",
+                 false});
+  }
+  t.push_back({"show",
+               CommandKind::kShow,
+               Operand::kNone,
+               Creates::kNothing,
+               {},
+               "Per CPU: DR0-DR3, DR7, installed events; per breakpoint event: state, count, "
+               "time_enabled, time_running; per traced task: its stop (or running), DR6, DR7.",
+               "cpu N ... | event NAME ... | ptrace T ...",
+               false});
+  t.push_back({"inject",
+               CommandKind::kInject,
+               Operand::kNone,
+               Creates::kNothing,
+               {required("enomem", "K", V::kPositive, "which fallible step fails")},
+               "The K-th fallible arbiter step from now fails with ENOMEM.",
+               "",
+               false});
+  t.push_back(
+      {"ptrace",
+       CommandKind::kPtrace,
+       Operand::kPtrace,
+       Creates::kNothing,
+       {},
+       "A tracer of task T: PTRACE_PEEKUSER/POKEUSER of DR0-DR7 with Linux x86 semantics (REG: "
+       "dr0..dr7, or a byte offset into struct user, decimal or 0x hex); ptrace breakpoints take "
+       "slots from the same pool as bp and wide. The first ptrace command on an untraced task "
+       "attaches it (layout x86_64; i386 on arch=i386), which stops it with SIGSTOP; "
+       "peek/poke/cont/step/detach need a stop (else ESRCH). A ptrace hit, or the trap after a "
+       "step, stops T with SIGTRAP; then work by T is a run-time error until `ptrace T cont`. "
+       "bts-*: the legacy PTRACE_BTS_* (user branches only); LIST: comma-separated trace, sched, "
+       "signal, cut-size or 0x hex bits. A full signal-mode buffer stops T with SIGIO.",
+       "see the operations",
+       false});
+  return t;
+}
+
+std::vector<PtraceOpSpec> make_ops() {
+  return {
+      {"attach",
+       PtraceOp::kAttach,
+       "",
+       {choice("layout", "x86_64|i386", {"x86_64", "i386"}, "the machine's",
+               "struct user of a 64-bit or a 32-bit debugger")},
+       "nothing; attach EPERM if T is traced already"},
+      {"detach", PtraceOp::kDetach, "", {}, "nothing; detach ESRCH unless T is in a stop"},
+      {"peek", PtraceOp::kPeek, "REG", {}, "peek REG = 0x + 16 hex digits | peek REG ERRNO"},
+      {"poke", PtraceOp::kPoke, "REG=HEX", {}, "poke REG ok | poke REG ERRNO"},
+      {"wait", PtraceOp::kWait, "", {}, "stopped SIGTRAP dr6=0x... (16 hex digits) | running"},
+      {"cont", PtraceOp::kCont, "", {}, "nothing; cont ESRCH unless T is in a stop"},
+      {"step", PtraceOp::kStep, "", {}, "nothing; step ESRCH unless T is in a stop"},
+      {"bts-config",
+       PtraceOp::kBtsConfig,
+       "",
+       {required("size", "BYTES", V::kDecimal, "the buffer (0 frees it)"),
+        key("flags", "LIST", V::kName, "none", "trace, sched, signal, cut-size or 0x hex bits")},
+       "bts-config ok | bts-config ERRNO"},
+      {"bts-status", PtraceOp::kBtsStatus, "", {}, "bts-status size=N flags=F"},
+      {"bts-size", PtraceOp::kBtsSize, "", {}, "bts-size = N | bts-size ERRNO"},
+      {"bts-get", PtraceOp::kBtsGet, "INDEX", {}, "bts-get I from=HEX to=HEX | bts-get I ERRNO"},
+      {"bts-drain",
+       PtraceOp::kBtsDrain,
+       "",
+       {},
+       "bts-drain from=HEX to=HEX per record, then bts-drain K records"},
+      {"bts-clear", PtraceOp::kBtsClear, "", {}, "bts-clear ok | bts-clear ERRNO"},
+  };
+}
+
+}  // namespace
+
+std::string_view to_string(CommandKind kind) {
+  return command_spec(kind).name;
+}
+
+std::string_view to_string(PtraceOp op) {
+  for (const PtraceOpSpec& spec : ptrace_op_table()) {
+    if (spec.op == op) return spec.name;
+  }
+  return "?";
+}
+
+std::span<const CommandSpec> command_table() {
+  static const std::vector<CommandSpec> kTable = make_table();
+  return kTable;
+}
+
+std::span<const PtraceOpSpec> ptrace_op_table() {
+  static const std::vector<PtraceOpSpec> kOps = make_ops();
+  return kOps;
+}
+
+const CommandSpec* find_command(std::string_view first, std::string_view second) {
+  const CommandSpec* found = nullptr;
+  for (const CommandSpec& c : command_table()) {
+    const std::string_view n = c.name;
+    if (n == first && !found) found = &c;
+    if (n.size() == first.size() + 1 + second.size() && n.starts_with(first) &&
+        n[first.size()] == ' ' && n.ends_with(second)) {
+      return &c;
+    }
+  }
+  return found;
+}
+
+const CommandSpec& command_spec(CommandKind kind) {
+  for (const CommandSpec& c : command_table()) {
+    if (c.kind == kind) return c;
+  }
+  return command_table().front();
+}
+
+const PtraceOpSpec* find_ptrace_op(std::string_view name) {
+  for (const PtraceOpSpec& op : ptrace_op_table()) {
+    if (op.name == name) return &op;
+  }
+  return nullptr;
+}
+
+const Param* find_key(std::span<const Param> params, std::string_view name) {
+  for (const Param& p : params) {
+    if (!p.key.empty() && p.key == name) return &p;
+  }
+  return nullptr;
+}
+
+const Param* find_flag(std::span<const Param> params, std::string_view flag) {
+  for (const Param& p : params) {
+    if (std::ranges::find(p.flags, flag) != p.flags.end() ||
+        (!p.or_flag.empty() && p.or_flag == flag)) {
+      return &p;
+    }
+  }
+  return nullptr;
+}
+
+std::string one_of(std::span<const std::string_view> words) {
+  std::string s;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) s += i + 1 == words.size() ? " or " : ", ";
+    s += words[i];
+  }
+  return s;
+}
+
+std::string command_words() {
+  std::vector<std::string_view> words;
+  for (const CommandSpec& c : command_table()) {
+    const std::string_view first = c.name.substr(0, c.name.find(' '));
+    if (std::ranges::find(words, first) == words.end()) words.push_back(first);
+  }
+  return one_of(words);
+}
+
+std::string ptrace_op_words() {
+  std::vector<std::string_view> words;
+  for (const PtraceOpSpec& op : ptrace_op_table()) words.push_back(op.name);
+  return one_of(words);
+}
+
+}  // namespace hwarb::scenario
