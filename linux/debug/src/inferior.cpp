@@ -3,6 +3,7 @@
 #include <elf.h>
 #include <signal.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "hwarb/base/format.h"
@@ -25,6 +27,11 @@ namespace {
 constexpr long kOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
                           PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
 constexpr int kSyscallTrap = SIGTRAP | 0x80;
+// The kernel's internal restart codes, seen in rax at the syscall-exit stop of an interrupted
+// call (include/linux/errno.h); -515 is not used.
+constexpr std::int64_t kErestartSys = -512;
+constexpr std::int64_t kErestartUnused = -515;
+constexpr std::int64_t kErestartRestartBlock = -516;
 
 std::string tid_text(pid_t tid) {
   return "thread " + std::to_string(tid);
@@ -73,8 +80,10 @@ Inferior::Inferior(Inferior&& other) noexcept
       mem_(std::move(other.mem_)),
       threads_(std::move(other.threads_)),
       queued_(std::move(other.queued_)),
+      raw_queue_(std::move(other.raw_queue_)),
       children_(std::move(other.children_)),
-      gadget_(other.gadget_) {
+      gadgets_(std::move(other.gadgets_)),
+      mems_(std::move(other.mems_)) {
   other.threads_.clear();
 }
 
@@ -87,8 +96,10 @@ Inferior& Inferior::operator=(Inferior&& other) noexcept {
     mem_ = std::move(other.mem_);
     threads_ = std::move(other.threads_);
     queued_ = std::move(other.queued_);
+    raw_queue_ = std::move(other.raw_queue_);
     children_ = std::move(other.children_);
-    gadget_ = other.gadget_;
+    gadgets_ = std::move(other.gadgets_);
+    mems_ = std::move(other.mems_);
     other.threads_.clear();
   }
   return *this;
@@ -235,7 +246,31 @@ Inferior::Thread* Inferior::thread(pid_t tid) {
   return nullptr;
 }
 
+pid_t Inferior::process_of(pid_t tid) const {
+  auto it = threads_.find(tid);
+  if (it != threads_.end() && it->second.process != 0) return it->second.process;
+  return pid_;
+}
+
+Result<void> Inferior::follow(pid_t child) {
+  auto it = children_.find(child);
+  if (it == children_.end()) {
+    return make_error(ErrorCode::kSrch, "pid: " + std::to_string(child) + " is not a forked child");
+  }
+  auto fd = open_process_memory(child, true);
+  if (!fd) return std::unexpected(fd.error());
+  Thread t = it->second;
+  children_.erase(it);
+  t.process = child;
+  threads_[child] = t;
+  mems_[child] = std::move(*fd);
+  return {};
+}
+
 Result<void> Inferior::read_memory(std::uint64_t addr, std::span<std::uint8_t> out, pid_t process) {
+  if (auto it = mems_.find(process); it != mems_.end()) {
+    return pread_memory(it->second.get(), addr, out);
+  }
   if (process != 0 && process != pid_) {
     auto other = open_process_memory(process, false);
     if (!other) return std::unexpected(other.error());
@@ -246,6 +281,9 @@ Result<void> Inferior::read_memory(std::uint64_t addr, std::span<std::uint8_t> o
 
 Result<void> Inferior::write_memory(std::uint64_t addr, std::span<const std::uint8_t> data,
                                     pid_t process) {
+  if (auto it = mems_.find(process); it != mems_.end()) {
+    return pwrite_memory(it->second.get(), addr, data);
+  }
   if (process != 0 && process != pid_) {
     auto other = open_process_memory(process, true);
     if (!other) return std::unexpected(other.error());
@@ -254,17 +292,17 @@ Result<void> Inferior::write_memory(std::uint64_t addr, std::span<const std::uin
   return pwrite_memory(mem_.get(), addr, data);
 }
 
-Result<x86::Insn> Inferior::decode_at(std::uint64_t addr) {
+Result<x86::Insn> Inferior::decode_at(std::uint64_t addr, pid_t process) {
   std::uint8_t code[15] = {};
   std::size_t have = sizeof(code);
-  while (have > 0 && !read_memory(addr, std::span(code, have))) --have;
+  while (have > 0 && !read_memory(addr, std::span(code, have), process)) --have;
   return x86::decode(std::span<const std::uint8_t>(code, have), addr);
 }
 
-Result<std::uint64_t> Inferior::read_word(std::uint64_t addr, int size) {
+Result<std::uint64_t> Inferior::read_word(std::uint64_t addr, int size, pid_t process) {
   if (size < 1 || size > 8) return make_error(ErrorCode::kInval, "size: must be 1..8");
   std::uint8_t bytes[8] = {};
-  if (auto r = read_memory(addr, std::span(bytes, static_cast<std::size_t>(size))); !r) {
+  if (auto r = read_memory(addr, std::span(bytes, static_cast<std::size_t>(size)), process); !r) {
     return std::unexpected(r.error());
   }
   std::uint64_t value = 0;
@@ -283,9 +321,9 @@ Result<void> Inferior::set_regs(pid_t tid, const x86::Regs& regs) {
   return ptrace_set_regset(tid, NT_PRSTATUS, std::as_bytes(std::span(&regs, 1)));
 }
 
-Result<std::uint64_t> Inferior::find_gadget() {
-  if (gadget_) return *gadget_;
-  auto maps = read_maps(pid_);
+Result<std::uint64_t> Inferior::find_gadget(pid_t process) {
+  if (auto it = gadgets_.find(process); it != gadgets_.end()) return it->second;
+  auto maps = read_maps(process);
   if (!maps) return std::unexpected(maps.error());
   std::vector<std::uint8_t> chunk;
   for (const Mapping& m : *maps) {
@@ -293,11 +331,11 @@ Result<std::uint64_t> Inferior::find_gadget() {
     for (std::uint64_t at = m.start; at < m.end; at += 65536) {
       const std::uint64_t n = std::min<std::uint64_t>(65536 + 1, m.end - at);
       chunk.resize(n);
-      if (!read_memory(at, chunk)) break;
+      if (!read_memory(at, chunk, process)) break;
       for (std::size_t i = 0; i + 1 < chunk.size(); ++i) {
         if (chunk[i] == 0x0f && chunk[i + 1] == 0x05) {
-          gadget_ = at + i;
-          return *gadget_;
+          gadgets_[process] = at + i;
+          return at + i;
         }
       }
     }
@@ -307,9 +345,31 @@ Result<std::uint64_t> Inferior::find_gadget() {
 }
 
 Result<int> Inferior::wait_stop(pid_t tid) {
-  auto status = linux::wait_for(tid, false);
-  if (!status) return std::unexpected(status.error());
-  return status->raw;
+  for (auto it = raw_queue_.begin(); it != raw_queue_.end(); ++it) {
+    if (it->first == tid) {
+      const int status = it->second;
+      raw_queue_.erase(it);
+      return status;
+    }
+  }
+  // Never a blocking waitpid on `tid` alone: a dying thread-group leader is reported only once
+  // every other thread is reaped, and those zombies are ours to reap. So: `tid`'s status if it
+  // has one (ECHILD if it is no tracee of ours), else the next status of anyone, kept for later.
+  for (;;) {
+    auto own = wait_once(tid, true);
+    if (!own) {
+      if (own.error().code() == ErrorCode::kIntr) continue;
+      return std::unexpected(own.error());
+    }
+    if (own->pid == tid) return own->status.raw;
+    auto any = wait_once(-1, false);
+    if (!any) {
+      if (any.error().code() == ErrorCode::kIntr) continue;
+      return std::unexpected(any.error());
+    }
+    if (any->pid == tid) return any->status.raw;
+    raw_queue_.emplace_back(any->pid, any->status.raw);
+  }
 }
 
 Result<std::int64_t> Inferior::inject_syscall(pid_t tid, long nr,
@@ -345,8 +405,18 @@ Result<std::int64_t> Inferior::inject_syscall(pid_t tid, long nr,
       if (ptrace_event(*status) == 0 && sig != SIGTRAP) t->kept_signal = sig;
     }
   };
+  // A syscall-exit stop whose registers are no system call's any more (rt_sigreturn restored the
+  // interrupted code's, orig_rax -1): there is no `syscall` instruction before rip to re-use.
+  StopKind how = t->stop;
+  if (how == StopKind::kSyscallExit && static_cast<std::int64_t>(saved->orig_rax) < 0) {
+    how = StopKind::kEvent;
+  }
+  // In a signal-delivery-stop, the stop's siginfo (a fault's si_code and si_addr) is put back
+  // afterwards: resuming with the signal delivers exactly what the kernel reported.
+  siginfo_t stop_info{};
+  const bool had_info = t->stop == StopKind::kSignal && ptrace_getsiginfo(tid, stop_info);
   Result<std::int64_t> result = 0;
-  switch (t->stop) {
+  switch (how) {
     case StopKind::kSyscallEnter: {
       // Case 1: turn this entry into `nr`, then rewind to re-enter the original call.
       regs.orig_rax = static_cast<std::uint64_t>(nr);
@@ -375,7 +445,22 @@ Result<std::int64_t> Inferior::inject_syscall(pid_t tid, long nr,
       auto after = get_regs(tid);
       if (!after) return std::unexpected(after.error());
       result = static_cast<std::int64_t>(after->rax);
-      if (auto r = set_regs(tid, *saved); !r) return std::unexpected(r.error());
+      x86::Regs back = *saved;
+      const auto code = static_cast<std::int64_t>(saved->rax);
+      if (t->kept_signal == 0 && code <= kErestartSys && code >= kErestartRestartBlock &&
+          code != kErestartUnused) {
+        // The original call was interrupted (a ptrace interrupt, a signal). The kernel restarts
+        // it on the way back to user mode only while rax holds the restart code, which the
+        // injected call replaced; with no signal left to deliver it would now return the code
+        // (-512...) to the program. The restart is applied here, as the kernel would have: back
+        // to the `syscall` instruction with the call's number (restart_syscall for
+        // ERESTART_RESTARTBLOCK). A kept signal is re-raised on resume and the kernel applies
+        // its restart rules to the code then.
+        back.rip -= 2;
+        back.rax = code == kErestartRestartBlock ? static_cast<std::uint64_t>(SYS_restart_syscall)
+                                                 : saved->orig_rax;
+      }
+      if (auto r = set_regs(tid, back); !r) return std::unexpected(r.error());
       break;
     }
     case StopKind::kSignal:
@@ -383,7 +468,8 @@ Result<std::int64_t> Inferior::inject_syscall(pid_t tid, long nr,
     case StopKind::kNone: {
       // Case 3: single-step a `syscall` instruction of the process's text. orig_rax = -1 so
       // the kernel does not apply syscall-restart rules to the injected call.
-      auto gadget = find_gadget();
+      // A forked child not followed yet has its parent's layout (and is not in threads_).
+      auto gadget = find_gadget(threads_.contains(tid) ? process_of(tid) : pid_);
       if (!gadget) return std::unexpected(gadget.error());
       regs.rip = *gadget;
       regs.rax = static_cast<std::uint64_t>(nr);
@@ -408,8 +494,12 @@ Result<std::int64_t> Inferior::inject_syscall(pid_t tid, long nr,
         if (ptrace_event(*status) == 0 && sig != SIGTRAP) t->kept_signal = sig;
       }
       if (auto r = set_regs(tid, *saved); !r) return std::unexpected(r.error());
+      if (had_info) {
+        if (auto r = ptrace_setsiginfo(tid, stop_info); !r) return std::unexpected(r.error());
+      } else {
+        t->stop_signal = SIGTRAP;
+      }
       t->stop = StopKind::kSignal;
-      t->stop_signal = SIGTRAP;
       break;
     }
   }
@@ -457,6 +547,11 @@ Result<std::optional<Event>> Inferior::next_event(bool block, bool& idle) {
     Event ev = queued_.front();
     queued_.pop_front();
     return ev;
+  }
+  if (!raw_queue_.empty()) {
+    const auto [tid, status] = raw_queue_.front();
+    raw_queue_.pop_front();
+    return translate(tid, status);
   }
   if (exited_) return make_error(ErrorCode::kSrch, "pid: the process has exited");
   auto waited = wait_once(-1, !block);
@@ -547,10 +642,12 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
     if (WIFEXITED(status) || WIFSIGNALED(status)) return std::optional<Event>();
     // A first stop of a task not seen yet: a new thread of this process, or a forked child
     // whose parent's fork event has not been read yet.
-    if (thread_group_of(tid) == pid_) {
+    const pid_t group = thread_group_of(tid);
+    if (group == pid_ || mems_.contains(group)) {
       Thread& fresh = threads_[tid];
       fresh.stopped = true;
       fresh.stop = StopKind::kEvent;
+      fresh.process = group == pid_ ? 0 : group;
       Event ev;
       ev.kind = EventKind::kNewThread;
       ev.tid = tid;
@@ -563,7 +660,12 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
   }
   if (WIFEXITED(status) || WIFSIGNALED(status)) {
     const bool vfork_child = t->vfork_child;
+    if (t->process == tid) {  // a followed process's leader: the last of its threads
+      mems_.erase(tid);
+      gadgets_.erase(tid);
+    }
     threads_.erase(tid);
+    if (vfork_child) end_vfork(tid);
     Event ev;
     ev.tid = tid;
     if (WIFEXITED(status)) {
@@ -628,6 +730,9 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
         c.stopped = true;
         c.stop = StopKind::kEvent;
         c.vfork_child = true;
+        t = thread(tid);         // threads_ changed
+        c.process = t->process;  // it shares its parent's memory
+        t->vfork_wait = cpid;
       } else {
         Thread& c = children_[cpid];
         c.stopped = true;
@@ -638,17 +743,49 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
     }
     case PTRACE_EVENT_EXEC: {
       t->stop = StopKind::kEvent;
+      if (follow_execs_ && (t->vfork_child || t->process != 0)) {
+        // Kept: the exec'ing thread takes its leader's id (the id reported); the process's other
+        // threads are gone.
+        const pid_t group = t->vfork_child ? tid : t->process;
+        if (t->vfork_child) end_vfork(tid);
+        Thread leader = *t;
+        leader.vfork_child = false;
+        leader.process = group;
+        std::erase_if(threads_, [&](const auto& entry) {
+          return entry.first == tid || entry.second.process == group;
+        });
+        threads_[group] = leader;
+        gadgets_.erase(group);
+        auto fd = open_process_memory(group, true);
+        if (!fd) return std::unexpected(fd.error());
+        mems_[group] = std::move(*fd);
+        if (auto r = leave_exec_stop(group); !r) return std::unexpected(r.error());
+        ev.kind = EventKind::kExec;
+        ev.tid = group;
+        return std::optional<Event>(ev);
+      }
       if (t->vfork_child) {
         (void)ptrace_detach(tid);
         threads_.erase(tid);
+        end_vfork(tid);
         ev.kind = EventKind::kThreadExit;
         return std::optional<Event>(ev);
       }
-      // The exec'ing thread takes the leader's id; every other thread is gone.
+      if (t->process != 0) {
+        // A followed process: released with its new image (every other thread of it is gone).
+        const pid_t group = t->process;
+        (void)ptrace_detach(tid);
+        std::erase_if(threads_, [&](const auto& entry) { return entry.second.process == group; });
+        mems_.erase(group);
+        gadgets_.erase(group);
+        ev.kind = EventKind::kThreadExit;
+        return std::optional<Event>(ev);
+      }
+      // The exec'ing thread takes the leader's id; every other thread of the process is gone.
       Thread leader = *t;
-      threads_.clear();
+      std::erase_if(threads_, [](const auto& entry) { return entry.second.process == 0; });
       threads_[pid_] = leader;
-      gadget_.reset();
+      gadgets_.erase(pid_);
       if (auto m = open_mem(); !m) return std::unexpected(m.error());
       if (auto r = leave_exec_stop(pid_); !r) return std::unexpected(r.error());
       ev.kind = EventKind::kExec;
@@ -657,8 +794,10 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
     }
     case PTRACE_EVENT_STOP: {
       siginfo_t info{};
+      // A group-stop of a seized thread reports its stopping signal (an interrupt SIGTRAP);
+      // some kernels also fill its siginfo, older ones refuse it with EINVAL.
       if (auto got = ptrace_getsiginfo(tid, info);
-          !got && got.error().code() == ErrorCode::kInval) {
+          sig != SIGTRAP || (!got && got.error().code() == ErrorCode::kInval)) {
         // A group-stop: keep job control (the thread stays stopped until SIGCONT).
         t->stopped = false;
         t->stop = StopKind::kNone;
@@ -685,6 +824,12 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
   ev.kind = EventKind::kSignal;
   ev.signal = sig;
   return std::optional<Event>(ev);
+}
+
+void Inferior::end_vfork(pid_t child) {
+  for (auto& [tid, t] : threads_) {
+    if (t.vfork_wait == child) t.vfork_wait = 0;
+  }
 }
 
 Result<std::vector<pid_t>> Inferior::stop_all(pid_t except) {
@@ -782,7 +927,7 @@ Result<std::vector<pid_t>> Inferior::stop_threads(pid_t except) {
   std::vector<pid_t> waiting;
   std::vector<pid_t> stopped;
   for (auto& [tid, t] : threads_) {
-    if (tid == except || t.stopped) continue;
+    if (tid == except || t.stopped || t.vfork_wait != 0) continue;
     if (auto r = ptrace_interrupt(tid); !r) {
       if (r.error().code() == ErrorCode::kSrch) continue;
       return std::unexpected(r.error());
@@ -842,7 +987,12 @@ Result<void> Inferior::detach() {
   }
   queued_.clear();
   Result<void> first;
+  std::vector<pid_t> in_vfork;
   for (auto& [tid, t] : threads_) {
+    if (!t.stopped) {
+      if (t.vfork_wait != 0) in_vfork.push_back(tid);
+      continue;
+    }
     int sig = pending.contains(tid) ? pending[tid] : 0;
     if (sig == 0 && t.kept_signal != 0) sig = t.kept_signal;
     if (t.stop != StopKind::kSignal && sig != 0) {
@@ -853,6 +1003,23 @@ Result<void> Inferior::detach() {
       first = r;
     }
   }
+  // A vfork parent stops once its child (detached above, running) execs or exits: it is
+  // interrupted and detached then, within a bound; past it, it stays traced until hwarb exits
+  // (the kernel detaches it then).
+  for (pid_t tid : in_vfork) {
+    if (!ptrace_interrupt(tid)) continue;
+    for (int tries = 0; tries < 2000; ++tries) {
+      auto got = wait_once(tid, true);
+      if (!got && got.error().code() == ErrorCode::kIntr) continue;
+      if (!got || got->pid != tid) {
+        if (!got) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
+      if (WIFSTOPPED(got->status.raw)) (void)ptrace_detach(tid, 0);
+      break;
+    }
+  }
   threads_.clear();
   exited_ = true;
   return first;
@@ -861,6 +1028,12 @@ Result<void> Inferior::detach() {
 Result<void> Inferior::kill() {
   if (pid_ <= 0 || exited_) return {};
   (void)send_signal(pid_, SIGKILL);
+  // Processes of its own that are still ours: vfork children, forks not released yet.
+  for (const auto& [tid, t] : threads_) {
+    if (t.vfork_child) (void)send_signal(tid, SIGKILL);
+  }
+  for (const auto& [child, unused] : children_) (void)send_signal(child, SIGKILL);
+  for (const auto& [process, unused] : mems_) (void)send_signal(process, SIGKILL);
   for (;;) {
     auto got = wait_once(-1, false);
     if (!got) {

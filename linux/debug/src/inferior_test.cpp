@@ -129,6 +129,54 @@ TEST(Inferior, InjectedSyscallAtSyscallStopsKeepsTheProgramsCall) {
   EXPECT_EQ(out.text(), "sum=9\n");  // 3 writes of 1..3, then 3 reads of 3
 }
 
+// A call interrupted by stop_all (futex waits of a contended mutex) reaches its syscall-exit
+// stop with a restart code (-ERESTARTSYS...): an injected call there must leave the program's call
+// restarted, as it would be without the injection (glibc aborts on a futex that returns -512).
+// One run of prog_futex_counter 4 20000 under PTRACE_SYSCALL, every other thread interrupted at
+// each event and gettid injected at every syscall-exit stop; adds the interrupted calls seen to
+// `restarts`.
+void run_interrupting_everything(int& restarts) {
+  Capture out;
+  auto inf = Inferior::spawn({program("futex_counter"), "4", "20000"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf) << inf.error().to_string();
+  ASSERT_TRUE(inf->resume_all(Resume::kSyscall));
+  Event end;
+  for (;;) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    if (ev->kind == EventKind::kExited || ev->kind == EventKind::kKilled) {
+      end = *ev;
+      break;
+    }
+    if (ev->kind == EventKind::kThreadExit) continue;
+    if (ev->kind == EventKind::kSyscallExit) {
+      if (ev->ret <= -512 && ev->ret >= -516) ++restarts;
+      auto got = inf->inject_syscall(ev->tid, SYS_gettid, {});
+      ASSERT_TRUE(got) << got.error().to_string();
+      EXPECT_EQ(*got, ev->tid);
+    }
+    // Interrupt the other threads (some are blocked in futex waits), then let them go on.
+    auto stopped = inf->stop_all(ev->tid);
+    ASSERT_TRUE(stopped) << stopped.error().to_string();
+    for (pid_t tid : *stopped) ASSERT_TRUE(inf->resume_as_before(tid));
+    if (ev->kind == EventKind::kFork) {
+      ASSERT_TRUE(inf->release(ev->child));
+      continue;
+    }
+    ASSERT_TRUE(
+        inf->resume(ev->tid, Resume::kSyscall, ev->kind == EventKind::kSignal ? ev->signal : 0));
+  }
+  EXPECT_EQ(end.kind, EventKind::kExited) << "killed by signal " << end.signal;
+  EXPECT_EQ(end.status, 0);
+  EXPECT_EQ(out.text(), "counter=80000\n");
+}
+
+TEST(Inferior, InjectedSyscallAtAnInterruptedCallsExitLeavesItRestarted) {
+  int restarts = 0;
+  for (int round = 0; round < 4 && !HasFailure(); ++round) run_interrupting_everything(restarts);
+  EXPECT_GT(restarts, 0) << "no call was interrupted: the test did not exercise the restart";
+}
+
 TEST(Inferior, MemoryReadsAndWritesIgnoreProtection) {
   auto inf = Inferior::spawn({program("hello")}, {.stdout_fd = ::open("/dev/null", O_WRONLY)});
   ASSERT_TRUE(inf);
@@ -205,6 +253,95 @@ TEST(Inferior, StopAllHoldsEveryThreadUntilResumed) {
     ASSERT_TRUE(
         inf->resume(ev->tid, Resume::kCont, ev->kind == EventKind::kSignal ? ev->signal : 0));
   }
+}
+
+// Runs `body` in a forked child (it becomes the tracer) and fails when it has not ended after
+// `seconds` (a hang: the child is killed) or ended with a status other than 0.
+void bounded(int seconds, void (*body)()) {
+  const pid_t runner = ::fork();
+  ASSERT_GE(runner, 0);
+  if (runner == 0) {
+    body();
+    ::_exit(::testing::Test::HasFailure() ? 1 : 0);
+  }
+  int status = 0;
+  for (int waited = 0; waited < seconds * 100; ++waited) {
+    if (::waitpid(runner, &status, WNOHANG) == runner) {
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+      return;
+    }
+    ::usleep(10'000);
+  }
+  ::kill(runner, SIGKILL);
+  ::waitpid(runner, &status, 0);
+  ADD_FAILURE() << "still running after " << seconds << " s (a hang)";
+}
+
+// A process killed while its threads run: stop_all returns (the threads' exits are reaped in
+// whatever order they come; waiting for the leader first must not block on the others' zombies).
+TEST(Inferior, StopAllOnAProcessThatDiesReturns) {
+  bounded(20, [] {
+    for (int round = 0; round < 5; ++round) {
+      auto inf = Inferior::spawn({program("threads"), "3", "300000000"},
+                                 {.stdout_fd = ::open("/dev/null", O_WRONLY)});
+      ASSERT_TRUE(inf) << inf.error().to_string();
+      ASSERT_TRUE(inf->resume_all(Resume::kCont));
+      for (int seen = 0; seen < 3;) {
+        auto ev = inf->wait();
+        ASSERT_TRUE(ev) << ev.error().to_string();
+        if (ev->kind == EventKind::kNewThread) ++seen;
+        ASSERT_TRUE(
+            inf->resume(ev->tid, Resume::kCont, ev->kind == EventKind::kSignal ? ev->signal : 0));
+      }
+      ASSERT_EQ(::kill(inf->pid(), SIGKILL), 0);
+      auto stopped = inf->stop_all();
+      ASSERT_TRUE(stopped) << stopped.error().to_string();
+      for (;;) {
+        auto ev = inf->wait();
+        ASSERT_TRUE(ev) << ev.error().to_string();
+        if (ev->kind == EventKind::kKilled) break;
+        ASSERT_EQ(ev->kind, EventKind::kThreadExit);
+      }
+      EXPECT_FALSE(inf->alive());
+    }
+  });
+}
+
+// A vfork parent sleeps in the kernel until its child execs or exits; it cannot stop. stop_all
+// while the child is held returns (the parent is left blocked), and the program runs to its end.
+TEST(Inferior, StopAllDuringAVforkReturns) {
+  bounded(20, [] {
+    Capture out;
+    auto inf = Inferior::spawn({program("forker"), "vfork", "3"}, {.stdout_fd = out.fd()});
+    ASSERT_TRUE(inf) << inf.error().to_string();
+    ASSERT_TRUE(inf->resume_all(Resume::kCont));
+    Event end;
+    bool stopped_during_vfork = false;
+    for (;;) {
+      auto ev = inf->wait();
+      ASSERT_TRUE(ev) << ev.error().to_string();
+      if (ev->kind == EventKind::kExited || ev->kind == EventKind::kKilled) {
+        end = *ev;
+        break;
+      }
+      if (ev->kind == EventKind::kThreadExit) continue;
+      if (ev->kind == EventKind::kFork) {
+        ASSERT_TRUE(ev->vfork);
+        auto stopped = inf->stop_all(ev->child);
+        ASSERT_TRUE(stopped) << stopped.error().to_string();
+        stopped_during_vfork = true;
+        for (pid_t tid : *stopped) ASSERT_TRUE(inf->resume_as_before(tid));
+        ASSERT_TRUE(inf->resume(ev->child, Resume::kCont));
+        continue;
+      }
+      ASSERT_TRUE(
+          inf->resume(ev->tid, Resume::kCont, ev->kind == EventKind::kSignal ? ev->signal : 0));
+    }
+    EXPECT_TRUE(stopped_during_vfork);
+    EXPECT_EQ(end.kind, EventKind::kExited);
+    EXPECT_EQ(end.status, 0);
+    EXPECT_EQ(out.text(), "child exit 3\n");
+  });
 }
 
 TEST(Inferior, AttachStopsARunningProcessAndDetachLetsItRun) {

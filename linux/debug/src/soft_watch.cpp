@@ -1,5 +1,6 @@
 #include "hwarb/linux/soft_watch.h"
 
+#include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -91,6 +92,7 @@ constexpr std::uint64_t kMaxIovecs = 1024;
 std::vector<std::pair<std::uint64_t, std::uint64_t>> vector_buffers(Inferior& inferior,
                                                                     const BufferArgs& call,
                                                                     const Event& ev) {
+  const pid_t process = inferior.process_of(ev.tid);
   std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
   std::uint64_t iov = ev.args[static_cast<std::size_t>(call.buf)];
   std::uint64_t count = 0;
@@ -100,7 +102,8 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> vector_buffers(Inferior& in
     // struct msghdr: msg_name, msg_namelen (+ padding), msg_iov, msg_iovlen, msg_control,
     // msg_controllen, msg_flags.
     std::array<std::uint64_t, 6> msg{};
-    if (!inferior.read_memory(iov, std::span(reinterpret_cast<std::uint8_t*>(msg.data()), 48))) {
+    if (!inferior.read_memory(iov, std::span(reinterpret_cast<std::uint8_t*>(msg.data()), 48),
+                              process)) {
       return out;
     }
     out.emplace_back(msg[0], msg[1] & 0xffffffffu);
@@ -111,7 +114,8 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> vector_buffers(Inferior& in
   if (count == 0 || count > kMaxIovecs) return out;
   std::vector<std::uint64_t> words(2 * count);
   if (!inferior.read_memory(
-          iov, std::span(reinterpret_cast<std::uint8_t*>(words.data()), words.size() * 8))) {
+          iov, std::span(reinterpret_cast<std::uint8_t*>(words.data()), words.size() * 8),
+          process)) {
     return out;
   }
   for (std::uint64_t i = 0; i < count; ++i) out.emplace_back(words[2 * i], words[2 * i + 1]);
@@ -166,6 +170,41 @@ std::string syscall_name(long nr) {
       return "munmap";
     default:
       return "syscall " + std::to_string(nr);
+  }
+}
+
+// The futex words a futex(2) call touches and the access it needs to each (PROT_READ for a value
+// the kernel compares, PROT_WRITE for one it changes: the PI operations and FUTEX_WAKE_OP's second
+// word). Operations the kernel does not know touch nothing: it fails them with ENOSYS.
+std::vector<std::pair<std::uint64_t, int>> futex_words(const std::array<std::uint64_t, 6>& args) {
+  const int op = static_cast<int>(args[1]) & FUTEX_CMD_MASK;
+  const std::uint64_t uaddr = args[0];
+  const std::uint64_t uaddr2 = args[4];
+  constexpr int kRead = PROT_READ;
+  constexpr int kBoth = PROT_READ | PROT_WRITE;
+  switch (op) {
+    case FUTEX_WAIT:
+    case FUTEX_WAIT_BITSET:
+    case FUTEX_WAKE:
+    case FUTEX_WAKE_BITSET:
+    case FUTEX_FD:
+      return {{uaddr, kRead}};
+    case FUTEX_REQUEUE:
+    case FUTEX_CMP_REQUEUE:
+      return {{uaddr, kRead}, {uaddr2, kRead}};
+    case FUTEX_WAKE_OP:
+      return {{uaddr, kRead}, {uaddr2, kBoth}};
+    case FUTEX_LOCK_PI:
+    case FUTEX_LOCK_PI2:
+    case FUTEX_UNLOCK_PI:
+    case FUTEX_TRYLOCK_PI:
+      return {{uaddr, kBoth}};
+    case FUTEX_WAIT_REQUEUE_PI:
+      return {{uaddr, kRead}, {uaddr2, kBoth}};
+    case FUTEX_CMP_REQUEUE_PI:
+      return {{uaddr, kRead}, {uaddr2, kBoth}};
+    default:
+      return {};
   }
 }
 
@@ -234,6 +273,8 @@ Result<SoftWatch> SoftWatch::arm(Inferior& inferior, std::vector<WatchRange> ran
   if (!maps) return std::unexpected(maps.error());
 
   SoftWatch w(inferior, std::move(ranges));
+  w.image_ = executable_path(inferior.pid()).value_or("");
+  inferior.follow_execs(true);
   w.methods_.assign(w.ranges_.size(), WatchMethod::kPageProtect);
   std::string why;
   for (std::size_t i = 0; i < w.ranges_.size(); ++i) {
@@ -354,9 +395,9 @@ std::string SoftWatch::describe() const {
   return out;
 }
 
-Result<std::vector<std::uint8_t>> SoftWatch::read_range(std::size_t range) {
+Result<std::vector<std::uint8_t>> SoftWatch::read_range(std::size_t range, pid_t tid) {
   std::vector<std::uint8_t> bytes(ranges_[range].len);
-  if (auto r = inferior_->read_memory(ranges_[range].addr, bytes); !r) {
+  if (auto r = inferior_->read_memory(ranges_[range].addr, bytes, inferior_->process_of(tid)); !r) {
     return std::unexpected(r.error());
   }
   return bytes;
@@ -380,6 +421,12 @@ void SoftWatch::add_hit(std::vector<SoftHit>& hits, std::size_t range, pid_t tid
 
 Result<bool> SoftWatch::handle(const Event& ev, std::vector<SoftHit>& hits) {
   if (ended_) return false;
+  const bool live = ev.kind == EventKind::kSignal || ev.kind == EventKind::kSyscallEnter ||
+                    ev.kind == EventKind::kSyscallExit || ev.kind == EventKind::kNewThread ||
+                    ev.kind == EventKind::kFork;
+  if (live && unwatched_.contains(inferior_->process_of(ev.tid))) {
+    return false;  // an image that could not be watched again after its exec: runs as it is
+  }
   switch (ev.kind) {
     case EventKind::kSignal:
       if (ev.signal == SIGSEGV && ev.code == kSegvAccErr && page_protected(ev.fault_addr)) {
@@ -403,25 +450,21 @@ Result<bool> SoftWatch::handle(const Event& ev, std::vector<SoftHit>& hits) {
       if (auto r = inferior_->resume(ev.tid, resume_mode()); !r) return std::unexpected(r.error());
       return true;
     case EventKind::kFork:
-      if (ev.vfork) {
-        // Shares this process's memory until it execs: watched like a thread.
-        if (single_step_) {
-          if (auto r = prepare_step(ev.child); !r) return std::unexpected(r.error());
-        }
-        if (auto r = inferior_->resume(ev.child, resume_mode()); !r) {
-          return std::unexpected(r.error());
-        }
-        return true;
+      // A vfork child shares this process's memory until it execs: watched like a thread. A
+      // forked child has copies of the protected pages and int3 bytes: it is followed, watched
+      // like this process.
+      if (!ev.vfork) {
+        if (auto r = inferior_->follow(ev.child); !r) return std::unexpected(r.error());
       }
-      if (auto r = release_child(ev.child); !r) return std::unexpected(r.error());
+      if (single_step_) {
+        if (auto r = prepare_step(ev.child); !r) return std::unexpected(r.error());
+      }
+      if (auto r = inferior_->resume(ev.child, resume_mode()); !r) {
+        return std::unexpected(r.error());
+      }
       return true;
     case EventKind::kExec:
-      ended_ = true;
-      pages_.clear();
-      traps_.clear();
-      open_.clear();
-      step_.clear();
-      return false;
+      return on_exec(ev.tid);
     case EventKind::kThreadExit:
       open_.erase(ev.tid);
       step_.erase(ev.tid);
@@ -434,22 +477,66 @@ Result<bool> SoftWatch::handle(const Event& ev, std::vector<SoftHit>& hits) {
   return false;
 }
 
-Result<void> SoftWatch::release_child(pid_t child) {
-  // A forked child has copies of the protected pages and of the int3 bytes: both are undone
-  // there, so the child runs as it would have without hwarb.
-  for (auto& [p, page] : pages_) {
-    auto r = inferior_->inject_syscall(
-        child, SYS_mprotect, {p, kPage, static_cast<std::uint64_t>(page.original), 0, 0, 0});
-    if (!r) return std::unexpected(r.error());
+unsigned SoftWatch::page_access(std::uint64_t page) const {
+  unsigned access = 0;
+  for (const WatchRange& r : ranges_) {
+    if ((r.access & kWatchExec) == 0 && overlaps(page, kPage, r.addr, r.len)) access |= r.access;
   }
+  return access;
+}
+
+Result<bool> SoftWatch::rearm(pid_t process) {
+  if (image_.empty()) return false;
+  auto exe = executable_path(process);
+  if (!exe || *exe != image_) return false;
+  if (single_step_) {
+    if (auto r = prepare_step(process); !r) return std::unexpected(r.error());
+    return true;
+  }
+  auto maps = read_maps(process);
+  if (!maps) return false;
+  for (const auto& [p, page] : pages_) {
+    if (!find_mapping(*maps, p)) return false;
+  }
+  for (auto& [p, page] : pages_) {
+    page.original = find_mapping(*maps, p)->prot();
+    page.protection = watched_protection(page.original, page_access(p));
+    if (auto r = protect(process, p, page.protection); !r) return std::unexpected(r.error());
+  }
+  const std::uint8_t int3 = 0xCC;
   for (auto& [a, trap] : traps_) {
-    if (auto r =
-            inferior_->write_memory(a, std::span<const std::uint8_t>(&trap.original, 1), child);
-        !r) {
-      return r;
+    if (auto r = inferior_->write_memory(a, std::span<const std::uint8_t>(&int3, 1), process); !r) {
+      return std::unexpected(r.error());
     }
   }
-  return inferior_->release(child);
+  return true;
+}
+
+Result<bool> SoftWatch::on_exec(pid_t process) {
+  open_.erase(process);
+  step_.erase(process);
+  // The same executable at the same addresses (address randomisation is off for spawned
+  // commands): the watch goes on in the new image.
+  auto again = rearm(process);
+  if (!again) return std::unexpected(again.error());
+  if (*again) {
+    unwatched_.erase(process);
+    if (auto r = inferior_->resume(process, resume_mode()); !r) return std::unexpected(r.error());
+    return true;
+  }
+  unwatched_.insert(process);
+  const auto tids = inferior_->threads();
+  const bool others = std::any_of(tids.begin(), tids.end(), [&](pid_t t) {
+    return !unwatched_.contains(inferior_->process_of(t));
+  });
+  if (!others) {
+    ended_ = true;
+    pages_.clear();
+    traps_.clear();
+    open_.clear();
+    step_.clear();
+  }
+  return false;
 }
 
 Result<bool> SoftWatch::on_fault(const Event& ev, std::vector<SoftHit>& hits) {
@@ -470,7 +557,8 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
   auto regs = inferior_->get_regs(tid);
   if (!regs) return std::unexpected(regs.error());
   const std::uint64_t fault_ip = regs->rip;
-  auto insn = inferior_->decode_at(regs->rip);
+  const pid_t process = inferior_->process_of(tid);
+  auto insn = inferior_->decode_at(regs->rip, process);
   std::vector<x86::MemRef> refs;
   if (insn) {
     auto r = x86::effective_addresses(*insn, *regs);
@@ -505,7 +593,7 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
   if (matches.empty()) ++stats_.false_sharing;
   std::vector<std::vector<std::uint8_t>> before;
   for (const Match& m : matches) {
-    auto b = read_range(m.range);
+    auto b = read_range(m.range, tid);
     if (!b) return std::unexpected(b.error());
     before.push_back(std::move(*b));
   }
@@ -524,15 +612,15 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
     if (auto st = x86::emulate_store(*insn, *regs); st && allowed(refs[0], PROT_WRITE)) {
       std::uint8_t bytes[8];
       std::memcpy(bytes, &st->value, sizeof(bytes));
-      if (auto r =
-              inferior_->write_memory(st->address, std::span<const std::uint8_t>(bytes, st->size));
+      if (auto r = inferior_->write_memory(st->address,
+                                           std::span<const std::uint8_t>(bytes, st->size), process);
           !r) {
         return std::unexpected(r.error());
       }
       regs->rip += insn->length;
       done = true;
     } else if (auto ld = x86::emulate_load(*insn, *regs); ld && allowed(refs[0], PROT_READ)) {
-      auto value = inferior_->read_word(ld->address, static_cast<int>(ld->size));
+      auto value = inferior_->read_word(ld->address, static_cast<int>(ld->size), process);
       if (!value) return std::unexpected(value.error());
       if (auto r = x86::apply_load(*insn, *value, *regs); !r) return std::unexpected(r.error());
       done = true;
@@ -584,7 +672,7 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
     if (!alive) return Completed{};
   }
   for (std::size_t k = 0; k < matches.size(); ++k) {
-    auto now = read_range(matches[k].range);
+    auto now = read_range(matches[k].range, tid);
     if (!now) return std::unexpected(now.error());
     add_hit(hits, matches[k].range, tid, fault_ip, matches[k].first, matches[k].access,
             std::move(before[k]), std::move(*now), "");
@@ -614,7 +702,9 @@ Result<bool> SoftWatch::on_trap(const Event& ev, std::vector<SoftHit>& hits) {
   }
   const std::uint8_t original = it->second.original;
   const std::uint8_t int3 = 0xCC;
-  if (auto r = inferior_->write_memory(at, std::span<const std::uint8_t>(&original, 1)); !r) {
+  const pid_t process = inferior_->process_of(tid);
+  if (auto r = inferior_->write_memory(at, std::span<const std::uint8_t>(&original, 1), process);
+      !r) {
     return std::unexpected(r.error());
   }
   if (auto r = inferior_->resume(tid, Resume::kStep); !r) return std::unexpected(r.error());
@@ -632,7 +722,8 @@ Result<bool> SoftWatch::on_trap(const Event& ev, std::vector<SoftHit>& hits) {
     pass_signal = after->signal;
   }
   if (inferior_->alive()) {
-    if (auto r = inferior_->write_memory(at, std::span<const std::uint8_t>(&int3, 1)); !r) {
+    if (auto r = inferior_->write_memory(at, std::span<const std::uint8_t>(&int3, 1), process);
+        !r) {
       return std::unexpected(r.error());
     }
   }
@@ -657,12 +748,18 @@ Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
   }
   OpenSyscall st;
   st.nr = ev.syscall;
-  auto add_page = [&](std::uint64_t p) {
-    if (pages_.contains(p) && std::find(st.pages.begin(), st.pages.end(), p) == st.pages.end()) {
-      st.pages.push_back(p);
-    }
+  // A page is opened only when the call needs an access (PROT_READ, PROT_WRITE) that the watch's
+  // protection denies: a write watch leaves the page readable, so calls that only read it (futex
+  // waits and wakes, write(2)) run on it as it is, and other threads' writes meanwhile are still
+  // seen.
+  auto add_page = [&](std::uint64_t p, int need = PROT_READ | PROT_WRITE) {
+    auto it = pages_.find(p);
+    if (it == pages_.end() || (it->second.protection & need) == need) return;
+    if (std::find(st.pages.begin(), st.pages.end(), p) == st.pages.end()) st.pages.push_back(p);
   };
-  if (ev.syscall == SYS_mprotect || ev.syscall == SYS_munmap) {
+  if (ev.syscall == SYS_rt_sigreturn) {
+    // No arguments (its registers are the interrupted code's) and no buffer: nothing to open.
+  } else if (ev.syscall == SYS_mprotect || ev.syscall == SYS_munmap) {
     const std::uint64_t addr = ev.args[0];
     const std::uint64_t len = (ev.args[1] + kPage - 1) & ~(kPage - 1);
     for (auto& [p, page] : pages_) {
@@ -673,6 +770,11 @@ Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
         st.effect_prot = static_cast<int>(ev.args[2]);
         break;
       }
+    }
+  } else if (ev.syscall == SYS_futex) {
+    for (const auto& [addr, need] : futex_words(ev.args)) {
+      add_page(page_of(addr), need);
+      add_page(page_of(addr + 3), need);
     }
   } else if (const BufferArgs* b = buffer_args(ev.syscall)) {
     const std::uint64_t buf = ev.args[static_cast<std::size_t>(b->buf)];
@@ -689,9 +791,10 @@ Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
       add_page(page_of(a) + kPage);
     }
   }
+  const int buffer_need = st.reads_buffer ? PROT_READ : PROT_WRITE;
   for (const auto& [buf, len] : st.buffers) {
     for (auto& [p, page] : pages_) {
-      if (len > 0 && overlaps(p, kPage, buf, len)) add_page(p);
+      if (len > 0 && overlaps(p, kPage, buf, len)) add_page(p, buffer_need);
     }
   }
   if (st.pages.empty() && st.effect_nr < 0) {
@@ -707,7 +810,7 @@ Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
     bool on_open = false;
     for (std::uint64_t p : st.pages) on_open |= overlaps(p, kPage, ranges_[i].addr, ranges_[i].len);
     if (!on_open) continue;
-    auto b = read_range(i);
+    auto b = read_range(i, tid);
     if (!b) return std::unexpected(b.error());
     st.before[i] = std::move(*b);
   }
@@ -732,7 +835,7 @@ Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<SoftHit>& h
   const std::string name = syscall_name(st.nr);
   for (std::size_t i = 0; i < ranges_.size(); ++i) {
     if (st.before.size() <= i || st.before[i].empty()) continue;
-    auto now = read_range(i);
+    auto now = read_range(i, tid);
     if (!now) return std::unexpected(now.error());
     const bool wrote = *now != st.before[i];
     const bool read = st.reads_buffer && ev.ret >= 0 &&
@@ -784,7 +887,7 @@ Result<void> SoftWatch::prepare_step(pid_t tid) {
   auto regs = inferior_->get_regs(tid);
   if (!regs) return std::unexpected(regs.error());
   check.ip = regs->rip;
-  auto insn = inferior_->decode_at(regs->rip);
+  auto insn = inferior_->decode_at(regs->rip, inferior_->process_of(tid));
   if (insn) {
     check.syscall = insn->branch == x86::BranchKind::kSyscall;
     auto refs = x86::effective_addresses(*insn, *regs);
@@ -812,7 +915,7 @@ Result<void> SoftWatch::prepare_step(pid_t tid) {
     }
   }
   for (const auto& [range, bits] : check.ranges) {
-    auto b = read_range(range);
+    auto b = read_range(range, tid);
     if (!b) return std::unexpected(b.error());
     check.before.push_back(std::move(*b));
   }
@@ -830,7 +933,7 @@ Result<bool> SoftWatch::on_step(pid_t tid, std::vector<SoftHit>& hits) {
   }
   for (std::size_t k = 0; k < check.ranges.size(); ++k) {
     const auto [range, bits] = check.ranges[k];
-    auto now = read_range(range);
+    auto now = read_range(range, tid);
     if (!now) return std::unexpected(now.error());
     if (check.syscall && *now == check.before[k]) continue;
     add_hit(hits, range, tid, check.ip, ranges_[range].addr, bits, std::move(check.before[k]),
@@ -852,22 +955,26 @@ Result<void> SoftWatch::disarm() {
   if (ended_) return {};
   ended_ = true;
   if (!inferior_->alive()) return {};
-  pid_t tid = -1;
+  // One stopped thread per process (this one and the followed forks) to restore it in.
+  std::map<pid_t, pid_t> processes;
   for (pid_t t : inferior_->threads()) {
-    if (inferior_->is_stopped(t)) {
-      tid = t;
-      break;
-    }
+    const pid_t process = inferior_->process_of(t);
+    if (inferior_->is_stopped(t) && !unwatched_.contains(process)) processes.emplace(process, t);
   }
-  if (tid < 0) return make_error(ErrorCode::kSrch, "pid: no stopped thread to disarm the watch in");
+  if (processes.empty() && unwatched_.empty()) {
+    return make_error(ErrorCode::kSrch, "pid: no stopped thread to disarm the watch in");
+  }
   Result<void> first;
-  for (auto& [p, page] : pages_) {
-    if (auto r = protect(tid, p, page.original); !r && first) first = r;
-  }
-  for (auto& [a, trap] : traps_) {
-    if (auto r = inferior_->write_memory(a, std::span<const std::uint8_t>(&trap.original, 1));
-        !r && first) {
-      first = r;
+  for (const auto& [process, tid] : processes) {
+    for (auto& [p, page] : pages_) {
+      if (auto r = protect(tid, p, page.original); !r && first) first = r;
+    }
+    for (auto& [a, trap] : traps_) {
+      if (auto r =
+              inferior_->write_memory(a, std::span<const std::uint8_t>(&trap.original, 1), process);
+          !r && first) {
+        first = r;
+      }
     }
   }
   // Stops that were the watcher's and are still unread: an int3 hit moves back onto the

@@ -229,6 +229,92 @@ TEST(SoftWatch, KernelWritesAndReadsNameTheSystemCall) {
   EXPECT_EQ(out.text(), "kernel!\n");
 }
 
+// Threads that block on a mutex next to the watched word (the same page): their futex calls run
+// as unwatched (no glibc abort on an unexpected futex error), and no other thread's write is
+// taken for the kernel's while a call runs: exactly one hit per write of the program.
+TEST(SoftWatch, FutexCallsOnTheWatchedPageRunAsUnwatchedAndCountExactly) {
+  Capture out;
+  auto inf = Inferior::spawn({program("futex_counter"), "3", "2000"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf);
+  const Symbol counter = symbol(inf->pid(), "counter");
+  auto watch = SoftWatch::arm(*inf, {{counter.address, 8, kWatchWrite, 0}});
+  ASSERT_TRUE(watch) << watch.error().to_string();
+  Outcome got = run(*inf, *watch);
+  EXPECT_EQ(got.end.kind, EventKind::kExited) << "killed by signal " << got.end.signal;
+  EXPECT_EQ(got.end.status, 0);
+  EXPECT_EQ(out.text(), "counter=6000\n");
+  EXPECT_EQ(got.hits.size(), 6000u);
+  for (const SoftHit& h : got.hits) {
+    ASSERT_EQ(h.syscall, "") << "a write taken for the kernel's: " << value_of(h.new_value);
+  }
+}
+
+// A forked child is followed: its writes are hits too (its own tid), and both processes run as
+// unwatched (the parent waits for the child's exit status 3).
+TEST(SoftWatch, AForkedChildIsFollowedAndItsWritesAreHits) {
+  Capture out;
+  auto inf = Inferior::spawn({program("forker"), "fork", "10"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf);
+  const Symbol counter = symbol(inf->pid(), "counter");
+  auto watch = SoftWatch::arm(*inf, {{counter.address, 8, kWatchWrite, 0}});
+  ASSERT_TRUE(watch) << watch.error().to_string();
+  Outcome got = run(*inf, *watch);
+  EXPECT_EQ(got.end.kind, EventKind::kExited) << "killed by signal " << got.end.signal;
+  EXPECT_EQ(got.end.status, 0);
+  EXPECT_EQ(out.text(), "child exit 3\n");
+  ASSERT_EQ(got.hits.size(), 20u);
+  std::set<pid_t> tids;
+  for (std::size_t i = 0; i < got.hits.size(); ++i) {
+    EXPECT_EQ(value_of(got.hits[i].new_value), i % 10 + 1) << "hit " << i;
+    tids.insert(got.hits[i].tid);
+  }
+  EXPECT_EQ(tids.size(), 2u);
+  EXPECT_NE(got.hits.front().tid, inf->pid());
+  EXPECT_EQ(got.hits.back().tid, inf->pid());
+}
+
+// An exec of the same executable (directly, or by a vfork child) is watched again in the new
+// image: the writes before and after it are all hits, and the program runs as unwatched.
+TEST(SoftWatch, AnExecOfTheSameProgramIsWatchedAgain) {
+  for (const char* mode : {"exec", "vfork"}) {
+    Capture out;
+    auto inf = Inferior::spawn({program("forker"), mode, "10"}, {.stdout_fd = out.fd()});
+    ASSERT_TRUE(inf);
+    const Symbol counter = symbol(inf->pid(), "counter");
+    auto watch = SoftWatch::arm(*inf, {{counter.address, 8, kWatchWrite, 0}});
+    ASSERT_TRUE(watch) << watch.error().to_string();
+    Outcome got = run(*inf, *watch);
+    const bool exec = std::string(mode) == "exec";
+    EXPECT_EQ(got.end.kind, EventKind::kExited) << mode << ": killed by " << got.end.signal;
+    EXPECT_EQ(got.end.status, exec ? 3 : 0) << mode;
+    EXPECT_EQ(out.text(), exec ? "" : "child exit 3\n") << mode;
+    ASSERT_EQ(got.hits.size(), 20u) << mode;
+    for (std::size_t i = 0; i < got.hits.size(); ++i) {
+      EXPECT_EQ(value_of(got.hits[i].new_value), i % 10 + 1) << mode << " hit " << i;
+    }
+  }
+}
+
+// A program with its own SIGSEGV handler for the watched page: its own fault reaches the handler
+// with the kernel's exact siginfo (SEGV_ACCERR at the faulting address), its mprotect applies, and
+// the faulting write restarts and completes; the watched word's writes are the only hits.
+TEST(SoftWatch, TheProgramsOwnFaultsReachItsHandlerExactly) {
+  Capture out;
+  auto inf = Inferior::spawn({program("own_segv"), "5"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf);
+  const Symbol area = symbol(inf->pid(), "area");
+  auto watch = SoftWatch::arm(*inf, {{area.address, 4, kWatchWrite, 0}});
+  ASSERT_TRUE(watch) << watch.error().to_string();
+  Outcome got = run(*inf, *watch);
+  EXPECT_EQ(got.end.kind, EventKind::kExited) << "killed by signal " << got.end.signal;
+  EXPECT_EQ(got.end.status, 4);
+  EXPECT_EQ(out.text(), "handled=1 code_ok=1 addr_ok=1 spare=7 counter=6\n");
+  ASSERT_EQ(got.hits.size(), 6u);
+  for (std::size_t i = 0; i < got.hits.size(); ++i) {
+    EXPECT_EQ(value_of(got.hits[i].new_value), i + 1) << "hit " << i;
+  }
+}
+
 // Buffers reached through iovecs (readv/writev, sendmsg/recvmsg) are opened around the call like
 // read(2)'s: the program's calls succeed as without hwarb, and the kernel's accesses are hits.
 TEST(SoftWatch, KernelAccessesThroughIovecsAreSeenAndTheCallsSucceed) {

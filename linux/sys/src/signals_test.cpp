@@ -1,6 +1,7 @@
 #include "hwarb/linux/signals.h"
 
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "hwarb/linux/syscalls.h"
+#include "hwarb/linux/terminal.h"
 
 namespace hwarb::linux {
 namespace {
@@ -28,6 +30,24 @@ template <typename F>
 void in_own_thread(F f) {
   std::thread t(f);
   t.join();
+}
+
+// SIGINT, SIGTERM and SIGHUP (a closed terminal) only set the flag: hwarb cleans up its tracee
+// instead of dying. Each in a forked child, whose exit status says whether it survived.
+TEST(InterruptFlag, IntTermAndHupSetTheFlagInsteadOfKilling) {
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      install_interrupt_flag();
+      ::raise(sig);
+      ::_exit(interrupt_requested() ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "signal " << sig << ": status " << status;
+  }
 }
 
 TEST(BlockedSignalFd, ReadsTheBlockedSignalsOfTheThread) {

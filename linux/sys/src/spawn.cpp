@@ -24,7 +24,12 @@ using detail::sys_fail;
 
 // The spawned child until its execve: async-signal-safe calls only, on what spawn_stopped built
 // before the fork.
-[[noreturn]] void exec_child(const char* path, char* const* argv, const SpawnOptions& options) {
+[[noreturn]] void exec_child(pid_t parent, const char* path, char* const* argv,
+                             const SpawnOptions& options) {
+  // A parent that dies before it seized and continued the child (hwarb killed at start-up) must
+  // not leave it stopped: it dies too (also when the parent died before this call).
+  ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0L, 0L, 0L);
+  if (::syscall(SYS_getppid) != parent) ::_exit(127);
   if (options.stdout_fd >= 0) ::dup2(options.stdout_fd, 1);
   if (options.disable_aslr) {
     const long current = ::syscall(SYS_personality, 0xffffffffUL);
@@ -77,9 +82,10 @@ Result<pid_t> spawn_stopped(const std::string& path, const std::vector<std::stri
   args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return sys_fail<pid_t>(errno, "command", "fork");
-  if (pid == 0) exec_child(path.c_str(), args.data(), options);
+  if (pid == 0) exec_child(parent, path.c_str(), args.data(), options);
   int status = 0;
   if (::waitpid(pid, &status, WSTOPPED) != pid || !WIFSTOPPED(status)) {
     return make_error(ErrorCode::kIo, "command: the child did not stop before exec");

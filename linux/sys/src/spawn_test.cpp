@@ -5,6 +5,7 @@
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -174,6 +175,44 @@ Result<WaitStatus> wait_exit(pid_t pid) {
     auto st = wait_for(pid, false);
     if (!st || st->kind == WaitKind::kExited || st->kind == WaitKind::kKilled) return st;
   }
+}
+
+// A spawner that dies between the fork and the exec (hwarb killed at start-up) must not leave its
+// stopped child behind: the child dies with its parent.
+TEST(SpawnStopped, TheStoppedChildDiesWithItsParent) {
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  const pid_t spawner = ::fork();
+  ASSERT_GE(spawner, 0);
+  if (spawner == 0) {
+    auto child = spawn_stopped(program("hello"), {program("hello")});
+    const pid_t pid = child ? *child : -1;
+    (void)!::write(pipefd[1], &pid, sizeof pid);
+    ::_exit(0);
+  }
+  ::close(pipefd[1]);
+  pid_t child = -1;
+  ASSERT_EQ(::read(pipefd[0], &child, sizeof child), static_cast<ssize_t>(sizeof child));
+  ::close(pipefd[0]);
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(spawner, &status, 0), spawner);
+  // Gone (reaped by its new parent) or a zombie within two seconds; stopped is a failure.
+  std::string state = "?";
+  for (int i = 0; i < 200; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    if (!stat) {
+      state = "gone";
+      break;
+    }
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto close = text.rfind(") ");
+    state = close == std::string::npos ? "?" : text.substr(close + 2, 1);
+    if (state == "Z" || state == "X") break;
+    ::usleep(10'000);
+  }
+  if (state != "gone" && state != "Z" && state != "X") ::kill(child, SIGKILL);
+  EXPECT_TRUE(state == "gone" || state == "Z" || state == "X") << "child state " << state;
 }
 
 TEST(ForkGated, RunsItsFunctionOnlyAfterTheGo) {

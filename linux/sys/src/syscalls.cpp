@@ -532,6 +532,13 @@ Result<void> ptrace_getsiginfo(pid_t pid, siginfo_t& info) {
   return {};
 }
 
+Result<void> ptrace_setsiginfo(pid_t pid, const siginfo_t& info) {
+  if (raw_ptrace(PTRACE_SETSIGINFO, pid, 0, reinterpret_cast<std::uintptr_t>(&info)) != 0) {
+    return sys_fail(errno, "pid", "PTRACE_SETSIGINFO of " + pid_text(pid));
+  }
+  return {};
+}
+
 Result<unsigned long> ptrace_event_message(pid_t pid) {
   unsigned long message = 0;
   if (raw_ptrace(PTRACE_GETEVENTMSG, pid, 0, reinterpret_cast<std::uintptr_t>(&message)) != 0) {
@@ -547,6 +554,19 @@ Result<std::size_t> ptrace_get_syscall_info(pid_t pid, ::__ptrace_syscall_info& 
     return sys_fail<std::size_t>(errno, "pid", "PTRACE_GET_SYSCALL_INFO of " + pid_text(pid));
   }
   return static_cast<std::size_t>(size);
+}
+
+}  // namespace hwarb::linux
+
+// report files (the CLI's -o)
+#include "hwarb/linux/files.h"
+
+namespace hwarb::linux {
+
+Result<Fd> create_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) return sys_fail<Fd>(errno, "file", "create " + path);
+  return Fd(fd);
 }
 
 }  // namespace hwarb::linux

@@ -1,4 +1,5 @@
 #include "hwarb/linux/syscalls.h"
+#include "hwarb/linux/files.h"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -432,6 +433,31 @@ TEST_F(ChildTest, KillReapsOnceAndMovesTransferOwnership) {
   expect_error(moved.wait(true), ErrorCode::kSrch, "child");
   // Reaped: the pid is no child of ours any more.
   expect_error(wait_for(pid_, true), ErrorCode::kChild, "pid");
+}
+
+TEST(Syscalls, CreateFileTruncatesIsCloseOnExecAndNamesAMissingDirectory) {
+  char dir[] = "/tmp/hwarb_create_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/report";
+  for (const char* text : {"a longer first text\n", "short\n"}) {
+    auto fd = create_file(path);
+    ASSERT_TRUE(fd) << fd.error().to_string();
+    EXPECT_EQ(::fcntl(fd->get(), F_GETFD), FD_CLOEXEC);
+    EXPECT_EQ(::fcntl(fd->get(), F_GETFL) & O_ACCMODE, O_WRONLY);
+    const std::string s = text;
+    ASSERT_EQ(::write(fd->get(), s.data(), s.size()), static_cast<ssize_t>(s.size()));
+  }
+  auto back = open_file(path);
+  ASSERT_TRUE(back);
+  char buf[64] = {};
+  EXPECT_EQ(::read(back->get(), buf, sizeof buf), 6);
+  EXPECT_STREQ(buf, "short\n");
+  auto missing = create_file(std::string(dir) + "/no/such/report");
+  expect_error(missing, ErrorCode::kNoEnt, "file");
+  EXPECT_NE(missing.error().message().find(std::string(dir) + "/no/such/report"),
+            std::string::npos);
+  ::unlink(path.c_str());
+  ::rmdir(dir);
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ void install_interrupt_flag() {
   action.sa_flags = 0;  // no SA_RESTART: waitpid returns EINTR
   ::sigaction(SIGINT, &action, nullptr);
   ::sigaction(SIGTERM, &action, nullptr);
+  ::sigaction(SIGHUP, &action, nullptr);
 }
 
 bool interrupt_requested() {

@@ -16,9 +16,14 @@
 //    with the new thread stopped; the creating thread is resumed by the Inferior as it was last
 //    resumed. Forked processes are reported as kFork with the child stopped (its own mm; the
 //    caller undoes its changes there with the `process` argument of the memory calls and
-//    inject_syscall, then calls release()); a vfork child shares this process's memory and stays
-//    traced, as a thread, until it execs or exits (then it is released and reported as
-//    kThreadExit).
+//    inject_syscall, then calls release(), or follow()s it: its threads then belong to this
+//    Inferior, their events come from wait() like this process's, and process_of() tells them
+//    apart); a vfork child shares this process's memory and stays traced, as a thread, until it
+//    execs or exits (then it is released and reported as kThreadExit). A followed process that
+//    execs is released the same way; its end is kThreadExit of its leader. With follow_execs(),
+//    a vfork child or followed process that execs is kept instead: it becomes (or stays) a
+//    followed process and its exec is reported as kExec with tid = its leader (process_of tells
+//    it from this process's own exec).
 //  - Group-stops (SIGSTOP, SIGTSTP, ...) keep their job-control meaning: they are left in
 //    PTRACE_LISTEN and not reported. Signals are reported as kSignal; the caller passes them
 //    through by resuming with the same signal.
@@ -110,14 +115,22 @@ class Inferior {
   std::vector<pid_t> threads() const;
   bool is_stopped(pid_t tid) const;
 
-  // Memory of this process, or of `process` (a forked child being released).
+  // Memory of this process, or of `process` (a forked child being released, or followed).
   Result<void> read_memory(std::uint64_t addr, std::span<std::uint8_t> out, pid_t process = 0);
   Result<void> write_memory(std::uint64_t addr, std::span<const std::uint8_t> data,
                             pid_t process = 0);
-  Result<std::uint64_t> read_word(std::uint64_t addr, int size);
-  // The instruction at `addr` of this process, decoded from as many of the 15 bytes there as are
-  // readable (an instruction may end just before an unmapped page). x86::decode's errors.
-  Result<x86::Insn> decode_at(std::uint64_t addr);
+  Result<std::uint64_t> read_word(std::uint64_t addr, int size, pid_t process = 0);
+  // The instruction at `addr` of this process (or `process`), decoded from as many of the 15
+  // bytes there as are readable (an instruction may end just before an unmapped page).
+  // x86::decode's errors.
+  Result<x86::Insn> decode_at(std::uint64_t addr, pid_t process = 0);
+  // The process (thread-group id) thread `tid` belongs to: pid() or a followed child.
+  pid_t process_of(pid_t tid) const;
+  // A forked child (kFork, not vfork; stopped, not released) becomes part of this Inferior: see
+  // the contract. ESRCH naming `pid` when it is no such child.
+  Result<void> follow(pid_t child);
+  // Whether execs of vfork children and followed processes keep them traced (see the contract).
+  void follow_execs(bool on) { follow_execs_ = on; }
 
   Result<x86::Regs> get_regs(pid_t tid);
   Result<void> set_regs(pid_t tid, const x86::Regs& regs);
@@ -142,7 +155,9 @@ class Inferior {
   Result<Event> wait_for(pid_t tid);
   // Interrupts every running thread except `except` and waits until all are stopped; other
   // events that arrive meanwhile are queued for wait(). Returns the threads it stopped with its
-  // interrupt (not those that stopped for an event of their own, which are queued).
+  // interrupt (not those that stopped for an event of their own, which are queued). A thread
+  // waiting for its vfork child to exec or exit sleeps in the kernel and cannot stop: it is left
+  // as it is (is_stopped false; it runs no user code meanwhile).
   Result<std::vector<pid_t>> stop_all(pid_t except = -1);
   // Signals of `mask` (bit n-1 for signal n) that are pending for stopped thread `tid` and not
   // blocked by it, but not reported yet (a signal raised as the thread stopped for something
@@ -180,6 +195,8 @@ class Inferior {
     Resume last = Resume::kCont;
     bool interrupt_pending = false;  // PTRACE_INTERRUPT sent, its stop not seen yet
     bool vfork_child = false;
+    pid_t vfork_wait = 0;  // the vfork child this thread sleeps in the kernel for (it cannot stop)
+    pid_t process = 0;     // a followed child's thread: its thread group (0: this process)
   };
 
   Inferior(pid_t pid, bool spawned);
@@ -191,9 +208,11 @@ class Inferior {
   Result<std::optional<Event>> next_event(bool block, bool& idle);
   Result<std::vector<pid_t>> stop_threads(pid_t except);
   Result<int> wait_stop(pid_t tid);
-  Result<std::uint64_t> find_gadget();
+  Result<std::uint64_t> find_gadget(pid_t process);
   Thread* thread(pid_t tid);
   void forget();
+  // The vfork child `child` execed or ended: its parent runs again.
+  void end_vfork(pid_t child);
 
   pid_t pid_ = -1;
   bool spawned_ = false;
@@ -203,7 +222,9 @@ class Inferior {
   std::deque<Event> queued_;
   std::deque<std::pair<pid_t, int>> raw_queue_;  // wait statuses seen by wait_stop for others
   std::map<pid_t, Thread> children_;             // forked children not yet released
-  std::optional<std::uint64_t> gadget_;          // address of a `syscall` instruction
+  std::map<pid_t, std::uint64_t> gadgets_;       // per process: address of a `syscall` instruction
+  std::map<pid_t, Fd> mems_;                     // followed processes' memory
+  bool follow_execs_ = false;
 };
 
 }  // namespace hwarb::linux

@@ -46,8 +46,14 @@
 //    instruction raised a signal of the program instead (it did not complete), the thread is
 //    stopped with that signal to deliver; when the thread ended, the event is requeued.
 //  - resume_mode() is how the caller must resume threads it handles itself.
-//  - A forked child gets its protections and int3 bytes undone and is released; an exec ends
-//    the watch (the old image and its protections are gone).
+//  - A forked child is followed (Inferior::follow): its copies of the protections and int3
+//    bytes stay, and its accesses are hits like this process's (their tid tells them apart). A
+//    vfork child is watched as a thread until it execs. A process (this one, a followed fork, a
+//    vfork child) that execs the executable armed, where every watched page is mapped at the
+//    same address (address randomisation off, as for spawned commands), is watched again in its
+//    new image: the same protections and int3 bytes are set up there. Any other exec leaves
+//    that process unwatched (its events pass through); when no watched process is left, the
+//    watch ends.
 //  - disarm() needs every thread stopped (Inferior::stop_all) and restores every page's
 //    protection and every int3 byte; the tracee then runs unmodified.
 // Thread-safety: none (the Inferior's thread only).
@@ -149,10 +155,17 @@ class SoftWatch {
   Result<bool> on_trap(const Event& ev, std::vector<WatchHit>& hits);
   Result<bool> on_syscall_enter(const Event& ev);
   Result<bool> on_syscall_exit(const Event& ev, std::vector<WatchHit>& hits);
+  // Process `process` exec'd: the watch goes on in it when rearm() can, else it runs unwatched.
+  Result<bool> on_exec(pid_t process);
+  // Protections and int3 bytes set up again in `process` after its exec: false (nothing done)
+  // unless it runs the executable armed and every watched page is mapped there.
+  Result<bool> rearm(pid_t process);
+  // The accesses watched on `page` (execution watches aside).
+  unsigned page_access(std::uint64_t page) const;
   Result<bool> on_step(pid_t tid, std::vector<WatchHit>& hits);
   Result<void> prepare_step(pid_t tid);
-  Result<void> release_child(pid_t child);
-  Result<std::vector<std::uint8_t>> read_range(std::size_t range);
+  // The range's bytes in the process of thread `tid`.
+  Result<std::vector<std::uint8_t>> read_range(std::size_t range, pid_t tid);
   std::uint64_t now_ns() const;
   bool page_protected(std::uint64_t addr) const;
   void add_hit(std::vector<WatchHit>& hits, std::size_t range, pid_t tid, std::uint64_t ip,
@@ -167,6 +180,8 @@ class SoftWatch {
   std::map<pid_t, OpenSyscall> open_;    // threads inside a system call with pages opened
   std::map<pid_t, StepCheck> step_;      // single-step method, per thread
   std::set<pid_t> trap_steps_;           // threads stepping over an int3's original instruction
+  std::set<pid_t> unwatched_;            // processes whose new image could not be watched
+  std::string image_;                    // the executable armed (/proc/PID/exe)
   bool single_step_ = false;
   bool ended_ = false;
   SoftWatchStats stats_;

@@ -33,7 +33,9 @@ struct SpawnOptions {
 // EACCES naming `command` for anything but a regular file.
 [[nodiscard]] Result<void> check_runnable(const std::string& path);
 
-// fork(2)s a child that makes `stdout_fd` its standard output (dup2), adds ADDR_NO_RANDOMIZE to
+// fork(2)s a child that asks to die with the calling thread (PR_SET_PDEATHSIG SIGKILL, kept across
+// the execve: a spawned target does not outlive hwarb's tracer thread, as with
+// PTRACE_O_EXITKILL), makes `stdout_fd` its standard output (dup2), adds ADDR_NO_RANDOMIZE to
 // its personality when asked (left as it is when personality(2) refuses), unblocks SIGCHLD (a
 // caller that blocked it must not pass that on to the program), stops itself with SIGSTOP and,
 // once continued, execve(2)s `path` with `argv` and the caller's environment, exiting with status

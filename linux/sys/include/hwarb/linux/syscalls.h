@@ -203,6 +203,9 @@ Result<void> ptrace_singleblock(pid_t pid, int signal = 0);
 // has none: how a seized tracee's group-stop is told from its other PTRACE_EVENT_STOP stops),
 // ESRCH naming `pid`.
 [[nodiscard]] Result<void> ptrace_getsiginfo(pid_t pid, siginfo_t& info);
+// PTRACE_SETSIGINFO: the siginfo the tracee's signal-delivery-stop delivers when resumed with
+// info.si_signo. ESRCH naming `pid`; EINVAL naming `pid` in a stop without one (a group-stop).
+[[nodiscard]] Result<void> ptrace_setsiginfo(pid_t pid, const siginfo_t& info);
 // PTRACE_GETEVENTMSG: the message of the tracee's last PTRACE_EVENT stop (the new task's id for
 // FORK, VFORK and CLONE). ESRCH naming `pid`.
 [[nodiscard]] Result<unsigned long> ptrace_event_message(pid_t pid);

@@ -1,8 +1,9 @@
 // hwarb/linux/terminal.h — the process-level pieces a command-line tool needs from the OS:
-// whether a stream is a terminal, and a Ctrl-C / SIGTERM flag.
+// whether a stream is a terminal, and a Ctrl-C / SIGTERM / SIGHUP flag.
 //
 // Contract:
-//  - install_interrupt_flag() installs handlers for SIGINT and SIGTERM that only set a flag,
+//  - install_interrupt_flag() installs handlers for SIGINT, SIGTERM and SIGHUP (the terminal
+//    closed) that only set a flag,
 //    WITHOUT SA_RESTART, so a blocking waitpid in the tool returns EINTR and the tool can clean
 //    up (restore its tracee) instead of dying. Idempotent.
 //  - interrupt_requested() reads the flag (async-signal-safe, lock-free).

@@ -1,0 +1,26 @@
+// ticker: writes its pid to the file named by its argument, then writes `ticks` every
+// millisecond, N times (default 3000), prints "ticks=N" and exits with STATUS (default 0). For
+// job control and for attaching (-p) while it runs: a stopped ticker writes nothing.
+//   prog_ticker PIDFILE [N [STATUS]]
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+volatile long ticks;
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  const long n = argc > 2 ? atol(argv[2]) : 3000;
+  FILE* f = fopen(argv[1], "w");
+  if (f == NULL) return 2;
+  fprintf(f, "%d\n", (int)getpid());
+  fclose(f);
+  struct timespec ms = {0, 1000000};
+  for (long i = 1; i <= n; ++i) {
+    ticks = i;
+    nanosleep(&ms, NULL);
+  }
+  printf("ticks=%ld\n", ticks);
+  return argc > 3 ? atoi(argv[3]) : 0;
+}
