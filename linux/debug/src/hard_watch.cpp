@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <array>
 #include <string>
 #include <utility>
@@ -21,6 +22,51 @@ bool perf_trap(const Event& ev) {
 
 // The longest x86 instruction.
 constexpr std::size_t kMaxInsn = 15;
+
+// The x86 direction flag (eflags bit 10): string instructions step downwards.
+constexpr std::uint64_t kDirectionFlag = 1ull << 10;
+// The longest function forward decoding walks to find an instruction's start.
+constexpr std::uint64_t kMaxFunction = 1u << 16;
+
+bool is_string(const x86::Insn& insn) {
+  return std::any_of(insn.mem.begin(), insn.mem.end(),
+                     [](const x86::MemOperand& m) { return m.string_op; });
+}
+
+// The registers before the last iteration of string instruction `insn` (made with `regs`): rsi
+// and rdi one element back, rcx 1 under a REP prefix.
+x86::Regs before_last_iteration(const x86::Insn& insn, x86::Regs regs) {
+  std::uint64_t size = 0;
+  bool rep = false;
+  for (const x86::MemOperand& m : insn.mem) {
+    if (!m.string_op) continue;
+    size = m.size;
+    rep |= m.rep;
+  }
+  const bool down = (regs.eflags & kDirectionFlag) != 0;
+  regs.rdi = down ? regs.rdi + size : regs.rdi - size;
+  regs.rsi = down ? regs.rsi + size : regs.rsi - size;
+  if (rep) regs.rcx = 1;
+  return regs;
+}
+
+// The access bits of the memory operands of `insn` (computed with `regs`, rip = insn.ip) that
+// touch [addr, addr+len), implicit stack slots aside.
+unsigned touching(const x86::Insn& insn, const x86::Regs& regs, std::uint64_t addr,
+                  std::uint64_t len) {
+  auto refs = x86::effective_addresses(insn, regs);
+  if (!refs) return 0;
+  unsigned access = 0;
+  for (std::size_t i = 0; i < refs->size(); ++i) {
+    if (insn.mem.size() > i && insn.mem[i].stack) continue;
+    const x86::MemRef& ref = (*refs)[i];
+    if (!(ref.address < addr + len && addr < ref.address + ref.size)) continue;
+    if (ref.access == x86::Access::kRead) access |= kWatchRead;
+    if (ref.access == x86::Access::kWrite) access |= kWatchWrite;
+    if (ref.access == x86::Access::kReadWrite) access |= kWatchRead | kWatchWrite;
+  }
+  return access;
+}
 
 std::uint64_t since(std::chrono::steady_clock::time_point start) {
   return static_cast<std::uint64_t>(
@@ -57,32 +103,43 @@ bool hits_need_stops(const std::vector<WatchRange>& ranges, bool values) {
   return stops;
 }
 
-std::optional<Accessor> accessor_before(std::span<const std::uint8_t> code, std::uint64_t end,
-                                        std::uint64_t addr, std::uint64_t len,
-                                        const x86::Regs& regs) {
-  std::optional<Accessor> found;
-  x86::Regs at = regs;
-  for (std::size_t k = 1; k <= code.size() && k <= kMaxInsn && k <= end; ++k) {
+std::vector<Accessor> accessors_before(std::span<const std::uint8_t> code, std::uint64_t end,
+                                       std::uint64_t addr, std::uint64_t len,
+                                       const x86::Regs& regs) {
+  std::vector<Accessor> found;
+  const std::size_t longest = std::min<std::uint64_t>({code.size(), kMaxInsn, end});
+  for (std::size_t k = longest; k >= 1; --k) {
     const std::uint64_t ip = end - k;
     auto insn = x86::decode(code.last(k), ip);
     if (!insn || insn->length != k) continue;
+    x86::Regs at = regs;
     at.rip = ip;
-    auto refs = x86::effective_addresses(*insn, at);
-    if (!refs) continue;
-    unsigned access = 0;
-    for (std::size_t i = 0; i < refs->size(); ++i) {
-      if (insn->mem.size() > i && insn->mem[i].stack) continue;
-      const x86::MemRef& ref = (*refs)[i];
-      if (!(ref.address < addr + len && addr < ref.address + ref.size)) continue;
-      if (ref.access == x86::Access::kRead) access |= kWatchRead;
-      if (ref.access == x86::Access::kWrite) access |= kWatchWrite;
-      if (ref.access == x86::Access::kReadWrite) access |= kWatchRead | kWatchWrite;
+    // A string instruction that ended here made its last iteration just before the stop.
+    if (is_string(*insn)) at = before_last_iteration(*insn, at);
+    if (const unsigned access = touching(*insn, at, addr, len); access != 0) {
+      found.push_back(Accessor{ip, access});
     }
-    if (access == 0) continue;
-    if (found) return std::nullopt;  // two candidates: nothing is certain
-    found = Accessor{ip, access};
   }
   return found;
+}
+
+std::optional<Accessor> accessor_before(std::span<const std::uint8_t> code, std::uint64_t end,
+                                        std::uint64_t addr, std::uint64_t len,
+                                        const x86::Regs& regs) {
+  auto found = accessors_before(code, end, addr, len, regs);
+  if (found.size() != 1) return std::nullopt;
+  return found.front();
+}
+
+std::optional<Accessor> interrupted_string(const x86::Insn& insn, std::uint64_t addr,
+                                           std::uint64_t len, const x86::Regs& regs) {
+  if (!is_string(insn) || regs.rcx == 0 || regs.rip != insn.ip) return std::nullopt;
+  bool rep = false;
+  for (const x86::MemOperand& m : insn.mem) rep |= m.rep;
+  if (!rep) return std::nullopt;
+  const unsigned access = touching(insn, before_last_iteration(insn, regs), addr, len);
+  if (access == 0) return std::nullopt;
+  return Accessor{insn.ip, access};
 }
 
 HardWatchEngine::HardWatchEngine(Inferior& inferior, PerfWatch perf, std::vector<WatchRange> ranges,
@@ -93,6 +150,11 @@ HardWatchEngine::HardWatchEngine(Inferior& inferior, PerfWatch perf, std::vector
       ranges_(std::move(ranges)),
       observer_(observer),
       start_(std::chrono::steady_clock::now()) {
+  read_shadows();
+}
+
+void HardWatchEngine::read_shadows() {
+  shadow_.clear();
   for (const WatchRange& w : ranges_) {
     std::vector<std::uint8_t> bytes(w.access == kWatchExec ? 0 : w.len);
     if (!bytes.empty() && !inferior_.read_memory(w.addr, bytes)) bytes.clear();
@@ -100,12 +162,83 @@ HardWatchEngine::HardWatchEngine(Inferior& inferior, PerfWatch perf, std::vector
   }
 }
 
+std::optional<std::uint64_t> HardWatchEngine::start_before(std::uint64_t end) {
+  if (auto it = starts_.find(end); it != starts_.end()) return it->second;
+  if (!symbols_ || (symbols_->locate(end - 1).module.empty() && symbol_loads_ < 4)) {
+    ++symbol_loads_;
+    if (auto table = SymbolTable::load(inferior_.pid())) symbols_ = std::move(*table);
+  }
+  std::optional<std::uint64_t> start;
+  const Location loc = symbols_ ? symbols_->locate(end - 1) : Location{};
+  if (loc.symbol && loc.symbol->address < end && end - loc.symbol->address <= kMaxFunction) {
+    const std::uint64_t base = loc.symbol->address;
+    std::vector<std::uint8_t> text(end - base);
+    if (inferior_.read_memory(base, text)) {
+      std::uint64_t ip = base;
+      while (ip < end) {
+        const std::size_t avail = std::min<std::uint64_t>(kMaxInsn, end - ip);
+        auto insn = x86::decode(std::span(text).subspan(ip - base, avail), ip);
+        if (!insn || insn->length == 0) break;
+        if (ip + insn->length == end) start = ip;
+        ip += insn->length;
+      }
+    }
+  }
+  starts_[end] = start;
+  return start;
+}
+
+std::optional<Accessor> HardWatchEngine::accessor(std::span<const std::uint8_t> code,
+                                                  const x86::Regs& regs, const WatchRange& w) {
+  const std::vector<Accessor> found = accessors_before(code, regs.rip, w.addr, w.len, regs);
+  if (found.size() == 1) return found.front();
+  if (found.size() > 1) {
+    // Decoding backwards is ambiguous (a prefix-less suffix of a store is often a store of the
+    // same bytes): decoding forwards from the function's start tells where the instruction began.
+    if (auto start = start_before(regs.rip)) {
+      for (const Accessor& a : found) {
+        if (a.ip == *start) return a;
+      }
+    }
+    const bool agree = std::all_of(found.begin(), found.end(), [&](const Accessor& a) {
+      return a.access == found.front().access;
+    });
+    if (agree) return found.front();
+    return std::nullopt;
+  }
+  // A REP string instruction that trapped between iterations: the stop is at the instruction.
+  auto insn = inferior_.decode_at(regs.rip);
+  if (!insn) return std::nullopt;
+  return interrupted_string(*insn, w.addr, w.len, regs);
+}
+
 Result<bool> HardWatchEngine::handle(const Event& ev) {
+  if (ev.kind == EventKind::kFork && ev.vfork) {
+    // A vfork child shares the memory until it execs (its breakpoints then go, remove_on_exec):
+    // watched as a thread, with breakpoints of its own (it inherits none, inherit_thread).
+    auto child = PerfWatch::open(ev.child, pieces_, {.sigtrap = true});
+    if (!child) return std::unexpected(child.error().with_context("vfork child"));
+    vfork_children_.push_back(std::move(*child));
+    return false;
+  }
+  if (ev.kind == EventKind::kExec) {
+    // The exec removed the breakpoints (remove_on_exec): the same ranges are watched in the new
+    // image.
+    perf_.reset();
+    vfork_children_.clear();
+    auto again = PerfWatch::open(inferior_.pid(), pieces_, {.sigtrap = true});
+    if (!again) return std::unexpected(again.error().with_context("exec"));
+    perf_.emplace(std::move(*again));
+    symbols_.reset();
+    starts_.clear();
+    read_shadows();
+    return false;
+  }
   if (!perf_trap(ev)) return false;
   auto regs = inferior_.get_regs(ev.tid);
   if (!regs) return std::unexpected(regs.error());
   const std::uint64_t time = since(start_);
-  // The instruction bytes before the stop, for accessor_before (fewer near address 0).
+  // The instruction bytes before the stop, for the accessor (fewer near address 0).
   std::array<std::uint8_t, kMaxInsn> window{};
   std::span<const std::uint8_t> code;
   if (regs->rip >= window.size() && inferior_.read_memory(regs->rip - window.size(), window)) {
@@ -132,13 +265,13 @@ Result<bool> HardWatchEngine::handle(const Event& ev) {
     h.ip = regs->rip;
     std::vector<std::uint8_t> now(w.len);
     if (!inferior_.read_memory(w.addr, now)) now.clear();
+    // The accessing instruction's operands say read or write; a write-only breakpoint fires on
+    // writes only. An instruction that cannot be found is both (never guessed from the values).
     const bool write_only = piece.type == BpType::kW;
     h.access = write_only ? kWatchWrite : kWatchRead | kWatchWrite;
-    if (auto acc = accessor_before(code, regs->rip, w.addr, w.len, *regs)) {
+    if (auto acc = accessor(code, *regs, w)) {
       h.ip = acc->ip;
       if (!write_only) h.access = acc->access;
-    } else if (!write_only && !now.empty() && !shadow_[i].empty()) {
-      h.access = now != shadow_[i] ? kWatchWrite : kWatchRead;
     }
     h.access &= w.access;
     h.old_value = std::move(shadow_[i]);
@@ -152,6 +285,7 @@ Result<bool> HardWatchEngine::handle(const Event& ev) {
 
 Result<void> HardWatchEngine::finish() {
   perf_.reset();  // the breakpoints go; hits already queued for a thread are dropped below
+  vfork_children_.clear();
   for (pid_t tid : inferior_.threads()) {
     for (const Event& ev : inferior_.discard_queued(tid)) {
       if (!perf_trap(ev)) inferior_.requeue(ev);
@@ -173,6 +307,36 @@ Result<void> HardWatchEngine::finish() {
     }
   }
   return first;
+}
+
+HardCountEngine::HardCountEngine(PerfCount count, std::vector<WatchRange> ranges)
+    : count_(std::move(count)), ranges_(std::move(ranges)) {}
+
+Result<bool> HardCountEngine::handle(const Event& ev) {
+  Result<void> added;
+  if (ev.kind == EventKind::kNewThread) added = count_.add_thread(ev.tid);
+  if (ev.kind == EventKind::kFork) added = count_.add_process(ev.child);
+  if (!added && added.error().code() != ErrorCode::kSrch) return std::unexpected(added.error());
+  return false;  // run_target resumes the thread, releases or resumes the child
+}
+
+Result<std::vector<RangeCount>> HardCountEngine::counts() const {
+  auto raw = count_.counts();
+  if (!raw) return std::unexpected(raw.error());
+  const std::vector<HwPiece>& pieces = count_.pieces();
+  std::vector<RangeCount> out;
+  for (const PerfCount::Count& c : *raw) {
+    if (c.count == 0) continue;
+    const WatchRange& w = ranges_[pieces[c.piece].expr];
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const RangeCount& r) { return r.id == w.id && r.tid == c.tid; });
+    if (it == out.end()) {
+      out.push_back(RangeCount{w.id, c.tid, w.access == kWatchExec ? kWatchExec : kWatchWrite, 0});
+      it = out.end() - 1;
+    }
+    it->count += c.count;
+  }
+  return out;
 }
 
 Result<CountResult> count_untraced(Inferior& inferior, PerfWatch perf,

@@ -5,9 +5,12 @@
 // unchanged; an old value that could not be read is unknown, never made up.
 #include "hwarb/linux/hard_watch.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdint>
@@ -108,6 +111,41 @@ TEST(AccessorBefore, FindsTheOneInstructionThatTouchedTheRange) {
   EXPECT_EQ(accessor_before(push, kEnd, 0x5000, 16, regs), (Accessor{kEnd - 2, kWatchRead}));
   // No bytes (the trap was near address 0, or its text unreadable): nothing certain.
   EXPECT_EQ(accessor_before({}, kEnd, kEnd + 0x100, 4, regs), std::nullopt);
+}
+
+TEST(AccessorsBefore, ARexPrefixedStoreAlsoEndsAsItsSuffixLongestFirst) {
+  constexpr std::uint64_t kEnd = 0x401010;
+  x86::Regs regs{};
+  // movq $7, 0x100(%rip): without its REX prefix, movl $7, 0x100(%rip) touches the same bytes.
+  const auto store = window({0x48, 0xc7, 0x05, 0x00, 0x01, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00});
+  EXPECT_EQ(accessors_before(store, kEnd, kEnd + 0x100, 8, regs),
+            (std::vector<Accessor>{{kEnd - 11, kWatchWrite}, {kEnd - 10, kWatchWrite}}));
+  EXPECT_EQ(accessor_before(store, kEnd, kEnd + 0x100, 8, regs), std::nullopt);
+  // stosq after its last iteration: rdi is one element past the word it wrote (its suffix,
+  // stosd, would have written the word's upper half).
+  const auto stos = window({0x48, 0xab});
+  regs.rdi = 0x5008;
+  EXPECT_EQ(accessors_before(stos, kEnd, 0x5000, 8, regs),
+            (std::vector<Accessor>{{kEnd - 2, kWatchWrite}, {kEnd - 1, kWatchWrite}}));
+}
+
+TEST(InterruptedString, ARepStosStoppedBetweenIterationsIsTheAccessor) {
+  constexpr std::uint64_t kIp = 0x401000;
+  const std::array<std::uint8_t, 3> rep_stosq = {0xf3, 0x48, 0xab};
+  auto insn = x86::decode(rep_stosq, kIp);
+  ASSERT_TRUE(insn) << insn.error().to_string();
+  x86::Regs regs{};
+  regs.rip = kIp;
+  regs.rdi = 0x5020;  // the word at 0x5018 was just written
+  regs.rcx = 4;
+  EXPECT_EQ(interrupted_string(*insn, 0x5018, 8, regs), (Accessor{kIp, kWatchWrite}));
+  EXPECT_EQ(interrupted_string(*insn, 0x5020, 8, regs), std::nullopt);  // not written yet
+  regs.rcx = 0;  // finished: the stop would be after it
+  EXPECT_EQ(interrupted_string(*insn, 0x5018, 8, regs), std::nullopt);
+  regs.rcx = 4;
+  regs.eflags = 1u << 10;  // downwards: the word just written is above rdi
+  regs.rdi = 0x5010;
+  EXPECT_EQ(interrupted_string(*insn, 0x5018, 8, regs), (Accessor{kIp, kWatchWrite}));
 }
 
 std::uint64_t value_of(const std::vector<std::uint8_t>& bytes) {
@@ -330,6 +368,244 @@ TEST(HardWatchEngine, TheFirstOldValueOfARangeMappedLaterIsUnknown) {
   // Known from the first hit on.
   EXPECT_EQ(seen.hits[1].old_value, bytes_of(0x99));
   EXPECT_EQ(seen.hits[1].new_value, bytes_of(0x99));
+}
+
+// A store of the value already there is a write: the instruction says so, not the value.
+TEST(HardWatchEngine, StoresOfAnUnchangedValueAreWritesAtTheStore) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("same_value"), "10"}), out);
+  const Symbol cell = symbol(inf->pid(), "cell");
+  const Symbol store = symbol(inf->pid(), "store_seven");
+  const std::vector<WatchRange> ranges = {{cell.address, 8, kWatchRead | kWatchWrite, 0}};
+  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
+  Collector seen;
+  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  ASSERT_EQ(seen.hits.size(), 10u);
+  for (const WatchHit& h : seen.hits) {
+    EXPECT_EQ(h.access, kWatchWrite);
+    // `movq $7, cell(%rip)` is store_seven's first instruction; its REX-less suffix also decodes
+    // to a store of cell, so decoding backwards alone cannot tell which.
+    EXPECT_EQ(h.ip, store.address);
+    EXPECT_EQ(value_of(h.old_value), 7u);
+    EXPECT_EQ(value_of(h.new_value), 7u);
+  }
+  EXPECT_EQ(end->status, 0);
+  EXPECT_EQ(out.text(), "stores=10\n");
+}
+
+TEST(HardWatchEngine, AReadWatchOfAProgramThatNeverReadsHasNoHits) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("same_value"), "10"}), out);
+  const Symbol cell = symbol(inf->pid(), "cell");
+  const std::vector<WatchRange> ranges = {{cell.address, 8, kWatchRead, 0}};
+  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
+  Collector seen;
+  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_EQ(seen.hits.size(), 0u);
+  EXPECT_EQ(out.text(), "stores=10\n");
+}
+
+// rep stos / rep movs trap in the middle of the instruction (rip still at it) or after its last
+// iteration; xsave after it. Each hit names the string instruction or the xsave.
+TEST(HardWatchEngine, StringInstructionsAreNamedThemselves) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("strings")}), out);
+  const Symbol area = symbol(inf->pid(), "area");
+  const std::vector<WatchRange> ranges = {{area.address + 24, 8, kWatchWrite, 0}};
+  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
+  Collector seen;
+  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  const std::string text = out.text();
+  ASSERT_TRUE(text.starts_with("writes=")) << text;
+  const std::size_t writes = std::stoul(text.substr(7));
+  ASSERT_EQ(seen.hits.size(), writes);
+  for (std::size_t i = 0; i < seen.hits.size(); ++i) {
+    SCOPED_TRACE(i);
+    auto insn = inf->decode_at(seen.hits[i].ip);
+    if (!insn && !inf->alive()) break;  // the text is gone with the process
+    ASSERT_TRUE(insn) << insn.error().to_string();
+    const char* want = i < 4 ? "stos" : i < 8 ? "movs" : "xsave";
+    EXPECT_THAT(insn->text, HasSubstr(want));
+  }
+}
+
+// A forked child is not traced: it must not inherit the breakpoints' SIGTRAPs (they would kill
+// it). The parent's writes are all seen.
+TEST(HardWatchEngine, AForkedChildIsNeverKilled) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("forker"), "fork", "20"}), out);
+  const pid_t pid = inf->pid();
+  const Symbol counter = symbol(pid, "counter");
+  const std::vector<WatchRange> ranges = {{counter.address, 8, kWatchWrite, 0}};
+  OPEN_OR_SKIP(perf, pid, ranges, true);
+  Collector seen;
+  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_EQ(out.text(), "child exit 3\n");
+  EXPECT_EQ(end->status, 0);
+  EXPECT_EQ(end->signal, 0);
+  std::size_t parent = 0;
+  for (const WatchHit& h : seen.hits) parent += h.tid == pid ? 1 : 0;
+  EXPECT_EQ(parent, 20u);
+}
+
+// A vfork child shares the memory until its exec: it is watched like a thread, and its exec
+// leaves it unharmed.
+TEST(HardWatchEngine, AVforkChildThatExecsIsNeverKilled) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("forker"), "vfork", "20"}), out);
+  const pid_t pid = inf->pid();
+  const Symbol counter = symbol(pid, "counter");
+  const std::vector<WatchRange> ranges = {{counter.address, 8, kWatchWrite, 0}};
+  OPEN_OR_SKIP(perf, pid, ranges, true);
+  Collector seen;
+  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_EQ(out.text(), "child exit 3\n");
+  EXPECT_EQ(end->status, 0);
+  EXPECT_EQ(end->signal, 0);
+}
+
+// An exec drops perf's breakpoints (remove_on_exec): the engine opens them again in the new
+// image, and its writes are hits too.
+TEST(HardWatchEngine, AnExecIsFollowed) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("forker"), "exec", "20"}), out);
+  const pid_t pid = inf->pid();
+  const Symbol counter = symbol(pid, "counter");
+  const std::vector<WatchRange> ranges = {{counter.address, 8, kWatchWrite, 0}};
+  OPEN_OR_SKIP(perf, pid, ranges, true);
+  Collector seen;
+  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_EQ(end->status, 3);
+  ASSERT_EQ(seen.hits.size(), 40u);
+  for (std::size_t i = 0; i < 40; ++i) {
+    EXPECT_EQ(value_of(seen.hits[i].new_value), i % 20 + 1) << i;
+  }
+}
+
+#define COUNT_OR_SKIP(count, pid, ranges)                                           \
+  auto cpieces_ = plan_pieces(ranges, x86::kSlots);                                 \
+  ASSERT_TRUE(cpieces_) << cpieces_.error().to_string();                            \
+  auto count = PerfCount::open((pid), *cpieces_);                                   \
+  if (!count && testing::refused(count.error())) {                                  \
+    GTEST_SKIP() << testing::skip_reason("a perf breakpoint event", count.error()); \
+  }                                                                                 \
+  ASSERT_TRUE(count) << count.error().to_string()
+
+std::uint64_t total_of(const std::vector<RangeCount>& counts) {
+  std::uint64_t n = 0;
+  for (const RangeCount& c : counts) n += c.count;
+  return n;
+}
+
+// Every thread keeps its own count, new threads included.
+TEST(HardCountEngine, EachThreadsOwnExactCount) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("futex_counter"), "3", "2000"}), out);
+  const pid_t pid = inf->pid();
+  const std::vector<WatchRange> ranges = {{symbol(pid, "counter").address, 8, kWatchWrite, 4}};
+  COUNT_OR_SKIP(count, pid, ranges);
+  HardCountEngine engine(std::move(*count), ranges);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_EQ(end->status, 0);
+  EXPECT_EQ(out.text(), "counter=6000\n");
+  auto counts = engine.counts();
+  ASSERT_TRUE(counts) << counts.error().to_string();
+  ASSERT_EQ(counts->size(), 3u);  // the three workers; main writes nothing
+  for (const RangeCount& c : *counts) {
+    EXPECT_EQ(c.id, 4u);
+    EXPECT_EQ(c.access, kWatchWrite);
+    EXPECT_EQ(c.count, 2000u);
+    EXPECT_NE(c.tid, pid);
+  }
+}
+
+// Forked and vforked children are counted (their own events, from the fork on), and so is the
+// image after an exec.
+TEST(HardCountEngine, ForksVforksAndExecsAreCounted) {
+  HITS_OR_SKIP();
+  for (const char* mode : {"fork", "vfork", "exec"}) {
+    SCOPED_TRACE(mode);
+    Capture out;
+    SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("forker"), mode, "20"}), out);
+    const pid_t pid = inf->pid();
+    const std::vector<WatchRange> ranges = {{symbol(pid, "counter").address, 8, kWatchWrite, 0}};
+    COUNT_OR_SKIP(count, pid, ranges);
+    HardCountEngine engine(std::move(*count), ranges);
+    auto end = run_target(*inf, engine);
+    ASSERT_TRUE(end) << end.error().to_string();
+    EXPECT_EQ(end->signal, 0);
+    EXPECT_EQ(end->status, std::string(mode) == "exec" ? 3 : 0);
+    auto counts = engine.counts();
+    ASSERT_TRUE(counts) << counts.error().to_string();
+    EXPECT_EQ(total_of(*counts), 40u);
+    if (std::string(mode) != "exec") {
+      EXPECT_EQ(out.text(), "child exit 3\n");
+      ASSERT_EQ(counts->size(), 2u);
+      EXPECT_EQ((*counts)[0].tid, pid);
+      EXPECT_EQ((*counts)[0].count, 20u);
+      EXPECT_EQ((*counts)[1].count, 20u);
+    }
+  }
+}
+
+// An attached process is no child of the watcher: its exit status is still exact.
+TEST(HardCountEngine, AnAttachedProcessesExitStatusIsExact) {
+  HITS_OR_SKIP();
+  char pidfile[] = "/tmp/hwarb_ticker_XXXXXX";
+  const int fd = ::mkstemp(pidfile);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  ::unlink(pidfile);
+  const std::string path = program("ticker");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::execl(path.c_str(), path.c_str(), pidfile, "300", "7", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int i = 0; i < 500 && ::access(pidfile, F_OK) != 0; ++i) ::usleep(2000);
+  ::unlink(pidfile);
+  auto inf = Inferior::attach(pid);
+  if (!inf && testing::refused(inf.error())) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    GTEST_SKIP() << testing::skip_reason("attaching", inf.error());
+  }
+  ASSERT_TRUE(inf) << inf.error().to_string();
+  const std::vector<WatchRange> ranges = {{symbol(pid, "ticks").address, 8, kWatchWrite, 0}};
+  COUNT_OR_SKIP(count, pid, ranges);
+  HardCountEngine engine(std::move(*count), ranges);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_TRUE(end->exited);
+  EXPECT_EQ(end->signal, 0);
+  EXPECT_EQ(end->status, 7);
+  auto counts = engine.counts();
+  ASSERT_TRUE(counts) << counts.error().to_string();
+  EXPECT_GT(total_of(*counts), 0u);
+  EXPECT_LE(total_of(*counts), 300u);
 }
 
 TEST(CountUntraced, CountsEveryWriteWhileTheProgramRunsUntraced) {

@@ -40,6 +40,8 @@ perf_event_attr watch_attr(const HwPiece& piece, const PerfWatchOptions& options
   if (options.sigtrap) {
     attr.sigtrap = 1;
     attr.remove_on_exec = 1;
+    // A forked child is not traced: a copy would kill it with SIGTRAP at its first hit.
+    attr.inherit_thread = 1;
   }
   return attr;
 }
@@ -226,6 +228,102 @@ Result<std::vector<PerfHit>> PerfWatch::poll(int timeout_ms) {
   std::stable_sort(hits.begin(), hits.end(),
                    [](const PerfHit& a, const PerfHit& b) { return a.time_ns < b.time_ns; });
   return hits;
+}
+
+namespace {
+
+perf_event_attr count_attr(const HwPiece& piece, bool inherit) {
+  perf_event_attr attr;
+  std::memset(&attr, 0, sizeof attr);
+  attr.type = PERF_TYPE_BREAKPOINT;
+  attr.size = sizeof attr;
+  attr.bp_type = static_cast<std::uint32_t>(piece.type);
+  attr.bp_addr = piece.addr;
+  attr.bp_len = piece.len;
+  attr.pinned = 1;
+  attr.inherit = inherit ? 1 : 0;
+  attr.exclude_kernel = 1;
+  attr.exclude_hv = 1;
+  return attr;
+}
+
+}  // namespace
+
+Result<PerfCount> PerfCount::open(pid_t pid, std::vector<HwPiece> pieces) {
+  if (pid <= 0) {
+    return make_error(ErrorCode::kInval, "pid: " + std::to_string(pid) + " is not a process id");
+  }
+  if (auto ok = check_pieces(pieces); !ok) return std::unexpected(ok.error());
+  if (auto pool = account_slots(pid, pieces); !pool) return std::unexpected(pool.error());
+  auto threads = list_threads(pid);
+  if (!threads) return std::unexpected(threads.error());
+  PerfCount count;
+  count.pieces_ = std::move(pieces);
+  for (const pid_t tid : *threads) {
+    auto added = count.add(tid, false);
+    if (!added && added.error().code() != ErrorCode::kSrch) return std::unexpected(added.error());
+  }
+  if (count.entries_.empty()) {
+    return make_error(ErrorCode::kSrch,
+                      "pid: every thread of process " + std::to_string(pid) + " exited");
+  }
+  return count;
+}
+
+Result<void> PerfCount::add_thread(pid_t tid) {
+  return add(tid, false);
+}
+
+Result<void> PerfCount::add_process(pid_t child) {
+  return add(child, true);
+}
+
+Result<void> PerfCount::add(pid_t tid, bool inherit) {
+  std::vector<Entry> added;  // all of this task's pieces, or none
+  for (std::size_t i = 0; i < pieces_.size(); ++i) {
+    auto fd = perf_event_open_attr(count_attr(pieces_[i], inherit), tid, -1, -1, 0);
+    if (!fd) {
+      const ErrorCode code = fd.error().code();
+      if (code == ErrorCode::kSrch) {
+        return make_error(ErrorCode::kSrch, "pid: thread " + std::to_string(tid) + " is gone");
+      }
+      if (code == ErrorCode::kNoSpc) {
+        return make_error(ErrorCode::kNoSpc,
+                          "slots: the kernel has no breakpoint slot left for thread " +
+                              std::to_string(tid) + " although hwarb uses only " +
+                              std::to_string(pieces_.size()) +
+                              ": the others are held outside this process (a debugger or "
+                              "another perf session)");
+      }
+      if (code == ErrorCode::kAcces || code == ErrorCode::kPerm) {
+        return std::unexpected(name_perf_permission(
+            fd.error(), "breakpoints on another user's process need CAP_PERFMON or a value <= 1"));
+      }
+      return std::unexpected(fd.error().with_context("pieces[" + std::to_string(i) + "]"));
+    }
+    added.push_back(Entry{tid, i, std::move(*fd)});
+  }
+  for (Entry& e : added) entries_.push_back(std::move(e));
+  return {};
+}
+
+Result<std::vector<PerfCount::Count>> PerfCount::counts() const {
+  std::vector<Count> out;
+  out.reserve(entries_.size());
+  for (const Entry& e : entries_) {
+    auto n = perf_read_count(e.fd.get());
+    if (!n) return std::unexpected(n.error());
+    out.push_back(Count{e.tid, e.piece, *n});
+  }
+  return out;
+}
+
+std::vector<pid_t> PerfCount::tasks() const {
+  std::vector<pid_t> out;
+  for (const Entry& e : entries_) {
+    if (out.empty() || out.back() != e.tid) out.push_back(e.tid);
+  }
+  return out;
 }
 
 }  // namespace hwarb::linux

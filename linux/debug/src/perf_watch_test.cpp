@@ -332,6 +332,90 @@ TEST(PerfWatch, ThreadsCreatedLaterAreCoveredByInherit) {
   EXPECT_EQ(tids.size(), 3u);
 }
 
+// A process that stops itself (SIGSTOP), then forks a child that writes g_targets[0] 100 times
+// and exits 3. The process exits 0 when its child exited 3, 1 when a signal killed it.
+pid_t start_stopped_forker() {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  ::raise(SIGSTOP);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    for (std::uint64_t i = 1; i <= 100; ++i)
+      *static_cast<volatile std::uint64_t*>(&g_targets[0]) = i;
+    ::_exit(3);
+  }
+  int st = 0;
+  if (child < 0 || ::waitpid(child, &st, 0) != child) ::_exit(2);
+  ::_exit(WIFEXITED(st) && WEXITSTATUS(st) == 3 ? 0 : 1);
+}
+
+// Nobody traces a forked child: the copies of sigtrap events it inherited would kill it with
+// SIGTRAP at its first hit. It gets none (inherit_thread): threads inherit, processes do not.
+TEST(PerfWatch, AForkedChildGetsNoCopyOfSigtrapEvents) {
+  const pid_t pid = start_stopped_forker();
+  ASSERT_GT(pid, 0);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, WUNTRACED), pid);
+  ASSERT_TRUE(WIFSTOPPED(st)) << st;
+  auto watch = PerfWatch::open(
+      pid, {{.addr = target(0), .len = 8, .type = pmu::BpType::kW, .expr = 0}}, {.sigtrap = true});
+  if (!watch && testing::refused(watch.error())) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &st, 0);
+    GTEST_SKIP() << testing::skip_reason("a perf breakpoint event", watch.error());
+  }
+  ASSERT_TRUE(watch.has_value()) << watch.error().to_string();
+  ::kill(pid, SIGCONT);
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st)) << "killed by signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "the forked child was killed by a signal";
+}
+
+// Counting events: each thread's own exact count, read after the process exited.
+TEST(PerfCount, EveryThreadKeepsItsOwnExactCount) {
+  auto report = probe();
+  ASSERT_TRUE(report.has_value()) << report.error().to_string();
+  if (!report->hits_delivered) {
+    std::string reason = "this machine does not deliver breakpoint hits (" +
+                         std::to_string(report->canary_hits) + " of " +
+                         std::to_string(report->canary_writes) + " canary writes counted)";
+    std::fprintf(stderr, "SKIP: %s\n", reason.c_str());
+    GTEST_SKIP() << reason;
+  }
+  constexpr int kThreads = 3, kWrites = 5000;
+  CanaryProcess canary;
+  ASSERT_TRUE(canary.start(kThreads, kWrites));
+  auto count = PerfCount::open(
+      canary.pid(), {{.addr = canary.addr(), .len = 8, .type = pmu::BpType::kW, .expr = 0}});
+  ASSERT_TRUE(count.has_value()) << count.error().to_string();
+  ASSERT_EQ(count->tasks().size(), std::size_t{kThreads});
+  EXPECT_EQ(count->tasks().front(), canary.pid());
+  const int st = canary.finish();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  auto counts = count->counts();
+  ASSERT_TRUE(counts.has_value()) << counts.error().to_string();
+  ASSERT_EQ(counts->size(), std::size_t{kThreads});
+  for (std::size_t i = 0; i < counts->size(); ++i) {
+    EXPECT_EQ((*counts)[i].tid, count->tasks()[i]);
+    EXPECT_EQ((*counts)[i].piece, 0u);
+    EXPECT_EQ((*counts)[i].count, std::uint64_t{kWrites});
+  }
+}
+
+TEST(PerfCount, RefusesWhatPerfWatchRefuses) {
+  SPAWN_OR_SKIP(child);
+  auto five = PerfCount::open(child->pid(), one_slot_pieces(5));
+  ASSERT_FALSE(five.has_value());
+  EXPECT_EQ(five.error().code(), ErrorCode::kNoSpc);
+  EXPECT_THAT(five.error().message(), StartsWith("slots: "));
+  auto none = PerfCount::open(child->pid(), {});
+  ASSERT_FALSE(none.has_value());
+  EXPECT_THAT(none.error().message(), StartsWith("pieces: "));
+  auto bad_pid = PerfCount::open(0, one_slot_pieces(1));
+  ASSERT_FALSE(bad_pid.has_value());
+  EXPECT_THAT(bad_pid.error().message(), StartsWith("pid: "));
+}
+
 TEST(CpuList, ParsesRangesAndRefusesGarbage) {
   EXPECT_EQ(parse_cpu_list("0-1\n").value(), (std::vector<int>{0, 1}));
   EXPECT_EQ(parse_cpu_list("0,2-4,7").value(), (std::vector<int>{0, 2, 3, 4, 7}));

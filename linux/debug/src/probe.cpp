@@ -2,6 +2,7 @@
 
 #include <sys/user.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -48,12 +49,20 @@ constexpr int kBlockInstructions = 5;
 // Enough for any x86 machine (4 debug registers) and any sane virtual one.
 constexpr int kMaxSlotsCounted = 64;
 
-// Written kCanaryWrites times by the canary child (a fork: the same address there).
+// Written by the canary child (a fork: the same address there).
 alignas(8) volatile std::uint64_t g_canary = 0;
 
+void default_canary(volatile std::uint64_t* canary, int) {
+  for (std::uint64_t i = 1; i <= kCanaryWrites; ++i) *canary = i;
+}
+
+// The body and run number of the next canary child, set before its fork (the child's copies).
+CanaryBody g_body = default_canary;
+int g_run = 0;
+
 // The canary child's work once its parent says go (fork_gated: no system call, no allocation).
-void write_canary() {
-  for (std::uint64_t i = 1; i <= kCanaryWrites; ++i) g_canary = i;
+void run_canary() {
+  g_body(&g_canary, g_run);
 }
 
 // Owns a forked child: SIGKILL and reap on destruction unless it was reaped already.
@@ -99,37 +108,40 @@ bool exists(const char* path) {
   return std::filesystem::exists(path, ec);
 }
 
-// Counts the breakpoint slots of the canary child, then lets it write the canary under a write
-// breakpoint and reads the event's count after it exited.
-Result<void> probe_breakpoints(ProbeReport& report) {
-  auto gated = fork_gated(write_canary);
+// Counts the breakpoint slots a fresh canary child gets.
+Result<void> count_slots(ProbeReport& report) {
+  auto gated = fork_gated(run_canary);
   if (!gated) return std::unexpected(gated.error().with_context("canary"));
   ForkedChild child(gated->pid);
-  const pid_t pid = gated->pid;
-
   const auto canary = reinterpret_cast<std::uint64_t>(&g_canary);
-  {
-    std::vector<Fd> held;
-    while (static_cast<int>(held.size()) < kMaxSlotsCounted) {
-      auto fd = perf_breakpoint_open(pid, canary, sizeof g_canary, BpType::kW);
-      if (!fd) {
-        report.slots_error = held.empty() ? fd.error().to_string() : errno_name(fd.error().code());
-        break;
-      }
-      held.push_back(std::move(*fd));
+  std::vector<Fd> held;
+  while (static_cast<int>(held.size()) < kMaxSlotsCounted) {
+    auto fd = perf_breakpoint_open(gated->pid, canary, sizeof g_canary, BpType::kW);
+    if (!fd) {
+      report.slots_error = held.empty() ? fd.error().to_string() : errno_name(fd.error().code());
+      break;
     }
-    report.breakpoint_slots = static_cast<int>(held.size());
-    if (report.slots_error.empty()) {
-      report.slots_error = "none: counting stopped at " + std::to_string(kMaxSlotsCounted);
-    }
+    held.push_back(std::move(*fd));
   }
-  if (report.breakpoint_slots == 0) return {};
+  report.breakpoint_slots = static_cast<int>(held.size());
+  if (report.slots_error.empty()) {
+    report.slots_error = "none: counting stopped at " + std::to_string(kMaxSlotsCounted);
+  }
+  return {};
+}
 
-  auto counter = perf_breakpoint_open(pid, canary, sizeof g_canary, BpType::kW);
+// One canary run: a child writes the canary under a write breakpoint; the event's count after it
+// exited. nullopt (with a note) when the run could not be made.
+Result<std::optional<std::uint64_t>> run_canary_once(ProbeReport& report) {
+  auto gated = fork_gated(run_canary);
+  if (!gated) return std::unexpected(gated.error().with_context("canary"));
+  ForkedChild child(gated->pid);
+  const auto canary = reinterpret_cast<std::uint64_t>(&g_canary);
+  auto counter = perf_breakpoint_open(gated->pid, canary, sizeof g_canary, BpType::kW);
   if (!counter) {
     report.notes.push_back("the canary breakpoint could not be opened again: " +
                            counter.error().to_string());
-    return {};
+    return std::optional<std::uint64_t>();
   }
   if (auto started = start_gated(*gated); !started) {
     return std::unexpected(started.error().with_context("canary"));
@@ -139,13 +151,34 @@ Result<void> probe_breakpoints(ProbeReport& report) {
   if (st->kind != WaitKind::kExited || st->value != 0) {
     report.notes.push_back("the canary child did not finish its writes (waitpid status " +
                            hex(static_cast<unsigned>(st->raw)) + ")");
-    return {};
+    return std::optional<std::uint64_t>();
   }
   auto count = perf_read_count(counter->get());
   if (!count) return std::unexpected(count.error().with_context("canary"));
-  report.canary_writes = kCanaryWrites;
-  report.canary_hits = *count;
+  return std::optional<std::uint64_t>(*count);
+}
+
+// Counts the slots, then runs the canary until a run counts writes (at most options.canary_runs
+// runs): a run that counted none decides nothing.
+Result<void> probe_breakpoints(ProbeReport& report, const ProbeOptions& options) {
+  g_body = options.canary != nullptr ? options.canary : default_canary;
+  if (auto ok = count_slots(report); !ok) return ok;
+  if (report.breakpoint_slots == 0) return {};
+  const int runs = std::max(options.canary_runs, 1);
+  for (g_run = 1; g_run <= runs; ++g_run) {
+    auto count = run_canary_once(report);
+    if (!count) return std::unexpected(count.error());
+    if (!*count) return {};
+    report.canary_runs = g_run;
+    report.canary_writes = kCanaryWrites;
+    report.canary_hits = **count;
+    if (report.canary_hits > 0) break;
+  }
   report.hits_delivered = report.canary_hits == report.canary_writes;
+  if (report.canary_hits == 0) {
+    report.notes.push_back("the canary breakpoint counted 0 writes in " + std::to_string(runs) +
+                           (runs == 1 ? " run" : " runs"));
+  }
   return {};
 }
 
@@ -257,14 +290,14 @@ std::string yes_no(bool b) {
 
 }  // namespace
 
-Result<ProbeReport> probe() {
+Result<ProbeReport> probe(const ProbeOptions& options) {
   ProbeReport r;
   r.perf_event_paranoid = perf_event_paranoid();
   r.breakpoint_pmu = exists("/sys/bus/event_source/devices/breakpoint");
   r.intel_bts = exists("/sys/bus/event_source/devices/intel_bts");
   r.intel_pt = exists("/sys/bus/event_source/devices/intel_pt");
   r.ptrace_scope = read_int_file("/proc/sys/kernel/yama/ptrace_scope");
-  if (auto ok = probe_breakpoints(r); !ok) return std::unexpected(ok.error());
+  if (auto ok = probe_breakpoints(r, options); !ok) return std::unexpected(ok.error());
   if (auto ok = probe_stepping(r); !ok) return std::unexpected(ok.error());
   add_notes(r);
   return r;
@@ -279,6 +312,7 @@ std::string probe_to_json(const ProbeReport& r) {
   out += ",\"hits_delivered\":" + json_bool(r.hits_delivered);
   out += ",\"canary_writes\":" + std::to_string(r.canary_writes);
   out += ",\"canary_hits\":" + std::to_string(r.canary_hits);
+  out += ",\"canary_runs\":" + std::to_string(r.canary_runs);
   out += ",\"intel_bts\":" + json_bool(r.intel_bts);
   out += ",\"intel_pt\":" + json_bool(r.intel_pt);
   out += ",\"ptrace_scope\":" + json_int(r.ptrace_scope);
@@ -310,7 +344,9 @@ std::string probe_to_text(const ProbeReport& r) {
   if (r.canary_writes > 0) {
     line(std::string("hits delivered: ") + (r.hits_delivered ? "yes" : "NO") + " (" +
          std::to_string(r.canary_hits) + " of " + std::to_string(r.canary_writes) +
-         " canary writes)");
+         " canary writes" +
+         (r.canary_runs > 1 ? ", canary run " + std::to_string(r.canary_runs) + " times" : "") +
+         ")");
   } else {
     line("hits delivered: NO (no canary ran)");
   }

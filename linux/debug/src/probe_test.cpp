@@ -125,9 +125,9 @@ TEST_F(ProbeTest, JsonIsOneObjectWithEveryKey) {
   EXPECT_EQ(json.back(), '}');
   for (const char* key :
        {"perf_event_paranoid", "breakpoint_pmu", "breakpoint_slots", "slots_error",
-        "hits_delivered", "canary_writes", "canary_hits", "intel_bts", "intel_pt", "ptrace_scope",
-        "ptrace_allowed", "singlestep_works", "singleblock_steps_blocks", "singleblock_detail",
-        "notes"}) {
+        "hits_delivered", "canary_writes", "canary_hits", "canary_runs", "intel_bts", "intel_pt",
+        "ptrace_scope", "ptrace_allowed", "singlestep_works", "singleblock_steps_blocks",
+        "singleblock_detail", "notes"}) {
     EXPECT_THAT(json, HasSubstr(std::string("\"") + key + "\":")) << key;
   }
   EXPECT_THAT(json, HasSubstr("\"breakpoint_slots\":" + std::to_string(report().breakpoint_slots)));
@@ -184,6 +184,51 @@ TEST(ProbeFormat, TextNamesEachFindingAndTheChosenPaths) {
   EXPECT_THAT(text, HasSubstr("trace: hardware (intel_bts)\n"));
   EXPECT_THAT(text, HasSubstr("ptrace: allowed (yama ptrace_scope: 1)\n"));
   EXPECT_THAT(text, HasSubstr("PTRACE_SINGLEBLOCK: steps blocks\n"));
+}
+
+// Injected canaries: a run that writes nothing counts 0 and must not decide.
+void silent_first_run(volatile std::uint64_t* canary, int run) {
+  if (run == 1) return;
+  for (std::uint64_t i = 1; i <= kCanaryWrites; ++i) *canary = i;
+}
+
+void always_silent(volatile std::uint64_t*, int) {}
+
+TEST_F(ProbeTest, ACanaryThatCountedNothingIsRunAgain) {
+  if (report().breakpoint_slots == 0) {
+    GTEST_SKIP() << "no breakpoint event opens here (" << report().slots_error
+                 << "): no canary runs";
+  }
+  auto r = probe({.canary = silent_first_run});
+  ASSERT_TRUE(r.has_value()) << r.error().to_string();
+  EXPECT_EQ(r->canary_runs, 2);
+  EXPECT_EQ(r->canary_writes, kCanaryWrites);
+  // The second run decides, as the default canary does on this machine.
+  EXPECT_EQ(r->hits_delivered, report().hits_delivered);
+  EXPECT_EQ(r->canary_hits, report().canary_hits);
+  EXPECT_THAT(probe_to_json(*r), HasSubstr("\"canary_runs\":2"));
+}
+
+TEST_F(ProbeTest, CanariesThatNeverCountDecideNotDelivered) {
+  if (report().breakpoint_slots == 0) {
+    GTEST_SKIP() << "no breakpoint event opens here (" << report().slots_error
+                 << "): no canary runs";
+  }
+  auto r = probe({.canary = always_silent, .canary_runs = 3});
+  ASSERT_TRUE(r.has_value()) << r.error().to_string();
+  EXPECT_EQ(r->canary_runs, 3);
+  EXPECT_EQ(r->canary_hits, 0u);
+  EXPECT_FALSE(r->hits_delivered);
+  bool noted = false;
+  for (const std::string& n : r->notes) noted |= n.find("0 writes in 3 runs") != n.npos;
+  EXPECT_TRUE(noted) << probe_to_json(*r);
+}
+
+TEST_F(ProbeTest, TheDefaultCanaryDecidesInOneRunWhereHitsArrive) {
+  if (!report().hits_delivered) {
+    GTEST_SKIP() << "breakpoint hits are not delivered here: the canary may run again";
+  }
+  EXPECT_EQ(report().canary_runs, 1);
 }
 
 // The register wrappers of syscalls.h that probe() relies on.

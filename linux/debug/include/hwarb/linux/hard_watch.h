@@ -7,11 +7,16 @@
 //     the program moves on, finds the accessing instruction with the thread's registers
 //     (accessor_before), reports the hit and resumes the thread: one ptrace stop per hit, none
 //     otherwise.
-//  2. count_untraced() (counting writes and executions): the process is detached and runs at full
-//     speed; the hits are the samples of the perf rings, polled. No values, no stops.
+//  2. HardCountEngine (stat of writes and executions): perf's counting events (PerfCount), read
+//     at the end as `perf stat` does: no sampling, nothing dropped, no stop per hit. The process
+//     stays traced only for its new threads (each gets events of its own, so that every thread
+//     keeps its count), its forks (a child is counted with its threads) and its exit status.
+//  3. count_untraced() (counting writes and executions from samples): the process is detached
+//     and runs at full speed; the hits are the samples of the perf rings, polled. No values, no
+//     stops.
 // x86 has no read-only breakpoint: a read watch uses an rw breakpoint, and the engine keeps the
-// hits whose instruction reads the range (or, when the instruction cannot be told, whose value
-// did not change).
+// hits whose instruction reads the range: a hit is classified by the accessing instruction's
+// operands only, never by whether the value changed (a store of the same value is a write).
 //
 // Contract:
 //  - plan_pieces() gives the debug registers the ranges need, in range order: a data range split
@@ -22,8 +27,18 @@
 //  - hits_need_stops(): whether the hits need the thread stopped (HardWatchEngine) — for their
 //    values, or to tell reads from writes; false only for counting writes and executions.
 //  - accessor_before() is pure: see its comment.
+//  - accessors_before() gives every candidate (longest first); interrupted_string() the REP
+//    string instruction at the stop when its last iteration touched the range.
 //  - HardWatchEngine takes a PerfWatch opened with sigtrap on the Inferior's process, the ranges
-//    (a piece's expr indexes them) and the observer. It reads every data range when constructed:
+//    (a piece's expr indexes them) and the observer. A hit's ip is the accessing instruction: the
+//    one candidate ending at the stop; among several, the one whose start decoding forward from
+//    the enclosing function's symbol reaches (else the longest, when all agree on the access);
+//    with none, an interrupted REP string instruction at the stop; else the stop's rip, and the
+//    access is then both read and write (masked by the watch's). A vfork child (which shares the
+//    memory until its exec) gets breakpoints of its own and is watched as a thread; a forked
+//    child inherits none (PerfWatch's inherit_thread), runs unwatched and is never harmed. After
+//    an exec (which removes the breakpoints) the same ranges are watched again in the new image,
+//    their values read anew. It reads every data range when constructed:
 //    a range that cannot be read then (not mapped yet) has an unknown old value at its first hit
 //    (an empty old_value), never a made-up one. A hit's values are the whole range before and
 //    after; a range that cannot be read at a hit gives an unknown new value. handle() takes the
@@ -45,12 +60,14 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "hwarb/base/error.h"
 #include "hwarb/linux/inferior.h"
 #include "hwarb/linux/perf_watch.h"
 #include "hwarb/linux/session.h"
+#include "hwarb/linux/symbols.h"
 #include "hwarb/linux/watch_hit.h"
 #include "hwarb/x86/insn.h"
 
@@ -78,6 +95,15 @@ struct Accessor {
 std::optional<Accessor> accessor_before(std::span<const std::uint8_t> code, std::uint64_t end,
                                         std::uint64_t addr, std::uint64_t len,
                                         const x86::Regs& regs);
+// Every candidate of accessor_before, longest first. A string instruction (movs, stos, ...) is
+// tested with its last iteration's registers (rsi/rdi one element back).
+std::vector<Accessor> accessors_before(std::span<const std::uint8_t> code, std::uint64_t end,
+                                       std::uint64_t addr, std::uint64_t len,
+                                       const x86::Regs& regs);
+// `insn`, decoded at the stop's rip: a REP string instruction stopped between iterations (rcx
+// not 0) whose last iteration touched [addr, addr+len); nullopt otherwise.
+std::optional<Accessor> interrupted_string(const x86::Insn& insn, std::uint64_t addr,
+                                           std::uint64_t len, const x86::Regs& regs);
 
 class HardWatchEngine final : public Engine {
  public:
@@ -90,13 +116,53 @@ class HardWatchEngine final : public Engine {
   bool done() const override { return observer_.done(); }
 
  private:
+  void read_shadows();
+  // Where the instruction that ends at `end` starts, decoding forwards from its function's
+  // symbol (cached per end); nullopt without a symbol or when no instruction ends there.
+  std::optional<std::uint64_t> start_before(std::uint64_t end);
+  std::optional<Accessor> accessor(std::span<const std::uint8_t> code, const x86::Regs& regs,
+                                   const WatchRange& w);
+
   Inferior& inferior_;
   std::optional<PerfWatch> perf_;
+  std::vector<PerfWatch> vfork_children_;
   std::vector<HwPiece> pieces_;
   std::vector<WatchRange> ranges_;
   WatchObserver& observer_;
   std::chrono::steady_clock::time_point start_;
   std::vector<std::vector<std::uint8_t>> shadow_;  // per range; empty: unknown
+  std::optional<SymbolTable> symbols_;
+  int symbol_loads_ = 0;
+  std::unordered_map<std::uint64_t, std::optional<std::uint64_t>> starts_;
+};
+
+// One count of HardCountEngine: range `id`'s hits by thread (or forked process) `tid`.
+struct RangeCount {
+  std::size_t id = 0;
+  pid_t tid = 0;
+  unsigned access = 0;  // kWatchWrite or kWatchExec
+  std::uint64_t count = 0;
+  friend bool operator==(const RangeCount&, const RangeCount&) = default;
+};
+
+// Counts writes and executions with PerfCount (opened on the Inferior's process) under
+// run_target: new threads get their own events at their first stop, forked and vforked children
+// theirs (inherited by their threads) at the fork. Takes no hit itself; finish() leaves the
+// events (they never stop or signal anything).
+class HardCountEngine final : public Engine {
+ public:
+  HardCountEngine(PerfCount count, std::vector<WatchRange> ranges);
+
+  [[nodiscard]] Result<bool> handle(const Event& event) override;
+  Resume resume_mode() const override { return Resume::kCont; }
+  [[nodiscard]] Result<void> finish() override { return {}; }
+  // The non-zero counts per range and thread, summed over the range's pieces (an access that
+  // touches two pieces of one range counts twice), threads in the order they were covered.
+  [[nodiscard]] Result<std::vector<RangeCount>> counts() const;
+
+ private:
+  PerfCount count_;
+  std::vector<WatchRange> ranges_;
 };
 
 struct CountResult {

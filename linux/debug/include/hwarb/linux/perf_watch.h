@@ -9,7 +9,8 @@
 //    EINVAL/EOPNOTSUPP naming `pieces[i]`), then accounts them per thread with hwarb's arbiter
 //    (x86_64: one pool of 4): more than fit is ENOSPC naming `slots` ("the expressions need N
 //    debug registers; x86_64 has 4"). It then opens each piece on each thread listed in
-//    /proc/PID/task, with inherit (threads created later get copies), sample_period 1,
+//    /proc/PID/task, with inherit (threads created later get copies; forked processes too, except
+//    with sigtrap), sample_period 1,
 //    sample_type kWatchSampleType with CLOCK_MONOTONIC times, wakeup_events 1, exclude_kernel.
 //    Linux refuses to mmap an inherited event that follows its task across CPUs (cpu -1), so,
 //    as `perf record`, every (thread, piece) is one event per online CPU, and all events on one
@@ -28,6 +29,15 @@
 //    A hit's addr is the piece's address (what the breakpoint reports), ip the instruction after
 //    the access (a data breakpoint traps after it). Once every covered thread (and every thread
 //    it created) has exited, exited() is true and poll() no longer waits.
+//  - PerfCount counts, as `perf stat` does: no sampling and no ring; one counting event per
+//    (thread, piece) on whichever CPU the thread runs (cpu -1), its count read with read(2).
+//    Nothing is ever dropped. open() covers the threads in /proc/PID/task one by one (inherit
+//    off: a thread created later is added with add_thread(), at its first stop, so that every
+//    thread keeps its own count); add_process() covers a forked child with inherit (its threads'
+//    counts go to the child's). The pieces are checked and accounted as PerfWatch::open does
+//    (same errors), the events counting from their open. A thread that exited still reads its
+//    final count. counts() reads every event: one entry per (thread or process, piece) in the
+//    order they were added. The events never send a signal and outlive an exec (as perf stat's).
 #pragma once
 
 #include <sys/types.h>
@@ -64,7 +74,9 @@ struct PerfHit {
 struct PerfWatchOptions {
   // Each hit also sends the hitting thread a synchronous SIGTRAP (perf's sigtrap, with
   // remove_on_exec; si_code TRAP_PERF, si_addr the piece's address), delivered right after the
-  // access: a ptrace tracer sees the thread stopped with the value just written.
+  // access: a ptrace tracer sees the thread stopped with the value just written. The events are
+  // then inherited by new threads only (inherit_thread), never by forked processes, which no
+  // tracer may be there to take the SIGTRAPs (a caller that follows a fork opens the child's own).
   bool sigtrap = false;
 };
 
@@ -109,6 +121,47 @@ class PerfWatch {
   std::size_t live_ = 0;
   std::unordered_map<std::uint64_t, std::size_t> piece_of_id_;  // event id -> piece index
   std::uint64_t lost_ = 0;
+};
+
+// Counting breakpoint events of a process (see the contract).
+class PerfCount {
+ public:
+  static Result<PerfCount> open(pid_t pid, std::vector<HwPiece> pieces);
+
+  PerfCount(PerfCount&&) noexcept = default;
+  PerfCount& operator=(PerfCount&&) noexcept = default;
+  PerfCount(const PerfCount&) = delete;
+  PerfCount& operator=(const PerfCount&) = delete;
+  ~PerfCount() = default;
+
+  // A new thread of the process (stopped before its first instruction). ESRCH naming `pid` when
+  // it is gone; the errors of perf_event_open otherwise.
+  [[nodiscard]] Result<void> add_thread(pid_t tid);
+  // A forked child (stopped), counted with its later threads.
+  [[nodiscard]] Result<void> add_process(pid_t child);
+
+  struct Count {
+    pid_t tid = 0;
+    std::size_t piece = 0;
+    std::uint64_t count = 0;
+    friend bool operator==(const Count&, const Count&) = default;
+  };
+  [[nodiscard]] Result<std::vector<Count>> counts() const;
+  const std::vector<HwPiece>& pieces() const { return pieces_; }
+  // The threads and processes covered, in the order they were added.
+  std::vector<pid_t> tasks() const;
+
+ private:
+  PerfCount() = default;
+  Result<void> add(pid_t tid, bool inherit);
+
+  std::vector<HwPiece> pieces_;
+  struct Entry {
+    pid_t tid = 0;
+    std::size_t piece = 0;
+    Fd fd;
+  };
+  std::vector<Entry> entries_;
 };
 
 }  // namespace hwarb::linux

@@ -1,14 +1,20 @@
 // hwarb/linux/probe.h — what this machine's debug hardware and kernel really do, measured rather
-// than assumed (DESIGN.md section 7): whether perf breakpoints open and how many one thread gets,
+// than assumed: whether perf breakpoints open and how many one thread gets,
 // whether their hits are delivered (a canary), BTS/PT, and whether ptrace may trace a child and
 // single-steps and block-steps as documented.
 //
 // Contract:
 //  - probe() forks short-lived children (each killed and reaped before it returns; they make raw
 //    system calls only, so the caller may be multi-threaded): one blocked on a pipe on which
-//    breakpoint events are counted and which then writes a canary variable kCanaryWrites times
-//    under a write breakpoint; one traced child (StoppedChild) whose rip is moved to a known
-//    5-instruction block for one PTRACE_SINGLESTEP and one PTRACE_SINGLEBLOCK.
+//    breakpoint events are opened until the kernel refuses (the slot count); per canary run, one
+//    blocked on a pipe that then writes a canary variable kCanaryWrites times under a write
+//    breakpoint; one traced child (StoppedChild) whose rip is moved to a known 5-instruction
+//    block for one PTRACE_SINGLESTEP and one PTRACE_SINGLEBLOCK.
+//  - A canary whose breakpoint counted 0 writes decides nothing (the breakpoint never fired:
+//    e.g. the child ran before the event was in place): it is run again, up to
+//    options.canary_runs times in all. hits_delivered is decided by the first run that counted
+//    writes; when every run counted 0, hits are not delivered and a note says how many runs
+//    saw none. canary_runs in the report is how many ran.
 //  - A capability that is absent or refused is a finding, not an error: probe() fails only when
 //    it cannot run its experiments (fork, pipe: the kernel's error naming `fork` or `pipe`).
 //  - probe_to_json() is one line holding one JSON object whose keys are the field names;
@@ -26,6 +32,17 @@
 namespace hwarb::linux {
 
 inline constexpr std::uint64_t kCanaryWrites = 1000;
+inline constexpr int kCanaryRuns = 3;
+
+// The canary child's body: makes kCanaryWrites writes of `canary` on run `run` (1, 2, ...). It
+// runs in a forked child between the fork and exit_group: raw memory writes only, no system
+// call, no allocation.
+using CanaryBody = void (*)(volatile std::uint64_t* canary, int run);
+
+struct ProbeOptions {
+  CanaryBody canary = nullptr;    // nullptr: kCanaryWrites writes on every run
+  int canary_runs = kCanaryRuns;  // at most this many runs while the canary counts 0 writes
+};
 
 struct ProbeReport {
   std::optional<int> perf_event_paranoid;  // /proc/sys/kernel/perf_event_paranoid
@@ -34,6 +51,7 @@ struct ProbeReport {
   std::string slots_error;      // the errno that ended the count ("ENOSPC"), or why none opened
   bool hits_delivered = false;  // canary_hits == canary_writes > 0
   std::uint64_t canary_writes = 0, canary_hits = 0;
+  int canary_runs = 0;  // canary children run (more than one: earlier ones counted 0)
   bool intel_bts = false, intel_pt = false;  // /sys/bus/event_source/devices/intel_bts, intel_pt
   std::optional<int> ptrace_scope;           // Yama's; nullopt when Yama is absent
   bool ptrace_allowed = false;               // a forked child could become a tracee
@@ -43,7 +61,7 @@ struct ProbeReport {
   std::vector<std::string> notes;            // human remarks (fallbacks chosen and why)
 };
 
-Result<ProbeReport> probe();
+Result<ProbeReport> probe(const ProbeOptions& options = {});
 std::string probe_to_json(const ProbeReport& report);
 std::string probe_to_text(const ProbeReport& report);
 
