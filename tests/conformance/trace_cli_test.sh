@@ -28,7 +28,7 @@ run 0 "json filter" trace --software --json --filter classify -- "$branches" 100
 cp "$tmp/out" "$tmp/json.out"
 has "$tmp/out" "$expected" "program output under trace --json"
 python3 - "$tmp/out" <<'PY' || fail=1
-import json, sys
+import json, re, sys
 events = []
 for line in open(sys.argv[1]):
     if line.startswith("{"):
@@ -46,9 +46,12 @@ assert summary["mode"] == "software" and summary["target"]["exit"] == 0, summary
 assert summary["lost"] == 0, summary
 assert 0 < summary["stops_per_taken"] <= 2, summary
 for b in branches:
-    assert set(b) == {"event", "from", "to", "kind", "tid"}, b
+    assert set(b) == {"event", "from", "to", "from_sym", "to_sym", "kind", "tid"}, b
     assert b["from"].startswith("0x") and b["to"].startswith("0x"), b
     assert b["tid"] == summary["target"]["pid"], b
+    # Symbols as the human format gives them: sym+0xoff (file.c:line).
+    assert re.fullmatch(r"classify\+0x[0-9a-f]+ \(branches\.c:[0-9]+\)", b["from_sym"]), b
+    assert re.fullmatch(r"\S+\+0x[0-9a-f]+( \(\S+:[0-9]+\))?", b["to_sym"]), b
 # All inside one function: the from addresses span less than its size.
 froms = [int(b["from"], 16) for b in branches]
 assert max(froms) - min(froms) < 0x200, "filtered to one function"
@@ -94,10 +97,45 @@ has "$tmp/err" "stops per taken branch" "human summary ratio"
 has "$tmp/err" "branches/s" "human summary rate"
 has "$tmp/err" "exited with status 0" "human summary exit"
 
-# --perf-script: COMM TID TIME: branches: FROM SYM+OFF (DSO) => TO SYM+OFF (DSO)
+# --perf-script: COMM TID TIME: PERIOD EVENT: FROM SYM+OFF (DSO) => TO SYM+OFF (DSO), as perf
+# script prints branch samples (period 1: each record is one branch).
 run 0 "perf-script filter" trace --software --perf-script --filter classify -- "$branches" 100
-same "$(lines "$tmp/out" '^ +prog_branches +[0-9]+ +[0-9]+\.[0-9]{6}:  branches:  +[0-9a-f]+ classify\+0x[0-9a-f]+ \(/.*prog_branches\) => +[0-9a-f]+ [^ ]+ \(.*\)$')" \
+same "$(lines "$tmp/out" '^ +prog_branches +[0-9]+ +[0-9]+\.[0-9]{6}: +1 +branches: +[0-9a-f]+ classify\+0x[0-9a-f]+ \(/.*prog_branches\) => +[0-9a-f]+ [^ ]+ \(.*\)$')" \
   "$json_count" "perf-script lines = json lines"
+# Calls into the shared libraries go through PLT stubs, named NAME@plt as perf names them; the
+# stub's jump lands in the function of that name.
+run 0 "perf-script plt" trace --software --perf-script -- "$branches" 20
+count "$tmp/out" ' main\+0x[0-9a-f]+ \(/.*prog_branches\) => +[0-9a-f]+ printf@plt\+0x0 \(/.*prog_branches\)$' 1 "a call to printf@plt"
+count "$tmp/out" ' main\+0x[0-9a-f]+ \(.*\) => +[0-9a-f]+ _init\+' 0 "no call lands in _init"
+python3 - "$tmp/out" <<'PY' || fail=1
+import re, sys
+stubs = 0
+for line in open(sys.argv[1]):
+    m = re.search(r" (\w+)@plt\+0x0 \(\S+\) => +[0-9a-f]+ (\S+) \((\S+)\)$", line)
+    if not m:
+        continue
+    stubs += 1
+    name, to, dso = m.groups()
+    # Bound: the function itself (or an alias with underscores); lazy: back into the stub, on
+    # to the resolver.
+    bound = re.fullmatch(r"_*(IO_)?" + name + r"\+0x0", to) and dso.startswith("/")
+    assert bound or to.startswith(name + "@plt+0x"), line
+assert stubs >= 2, f"only {stubs} jumps out of PLT stubs"
+PY
+
+# -o FILE: the branches and the summary go to FILE; the program's output alone on stdout, the
+# mode line on stderr.
+run 0 "json -o" trace --software --json -o "$tmp/report" --filter classify -- "$branches" 100
+same "$(cat "$tmp/out")" "$expected" "trace -o: stdout is the program's alone"
+same "$(lines "$tmp/report" '"event":"branch"')" "$json_count" "trace -o: branches in the file"
+count "$tmp/report" '^\{"event":"summary"' 1 "trace -o: summary in the file"
+count "$tmp/err" 'software branch tracing' 1 "trace -o: the mode line on stderr"
+run 0 "human --output" trace --software --output "$tmp/report" --filter classify -- "$branches" 100
+same "$(cat "$tmp/out")" "$expected" "trace --output: stdout is the program's alone"
+count "$tmp/report" "^hwarb trace: $json_count branches \(" 1 "trace --output: the summary in the file"
+count "$tmp/err" 'branches \(' 0 "trace --output: no summary on stderr"
+run 2 "-o unwritable" trace -o "$tmp/none/report" -- "$branches" 3
+has "$tmp/err" "$tmp/none/report" "trace -o names the file"
 
 # Default start (main) vs --start=entry (the dynamic loader on): the first branch is main's.
 run 0 "default start" trace -- "$branches" 20

@@ -105,6 +105,106 @@ run 1 "missing command" watch target -- /nonexistent/prog
 has "$tmp/err" "command" "missing command named"
 run 1 "no such process" watch -p 999999999 target
 
+# -o FILE / --output FILE: hwarb's report (hits, JSON lines, tables, summaries) goes to FILE; the
+# program's own output stays alone on stdout, hwarb's status lines on stderr.
+for mode in "" "--software"; do
+  m=${mode:-default}
+  rm -f "$tmp/report"
+  run 0 "$m: -o json" watch $mode --json -o "$tmp/report" target:w -- "$programs/prog_writer" 10
+  [[ $(cat "$tmp/out") == "sum=100" ]] || { echo "FAIL: $m: -o: stdout is not the program's alone" >&2; sed 's/^/  | /' "$tmp/out" >&2; fail=1; }
+  count "$tmp/report" '"event":"hit"' 10 "$m: -o: hits in the file"
+  count "$tmp/report" '^\{"event":"summary","hits":\{"target:w":10\}' 1 "$m: -o: summary in the file"
+  count "$tmp/report" 'sum=' 0 "$m: -o: no program output in the file"
+  count "$tmp/err" ' mode' 1 "$m: -o: the status line stays on stderr"
+  count "$tmp/err" '"event"' 0 "$m: -o: no report on stderr"
+  run 0 "$m: --output human" watch $mode --output "$tmp/report" target:w -- "$programs/prog_writer" 3
+  [[ $(cat "$tmp/out") == "sum=9" ]] || { echo "FAIL: $m: --output: stdout is not the program's alone" >&2; fail=1; }
+  count "$tmp/report" '  tid [0-9]+  set_target\+0x0 .* target:w 0x[0-9a-f]+ w  0x[0-9a-f] -> 0x[0-9a-f]$' 3 "$m: --output: hit lines in the file"
+  count "$tmp/report" '^hwarb watch: 3 hits \(target:w: 3\) in ' 1 "$m: --output: summary in the file"
+  count "$tmp/err" 'hits' 0 "$m: --output: no summary on stderr"
+  run 0 "$m: stat -o" stat $mode -o "$tmp/report" slots/16:w -- "$programs/prog_threads" 4 50
+  count "$tmp/report" '^ slots/16:w +all +0 +200 +0 +200$' 1 "$m: stat -o: table in the file"
+  count "$tmp/out" 'slots/16' 0 "$m: stat -o: no table on stdout"
+  has "$tmp/out" 'done' "$m: stat -o: program output"
+done
+# The report file is created before the target starts: when it cannot be, nothing runs (exit 2).
+run 2 "-o unwritable" watch -o "$tmp/no/such/dir/report" target:w -- "$programs/prog_writer" 3
+has "$tmp/err" "$tmp/no/such/dir/report" "-o names the file"
+has "$tmp/err" "ENOENT" "-o names the error"
+[[ ! -s $tmp/out ]] || { echo "FAIL: -o unwritable: the program ran" >&2; fail=1; }
+run 2 "-o twice" stat -o "$tmp/a" -o "$tmp/b" target:w -- "$programs/prog_writer" 3
+
+# --hardware insists on the hardware path; with --software it is a usage error.
+for sub in watch stat; do
+  run 2 "$sub --hardware --software" $sub --hardware --software target:w -- "$programs/prog_writer" 3
+  has "$tmp/err" "--hardware and --software are exclusive" "$sub: two modes named"
+done
+if "$hwarb" probe --json | grep -q '"hits_delivered":true'; then
+  run 0 "watch --hardware" watch --hardware --json target:w -- "$programs/prog_writer" 10
+  count "$tmp/out" '"event":"hit"' 10 "watch --hardware hits"
+  has "$tmp/out" '"mode":"hardware"' "watch --hardware mode"
+  run 0 "stat --hardware" stat --hardware --json target:w -- "$programs/prog_writer" 10
+  has "$tmp/out" '"hits":{"target:w":10}' "stat --hardware counts"
+  has "$tmp/out" '"mode":"hardware"' "stat --hardware mode"
+  # More debug registers than a thread has: refused (exit 1) with the reason, nothing run.
+  run 1 "watch --hardware over the slots" watch --hardware rec+1/15:w target:w -- "$programs/prog_writer" 3
+  has "$tmp/err" "--hardware" "over the slots: the flag named"
+  has "$tmp/err" "debug registers" "over the slots: the reason"
+  [[ $(grep -c 'sum=' "$tmp/out") -eq 0 ]] || { echo "FAIL: --hardware refused, yet the program ran" >&2; fail=1; }
+else
+  for sub in watch stat; do
+    run 1 "$sub --hardware without hits" $sub --hardware target:w -- "$programs/prog_writer" 3
+    has "$tmp/err" "--hardware" "$sub --hardware refusal names the flag"
+    has "$tmp/err" "hardware" "$sub --hardware refusal says why"
+    [[ ! -s $tmp/out ]] || { echo "FAIL: $sub --hardware refused, yet the program ran" >&2; fail=1; }
+  done
+fi
+
+# --count takes a whole number of hits: anything else is a usage error naming --count.
+for c in -1 "" 18446744073709551616 x 3x 0x; do
+  run 2 "--count '$c'" watch --count "$c" target:w -- "$programs/prog_writer" 3
+  has "$tmp/err" "--count" "--count '$c' named"
+  [[ ! -s $tmp/out ]] || { echo "FAIL: --count '$c': the program ran" >&2; fail=1; }
+done
+run 0 "--count 0x2" watch --json --count 0x2 target:w -- "$programs/prog_writer" 3
+count "$tmp/out" '"event":"hit"' 2 "--count 0x2"
+# A range past the end of the address space.
+run 2 "wrapping range" watch 'mem:0xffffffffffffffff/8' -- "$programs/prog_writer" 3
+has "$tmp/err" "wraps" "wrapping range: the reason"
+run 2 "wrapping default length" watch 'mem:0xfffffffffffffffe:w' -- "$programs/prog_writer" 3
+run 2 "wrapping symbol offset" watch 'target-0x600000000000:w' -- "$programs/prog_writer" 3
+has "$tmp/err" "wraps" "wrapping symbol offset: the reason"
+
+# Execute watches only on instruction boundaries of code, in both modes. set_target's first
+# instruction (a store, or endbr64) is longer than one byte; its return is a boundary inside it,
+# found from the branch it takes (trace).
+run 0 "set_target's return" trace --software --json --filter set_target -- "$programs/prog_writer" 3
+ret=$(grep -m1 -oE '"from_sym":"set_target\+0x[0-9a-f]+' "$tmp/out" | sed 's/.*"from_sym":"//')
+[[ -n $ret ]] || { echo "FAIL: no branch from set_target traced" >&2; fail=1; }
+for mode in "" "--software"; do
+  m=${mode:-default}
+  run 2 "$m: data:x" watch $mode 'target:x' -- "$programs/prog_writer" 3
+  has "$tmp/err" "not code" "$m: data:x refused"
+  [[ ! -s $tmp/out ]] || { echo "FAIL: $m: data:x: the program ran" >&2; fail=1; }
+  run 2 "$m: set_target+1:x" watch $mode 'set_target+1:x' -- "$programs/prog_writer" 3
+  has "$tmp/err" "instruction boundary" "$m: set_target+1:x refused"
+  run 2 "$m: stat rec:x" stat $mode 'rec+4:x' -- "$programs/prog_writer" 3
+  has "$tmp/err" "not code" "$m: stat of data as code refused"
+  run 0 "$m: $ret:x" watch $mode --json "$ret:x" -- "$programs/prog_writer" 3
+  count "$tmp/out" '"access":"x"' 3 "$m: an instruction boundary inside a function"
+done
+
+# One register for identical expressions; each expression still reported.
+for mode in "" "--software"; do
+  m=${mode:-default}
+  run 0 "$m: duplicates" watch $mode --json target:w target:w target/4:w target:w target:w -- "$programs/prog_writer" 3
+  count "$tmp/out" '"event":"hit","expr":"target:w"' 12 "$m: duplicates: hits of target:w"
+  count "$tmp/out" '"event":"hit","expr":"target/4:w"' 3 "$m: duplicates: hits of target/4:w"
+  if [[ -z $mode ]] && "$hwarb" probe --json | grep -q '"hits_delivered":true'; then
+    has "$tmp/out" '"mode":"hardware","method":"1 debug registers"' "duplicates share one register"
+  fi
+done
+
 # Attach to a running process, then Ctrl-C: it runs on, its text identical to the file.
 "$programs/prog_spin" >"$tmp/spin.out" &
 spin=$!

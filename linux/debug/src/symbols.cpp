@@ -5,11 +5,15 @@
 #include <libelf.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -25,6 +29,13 @@
 //
 // Separate debug files are looked up by build ID only (/usr/lib/debug/.build-id/), never through
 // debuginfod: loading symbols must not touch the network.
+//
+// The stubs of the procedure linkage table have no symbols of their own: each is named
+// "NAME@plt" (as perf, objdump and gdb name them) after the function it jumps to. A stub in .plt,
+// .plt.sec or .plt.got is an indirect jump through a GOT slot (`jmp *disp(%rip)`, possibly after
+// endbr64 and a bnd prefix); the JUMP_SLOT and GLOB_DAT relocations name the import each slot is
+// for. Matching slots rather than counting stubs names lazy (.plt), IBT (.plt.sec) and
+// non-lazy (.plt.got) stubs alike, and leaves .plt's resolver trampoline unnamed.
 //
 // An address in a module but in no symbol is described as "[basename]+0xoff" with off = addr -
 // the module's bias, the link-time address that addr2line and objdump use.
@@ -46,7 +57,11 @@ std::uint8_t binding_rank(unsigned char info) {
   }
 }
 
+constexpr std::string_view kPltSuffix = "@plt";
+
+// The name without its symbol version; a PLT stub's "@plt" stays.
 std::string_view plain_name(std::string_view name) {
+  if (name.ends_with(kPltSuffix)) return name;
   return name.substr(0, name.find('@'));
 }
 
@@ -95,6 +110,54 @@ const Dwfl_Callbacks kCallbacks = {
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = nullptr,
 };
+
+// GOT slot (link-time address) -> the function imported through it, from the JUMP_SLOT and
+// GLOB_DAT relocations of the dynamic symbols in `elf`.
+std::unordered_map<std::uint64_t, std::string> got_slots(Elf* elf) {
+  std::unordered_map<std::uint64_t, std::string> slots;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_RELA || sh.sh_entsize == 0) continue;
+    Elf_Scn* symscn = elf_getscn(elf, sh.sh_link);
+    GElf_Shdr symsh;
+    if (symscn == nullptr || gelf_getshdr(symscn, &symsh) == nullptr ||
+        symsh.sh_type != SHT_DYNSYM) {
+      continue;
+    }
+    Elf_Data* relas = elf_getdata(scn, nullptr);
+    Elf_Data* syms = elf_getdata(symscn, nullptr);
+    if (relas == nullptr || syms == nullptr) continue;
+    const std::size_t n = sh.sh_size / sh.sh_entsize;
+    for (std::size_t i = 0; i < n; ++i) {
+      GElf_Rela rela;
+      if (gelf_getrela(relas, static_cast<int>(i), &rela) == nullptr) continue;
+      const auto type = GELF_R_TYPE(rela.r_info);
+      const auto index = GELF_R_SYM(rela.r_info);
+      if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) || index == 0) continue;
+      GElf_Sym sym;
+      if (gelf_getsym(syms, static_cast<int>(index), &sym) == nullptr) continue;
+      const char* name = elf_strptr(elf, symsh.sh_link, sym.st_name);
+      if (name == nullptr || *name == '\0') continue;
+      slots.emplace(rela.r_offset, plain_name(name));
+    }
+  }
+  return slots;
+}
+
+// The GOT slot a PLT stub of `size` bytes at link-time address `addr` jumps through: `jmp
+// *disp(%rip)` at its start, after endbr64, after bnd, or after both.
+std::optional<std::uint64_t> stub_slot(const std::uint8_t* stub, std::size_t size,
+                                       std::uint64_t addr) {
+  constexpr std::uint8_t kEndbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+  constexpr std::uint8_t kBnd = 0xf2;
+  std::size_t at = 0;
+  if (size >= 4 && std::equal(std::begin(kEndbr64), std::end(kEndbr64), stub)) at = 4;
+  if (at < size && stub[at] == kBnd) ++at;
+  if (at + 6 > size || stub[at] != 0xff || stub[at + 1] != 0x25) return std::nullopt;
+  std::int32_t disp = 0;
+  std::memcpy(&disp, stub + at + 2, sizeof disp);
+  return addr + at + 6 + static_cast<std::uint64_t>(static_cast<std::int64_t>(disp));
+}
 
 struct DwflDeleter {
   void operator()(Dwfl* d) const { dwfl_end(d); }
@@ -203,8 +266,59 @@ struct SymbolTable::Impl {
     return {};
   }
 
+  // The PLT stubs of module `mi` as "NAME@plt" functions (see the top of this file).
+  void collect_plt(std::uint32_t mi) {
+    Module& m = modules[mi];
+    GElf_Addr bias = 0;
+    Elf* elf = dwfl_module_getelf(m.mod, &bias);
+    GElf_Ehdr ehdr;
+    std::size_t shstrndx = 0;
+    if (elf == nullptr || gelf_getehdr(elf, &ehdr) == nullptr || ehdr.e_machine != EM_X86_64 ||
+        elf_getshdrstrndx(elf, &shstrndx) != 0) {
+      return;
+    }
+    std::unordered_map<std::uint64_t, std::string> slots;
+    bool slots_read = false;
+    for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+      GElf_Shdr sh;
+      if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_PROGBITS ||
+          (sh.sh_flags & SHF_EXECINSTR) == 0) {
+        continue;
+      }
+      const char* name = elf_strptr(elf, shstrndx, sh.sh_name);
+      if (name == nullptr) continue;
+      const std::string_view section = name;
+      if (section != ".plt" && section != ".plt.sec" && section != ".plt.got") continue;
+      Elf_Data* data = elf_getdata(scn, nullptr);
+      if (data == nullptr || data->d_buf == nullptr) continue;
+      if (!slots_read) {
+        slots = got_slots(elf);
+        slots_read = true;
+      }
+      const std::uint64_t stub_size = sh.sh_entsize != 0 ? sh.sh_entsize : 16;
+      const auto* bytes = static_cast<const std::uint8_t*>(data->d_buf);
+      const std::size_t size = std::min<std::size_t>(data->d_size, sh.sh_size);
+      for (std::size_t off = 0; off + stub_size <= size; off += stub_size) {
+        auto slot = stub_slot(bytes + off, stub_size, sh.sh_addr + off);
+        if (!slot) continue;
+        auto it = slots.find(*slot);
+        if (it == slots.end()) continue;
+        Entry e;
+        e.name = it->second + std::string(kPltSuffix);
+        e.address = sh.sh_addr + off + bias;
+        e.size = stub_size;
+        e.function = true;
+        e.rank = binding_rank(GELF_ST_INFO(STB_LOCAL, STT_FUNC));
+        e.module = mi;
+        m.max_size = std::max(m.max_size, e.size);
+        entries.push_back(std::move(e));
+      }
+    }
+  }
+
   void collect_symbols() {
     for (std::uint32_t mi = 0; mi < modules.size(); ++mi) {
+      collect_plt(mi);
       Module& m = modules[mi];
       const int n = dwfl_module_getsymtab(m.mod);
       for (int i = 1; i < n; ++i) {

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -154,6 +155,37 @@ TEST(SymbolTableFile, BiasMovesEveryAddress) {
   EXPECT_FALSE(loc.symbol);
   EXPECT_EQ(loc.module, kProgram);
   EXPECT_EQ(loc.module_offset, 0x10u);
+}
+
+// The stubs through which the executable calls its shared libraries: named NAME@plt (as perf,
+// objdump and gdb name them), 16 bytes each, one per imported function, none of them _init.
+TEST(SymbolTableFile, NamesPltStubs) {
+  auto table = SymbolTable::load_file(kProgram);
+  ASSERT_TRUE(table) << table.error().to_string();
+  std::vector<std::uint64_t> stubs;
+  for (const char* name : {"puts", "strcmp", "fflush", "sleep"}) {
+    const std::string plt = std::string(name) + "@plt";
+    auto sym = table->find(plt);
+    ASSERT_TRUE(sym) << sym.error().to_string();
+    EXPECT_EQ(sym->name, plt);
+    EXPECT_TRUE(sym->function) << plt;
+    EXPECT_EQ(sym->size, 16u) << plt;
+    EXPECT_EQ(sym->module, kProgram);
+    EXPECT_EQ(table->describe(sym->address + 4), plt + "+0x4");
+    Location loc = table->locate(sym->address + 15);
+    ASSERT_TRUE(loc.symbol) << plt;
+    EXPECT_EQ(loc.symbol->name, plt);
+    stubs.push_back(sym->address);
+  }
+  std::sort(stubs.begin(), stubs.end());
+  for (std::size_t i = 1; i < stubs.size(); ++i) EXPECT_EQ(stubs[i] % 16, stubs[0] % 16);
+  EXPECT_EQ(std::adjacent_find(stubs.begin(), stubs.end()), stubs.end())
+      << "stubs share an address";
+  // Undefined imports stay unknown under their plain name: "puts" is the library's.
+  EXPECT_FALSE(table->find("puts"));
+  // The stubs' section starts with the resolver trampoline, which imports nothing.
+  const Location first = table->locate(stubs.front() - 16);
+  EXPECT_FALSE(first.symbol && first.symbol->name.ends_with("@plt")) << first.symbol->name;
 }
 
 TEST(SymbolTableFile, LocatesInsideDataObjects) {

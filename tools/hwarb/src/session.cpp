@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "hwarb/linux/files.h"
 #include "hwarb/linux/terminal.h"
 
 namespace hwarb::cli {
@@ -26,6 +27,39 @@ void add_target_options(CLI::App& sub, TargetOptions& target) {
   sub.add_flag("--aslr", target.aslr,
                "keep address-space randomisation for a command (default: off, as in gdb, so "
                "addresses repeat from run to run)");
+}
+
+void add_output_option(CLI::App& sub, std::string& path) {
+  sub.add_option("-o,--output", path,
+                 "write the report (hits, tables, summaries) to FILE; the target's own output "
+                 "stays on stdout and stderr")
+      ->type_name("FILE");
+}
+
+Result<Report> Report::open(const std::string& path) {
+  if (path.empty()) return Report(stdout, false);
+  auto fd = linux::create_file(path);
+  if (!fd) return std::unexpected(fd.error().with_context("--output"));
+  std::FILE* file = ::fdopen(fd->get(), "w");
+  if (file == nullptr) {
+    return make_error(ErrorCode::kNoMem, "--output: no stream for " + path);
+  }
+  (void)fd->release();
+  return Report(file, true);
+}
+
+Report::Report(Report&& other) noexcept : out_(other.out_), to_file_(other.to_file_) {
+  other.to_file_ = false;
+}
+
+Report::~Report() {
+  if (to_file_) std::fclose(out_);
+}
+
+void Report::line(const std::string& line) const {
+  std::fputs(line.c_str(), out_);
+  std::fputc('\n', out_);
+  std::fflush(out_);
 }
 
 Result<void> check_target(TargetOptions& target) {

@@ -1,18 +1,25 @@
 // tools/hwarb/src/session.h — what `hwarb watch`, `stat` and `trace` share on the command line:
-// the target options (-p PID | -t TID | -- CMD ARGS, --aslr) and their check, the wording of a
-// target and of how it ended, and the progress line. The session itself (starting or attaching,
-// the event loop, Ctrl-C) is linux::run_target's (hwarb/linux/session.h).
+// the target options (-p PID | -t TID | -- CMD ARGS, --aslr) and their check, where the report
+// goes (-o FILE), the wording of a target and of how it ended, and the progress line. The session
+// itself (starting or attaching, the event loop, Ctrl-C) is linux::run_target's
+// (hwarb/linux/session.h).
 //
 // Contract:
 //  - Exactly one of -p, -t or a command: check_target() says which is wrong (a usage error).
 //  - Exit statuses of the three commands: 0 (done, whatever the tracee's own status, which is
 //    reported), 1 (the target could not be traced or tracing failed), 2 (usage).
+//  - The report (hits, JSON lines, tables, summaries) goes to stdout, where a spawned target's
+//    own output goes too; with -o FILE / --output FILE it goes to FILE alone, created (or
+//    truncated) before the target starts, and a human summary that would go to stderr goes there
+//    too. Status lines (the mode chosen, warnings) stay on stderr. A FILE that cannot be created
+//    is a usage error (exit 2) naming it; nothing is run then.
 //  - Progress draws on stderr only when it is a terminal; WithProgress adds it to an engine
 //    without changing what the engine does.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
@@ -31,6 +38,35 @@ void set_trailing_command(std::vector<std::string> command);
 void add_target_options(CLI::App& sub, TargetOptions& target);
 // Fills target.command from the trailing command and checks that exactly one target is given.
 [[nodiscard]] Result<void> check_target(TargetOptions& target);
+// Adds -o/--output FILE to `sub`.
+void add_output_option(CLI::App& sub, std::string& path);
+
+// Where the report goes (see the contract). Moving is cheap; the file is closed (flushed) on
+// destruction.
+class Report {
+ public:
+  // stdout when `path` is empty, else FILE created or truncated; create_file's errors.
+  [[nodiscard]] static Result<Report> open(const std::string& path);
+
+  Report(Report&& other) noexcept;
+  Report& operator=(Report&&) = delete;
+  Report(const Report&) = delete;
+  Report& operator=(const Report&) = delete;
+  ~Report();
+
+  // The report's stream.
+  std::FILE* out() const { return out_; }
+  // Where a human summary goes: stderr, or the file of -o.
+  std::FILE* summary() const { return to_file_ ? out_ : stderr; }
+  // Writes `line` and a newline, and flushes (a reader may follow the file while hwarb runs).
+  void line(const std::string& line) const;
+
+ private:
+  Report(std::FILE* out, bool to_file) : out_(out), to_file_(to_file) {}
+  std::FILE* out_;
+  bool to_file_;
+};
+
 // "command 'prog'" / "process 1234" / "thread 1234" for messages.
 std::string target_name(const TargetOptions& target);
 // "exited with status 3" / "killed by SIGSEGV" / "still running (detached)" / "killed (hwarb

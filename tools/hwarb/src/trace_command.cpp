@@ -15,8 +15,12 @@
 // the process exits and at the end.
 //
 // Output: one line per branch (human, --json or --perf-script), then a summary (stderr for the
-// human format, the last JSON line for --json). Exit status: 0 traced (the target's own status is
-// reported), 1 the target could not be traced, 2 usage (unknown symbols with near matches).
+// human format, the last JSON line for --json); with -o FILE all of it goes to FILE, the
+// target's own output alone to stdout. JSON branches carry the symbols of both ends as the human
+// format prints them; --perf-script lines are perf script's for branch samples (with its period
+// column; PLT stubs are NAME@plt as perf names them). Exit status: 0 traced (the target's own
+// status is reported), 1 the target could not be traced, 2 usage (unknown symbols with near
+// matches).
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -24,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -51,6 +56,7 @@ struct TraceArgs {
   bool software = false;
   std::string filter;
   std::string start;
+  std::string output;
   TargetOptions target;
 };
 
@@ -118,16 +124,22 @@ class Symbolizer {
 // The printing of the branches drained from the store, with the counts the summary gives.
 class Output {
  public:
-  Output(Format format, pid_t only_tid, std::string comm, Symbolizer& symbols)
-      : format_(format), only_tid_(only_tid), comm_(std::move(comm)), symbols_(symbols) {}
+  Output(Format format, pid_t only_tid, std::string comm, Symbolizer& symbols, const Report& report)
+      : format_(format),
+        only_tid_(only_tid),
+        comm_(std::move(comm)),
+        symbols_(symbols),
+        report_(report) {}
 
   // One drain of the store.
   void print(std::span<const linux::StoredBranch> batch) {
     symbols_.allow_reload();
     for (const linux::StoredBranch& b : batch) print(b);
+    std::fflush(report_.out());
   }
 
   std::uint64_t printed() const { return printed_; }
+  const Report& report() const { return report_; }
   const std::map<x86::BranchKind, std::uint64_t>& by_kind() const { return by_kind_; }
 
  private:
@@ -135,28 +147,32 @@ class Output {
     if (only_tid_ != 0 && b.tid != only_tid_) return;
     ++printed_;
     ++by_kind_[b.kind];
-    char buf[96];
+    std::FILE* out = report_.out();
     switch (format_) {
-      case Format::kJson:
-        std::snprintf(buf, sizeof(buf), "\",\"kind\":\"%s\",\"tid\":%d}\n",
-                      x86::branch_kind_name(b.kind), static_cast<int>(b.tid));
-        std::fputs(
-            ("{\"event\":\"branch\",\"from\":\"" + hex(b.from) + "\",\"to\":\"" + hex(b.to) + buf)
-                .c_str(),
-            stdout);
+      case Format::kJson: {
+        const std::string f = symbols_.names(b.from).described;
+        const std::string& t = symbols_.names(b.to).described;
+        const std::string line =
+            "{\"event\":\"branch\",\"from\":\"" + hex(b.from) + "\",\"to\":\"" + hex(b.to) +
+            "\",\"from_sym\":" + json_string(f) + ",\"to_sym\":" + json_string(t) + ",\"kind\":\"" +
+            x86::branch_kind_name(b.kind) + "\",\"tid\":" + std::to_string(b.tid) + "}\n";
+        std::fputs(line.c_str(), out);
         break;
+      }
       case Format::kHuman: {
         const std::string f = symbols_.names(b.from).described;
         const std::string& t = symbols_.names(b.to).described;
-        std::fprintf(stdout, "  %7d  %s => %s  %s\n", static_cast<int>(b.tid), f.c_str(), t.c_str(),
+        std::fprintf(out, "  %7d  %s => %s  %s\n", static_cast<int>(b.tid), f.c_str(), t.c_str(),
                      x86::branch_kind_name(b.kind));
         break;
       }
       case Format::kPerfScript: {
+        // perf script's fields for a branch sample: COMM TID TIME: PERIOD EVENT: IP SYM+OFF
+        // (DSO) => ADDR SYM+OFF (DSO); every record is one branch (period 1).
         const Symbolizer::Names f = symbols_.names(b.from);
         const Symbolizer::Names& t = symbols_.names(b.to);
-        std::fprintf(stdout, "%16s %7d %12.6f:  branches:  %16llx %s (%s) => %16llx %s (%s)\n",
-                     comm_.c_str(), static_cast<int>(b.tid), b.time,
+        std::fprintf(out, "%16s %7d %12.6f: %10d branches: %16llx %s (%s) => %16llx %s (%s)\n",
+                     comm_.c_str(), static_cast<int>(b.tid), b.time, 1,
                      static_cast<unsigned long long>(b.from), f.sym_off.c_str(), f.dso.c_str(),
                      static_cast<unsigned long long>(b.to), t.sym_off.c_str(), t.dso.c_str());
         break;
@@ -168,6 +184,7 @@ class Output {
   pid_t only_tid_;
   std::string comm_;
   Symbolizer& symbols_;
+  const Report& report_;
   std::uint64_t printed_ = 0;
   std::map<x86::BranchKind, std::uint64_t> by_kind_;
 };
@@ -191,7 +208,7 @@ struct RunFacts {
 void summary(const TraceArgs& args, Format format, const Output& output, std::uint64_t lost,
              const RunFacts& facts, const linux::RunResult& end, bool spawned, double seconds) {
   const linux::BranchTracerStats& stats = facts.stats;
-  std::fflush(stdout);
+  std::fflush(output.report().out());
   const double per_taken =
       stats.taken == 0 ? 0.0 : static_cast<double>(stats.stops) / static_cast<double>(stats.taken);
   if (format == Format::kJson) {
@@ -219,19 +236,19 @@ void summary(const TraceArgs& args, Format format, const Output& output, std::ui
             ",\"signals\":" + std::to_string(stats.signals) + ",\"lost\":" + std::to_string(lost) +
             ",\"seconds\":" + secs + ",\"mode\":\"" + (facts.hardware ? "hardware" : "software") +
             "\",\"target\":" + target_json(end) + "}";
-    std::cout << line << "\n";
-    std::cout.flush();
+    output.report().line(line);
     return;
   }
-  std::cerr << "hwarb trace: " << output.printed()
-            << (output.printed() == 1 ? " branch" : " branches");
+  // The human summary: stderr, or the file of -o.
+  std::ostringstream text;
+  text << "hwarb trace: " << output.printed() << (output.printed() == 1 ? " branch" : " branches");
   if (!output.by_kind().empty()) {
     bool first = true;
     for (const auto& [kind, n] : output.by_kind()) {
-      std::cerr << (first ? " (" : ", ") << x86::branch_kind_name(kind) << " " << n;
+      text << (first ? " (" : ", ") << x86::branch_kind_name(kind) << " " << n;
       first = false;
     }
-    std::cerr << ")";
+    text << ")";
   }
   char line[200];
   const double rate = seconds > 0 ? static_cast<double>(stats.taken) / seconds : 0.0;
@@ -248,19 +265,20 @@ void summary(const TraceArgs& args, Format format, const Output& output, std::ui
                   static_cast<unsigned long long>(stats.syscalls),
                   static_cast<unsigned long long>(stats.signals));
   }
-  std::cerr << line;
-  if (lost != 0) std::cerr << ", " << lost << " records LOST";
+  text << line;
+  if (lost != 0) text << ", " << lost << " records LOST";
   if (facts.bts.truncations != 0) {
-    std::cerr << ", the AUX area overflowed " << facts.bts.truncations
-              << " times (branches are missing there)";
+    text << ", the AUX area overflowed " << facts.bts.truncations
+         << " times (branches are missing there)";
   }
-  if (facts.bts.lost != 0) std::cerr << ", " << facts.bts.lost << " perf records LOST";
-  if (stats.undecodable != 0) std::cerr << ", " << stats.undecodable << " blocks undecodable";
+  if (facts.bts.lost != 0) text << ", " << facts.bts.lost << " perf records LOST";
+  if (stats.undecodable != 0) text << ", " << stats.undecodable << " blocks undecodable";
   if (stats.ambiguous != 0) {
-    std::cerr << ", " << stats.ambiguous
-              << " arrivals from untraced code (branches may be missing)";
+    text << ", " << stats.ambiguous << " arrivals from untraced code (branches may be missing)";
   }
-  std::cerr << "; " << target_name(args.target) << " " << describe_end(end, spawned) << "\n";
+  text << "; " << target_name(args.target) << " " << describe_end(end, spawned) << "\n";
+  std::fputs(text.str().c_str(), output.report().summary());
+  std::fflush(output.report().summary());
 }
 
 // Hardware mode (see the file comment). The process is stopped: spawned at its first
@@ -333,6 +351,8 @@ int run_trace(TraceArgs& args) {
   const Format format = args.json          ? Format::kJson
                         : args.perf_script ? Format::kPerfScript
                                            : Format::kHuman;
+  auto report = Report::open(args.output);
+  if (!report) return usage_error(report.error().to_string());
 
   auto inferior = linux::open_target(args.target);
   if (!inferior) return target_error(inferior.error());
@@ -370,7 +390,7 @@ int run_trace(TraceArgs& args) {
   if (auto exe = linux::executable_path(pid)) comm = basename_of(*exe);
   if (comm.size() > 15) comm.resize(15);  // as the kernel's comm
   Symbolizer symbols(*inferior, std::move(*table));
-  Output output(format, args.target.tid, comm, symbols);
+  Output output(format, args.target.tid, comm, symbols, *report);
   auto store = linux::BranchStore::open(
       pid, [&output](std::span<const linux::StoredBranch> batch) { output.print(batch); });
   if (!store) return target_error(store.error());
@@ -409,8 +429,8 @@ CommandRunner setup_trace(CLI::App& app) {
   sub->add_flag("--json", args->json,
                 "one JSON object per line: branches, then a summary with the counts by kind");
   sub->add_flag("--perf-script", args->perf_script,
-                "lines as `perf script` prints branch samples: COMM TID TIME: branches: FROM "
-                "SYM+OFF (DSO) => TO SYM+OFF (DSO)");
+                "lines as `perf script` prints branch samples: COMM TID TIME: PERIOD branches: "
+                "FROM SYM+OFF (DSO) => TO SYM+OFF (DSO)");
   sub->add_option("--filter", args->filter,
                   "only branches taken inside FUNCTION (int3s are planted there only)");
   sub->add_option("--start", args->start,
@@ -419,6 +439,7 @@ CommandRunner setup_trace(CLI::App& app) {
   sub->add_flag("--hardware", args->hardware,
                 "trace with intel_bts (the default where the kernel has it); an error elsewhere");
   sub->add_flag("--software", args->software, "trace in software even where intel_bts exists");
+  add_output_option(*sub, args->output);
   add_target_options(*sub, args->target);
   sub->footer(
       "Target: -p PID | -t TID | -- COMMAND [ARGS]. With intel_bts, the hardware records every "

@@ -7,12 +7,17 @@
 //     hit stops the hitting thread (perf's sigtrap, seen through ptrace) for its values and its
 //     instruction; the thread runs on at once. x86 has no read-only breakpoints: `:r` uses an rw
 //     breakpoint and keeps the hits whose instruction only reads the watched bytes. Counting
-//     writes and executions (stat) needs no stop: the target is detached and runs untraced, the
-//     hits read from the perf rings.
+//     writes and executions (stat) needs no stop: perf's counting events per thread, read when
+//     the target ends (as perf stat), the target traced only for its threads, forks and status.
 //  2. software (the fallback, or --software; soft_watch.h): SoftWatch over ptrace — page
 //     protection with decoded faults, int3 for execution, single-step for stacks. Exact: every
 //     read and write.
 // `stat` runs the same and prints only the counts: a table per expression and thread.
+//
+// Identical expressions (the same range and access) share one watch: one debug register, one
+// page or int3; each of them is still reported. An execute watch must be on an instruction of
+// code: in an executable mapping, not in a data object and, inside a function, on an instruction
+// boundary (the function decoded from its start).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -29,12 +34,15 @@
 #include "hwarb/cli/watch_expr.h"
 #include "hwarb/linux/hard_watch.h"
 #include "hwarb/linux/probe.h"
+#include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/session.h"
 #include "hwarb/linux/soft_watch.h"
 #include "hwarb/linux/soft_watch_engine.h"
 #include "hwarb/linux/symbols.h"
 #include "hwarb/linux/watch_hit.h"
 #include "hwarb/x86/debugreg.h"
+#include "hwarb/x86/insn.h"
+#include "number_scan.h"
 #include "session.h"
 
 namespace hwarb::cli {
@@ -44,8 +52,12 @@ struct WatchArgs {
   bool stat = false;
   std::vector<std::string> exprs;
   std::string condition;
-  std::uint64_t count = 0;
+  std::uint64_t count = 0;  // from count_text; 0: no limit
+  std::string count_text;
+  CLI::Option* count_option = nullptr;
   bool software = false;
+  bool hardware = false;
+  std::string output;
   bool json = false;
   TargetOptions target;
 };
@@ -99,10 +111,80 @@ std::string value_text(const std::vector<std::uint8_t>& bytes) {
   return out;
 }
 
+bool same_range(const linux::WatchRange& a, const linux::WatchRange& b) {
+  return a.addr == b.addr && a.len == b.len && a.access == b.access;
+}
+
+// The ranges to watch: one per distinct range, its id the index of the first expression that
+// names it.
 std::vector<linux::WatchRange> ranges_of(const std::vector<Watched>& watched) {
   std::vector<linux::WatchRange> out;
-  for (const Watched& w : watched) out.push_back(w.range);
+  for (const Watched& w : watched) {
+    const auto same = [&](const linux::WatchRange& r) { return same_range(r, w.range); };
+    if (std::find_if(out.begin(), out.end(), same) == out.end()) out.push_back(w.range);
+  }
   return out;
+}
+
+// --count N: a whole number of hits, decimal or hexadecimal with 0x (0: no limit).
+Result<std::uint64_t> parse_count(const std::string& text) {
+  const auto bad = [&](const std::string& reason) {
+    return make_error(ErrorCode::kInval, "--count: '" + text + "' " + reason);
+  };
+  if (text.empty()) return make_error(ErrorCode::kInval, "--count: empty (give a number of hits)");
+  if (text.front() == '-') return bad("is negative (give a number of hits)");
+  const NumberScan n = scan_number(text, 0);
+  if (n.kind == NumberScan::Kind::kOverflow) return bad("does not fit in 64 bits");
+  if (n.kind != NumberScan::Kind::kOk || n.end != text.size()) {
+    return bad("is not a number of hits (decimal, or hexadecimal with 0x)");
+  }
+  return n.value;
+}
+
+// An execute watch at w.range.addr must be on an instruction of code (see the file comment).
+// EINVAL saying why not.
+Result<void> check_code(const Watched& w, linux::Inferior& inferior,
+                        const linux::SymbolTable& table) {
+  const std::uint64_t addr = w.range.addr;
+  const std::string where = "expression '" + w.label + "': " + hex(addr);
+  auto maps = linux::read_maps(inferior.pid());
+  if (!maps) return std::unexpected(maps.error());
+  const std::optional<linux::Mapping> mapping = linux::find_mapping(*maps, addr);
+  const linux::Location loc = table.locate(addr);
+  const std::string named = loc.symbol ? " (" + table.describe(addr) + ")" : "";
+  if (!mapping) return make_error(ErrorCode::kInval, where + named + " is not code: not mapped");
+  if (!mapping->exec) {
+    return make_error(ErrorCode::kInval,
+                      where + named + " is not code: its mapping is not executable");
+  }
+  if (!loc.symbol) return {};
+  const linux::Symbol& sym = *loc.symbol;
+  if (!sym.function) {
+    return make_error(ErrorCode::kInval,
+                      where + named + " is not code: " + sym.name + " is a data object");
+  }
+  if (sym.size == 0) return {};  // no known extent to decode
+  std::vector<std::uint8_t> bytes(sym.size);
+  if (auto r = inferior.read_memory(sym.address, bytes); !r) return r;
+  std::uint64_t at = sym.address;
+  std::uint64_t previous = at;
+  while (at < addr) {
+    auto insn = x86::decode(std::span<const std::uint8_t>(bytes).subspan(at - sym.address), at);
+    if (!insn) {
+      return make_error(
+          ErrorCode::kInval,
+          where + ": cannot tell whether it is on an instruction boundary: " + sym.name + "+" +
+              hex(at - sym.address) + " does not decode: " + insn.error().message());
+    }
+    previous = at;
+    at += insn->length;
+  }
+  if (at == addr) return {};
+  return make_error(ErrorCode::kInval,
+                    where + " is not on an instruction boundary: it is inside the instruction at " +
+                        sym.name + "+" + hex(previous - sym.address) + " (" +
+                        std::to_string(at - previous) + " bytes; the next is at " + sym.name + "+" +
+                        hex(at - sym.address) + ")");
 }
 
 int usage_error(const char* command, const std::string& message) {
@@ -115,7 +197,8 @@ int target_error(const char* command, const Error& error) {
   return kExitFailure;
 }
 
-// Resolves every expression; ENOENT (a usage error, exit 2) for unknown symbols.
+// Resolves every expression; ENOENT for unknown symbols and EINVAL for ranges that wrap and
+// execute watches off code (both usage errors, exit 2).
 Result<std::vector<Watched>> resolve(const std::vector<WatchExpr>& exprs,
                                      linux::Inferior& inferior) {
   auto table = linux::SymbolTable::load(inferior.pid());
@@ -128,15 +211,25 @@ Result<std::vector<Watched>> resolve(const std::vector<WatchExpr>& exprs,
     w.range.id = out.size();
     w.range.access = access_bits(e.access);
     std::optional<std::uint64_t> size;
+    bool wrapped = false;
     if (e.address) {
       w.range.addr = *e.address;
     } else {
       auto sym = linux::find_symbol(inferior, *table, ran_to_entry, e.symbol);
       if (!sym) return std::unexpected(sym.error().with_context("expression '" + e.text + "'"));
       w.range.addr = sym->address + static_cast<std::uint64_t>(e.offset);
+      wrapped = e.offset >= 0 ? w.range.addr < sym->address : w.range.addr > sym->address;
       size = sym->size;
     }
     w.range.len = e.access == WatchAccess::kExec ? 1 : default_length(e, size);
+    if (wrapped || w.range.addr > ~std::uint64_t{0} - (w.range.len - 1)) {
+      return make_error(ErrorCode::kInval, "expression '" + e.text +
+                                               "': the range wraps past the end of the address "
+                                               "space");
+    }
+    if (e.access == WatchAccess::kExec) {
+      if (auto code = check_code(w, inferior, *table); !code) return std::unexpected(code.error());
+    }
     out.push_back(std::move(w));
   }
   return out;
@@ -146,28 +239,64 @@ Result<std::vector<Watched>> resolve(const std::vector<WatchExpr>& exprs,
 class Reporter final : public linux::WatchObserver {
  public:
   Reporter(const WatchArgs& args, const std::vector<Watched>& watched, Condition condition,
-           pid_t pid)
-      : args_(args), watched_(watched), condition_(std::move(condition)), pid_(pid) {
+           pid_t pid, const Report& report)
+      : args_(args),
+        watched_(watched),
+        condition_(std::move(condition)),
+        pid_(pid),
+        report_(report) {
     hits_.assign(watched.size(), 0);
     for (const Comparison& c : condition_.terms) {
       (c.operand == CondOperand::kOld ? needs_old_ : needs_new_) = true;
     }
+    // A range's id is its first expression's index (ranges_of); its hits are every such
+    // expression's.
+    sharing_.resize(watched.size());
+    for (std::size_t i = 0; i < watched.size(); ++i) {
+      std::size_t first = 0;
+      while (!same_range(watched[first].range, watched[i].range)) ++first;
+      sharing_[first].push_back(i);
+    }
   }
 
-  // Reports one hit (after the --if condition and the -t filter). A condition on a value that is
-  // unknown does not hold.
+  // Reports one hit of range h.id, once for each expression naming it.
   void hit(const linux::WatchHit& h) override {
+    for (std::size_t i : sharing_[h.id]) hit(h, i);
+  }
+
+  bool done() const override { return args_.count != 0 && total_ >= args_.count; }
+  std::uint64_t total() const { return total_; }
+
+  // `n` hits of range `id` by thread `tid`, counted without being seen one by one (stat's
+  // counting events), for each expression naming the range.
+  void add_count(std::size_t id, pid_t tid, unsigned access, std::uint64_t n) {
+    if (args_.target.tid != 0 && tid != args_.target.tid) return;
+    for (std::size_t i : sharing_[id]) {
+      hits_[i] += n;
+      total_ += n;
+      Counts& c = per_thread_[{i, tid}];
+      if ((access & linux::kWatchRead) != 0) c.reads += n;
+      if ((access & linux::kWatchWrite) != 0) c.writes += n;
+      if ((access & linux::kWatchExec) != 0) c.execs += n;
+      c.total += n;
+    }
+  }
+
+ private:
+  // Reports one hit of expression i (after the --if condition and the -t filter). A condition on
+  // a value that is unknown does not hold.
+  void hit(const linux::WatchHit& h, std::size_t i) {
     if (args_.target.tid != 0 && h.tid != args_.target.tid) return;
     if (done()) return;
-    const Watched& w = watched_[h.id];
+    const Watched& w = watched_[i];
     const unsigned width = static_cast<unsigned>(std::min<std::uint64_t>(w.range.len, 8));
     if (h.access != linux::kWatchExec) {
       if ((needs_old_ && h.old_value.empty()) || (needs_new_ && h.new_value.empty())) return;
       if (!condition_.eval(le_value(h.old_value), le_value(h.new_value), width)) return;
     }
-    ++hits_[h.id];
+    ++hits_[i];
     ++total_;
-    Counts& c = per_thread_[{h.id, h.tid}];
+    Counts& c = per_thread_[{i, h.tid}];
     if ((h.access & linux::kWatchRead) != 0) ++c.reads;
     if ((h.access & linux::kWatchWrite) != 0) ++c.writes;
     if ((h.access & linux::kWatchExec) != 0) ++c.execs;
@@ -189,26 +318,25 @@ class Reporter final : public linux::WatchObserver {
       line += ",\"symbol\":" + json_string(describe(h.ip));
       if (!h.syscall.empty()) line += ",\"syscall\":" + json_string(h.syscall);
       line += "}";
-      std::cout << line << std::endl;
+      report_.line(line);
     } else {
       char time[32];
       std::snprintf(time, sizeof(time), "%12.6f", static_cast<double>(h.time_ns) / 1e9);
-      std::cout << time << "  tid " << h.tid << "  " << describe(h.ip) << "  " << w.label << " "
-                << hex(h.addr) << " " << access_letters(h.access);
+      std::string line = std::string(time) + "  tid " + std::to_string(h.tid) + "  " +
+                         describe(h.ip) + "  " + w.label + " " + hex(h.addr) + " " +
+                         access_letters(h.access);
       if (h.access != linux::kWatchExec) {
-        std::cout << "  " << value_text(h.old_value) << " -> " << value_text(h.new_value);
+        line += "  " + value_text(h.old_value) + " -> " + value_text(h.new_value);
       }
-      if (!h.syscall.empty()) std::cout << "  (kernel, " << h.syscall << ")";
-      std::cout << std::endl;
+      if (!h.syscall.empty()) line += "  (kernel, " + h.syscall + ")";
+      report_.line(line);
     }
   }
 
-  bool done() const override { return args_.count != 0 && total_ >= args_.count; }
-  std::uint64_t total() const { return total_; }
-
+ public:
   void summary(const std::string& mode, const std::string& method, const linux::RunResult& end,
                bool spawned) {
-    std::cout.flush();
+    std::FILE* out = report_.out();
     if (args_.json) {
       std::string line = "{\"event\":\"summary\",\"hits\":{";
       for (std::size_t i = 0; i < watched_.size(); ++i) {
@@ -235,42 +363,45 @@ class Reporter final : public linux::WatchObserver {
       if (end.signal != 0) line += ",\"signal\":" + std::to_string(end.signal);
       if (end.interrupted) line += ",\"interrupted\":true";
       line += "}}";
-      std::cout << line << "\n";
+      report_.line(line);
       return;
     }
     if (args_.stat) {
-      std::printf("\n Watch counts for %s (%s: %s):\n\n", target_text_.c_str(), mode.c_str(),
-                  method.c_str());
-      std::printf(" %-28s %8s %10s %10s %10s %10s\n", "EXPRESSION", "TID", "READS", "WRITES",
-                  "EXECS", "TOTAL");
+      std::fprintf(out, "\n Watch counts for %s (%s: %s):\n\n", target_text_.c_str(), mode.c_str(),
+                   method.c_str());
+      std::fprintf(out, " %-28s %8s %10s %10s %10s %10s\n", "EXPRESSION", "TID", "READS", "WRITES",
+                   "EXECS", "TOTAL");
       for (std::size_t i = 0; i < watched_.size(); ++i) {
         Counts sum;
         for (const auto& [key, c] : per_thread_) {
           if (key.first != i) continue;
-          std::printf(
-              " %-28s %8d %10llu %10llu %10llu %10llu\n", watched_[i].label.c_str(), key.second,
-              static_cast<unsigned long long>(c.reads), static_cast<unsigned long long>(c.writes),
-              static_cast<unsigned long long>(c.execs), static_cast<unsigned long long>(c.total));
+          std::fprintf(out, " %-28s %8d %10llu %10llu %10llu %10llu\n", watched_[i].label.c_str(),
+                       key.second, static_cast<unsigned long long>(c.reads),
+                       static_cast<unsigned long long>(c.writes),
+                       static_cast<unsigned long long>(c.execs),
+                       static_cast<unsigned long long>(c.total));
           sum.reads += c.reads;
           sum.writes += c.writes;
           sum.execs += c.execs;
           sum.total += c.total;
         }
-        std::printf(
-            " %-28s %8s %10llu %10llu %10llu %10llu\n", watched_[i].label.c_str(), "all",
+        std::fprintf(
+            out, " %-28s %8s %10llu %10llu %10llu %10llu\n", watched_[i].label.c_str(), "all",
             static_cast<unsigned long long>(sum.reads), static_cast<unsigned long long>(sum.writes),
             static_cast<unsigned long long>(sum.execs), static_cast<unsigned long long>(sum.total));
       }
-      std::printf("\n");
-      std::fflush(stdout);
+      std::fprintf(out, "\n");
+      std::fflush(out);
     }
-    std::cerr << "hwarb " << (args_.stat ? "stat" : "watch") << ": " << total_
-              << (total_ == 1 ? " hit" : " hits");
+    std::string line = std::string("hwarb ") + (args_.stat ? "stat" : "watch") + ": " +
+                       std::to_string(total_) + (total_ == 1 ? " hit" : " hits");
     for (std::size_t i = 0; i < watched_.size(); ++i) {
-      std::cerr << (i == 0 ? " (" : ", ") << watched_[i].label << ": " << hits_[i];
+      line += (i == 0 ? " (" : ", ") + watched_[i].label + ": " + std::to_string(hits_[i]);
     }
-    std::cerr << ") in " << mode << " mode [" << method << "]; " << target_text_ << " "
-              << describe_end(end, spawned) << "\n";
+    line += ") in " + mode + " mode [" + method + "]; " + target_text_ + " " +
+            describe_end(end, spawned) + "\n";
+    std::fputs(line.c_str(), report_.summary());
+    std::fflush(report_.summary());
     if (lost_ != 0) {
       std::cerr << "hwarb " << (args_.stat ? "stat" : "watch") << ": warning: the kernel dropped "
                 << lost_ << " samples (ring buffer full): the counts are lower bounds\n";
@@ -301,10 +432,12 @@ class Reporter final : public linux::WatchObserver {
 
   const WatchArgs& args_;
   const std::vector<Watched>& watched_;
+  std::vector<std::vector<std::size_t>> sharing_;  // by range id: the expressions naming it
   Condition condition_;
   bool needs_old_ = false;
   bool needs_new_ = false;
   pid_t pid_;
+  const Report& report_;
   std::vector<std::uint64_t> hits_;
   std::uint64_t total_ = 0;
   std::map<std::pair<std::size_t, pid_t>, Counts> per_thread_;
@@ -329,32 +462,41 @@ std::optional<int> run_hardware(const WatchArgs& args, linux::Inferior& inferior
   }
   const bool spawned = inferior.spawned();
   const bool stops = linux::hits_need_stops(ranges, !args.stat);
+  const std::string method = std::to_string(pieces->size()) + " debug registers";
+  if (!stops) {
+    // Counting writes and executions: perf's counting events, read at the end (as perf stat).
+    auto count = linux::PerfCount::open(inferior.pid(), *pieces);
+    if (!count) {
+      why = count.error().to_string();
+      return std::nullopt;
+    }
+    std::cerr << "hwarb " << name << ": hardware mode, " << count->tasks().size() * pieces->size()
+              << " perf counting events (" << method << "), read when the target ends\n";
+    linux::HardCountEngine engine(std::move(*count), ranges);
+    auto end = linux::run_target(inferior, engine);
+    if (!end) return target_error(name, end.error());
+    auto counts = engine.counts();
+    if (!counts) return target_error(name, counts.error());
+    for (const linux::RangeCount& c : *counts) reporter.add_count(c.id, c.tid, c.access, c.count);
+    reporter.summary("hardware", method, *end, spawned);
+    return kExitOk;
+  }
   auto perf = linux::PerfWatch::open(inferior.pid(), *pieces, {.sigtrap = stops});
   if (!perf) {
     why = perf.error().to_string();
     return std::nullopt;
   }
-  const std::string method = std::to_string(pieces->size()) + " debug registers";
   std::cerr << "hwarb " << name << ": hardware mode, " << perf->events()
             << " perf breakpoint events (" << method << ")"
             << (stops ? ", each hit stopping the thread for its values" : "") << "\n";
   Progress progress;
   const auto line = [&reporter] { return "hwarb: " + std::to_string(reporter.total()) + " hits"; };
-  if (stops) {
-    linux::HardWatchEngine engine(inferior, std::move(*perf), ranges, reporter);
-    WithProgress shown(engine, progress, line);
-    auto end = linux::run_target(inferior, shown);
-    progress.clear();
-    if (!end) return target_error(name, end.error());
-    reporter.summary("hardware", method, *end, spawned);
-    return kExitOk;
-  }
-  auto counted = linux::count_untraced(inferior, std::move(*perf), ranges, reporter,
-                                       [&] { progress.update(line()); });
+  linux::HardWatchEngine engine(inferior, std::move(*perf), ranges, reporter);
+  WithProgress shown(engine, progress, line);
+  auto end = linux::run_target(inferior, shown);
   progress.clear();
-  if (!counted) return target_error(name, counted.error());
-  reporter.set_lost(counted->lost);
-  reporter.summary("hardware", method, counted->end, spawned);
+  if (!end) return target_error(name, end.error());
+  reporter.summary("hardware", method, *end, spawned);
   return kExitOk;
 }
 
@@ -373,10 +515,19 @@ int run_watch(WatchArgs& args) {
     if (!c) return usage_error(name, c.error().to_string());
     condition = std::move(*c);
   }
+  if (args.count_option != nullptr && args.count_option->count() > 0) {
+    auto count = parse_count(args.count_text);
+    if (!count) return usage_error(name, count.error().to_string());
+    args.count = *count;
+  }
+  if (args.hardware && args.software) {
+    return usage_error(name, "mode: --hardware and --software are exclusive");
+  }
   if (auto t = check_target(args.target); !t) return usage_error(name, t.error().to_string());
 
-  // Hardware or software: what the machine really does decides, unless --software. The debug
-  // registers a thread gets are the probe's count (x86's when the probe counted none).
+  // Hardware or software: what the machine really does decides, unless --software (or
+  // --hardware, which insists). The debug registers a thread gets are the probe's count (x86's
+  // when the probe counted none).
   bool hardware = false;
   int slots = x86::kSlots;
   std::string why = "--software";
@@ -394,23 +545,38 @@ int run_watch(WatchArgs& args) {
     } else {
       why = "the probe failed: " + report.error().to_string();
     }
+    if (args.hardware && hardware && report->breakpoint_slots == 0) {
+      hardware = false;
+      why = "the probe could open no breakpoint on a thread (" + report->slots_error + ")";
+    }
+    if (args.hardware && !hardware) {
+      std::cerr << "hwarb " << name << ": --hardware: hardware mode not possible: " << why << "\n";
+      return kExitFailure;
+    }
   }
+  auto output = Report::open(args.output);
+  if (!output) return usage_error(name, output.error().to_string());
 
   auto inferior = linux::open_target(args.target);
   if (!inferior) return target_error(name, inferior.error());
   auto watched = resolve(exprs, *inferior);
   if (!watched) {
-    const bool usage = watched.error().code() == ErrorCode::kNoEnt;
+    const bool usage =
+        watched.error().code() == ErrorCode::kNoEnt || watched.error().code() == ErrorCode::kInval;
     std::cerr << "hwarb " << name << ": " << watched.error().to_string() << "\n";
     return usage ? kExitUsage : kExitFailure;
   }
   auto table = linux::SymbolTable::load(inferior->pid());
-  Reporter reporter(args, *watched, condition, inferior->pid());
+  Reporter reporter(args, *watched, condition, inferior->pid(), *output);
   reporter.set_target_text(target_name(args.target));
   if (table) reporter.set_symbols(&*table);
 
   if (hardware) {
     if (auto code = run_hardware(args, *inferior, *watched, reporter, slots, why)) return *code;
+    if (args.hardware) {
+      std::cerr << "hwarb " << name << ": --hardware: hardware mode not possible (" << why << ")\n";
+      return kExitFailure;
+    }
     std::cerr << "hwarb " << name << ": hardware mode not possible (" << why << ")\n";
   }
   // The software path (also where the hardware path cannot take the expressions).
@@ -447,10 +613,16 @@ CommandRunner setup(CLI::App& app, bool stat) {
   if (!stat) {
     sub->add_option("--if", args->condition,
                     "report only hits where e.g. 'new==5', 'old!=0 && new>10'");
-    sub->add_option("--count", args->count, "stop watching after N hits (the target runs on)");
+    args->count_option = sub->add_option("--count", args->count_text,
+                                         "stop watching after N hits (the target runs on)")
+                             ->type_name("N");
   }
   sub->add_flag("--software", args->software,
                 "use the software path (page protection, int3) even where hardware hits work");
+  sub->add_flag("--hardware", args->hardware,
+                "insist on the hardware path (perf breakpoints): an error (exit 1) where this "
+                "machine does not deliver their hits or the expressions need more registers");
+  add_output_option(*sub, args->output);
   sub->add_flag("--json", args->json, "one JSON object per line");
   add_target_options(*sub, args->target);
   sub->footer(

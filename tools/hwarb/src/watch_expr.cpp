@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "hwarb/base/format.h"
 #include "number_scan.h"
 
 namespace hwarb::cli {
@@ -77,6 +78,15 @@ class Parser {
       std::string expected = e.length ? "':'" : "'/' or ':'";
       if (!e.address && !offset_given && !e.length) expected = "'+', '-', '/' or ':'";
       return fail(pos_, "unexpected " + quoted(text_[pos_]) + " (expected " + expected + ")");
+    }
+    if (e.address) {
+      // An execute watch is its first byte alone.
+      const std::uint64_t len =
+          e.access == WatchAccess::kExec ? 1 : default_length(e, std::nullopt);
+      if (*e.address > std::numeric_limits<std::uint64_t>::max() - (len - 1)) {
+        return fail(4, "range " + hex(*e.address) + "/" + std::to_string(len) +
+                           " wraps past the end of the address space");
+      }
     }
     return e;
   }

@@ -37,8 +37,11 @@ TEST(ParseWatchExpr, AcceptsPerfSyntax) {
       {"mem:0x1000:wr", 0x1000, "", 0, std::nullopt, kRW, true},
       {"mem:0x1000:rw", 0x1000, "", 0, std::nullopt, kRW, true},
       {"mem:0x401000:x", 0x401000, "", 0, std::nullopt, WatchAccess::kExec, true},
-      {"mem:0xffffffffffffffff", 0xffffffffffffffff, "", 0, std::nullopt, kRW, false},
-      {"mem:18446744073709551615/1048576", 0xffffffffffffffff, "", 0, 1048576, kRW, false},
+      {"mem:0xfffffffffffffffc", 0xfffffffffffffffc, "", 0, std::nullopt, kRW, false},
+      {"mem:18446744073708503040/1048576", 0xfffffffffff00000, "", 0, 1048576, kRW, false},
+      {"mem:0xffffffffffffffff/1", 0xffffffffffffffff, "", 0, 1, kRW, false},
+      {"mem:0xffffffffffffffff:x", 0xffffffffffffffff, "", 0, std::nullopt, WatchAccess::kExec,
+       true},
       {"counter", std::nullopt, "counter", 0, std::nullopt, kRW, false},
       {"counter:w", std::nullopt, "counter", 0, std::nullopt, WatchAccess::kWrite, true},
       {"record+8/8:rw", std::nullopt, "record", 8, 8, kRW, true},
@@ -110,6 +113,15 @@ TEST(ParseWatchExpr, RejectsWithColumnAndReason) {
        "offset 9223372036854775809 does not fit in a signed 64-bit "
        "offset"},
       {"counter:rw:", 11, "unknown access letter ':' (use r, w, x)"},
+      // The last byte of a range is at most 2^64-1 (the default length counts).
+      {"mem:0xffffffffffffffff/8", 5,
+       "range 0xffffffffffffffff/8 wraps past the end of the address space"},
+      {"mem:0xffffffffffffffff", 5,
+       "range 0xffffffffffffffff/4 wraps past the end of the address space"},
+      {"mem:0xfffffffffffffffd:w", 5,
+       "range 0xfffffffffffffffd/4 wraps past the end of the address space"},
+      {"mem:18446744073709551615/1048576", 5,
+       "range 0xffffffffffffffff/1048576 wraps past the end of the address space"},
   };
   for (const Bad& c : cases) {
     auto e = parse_watch_expr(c.text);

@@ -9,7 +9,10 @@
 //    Errors: ENOENT/ESRCH naming `pid`, EACCES naming `pid`, ENOEXEC-like failures as EINVAL
 //    naming `file` (not ELF).
 //  - find(name) searches functions and data objects (symtab, else dynsym), the executable
-//    first, then the libraries in map order; `name@LIB` is not supported. Unknown: ENOENT naming
+//    first, then the libraries in map order; `name@LIB` is not supported. The PLT stubs of x86_64
+//    modules (.plt, .plt.sec, .plt.got) are functions named NAME@plt (perf's and objdump's
+//    names), one per stub that jumps through a GOT slot of a JUMP_SLOT or GLOB_DAT relocation,
+//    sized as the section's entries; find("NAME@plt") finds them. Unknown: ENOENT naming
 //    `symbol` with up to three near matches by edit distance ("did you mean: a, b, c").
 //  - locate(addr) gives the symbol containing addr (or the nearest preceding function in the
 //    same module when sizes are missing) and, with DWARF, its source file:line.

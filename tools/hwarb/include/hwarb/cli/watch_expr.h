@@ -10,6 +10,9 @@
 //    '-'). LEN is 1 .. kMaxWatchLength. ACCESS is a set of the letters r, w, x in any order, each
 //    at most once ("rw" and "wr" are the same); x cannot be combined with r or w. Without ACCESS
 //    the access is rw. A symbol cannot be called `mem` when followed by ':' (that is the mem form).
+//  - A mem: range must end at or below 2^64-1: ADDR + LEN - 1, LEN the default length when not
+//    given (an execute watch counts its first byte alone), else "range ADDR/LEN wraps past the
+//    end of the address space" at the column of ADDR.
 //  - Errors are EINVAL with the message "expression 'TEXT': at column N: reason", N the 1-based
 //    column of the offending character (one past the end when something is missing).
 //  - default_length() is perf's: an explicit length wins; an execute watch is sizeof(long) = 8
