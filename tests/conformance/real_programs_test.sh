@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Real programs that fight back, under `hwarb watch` / `hwarb stat`:
+#   real_programs_test.sh HWARB PROGRAMS_DIR [CASE...]
+# A watched program must behave exactly as unwatched (same output, same exit status) and every
+# count must be exact, in software mode (always) and in hardware mode (where the probe sees hits
+# delivered; elsewhere the hardware cases print why they do not run). Each case is named; give
+# names to run only those. Every run is bounded (a hang is a failure, never a stuck test).
+set -uo pipefail
+hwarb=$1
+programs=$2
+shift 2
+only=("$@")
+# shellcheck source=cli_test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cli_test_lib.sh"
+limit=120  # seconds any one hwarb run may take
+
+wanted() {  # wanted CASE: whether the case was asked for (all when none was named)
+  [[ ${#only[@]} -eq 0 ]] && return 0
+  local c
+  for c in "${only[@]}"; do [[ $c == "$1" ]] && return 0; done
+  return 1
+}
+bad() {
+  echo "FAIL: $*" >&2
+  fail=1
+}
+
+# The modes to run: software always; hardware where hits are delivered.
+modes=(--software)
+if "$hwarb" probe --json >"$tmp/probe" 2>/dev/null && grep -q '"hits_delivered":true' "$tmp/probe"; then
+  modes+=(--hardware)
+else
+  echo "note: hardware cases not run: $("$hwarb" probe 2>&1 | grep -m1 'hits delivered')"
+fi
+
+# watched MODE OUT SUBCOMMAND ARGS...: runs `hwarb SUBCOMMAND MODE -o OUT ARGS...` (bounded), the
+# program's stdout to OUT.prog, hwarb's stderr to OUT.err; sets `rc`. A run past the limit is
+# killed and fails.
+watched() {
+  local mode=$1 out=$2 sub=$3
+  shift 3
+  timeout -s KILL "$limit" "$hwarb" "$sub" "$mode" -o "$out" "$@" >"$out.prog" 2>"$out.err"
+  rc=$?
+  if [[ $rc -eq 137 ]]; then
+    bad "hwarb $sub $mode $*: still running after ${limit}s (killed)"
+    sed 's/^/  err: /' "$out.err" | tail -5 >&2
+  fi
+}
+
+# exact CASE EXPR WANT PROGRAM ARGS...: the program alone, then under `watch --json` in each mode;
+# output and exit status must be the same, and the hits of EXPR exactly WANT (a number, or
+# "from:REGEX" to take it from the program's own output, e.g. from:writes=).
+exact() {
+  local name=$1 expr=$2 want=$3
+  shift 3
+  wanted "$name" || return 0
+  timeout -s KILL "$limit" "$@" >"$tmp/alone" 2>/dev/null
+  local alone_rc=$?
+  if [[ $want == from:* ]]; then
+    want=$(sed -n "s/.*${want#from:}\([0-9]*\).*/\1/p" "$tmp/alone" | head -1)
+  fi
+  local mode
+  for mode in "${modes[@]}"; do
+    watched "$mode" "$tmp/w" watch --json "$expr" -- "$@"
+    [[ $rc -eq 0 ]] || bad "$name ($mode): hwarb exit $rc: $(tail -3 "$tmp/w.err")"
+    if ! diff -q "$tmp/alone" "$tmp/w.prog" >/dev/null; then
+      bad "$name ($mode): the program's output changed under watch"
+      diff "$tmp/alone" "$tmp/w.prog" | head -10 | sed 's/^/  /' >&2
+    fi
+    local hits status
+    hits=$(grep -c '"event":"hit"' "$tmp/w")
+    [[ $hits -eq $want ]] || bad "$name ($mode): $hits hits, expected $want"
+    status=$(sed -n 's/.*"exit":\([0-9]*\).*/\1/p' "$tmp/w" | tail -1)
+    [[ $status == "$alone_rc" ]] || bad "$name ($mode): exit status reported '$status', alone $alone_rc"
+    cp "$tmp/w" "$tmp/$name$mode.json"
+  done
+  # The differential: both modes report the same hits (ip, address, access, values).
+  if [[ ${#modes[@]} -eq 2 ]]; then
+    local a b
+    a=$(grep '"event":"hit"' "$tmp/$name--software.json" | sed 's/"time":[^,]*,//; s/"tid":[0-9]*,//')
+    b=$(grep '"event":"hit"' "$tmp/$name--hardware.json" | sed 's/"time":[^,]*,//; s/"tid":[0-9]*,//')
+    if [[ "$a" != "$b" ]]; then
+      bad "$name: software and hardware hits differ"
+      diff <(echo "$a") <(echo "$b") | head -8 | sed 's/^/  /' >&2
+    fi
+  fi
+}
+
+P=$programs
+# 1. Threads blocking on futexes (a mutex-protected counter).
+exact futex 'counter:w' 4000 "$P/prog_futex_counter" 2 2000
+# 3, 14. fork, vfork + exec, exec: children followed, none killed.
+exact fork 'counter:w' 40 "$P/prog_forker" fork 20
+exact vfork 'counter:w' 40 "$P/prog_forker" vfork 20
+exact exec 'counter:w' 40 "$P/prog_forker" exec 20
+# 4, 5, 16. Its own SIGSEGV handler on the watched page (exact siginfo; the handler mprotects,
+# writes the watched word and returns; the faulting write restarts).
+exact own_segv 'area/4:w' 6 "$P/prog_own_segv" 5
+# 6. munmap, then mmap at the same address: the watch follows.
+exact remap 'area/4:w' 40 "$P/prog_remap" 20
+# 7. rep stos / rep movs / xsave: one hit per instruction.
+exact strings 'area+24/8:w' from:writes= "$P/prog_strings"
+# 16. A SIGALRM every 100 us.
+exact alarm_storm 'counter:w' 3000 "$P/prog_alarm_storm" 3000
+
+# 18. Job control: SIGSTOP stops the watched program (it writes nothing while stopped), SIGCONT
+# resumes it, and it ends as unwatched.
+if wanted job_control; then
+  for mode in "${modes[@]}"; do
+    rm -f "$tmp/pid"
+    timeout -s KILL "$limit" "$hwarb" stat "$mode" -o "$tmp/jc" ticks:w -- \
+      "$P/prog_ticker" "$tmp/pid" 1500 >"$tmp/jc.prog" 2>"$tmp/jc.err" &
+    watcher=$!
+    for _ in $(seq 200); do [[ -s $tmp/pid ]] && break; sleep 0.02; done
+    pid=$(cat "$tmp/pid" 2>/dev/null)
+    sleep 0.3
+    kill -STOP "$pid"
+    sleep 0.3
+    t1=$(python3 "$(dirname "${BASH_SOURCE[0]}")/read_symbol.py" "$pid" ticks 8)
+    sleep 0.5
+    t2=$(python3 "$(dirname "${BASH_SOURCE[0]}")/read_symbol.py" "$pid" ticks 8)
+    [[ -n $t1 && $t1 == "$t2" ]] || bad "job_control ($mode): ticks moved while stopped ($t1 -> $t2)"
+    kill -CONT "$pid"
+    wait "$watcher"
+    rc=$?
+    [[ $rc -eq 0 ]] || bad "job_control ($mode): hwarb exit $rc: $(tail -3 "$tmp/jc.err")"
+    grep -q '^ticks=1500$' "$tmp/jc.prog" || bad "job_control ($mode): program output $(cat "$tmp/jc.prog")"
+    grep -qE 'ticks:w +all +0 +1500 ' "$tmp/jc" || bad "job_control ($mode): count: $(grep all "$tmp/jc")"
+  done
+fi
+
+# 8, 17. Attached with -p, then hwarb is sent SIGHUP / SIGINT / SIGTERM / SIGKILL: the target
+# runs on to its normal end, output and status unchanged.
+if wanted attach_signals; then
+  for mode in "${modes[@]}"; do
+    for sig in HUP INT TERM KILL; do
+      rm -f "$tmp/pid"
+      "$P/prog_ticker" "$tmp/pid" 1500 >"$tmp/tk.prog" 2>&1 &
+      target=$!
+      for _ in $(seq 200); do [[ -s $tmp/pid ]] && break; sleep 0.02; done
+      timeout -s KILL "$limit" "$hwarb" watch "$mode" --json -o "$tmp/at" ticks:w -p "$target" \
+        >/dev/null 2>"$tmp/at.err" &
+      watcher=$!
+      for _ in $(seq 250); do grep -q '"event":"hit"' "$tmp/at" 2>/dev/null && break; sleep 0.02; done
+      kill -"$sig" "$watcher"
+      wait "$watcher"
+      wait "$target"
+      rc=$?
+      [[ $rc -eq 0 ]] || bad "attach + SIG$sig ($mode): the target exited $rc"
+      grep -q '^ticks=1500$' "$tmp/tk.prog" || bad "attach + SIG$sig ($mode): target output $(cat "$tmp/tk.prog")"
+    done
+  done
+fi
+
+# 19. Signals to hwarb at random moments of a spawned target's life (start-up, vfork, exec):
+# hwarb always ends within seconds, and leaves no process behind.
+if wanted kill_rounds; then
+  rounds=${KILL_ROUNDS:-12}
+  for mode in "${modes[@]}"; do
+    for r in $(seq "$rounds"); do
+      sig=$(echo INT TERM HUP | cut -d' ' -f$((r % 3 + 1)))
+      "$hwarb" watch "$mode" -o /dev/null counter:w -- "$P/prog_forker" vfork 200 >/dev/null 2>&1 &
+      watcher=$!
+      sleep "0.0$((RANDOM % 9))$((RANDOM % 10))"
+      kill -"$sig" "$watcher" 2>/dev/null
+      for _ in $(seq 100); do kill -0 "$watcher" 2>/dev/null || break; sleep 0.05; done
+      if kill -0 "$watcher" 2>/dev/null; then
+        bad "kill round $r ($mode, SIG$sig): hwarb still running 5 s later"
+        kill -9 "$watcher"
+      fi
+      wait "$watcher" 2>/dev/null
+      sleep 0.1
+      left=$(pgrep -f "$P/prog_forker" | tr '\n' ' ')
+      if [[ -n $left ]]; then
+        bad "kill round $r ($mode, SIG$sig): processes left behind: $left"
+        kill -9 $left 2>/dev/null
+      fi
+    done
+  done
+fi
+
+# 15, 20. Refused with exit 2 and the reason: execute watches off instruction boundaries of code,
+# bad counts, an address range that wraps.
+if wanted refusals; then
+  for mode in "${modes[@]}"; do
+    # prog_writer's data is `target`; its main starts with a one-byte push (frame pointers), so
+    # main+1 is a boundary, but set_target's first instruction is longer.
+    run 2 "target:x ($mode)" watch "$mode" 'target:x' -- "$P/prog_writer" 3
+    has "$tmp/err" "not code" "target:x ($mode)"
+    run 2 "set_target+1:x ($mode)" watch "$mode" 'set_target+1:x' -- "$P/prog_writer" 3
+    has "$tmp/err" "instruction boundary" "set_target+1:x ($mode)"
+  done
+  for count in -1 "" 18446744073709551616 x; do
+    run 2 "--count '$count'" watch --count "$count" target:w -- "$P/prog_writer" 3
+    has "$tmp/err" "--count" "--count '$count'"
+  done
+  run 2 "wrapping range" watch 'mem:0xffffffffffffffff/8' -- "$P/prog_writer" 3
+fi
+
+exit $fail
