@@ -10,18 +10,14 @@
 #include <utility>
 
 #include "hwarb/base/format.h"
+#include "hwarb/linux/page.h"
 #include "hwarb/linux/syscalls.h"
 
 namespace hwarb::linux {
 namespace {
 
-constexpr std::uint64_t kPage = 4096;
 constexpr int kSegvAccErr = 2;   // SEGV_ACCERR: a protection fault on a mapped page
 constexpr int kSiKernel = 0x80;  // SI_KERNEL: the SIGTRAP of an int3
-
-std::uint64_t page_of(std::uint64_t addr) {
-  return addr & ~(kPage - 1);
-}
 
 bool overlaps(std::uint64_t a, std::uint64_t alen, std::uint64_t b, std::uint64_t blen) {
   return a < b + blen && b < a + alen;
@@ -403,10 +399,10 @@ Result<std::vector<std::uint8_t>> SoftWatch::read_range(std::size_t range, pid_t
   return bytes;
 }
 
-void SoftWatch::add_hit(std::vector<SoftHit>& hits, std::size_t range, pid_t tid, std::uint64_t ip,
+void SoftWatch::add_hit(std::vector<WatchHit>& hits, std::size_t range, pid_t tid, std::uint64_t ip,
                         std::uint64_t addr, unsigned access, std::vector<std::uint8_t> before,
                         std::vector<std::uint8_t> after, std::string syscall) {
-  SoftHit hit;
+  WatchHit hit;
   hit.id = ranges_[range].id;
   hit.tid = tid;
   hit.time_ns = now_ns();
@@ -419,7 +415,7 @@ void SoftWatch::add_hit(std::vector<SoftHit>& hits, std::size_t range, pid_t tid
   hits.push_back(std::move(hit));
 }
 
-Result<bool> SoftWatch::handle(const Event& ev, std::vector<SoftHit>& hits) {
+Result<bool> SoftWatch::handle(const Event& ev, std::vector<WatchHit>& hits) {
   if (ended_) return false;
   const bool live = ev.kind == EventKind::kSignal || ev.kind == EventKind::kSyscallEnter ||
                     ev.kind == EventKind::kSyscallExit || ev.kind == EventKind::kNewThread ||
@@ -539,7 +535,7 @@ Result<bool> SoftWatch::on_exec(pid_t process) {
   return false;
 }
 
-Result<bool> SoftWatch::on_fault(const Event& ev, std::vector<SoftHit>& hits) {
+Result<bool> SoftWatch::on_fault(const Event& ev, std::vector<WatchHit>& hits) {
   auto done = complete_fault(ev, hits);
   if (!done) return std::unexpected(done.error());
   if (done->stopped) {
@@ -551,7 +547,7 @@ Result<bool> SoftWatch::on_fault(const Event& ev, std::vector<SoftHit>& hits) {
 }
 
 Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
-                                                       std::vector<SoftHit>& hits) {
+                                                       std::vector<WatchHit>& hits) {
   const pid_t tid = ev.tid;
   ++stats_.faults;
   auto regs = inferior_->get_regs(tid);
@@ -680,7 +676,7 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
   return Completed{true, pass_signal};
 }
 
-Result<bool> SoftWatch::on_trap(const Event& ev, std::vector<SoftHit>& hits) {
+Result<bool> SoftWatch::on_trap(const Event& ev, std::vector<WatchHit>& hits) {
   const pid_t tid = ev.tid;
   auto regs = inferior_->get_regs(tid);
   if (!regs) return std::unexpected(regs.error());
@@ -823,7 +819,7 @@ Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
   return true;
 }
 
-Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<SoftHit>& hits) {
+Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<WatchHit>& hits) {
   const pid_t tid = ev.tid;
   auto it = open_.find(tid);
   if (it == open_.end()) {
@@ -923,7 +919,7 @@ Result<void> SoftWatch::prepare_step(pid_t tid) {
   return {};
 }
 
-Result<bool> SoftWatch::on_step(pid_t tid, std::vector<SoftHit>& hits) {
+Result<bool> SoftWatch::on_step(pid_t tid, std::vector<WatchHit>& hits) {
   ++stats_.steps;
   StepCheck& check = step_[tid];
   std::string via;

@@ -34,7 +34,7 @@ std::uint64_t value_of(const std::vector<std::uint8_t>& bytes) {
 }
 
 struct Outcome {
-  std::vector<SoftHit> hits;
+  std::vector<WatchHit> hits;
   Event end;
 };
 
@@ -87,7 +87,7 @@ TEST(SoftWatch, FindsEveryWriteWithIpAndValues) {
   Outcome got = run(*inf, *watch);
   ASSERT_EQ(got.hits.size(), 10u);
   for (std::size_t i = 0; i < got.hits.size(); ++i) {
-    const SoftHit& h = got.hits[i];
+    const WatchHit& h = got.hits[i];
     EXPECT_EQ(h.id, 7u);
     EXPECT_EQ(h.tid, inf->pid());
     EXPECT_EQ(h.access, kWatchWrite);
@@ -116,7 +116,7 @@ TEST(SoftWatch, ReadsAreCountedExactlyAndSeparatelyFromWrites) {
     ASSERT_TRUE(watch) << watch.error().to_string();
     Outcome got = run(*inf, *watch);
     int reads = 0, writes = 0;
-    for (const SoftHit& h : got.hits) {
+    for (const WatchHit& h : got.hits) {
       if (h.access == kWatchRead) {
         ++reads;
         EXPECT_GE(h.ip, getter.address);
@@ -174,7 +174,7 @@ TEST(SoftWatch, EveryThreadsWritesAreFound) {
   EXPECT_EQ(got.hits.size(), 200u);
   std::set<pid_t> tids;
   std::map<std::uint64_t, int> per_slot;
-  for (const SoftHit& h : got.hits) {
+  for (const WatchHit& h : got.hits) {
     tids.insert(h.tid);
     ++per_slot[h.addr];
     EXPECT_NE(h.tid, inf->pid());
@@ -196,7 +196,7 @@ TEST(SoftWatch, ExecutionBreakpointsHitOncePerCallAndLeaveTheProgramAlone) {
   EXPECT_EQ(watch->method(0), WatchMethod::kInt3);
   Outcome got = run(*inf, *watch);
   ASSERT_EQ(got.hits.size(), 7u);
-  for (const SoftHit& h : got.hits) EXPECT_EQ(h.ip, work.address);
+  for (const WatchHit& h : got.hits) EXPECT_EQ(h.ip, work.address);
   EXPECT_EQ(got.end.status, 0);
   EXPECT_EQ(out.text(), "total=70\n");
 }
@@ -212,19 +212,19 @@ TEST(SoftWatch, KernelWritesAndReadsNameTheSystemCall) {
   ASSERT_TRUE(watch);
   Outcome got = run(*inf, *watch);
   std::vector<std::string> seen;
-  for (const SoftHit& h : got.hits) {
+  for (const WatchHit& h : got.hits) {
     if (h.id == 0 && !h.syscall.empty()) seen.push_back(h.syscall + ":" + std::to_string(h.access));
   }
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0], "read:" + std::to_string(kWatchWrite));
   EXPECT_EQ(seen[1], "write:" + std::to_string(kWatchRead));
-  const SoftHit& kernel_write = *std::find_if(got.hits.begin(), got.hits.end(),
-                                              [](const SoftHit& h) { return h.syscall == "read"; });
+  const WatchHit& kernel_write = *std::find_if(
+      got.hits.begin(), got.hits.end(), [](const WatchHit& h) { return h.syscall == "read"; });
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(kernel_write.new_value.data()), 7),
             "kernel!");
   // clock_gettime (vDSO: a user-space store, no system call) wrote `stamp`.
   EXPECT_TRUE(
-      std::any_of(got.hits.begin(), got.hits.end(), [](const SoftHit& h) { return h.id == 1; }));
+      std::any_of(got.hits.begin(), got.hits.end(), [](const WatchHit& h) { return h.id == 1; }));
   EXPECT_EQ(got.end.status, 0);
   EXPECT_EQ(out.text(), "kernel!\n");
 }
@@ -244,7 +244,7 @@ TEST(SoftWatch, FutexCallsOnTheWatchedPageRunAsUnwatchedAndCountExactly) {
   EXPECT_EQ(got.end.status, 0);
   EXPECT_EQ(out.text(), "counter=6000\n");
   EXPECT_EQ(got.hits.size(), 6000u);
-  for (const SoftHit& h : got.hits) {
+  for (const WatchHit& h : got.hits) {
     ASSERT_EQ(h.syscall, "") << "a write taken for the kernel's: " << value_of(h.new_value);
   }
 }
@@ -330,7 +330,7 @@ TEST(SoftWatch, KernelAccessesThroughIovecsAreSeenAndTheCallsSucceed) {
   ASSERT_TRUE(watch);
   Outcome got = run(*inf, *watch);
   std::vector<std::string> seen;
-  for (const SoftHit& h : got.hits) {
+  for (const WatchHit& h : got.hits) {
     if (!h.syscall.empty()) {
       seen.push_back(std::to_string(h.id) + ":" + h.syscall + ":" + std::to_string(h.access));
     }

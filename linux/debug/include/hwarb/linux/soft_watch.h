@@ -77,10 +77,6 @@
 
 namespace hwarb::linux {
 
-// The hits of either watch path are WatchHit (watch_hit.h; time_ns counts from arm()). SoftHit
-// is its former name, kept while callers move to WatchHit.
-using SoftHit = WatchHit;
-
 enum class WatchMethod : std::uint8_t { kPageProtect, kSingleStep, kInt3 };
 const char* watch_method_name(WatchMethod method);
 
