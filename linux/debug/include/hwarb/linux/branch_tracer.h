@@ -1,7 +1,7 @@
 // hwarb/linux/branch_tracer.h — BranchTracer, exact branch records (from -> to) of a real
 // process without BTS, PT or LBR, and without single-stepping.
 //
-// Method (software BTS, DESIGN.md section 7):
+// Method (software BTS, docs/architecture.md section 7):
 //  1. Basic blocks are decoded lazily with Zydis (x86/insn.h) from the ORIGINAL bytes of the
 //     text (the bytes the tracer replaced are kept in a shadow and used when decoding). A block
 //     is the linear run of instructions from its entry up to and including the first branch
