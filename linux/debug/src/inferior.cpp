@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -980,10 +982,29 @@ Result<void> Inferior::release(pid_t child) {
 Result<void> Inferior::detach() {
   if (pid_ <= 0 || exited_) return {};
   if (auto s = stop_all(); !s) return std::unexpected(s.error());
-  // Signals the caller has not handled yet go to the threads as they leave.
+  // Signals the caller has not handled yet go to the threads as they leave, except the trap of
+  // a single step hwarb asked for: it is hwarb's, and delivered it would kill the program
+  // (SIGTRAP's default action). Such a trap is in one of two places:
+  //  1. reported already (the step ended before stop_all's interrupt): in queued_;
+  //  2. pending behind the interrupt stop (the kernel reports a ptrace interrupt before the
+  //     signals queued with it): surfaced here, then dropped like case 1.
+  std::set<pid_t> stepped;
+  for (const auto& [tid, t] : threads_) {
+    if (t.stopped && t.last == Resume::kStep) stepped.insert(tid);
+  }
+  for (pid_t tid : stepped) {
+    auto surfaced = surface_pending(tid, 1ull << (SIGTRAP - 1));
+    if (!surfaced) continue;  // the thread is gone: nothing to deliver
+    for (const Event& ev : *surfaced) queued_.push_back(ev);
+  }
   std::map<pid_t, int> pending;
   for (const Event& ev : queued_) {
-    if (ev.kind == EventKind::kSignal) pending[ev.tid] = ev.signal;
+    if (ev.kind != EventKind::kSignal) continue;
+    // x86 reports a step with TRAP_TRACE, and a step that ends in a system call's exit with
+    // TRAP_BRKPT (a program's own int3 is SI_KERNEL).
+    const bool step_code = ev.code == TRAP_TRACE || ev.code == TRAP_BRKPT;
+    const bool own_step = ev.signal == SIGTRAP && step_code && stepped.contains(ev.tid);
+    if (!own_step) pending[ev.tid] = ev.signal;
   }
   queued_.clear();
   Result<void> first;

@@ -492,6 +492,29 @@ TEST(Inferior, PendingSignalsSurfaceAndAreDroppedOrDelivered) {
   }
 }
 
+// Detached straight after a single step, the step's trap (reported while stop_all waits for its
+// interrupt) is hwarb's: the program runs on instead of dying of SIGTRAP.
+TEST(Inferior, DetachRightAfterAStepDoesNotDeliverTheStepsTrap) {
+  for (int round = 0; round < 20; ++round) {
+    auto inf = Inferior::spawn({program("spin")}, {.stdout_fd = ::open("/dev/null", O_WRONLY)});
+    ASSERT_TRUE(inf) << inf.error().to_string();
+    const pid_t pid = inf->pid();
+    ASSERT_TRUE(inf->resume_all(Resume::kCont));
+    ::usleep(5'000);
+    ASSERT_TRUE(inf->stop_all());
+    ASSERT_TRUE(inf->resume_all(Resume::kStep));
+    ASSERT_TRUE(inf->detach());
+    ::usleep(20'000);
+    int status = 0;
+    const pid_t waited = ::waitpid(pid, &status, WNOHANG);
+    EXPECT_EQ(waited, 0) << "round " << round << ": the program ended, signal "
+                         << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    if (waited != 0) break;
+  }
+}
+
 TEST(Inferior, AttachRefusesBadPids) {
   auto self = Inferior::attach(::getpid());
   ASSERT_FALSE(self);
