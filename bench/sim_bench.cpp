@@ -10,9 +10,13 @@
 //          tasks forked from a parent without breakpoints.
 //  memory: heap and RSS growth for N Machine tasks, then 4 events per task
 //          (register_user_hw_breakpoint, each task its own owner): bytes/task and bytes/event.
+//  flexible: the cost of registering one flexible breakpoint for a running task that already
+//          has N (every registration reschedules the CPU), at N up to --flexible (large)
+//          against N up to 1/16 of it (small): a ratio near 1 is a linear total cost, 16 would
+//          be quadratic (the core walking every flexible event on each install).
 //
-//   sim_bench [--quick] [--part access|switch|memory|all] [--reps N] [--time SECONDS]
-//             [--switch-tasks N] [--memory-tasks N]
+//   sim_bench [--quick] [--part access|switch|memory|flexible|all] [--reps N] [--time SECONDS]
+//             [--switch-tasks N] [--memory-tasks N] [--flexible N]
 //
 // Every run checks what it measures: the machine's exceptions, the handlers' hits and the bare
 // loop's matches agree; the registers are programmed; everything is released at the end (the
@@ -69,6 +73,7 @@ struct Options {
   double rep_time = 0.2;
   int switch_tasks = 100000;
   int memory_tasks = 1000000;
+  int flexible = 5000;
 };
 
 bool failed(const char* what) {
@@ -489,27 +494,112 @@ bool run_memory(const Options& opt, MemoryResult& out) {
   return ok;
 }
 
+// ---- 4. flexible breakpoints: the cost of one more ------------------------------------------
+
+// Seconds for each phase with `n` flexible breakpoints of a task on CPU 0 (negative on a failed
+// check): registering them (the task running, so each one reschedules the CPU), then `ops`
+// ticks (rotation: the first waiting event moves to the end), then `ops` switches away and back.
+struct FlexibleTimes {
+  double register_s = -1, tick_s = -1, switch_s = -1;
+};
+
+FlexibleTimes flexible_times(int n, int ops) {
+  FlexibleTimes out;
+  auto sys = make_system();
+  sim::Machine& m = sys->machine();
+  const TaskId task = *m.create_task();
+  if (!m.switch_to(CpuId(0), task)) return failed("flexible: switch_to") ? out : out;
+  std::vector<BreakpointHandle> bps;
+  bps.reserve(static_cast<std::size_t>(n));
+  auto t0 = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    hwarb::pmu::EventAttr attr =
+        breakpoint_attr(0x4000 + 8 * static_cast<std::uint64_t>(i), 8, BpType::kW);
+    attr.pinned = false;
+    auto bp = sys->breakpoints().register_user_hw_breakpoint(attr, {}, task);
+    if (!bp) {
+      std::fprintf(stderr, "register #%d: %s\n", i, bp.error().to_string().c_str());
+      return out;
+    }
+    bps.push_back(std::move(*bp));
+  }
+  const double register_s = seconds_since(t0);
+  t0 = Clock::now();
+  for (int i = 0; i < ops; ++i) {
+    if (!m.tick(CpuId(0))) return failed("flexible: tick") ? out : out;
+  }
+  const double tick_s = seconds_since(t0);
+  t0 = Clock::now();
+  for (int i = 0; i < ops; ++i) {
+    if (!m.switch_to_idle(CpuId(0)) || !m.switch_to(CpuId(0), task)) {
+      return failed("flexible: switch") ? out : out;
+    }
+  }
+  const double switch_s = seconds_since(t0);
+  const std::uint64_t dr7 = *m.dr7(CpuId(0));
+  for (int s = 0; s < 4; ++s) {
+    if (!hwarb::x86::dr7::enabled(dr7, s))
+      return failed("flexible: a free slot stayed empty") ? out : out;
+  }
+  bps.clear();
+  (void)m.switch_to_idle(CpuId(0));
+  if (!m.exit(task)) return failed("flexible: exit") ? out : out;
+  if (sys->arbiter().is_used()) return failed("flexible: arbiter not empty at the end") ? out : out;
+  return FlexibleTimes{register_s, tick_s, switch_s};
+}
+
+struct FlexibleResult {
+  int small = 0, large = 0, ops = 0;
+  // Median microseconds per registration, per tick, per switch pair.
+  FlexibleTimes small_us, large_us;
+};
+
+bool run_flexible(const Options& opt, FlexibleResult& out) {
+  out.large = opt.flexible;
+  out.small = std::max(1, opt.flexible / 16);
+  out.ops = opt.quick ? 1000 : 20000;
+  std::vector<double> sr, lr, st, lt, ss, ls;
+  for (int r = 0; r < opt.reps; ++r) {
+    const FlexibleTimes s = flexible_times(out.small, out.ops);
+    const FlexibleTimes l = flexible_times(out.large, out.ops);
+    if (s.register_s < 0 || l.register_s < 0) return false;
+    sr.push_back(s.register_s / out.small * 1e6);
+    lr.push_back(l.register_s / out.large * 1e6);
+    st.push_back(s.tick_s / out.ops * 1e6);
+    lt.push_back(l.tick_s / out.ops * 1e6);
+    ss.push_back(s.switch_s / out.ops * 1e6);
+    ls.push_back(l.switch_s / out.ops * 1e6);
+  }
+  out.small_us = {median(sr), median(st), median(ss)};
+  out.large_us = {median(lr), median(lt), median(ls)};
+  return true;
+}
+
 // ---- main -----------------------------------------------------------------------------------
 
 std::optional<Options> parse(int argc, char** argv) {
   Options opt;
-  std::optional<int> switch_tasks, memory_tasks;
-  const bool parsed = hwarb::bench::Args("sim_bench")
-                          .choice("part", &opt.part, {"access", "switch", "memory", "all"})
-                          .number("reps", "N", &opt.reps, 1)
-                          .number("time", "SECONDS", &opt.rep_time, 0.001)
-                          .number("switch-tasks", "N", &switch_tasks, 3)
-                          .number("memory-tasks", "N", &memory_tasks, 1)
-                          .parse(argc, argv, &opt.quick);
+  std::optional<int> switch_tasks, memory_tasks, flexible;
+  const bool parsed =
+      hwarb::bench::Args("sim_bench")
+          .choice("part", &opt.part, {"access", "switch", "memory", "flexible", "all"})
+          .number("reps", "N", &opt.reps, 1)
+          .number("time", "SECONDS", &opt.rep_time, 0.001)
+          .number("switch-tasks", "N", &switch_tasks, 3)
+          .number("memory-tasks", "N", &memory_tasks, 1)
+          .number("flexible", "N", &flexible, 16)
+          .parse(argc, argv, &opt.quick);
   if (!parsed) return std::nullopt;
   if (opt.quick) {
     opt.reps = 1;
     opt.rep_time = 0.002;
     opt.switch_tasks = 2000;
     opt.memory_tasks = 10000;
+    opt.flexible = 1600;
   }
   if (switch_tasks) opt.switch_tasks = *switch_tasks;
   if (memory_tasks) opt.memory_tasks = *memory_tasks;
+  if (flexible) opt.flexible = *flexible;
   return opt;
 }
 
@@ -565,6 +655,24 @@ int run(const Options& opt) {
         r.tasks, kEventsPerTask, r.per_task.heap, r.per_task.rss, kEventsPerTask, r.per_event.heap,
         r.per_event.rss, r.first_event.heap, r.first_event.rss, r.further_event.heap,
         r.further_event.rss, r.create_s, r.first_s, r.further_s, r.teardown_s);
+  }
+  if (wants("flexible")) {
+    FlexibleResult r;
+    ok = run_flexible(opt, r) && ok;
+    auto row = [&](const char* op, double small, double large) {
+      std::printf("| %s | %.3f | %.3f | %.2fx |\n", op, small, large,
+                  small > 0 ? large / small : 0.0);
+    };
+    std::printf(
+        "\n### flexible breakpoints of one task on CPU 0 (us per operation; median of %d)\n\n"
+        "| operation | %d registered | %d registered | large/small |\n|---|---:|---:|---:|\n",
+        opt.reps, r.small, r.large);
+    row("register one more", r.small_us.register_s, r.large_us.register_s);
+    row("tick", r.small_us.tick_s, r.large_us.tick_s);
+    row("switch away and back", r.small_us.switch_s, r.large_us.switch_s);
+    std::printf("\n1x: the cost does not grow with the number registered; %dx: it grows with it\n",
+                r.large / std::max(1, r.small));
+    std::fflush(stdout);
   }
   std::printf("\ntotal time %.1f s\n", seconds_since(t0));
   return ok ? 0 : 1;

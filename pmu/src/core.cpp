@@ -116,14 +116,17 @@ void Core::event_sched_out(Event& e) {
   e.pmu().stop(e, cpu);
   e.pmu().read(e);
   e.pmu().del(e, cpu);
+  e.active_hook.unlink();
   e.active_cpu_.reset();
   e.set_state(EventState::kInactive, clock_.now());
 }
 
 void Core::flexible_out(Context* ctx, CpuId cpu) {
   if (!ctx) return;
-  for (Event& e : ctx->flexible) {
-    if (e.state() == EventState::kActive && e.active_cpu_ == cpu) event_sched_out(e);
+  while (!ctx->active_flexible.empty()) {
+    Event& e = ctx->active_flexible.front();
+    HWARB_CHECK(e.active_cpu_ == cpu, "an active flexible event on another CPU");
+    event_sched_out(e);  // unlinks it
   }
 }
 
@@ -140,7 +143,11 @@ void Core::flexible_in(Context* ctx, CpuId cpu, bool& can_add) {
   for (Event& e : ctx->flexible) {
     if (!can_add) return;
     if (e.state() != EventState::kInactive || !e.eligible_) continue;
-    if (!event_sched_in(e, cpu)) can_add = false;
+    if (!event_sched_in(e, cpu)) {
+      can_add = false;
+    } else {
+      ctx->active_flexible.push_back(e);
+    }
   }
 }
 
@@ -223,10 +230,10 @@ Result<void> Core::tick(CpuId cpu) {
     if (it != task_ctx_.end()) tctx = it->second.get();
   }
   auto waiting = [](Event& e) { return e.state() == EventState::kInactive && e.eligible_; };
+  // Stops at the first waiting event: right after the installed ones when all are eligible.
   bool need = false;
   for (Context* ctx : {cctx, tctx}) {
-    if (!ctx) continue;
-    for (Event& e : ctx->flexible) need = need || waiting(e);
+    if (ctx && !need) need = std::any_of(ctx->flexible.begin(), ctx->flexible.end(), waiting);
   }
   if (!need) return {};
   flexible_out(cctx, cpu);

@@ -192,14 +192,14 @@ TEST(Limits, CpuSteps) {
 }
 
 TEST(Limits, FlexibleBreakpoints) {
-  // 200000 flexible breakpoints took minutes (perf core: each install walks the CPU's flexible
-  // list); the 1001st is refused before anything runs.
+  // 200000 flexible breakpoints took minutes (perf core: each install walked the CPU's flexible
+  // list); the 5001st is refused before anything runs.
   const auto start = std::chrono::steady_clock::now();
   const std::string error = parse_error(
       lines(200'000, [](int i) { return "bp b" + std::to_string(i) + " cpu=0 flexible"; }));
   EXPECT_EQ(error,
-            "t.scn:1001: bp: over the limit of 1000 flexible breakpoints in a scenario (this "
-            "line needs 1, the lines before it used 1000)");
+            "t.scn:5001: bp: over the limit of 5000 flexible breakpoints in a scenario (this "
+            "line needs 1, the lines before it used 5000)");
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
             2 * kSlow);
 }
@@ -207,12 +207,12 @@ TEST(Limits, FlexibleBreakpoints) {
 TEST(Limits, InheritedCopiesCountAtEachFork) {
   const std::string text =
       "task t\n" +
-      lines(500,
+      lines(2500,
             [](int i) { return "bp b" + std::to_string(i) + " task=t cpu=0 flexible inherit"; }) +
       "fork c1 parent=t\nfork c2 parent=t\n";
   EXPECT_EQ(parse_error(text),
-            "t.scn:503: fork: over the limit of 1000 flexible breakpoints in a scenario (this "
-            "line needs 500, the lines before it used 1000)");
+            "t.scn:2503: fork: over the limit of 5000 flexible breakpoints in a scenario (this "
+            "line needs 2500, the lines before it used 5000)");
 }
 
 TEST(Limits, BtsBuffers) {

@@ -51,7 +51,12 @@ struct Context {
   std::optional<CpuId> cpu;
   EventList pinned;
   EventList flexible;
+  // The kActive members of `flexible`, in the order they were installed: what a resched takes
+  // off, without a walk over every flexible event (so opening n flexible events costs O(n) and
+  // not O(n^2)). All of them are on one CPU: a CPU context's own, or the one its task runs on.
+  ActiveList active_flexible;
   ~Context() {
+    active_flexible.clear();
     pinned.clear();
     flexible.clear();
   }

@@ -127,6 +127,10 @@ class Event {
 
   // ---- core-private ----
   boost::intrusive::list_member_hook<> group_hook;  // in its context's pinned or flexible list
+  // In its context's active-flexible list while a flexible event is kActive; unlinks itself
+  // when the event is scheduled out or destroyed.
+  boost::intrusive::list_member_hook<boost::intrusive::link_mode<boost::intrusive::auto_unlink>>
+      active_hook;
 
  private:
   friend class Core;
@@ -168,5 +172,14 @@ class Event {
 using EventList = boost::intrusive::list<
     Event,
     boost::intrusive::member_hook<Event, boost::intrusive::list_member_hook<>, &Event::group_hook>>;
+
+// The flexible events a context has installed right now (auto-unlinking, so no size kept).
+using ActiveList = boost::intrusive::list<
+    Event,
+    boost::intrusive::member_hook<Event,
+                                  boost::intrusive::list_member_hook<
+                                      boost::intrusive::link_mode<boost::intrusive::auto_unlink>>,
+                                  &Event::active_hook>,
+    boost::intrusive::constant_time_size<false>>;
 
 }  // namespace hwarb::pmu
