@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "hwarb/breakpoints/watchpoint.h"
+#include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/syscalls.h"
 
 namespace hwarb::linux {
@@ -145,35 +146,52 @@ std::optional<Accessor> interrupted_string(const x86::Insn& insn, std::uint64_t 
 HardWatchEngine::HardWatchEngine(Inferior& inferior, PerfWatch perf, std::vector<WatchRange> ranges,
                                  WatchObserver& observer)
     : inferior_(inferior),
-      perf_(std::move(perf)),
-      pieces_(perf_->pieces()),
+      pieces_(perf.pieces()),
       ranges_(std::move(ranges)),
       observer_(observer),
-      start_(std::chrono::steady_clock::now()) {
-  read_shadows();
+      start_(std::chrono::steady_clock::now()),
+      image_(executable_path(inferior.pid()).value_or("")) {
+  // A vfork child or followed fork that execs stays traced (kExec), so that it can be watched
+  // again in its new image.
+  inferior_.follow_execs(true);
+  watches_.emplace(inferior_.pid(), std::move(perf));
+  watch_process(inferior_.pid());
 }
 
-void HardWatchEngine::read_shadows() {
-  shadow_.clear();
+HardWatchEngine::Process& HardWatchEngine::watch_process(pid_t process) {
+  Process& p = processes_[process];
+  p = Process{};
   for (const WatchRange& w : ranges_) {
     std::vector<std::uint8_t> bytes(w.access == kWatchExec ? 0 : w.len);
-    if (!bytes.empty() && !inferior_.read_memory(w.addr, bytes)) bytes.clear();
-    shadow_.push_back(std::move(bytes));
+    if (!bytes.empty() && !inferior_.read_memory(w.addr, bytes, process)) bytes.clear();
+    p.shadow.push_back(std::move(bytes));
   }
+  return p;
 }
 
-std::optional<std::uint64_t> HardWatchEngine::start_before(std::uint64_t end) {
-  if (auto it = starts_.find(end); it != starts_.end()) return it->second;
-  if (!symbols_ || (symbols_->locate(end - 1).module.empty() && symbol_loads_ < 4)) {
-    ++symbol_loads_;
-    if (auto table = SymbolTable::load(inferior_.pid())) symbols_ = std::move(*table);
+Result<void> HardWatchEngine::open_on(pid_t task, const char* what) {
+  auto watch = PerfWatch::open(task, pieces_, {.sigtrap = true});
+  if (!watch) {
+    if (watch.error().code() == ErrorCode::kSrch) return {};  // gone already: nothing to watch
+    return std::unexpected(watch.error().with_context(what));
+  }
+  watches_.insert_or_assign(task, std::move(*watch));
+  return {};
+}
+
+std::optional<std::uint64_t> HardWatchEngine::start_before(pid_t process, Process& p,
+                                                           std::uint64_t end) {
+  if (auto it = p.starts.find(end); it != p.starts.end()) return it->second;
+  if (!p.symbols || (p.symbols->locate(end - 1).module.empty() && p.symbol_loads < 4)) {
+    ++p.symbol_loads;
+    if (auto table = SymbolTable::load(process)) p.symbols = std::move(*table);
   }
   std::optional<std::uint64_t> start;
-  const Location loc = symbols_ ? symbols_->locate(end - 1) : Location{};
+  const Location loc = p.symbols ? p.symbols->locate(end - 1) : Location{};
   if (loc.symbol && loc.symbol->address < end && end - loc.symbol->address <= kMaxFunction) {
     const std::uint64_t base = loc.symbol->address;
     std::vector<std::uint8_t> text(end - base);
-    if (inferior_.read_memory(base, text)) {
+    if (inferior_.read_memory(base, text, process)) {
       std::uint64_t ip = base;
       while (ip < end) {
         const std::size_t avail = std::min<std::uint64_t>(kMaxInsn, end - ip);
@@ -184,18 +202,19 @@ std::optional<std::uint64_t> HardWatchEngine::start_before(std::uint64_t end) {
       }
     }
   }
-  starts_[end] = start;
+  p.starts[end] = start;
   return start;
 }
 
-std::optional<Accessor> HardWatchEngine::accessor(std::span<const std::uint8_t> code,
+std::optional<Accessor> HardWatchEngine::accessor(pid_t process, Process& p,
+                                                  std::span<const std::uint8_t> code,
                                                   const x86::Regs& regs, const WatchRange& w) {
   const std::vector<Accessor> found = accessors_before(code, regs.rip, w.addr, w.len, regs);
   if (found.size() == 1) return found.front();
   if (found.size() > 1) {
     // Decoding backwards is ambiguous (a prefix-less suffix of a store is often a store of the
     // same bytes): decoding forwards from the function's start tells where the instruction began.
-    if (auto start = start_before(regs.rip)) {
+    if (auto start = start_before(process, p, regs.rip)) {
       for (const Accessor& a : found) {
         if (a.ip == *start) return a;
       }
@@ -207,41 +226,79 @@ std::optional<Accessor> HardWatchEngine::accessor(std::span<const std::uint8_t> 
     return std::nullopt;
   }
   // A REP string instruction that trapped between iterations: the stop is at the instruction.
-  auto insn = inferior_.decode_at(regs.rip);
+  auto insn = inferior_.decode_at(regs.rip, process);
   if (!insn) return std::nullopt;
   return interrupted_string(*insn, w.addr, w.len, regs);
 }
 
 Result<bool> HardWatchEngine::handle(const Event& ev) {
-  if (ev.kind == EventKind::kFork && ev.vfork) {
+  switch (ev.kind) {
+    case EventKind::kFork:
+      return on_fork(ev);
+    case EventKind::kExec:
+      return on_exec(ev.tid);
+    case EventKind::kThreadExit:
+      // A vfork child, or a followed process's leader (the last of its threads): its breakpoints
+      // go with it.
+      if (ev.tid != inferior_.pid()) {
+        watches_.erase(ev.tid);
+        processes_.erase(ev.tid);
+      }
+      return false;
+    case EventKind::kSignal:
+      return perf_trap(ev) ? on_hit(ev) : false;
+    default:
+      return false;
+  }
+}
+
+Result<bool> HardWatchEngine::on_fork(const Event& ev) {
+  // A child of a process left unwatched (an exec of another image) is let go (run_target).
+  if (!processes_.contains(inferior_.process_of(ev.tid))) return false;
+  if (ev.vfork) {
     // A vfork child shares the memory until it execs (its breakpoints then go, remove_on_exec):
-    // watched as a thread, with breakpoints of its own (it inherits none, inherit_thread).
-    auto child = PerfWatch::open(ev.child, pieces_, {.sigtrap = true});
-    if (!child) return std::unexpected(child.error().with_context("vfork child"));
-    vfork_children_.push_back(std::move(*child));
+    // watched as a thread of its parent, with breakpoints of its own (it inherits none,
+    // inherit_thread). run_target resumes it.
+    if (auto r = open_on(ev.child, "vfork child"); !r) return std::unexpected(r.error());
     return false;
   }
-  if (ev.kind == EventKind::kExec) {
-    // The exec removed the breakpoints (remove_on_exec): the same ranges are watched in the new
-    // image.
-    perf_.reset();
-    vfork_children_.clear();
-    auto again = PerfWatch::open(inferior_.pid(), pieces_, {.sigtrap = true});
-    if (!again) return std::unexpected(again.error().with_context("exec"));
-    perf_.emplace(std::move(*again));
-    symbols_.reset();
-    starts_.clear();
-    read_shadows();
-    return false;
+  // A forked child has its own copy of the memory: followed, watched at the same addresses with
+  // breakpoints of its own, its values its own.
+  if (auto r = inferior_.follow(ev.child); !r) return std::unexpected(r.error());
+  watch_process(ev.child);
+  if (auto r = open_on(ev.child, "forked child"); !r) return std::unexpected(r.error());
+  if (auto r = inferior_.resume(ev.child, Resume::kCont);
+      !r && r.error().code() != ErrorCode::kSrch) {
+    return std::unexpected(r.error());
   }
-  if (!perf_trap(ev)) return false;
+  return true;
+}
+
+Result<bool> HardWatchEngine::on_exec(pid_t process) {
+  // The exec removed the breakpoints (remove_on_exec). The same executable is watched again in
+  // its new image, at the same addresses; any other leaves the process unwatched.
+  watches_.erase(process);
+  processes_.erase(process);
+  auto exe = executable_path(process);
+  if (image_.empty() || !exe || *exe != image_) return false;
+  watch_process(process);
+  if (auto r = open_on(process, "exec"); !r) return std::unexpected(r.error());
+  return false;  // run_target resumes it
+}
+
+Result<bool> HardWatchEngine::on_hit(const Event& ev) {
+  const pid_t process = inferior_.process_of(ev.tid);
+  auto found = processes_.find(process);
+  if (found == processes_.end()) return false;  // no breakpoint of ours there: the program's own
+  Process& p = found->second;
   auto regs = inferior_.get_regs(ev.tid);
   if (!regs) return std::unexpected(regs.error());
   const std::uint64_t time = since(start_);
   // The instruction bytes before the stop, for the accessor (fewer near address 0).
   std::array<std::uint8_t, kMaxInsn> window{};
   std::span<const std::uint8_t> code;
-  if (regs->rip >= window.size() && inferior_.read_memory(regs->rip - window.size(), window)) {
+  if (regs->rip >= window.size() &&
+      inferior_.read_memory(regs->rip - window.size(), window, process)) {
     code = window;
   }
   std::vector<bool> seen(ranges_.size(), false);
@@ -264,19 +321,19 @@ Result<bool> HardWatchEngine::handle(const Event& ev) {
     }
     h.ip = regs->rip;
     std::vector<std::uint8_t> now(w.len);
-    if (!inferior_.read_memory(w.addr, now)) now.clear();
+    if (!inferior_.read_memory(w.addr, now, process)) now.clear();
     // The accessing instruction's operands say read or write; a write-only breakpoint fires on
     // writes only. An instruction that cannot be found is both (never guessed from the values).
     const bool write_only = piece.type == BpType::kW;
     h.access = write_only ? kWatchWrite : kWatchRead | kWatchWrite;
-    if (auto acc = accessor(code, *regs, w)) {
+    if (auto acc = accessor(process, p, code, *regs, w)) {
       h.ip = acc->ip;
       if (!write_only) h.access = acc->access;
     }
     h.access &= w.access;
-    h.old_value = std::move(shadow_[i]);
+    h.old_value = std::move(p.shadow[i]);
     h.new_value = now;
-    shadow_[i] = std::move(now);
+    p.shadow[i] = std::move(now);
     if (h.access != 0) observer_.hit(h);
   }
   if (auto r = inferior_.resume(ev.tid, Resume::kCont); !r) return std::unexpected(r.error());
@@ -284,8 +341,7 @@ Result<bool> HardWatchEngine::handle(const Event& ev) {
 }
 
 Result<void> HardWatchEngine::finish() {
-  perf_.reset();  // the breakpoints go; hits already queued for a thread are dropped below
-  vfork_children_.clear();
+  watches_.clear();  // the breakpoints go; hits already queued for a thread are dropped below
   for (pid_t tid : inferior_.threads()) {
     for (const Event& ev : inferior_.discard_queued(tid)) {
       if (!perf_trap(ev)) inferior_.requeue(ev);

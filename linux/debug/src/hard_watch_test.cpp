@@ -438,45 +438,42 @@ TEST(HardWatchEngine, StringInstructionsAreNamedThemselves) {
   }
 }
 
-// A forked child is not traced: it must not inherit the breakpoints' SIGTRAPs (they would kill
-// it). The parent's writes are all seen.
-TEST(HardWatchEngine, AForkedChildIsNeverKilled) {
+// Children are followed as the software watch follows them, and none inherits a breakpoint
+// (whose SIGTRAP would kill it untraced): a forked child (its own copy of the memory) and a vfork
+// child that execs the same program are watched at the same address with breakpoints of their own.
+// Every write of each is a hit of its own thread, once, with the values of its own memory; the
+// children exit with their own status (the parent prints it).
+TEST(HardWatchEngine, ForkedAndVforkedChildrensWritesAreHits) {
   HITS_OR_SKIP();
-  Capture out;
-  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("forker"), "fork", "20"}), out);
-  const pid_t pid = inf->pid();
-  const Symbol counter = symbol(pid, "counter");
-  const std::vector<WatchRange> ranges = {{counter.address, 8, kWatchWrite, 0}};
-  OPEN_OR_SKIP(perf, pid, ranges, true);
-  Collector seen;
-  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
-  auto end = run_target(*inf, engine);
-  ASSERT_TRUE(end) << end.error().to_string();
-  EXPECT_EQ(out.text(), "child exit 3\n");
-  EXPECT_EQ(end->status, 0);
-  EXPECT_EQ(end->signal, 0);
-  std::size_t parent = 0;
-  for (const WatchHit& h : seen.hits) parent += h.tid == pid ? 1 : 0;
-  EXPECT_EQ(parent, 20u);
-}
-
-// A vfork child shares the memory until its exec: it is watched like a thread, and its exec
-// leaves it unharmed.
-TEST(HardWatchEngine, AVforkChildThatExecsIsNeverKilled) {
-  HITS_OR_SKIP();
-  Capture out;
-  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("forker"), "vfork", "20"}), out);
-  const pid_t pid = inf->pid();
-  const Symbol counter = symbol(pid, "counter");
-  const std::vector<WatchRange> ranges = {{counter.address, 8, kWatchWrite, 0}};
-  OPEN_OR_SKIP(perf, pid, ranges, true);
-  Collector seen;
-  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
-  auto end = run_target(*inf, engine);
-  ASSERT_TRUE(end) << end.error().to_string();
-  EXPECT_EQ(out.text(), "child exit 3\n");
-  EXPECT_EQ(end->status, 0);
-  EXPECT_EQ(end->signal, 0);
+  for (const char* mode : {"fork", "vfork"}) {
+    SCOPED_TRACE(mode);
+    Capture out;
+    SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("forker"), mode, "20"}), out);
+    const pid_t pid = inf->pid();
+    const Symbol counter = symbol(pid, "counter");
+    const std::vector<WatchRange> ranges = {{counter.address, 8, kWatchWrite, 0}};
+    OPEN_OR_SKIP(perf, pid, ranges, true);
+    Collector seen;
+    HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
+    auto end = run_target(*inf, engine);
+    ASSERT_TRUE(end) << end.error().to_string();
+    EXPECT_EQ(out.text(), "child exit 3\n");
+    EXPECT_EQ(end->status, 0);
+    EXPECT_EQ(end->signal, 0);
+    // The child writes first (the parent waits for it), then the parent: 1..20 each, from 0.
+    ASSERT_EQ(seen.hits.size(), 40u);
+    const pid_t child = seen.hits.front().tid;
+    EXPECT_NE(child, pid);
+    for (std::size_t i = 0; i < 40; ++i) {
+      SCOPED_TRACE(i);
+      const WatchHit& h = seen.hits[i];
+      EXPECT_EQ(h.tid, i < 20 ? child : pid);
+      EXPECT_EQ(h.access, kWatchWrite);
+      EXPECT_EQ(h.addr, counter.address);
+      EXPECT_EQ(value_of(h.old_value), i % 20);
+      EXPECT_EQ(value_of(h.new_value), i % 20 + 1);
+    }
+  }
 }
 
 // An exec drops perf's breakpoints (remove_on_exec): the engine opens them again in the new

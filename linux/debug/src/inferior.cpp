@@ -678,7 +678,10 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
     if (tid == pid_ && !vfork_child) {
       exited_ = true;
       ev.kind = WIFEXITED(status) ? EventKind::kExited : EventKind::kKilled;
-      threads_.clear();
+      // Followed processes (and vfork children) that outlive it stay, for detach().
+      std::erase_if(threads_, [](const auto& entry) {
+        return entry.second.process == 0 && !entry.second.vfork_child;
+      });
     } else {
       ev.kind = EventKind::kThreadExit;
     }
@@ -910,7 +913,8 @@ Result<std::vector<Event>> Inferior::surface_pending(pid_t tid, std::uint64_t ma
   }
   // Each round reports one signal; a thread has at most 64 kinds pending.
   for (int round = 0; round < 64; ++round) {
-    auto pending = deliverable_signals(pid_, tid);
+    // A followed process's thread (or a vfork child) is no thread of pid_: its own group's path.
+    auto pending = deliverable_signals(thread_group_of(tid), tid);
     if (!pending) return std::unexpected(pending.error());
     if ((*pending & mask) == 0) break;
     if (auto r = resume(tid, Resume::kCont); !r) return std::unexpected(r.error());
@@ -965,7 +969,7 @@ Result<std::vector<pid_t>> Inferior::stop_threads(pid_t except) {
       auto ev = translate(tid, *status);
       if (!ev) return std::unexpected(ev.error());
       if (*ev) queued_.push_back(**ev);
-      if (exited_) return stopped;
+      if (exited_ && threads_.empty()) return stopped;
     }
   }
   return stopped;
@@ -980,7 +984,7 @@ Result<void> Inferior::release(pid_t child) {
 }
 
 Result<void> Inferior::detach() {
-  if (pid_ <= 0 || exited_) return {};
+  if (pid_ <= 0 || (exited_ && threads_.empty())) return {};
   if (auto s = stop_all(); !s) return std::unexpected(s.error());
   // Signals the caller has not handled yet go to the threads as they leave, except the trap of
   // a single step hwarb asked for: it is hwarb's, and delivered it would kill the program
@@ -1017,7 +1021,7 @@ Result<void> Inferior::detach() {
     int sig = pending.contains(tid) ? pending[tid] : 0;
     if (sig == 0 && t.kept_signal != 0) sig = t.kept_signal;
     if (t.stop != StopKind::kSignal && sig != 0) {
-      (void)send_thread_signal(pid_, tid, sig);
+      (void)send_thread_signal(thread_group_of(tid), tid, sig);
       sig = 0;
     }
     if (auto r = ptrace_detach(tid, sig); !r && first && r.error().code() != ErrorCode::kSrch) {

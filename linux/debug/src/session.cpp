@@ -114,6 +114,16 @@ Result<RunResult> run_target(Inferior& inferior, Engine& engine) {
     }
     return first;
   };
+  // The process ended: followed processes that outlive it are let go, unwatched and unharmed.
+  auto ended = [&]() -> Result<RunResult> {
+    if (inferior.threads().empty()) return result;
+    Result<void> first;
+    if (auto s = inferior.stop_all(); !s) first = std::unexpected(s.error());
+    if (auto f = engine.finish(); !f && first) first = f;
+    if (auto d = inferior.detach(); !d && first) first = d;
+    if (!first) return std::unexpected(first.error());
+    return result;
+  };
   auto fail = [&](const Error& error) -> Result<RunResult> {
     (void)leave(false);
     return std::unexpected(error);
@@ -163,11 +173,11 @@ Result<RunResult> run_target(Inferior& inferior, Engine& engine) {
       case EventKind::kExited:
         result.exited = true;
         result.status = ev.status;
-        return result;
+        return ended();
       case EventKind::kKilled:
         result.exited = true;
         result.signal = ev.signal;
-        return result;
+        return ended();
       case EventKind::kThreadExit:
         break;
       case EventKind::kSignal:

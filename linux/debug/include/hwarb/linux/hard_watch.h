@@ -34,11 +34,19 @@
 //    one candidate ending at the stop; among several, the one whose start decoding forward from
 //    the enclosing function's symbol reaches (else the longest, when all agree on the access);
 //    with none, an interrupted REP string instruction at the stop; else the stop's rip, and the
-//    access is then both read and write (masked by the watch's). A vfork child (which shares the
-//    memory until its exec) gets breakpoints of its own and is watched as a thread; a forked
-//    child inherits none (PerfWatch's inherit_thread), runs unwatched and is never harmed. After
-//    an exec (which removes the breakpoints) the same ranges are watched again in the new image,
-//    their values read anew. It reads every data range when constructed:
+//    access is then both read and write (masked by the watch's). Children are followed as
+//    SoftWatch follows them: a forked child inherits no breakpoint (PerfWatch's inherit_thread,
+//    so no SIGTRAP of hwarb's ever reaches an untraced process); it is followed
+//    (Inferior::follow) and gets breakpoints of its own on the same addresses, its hits reported
+//    like this process's (their tid tells them apart), its values read in its own memory (its
+//    first old value is what the range held at the fork). A vfork child (which shares the memory
+//    until its exec) gets breakpoints of its own and is watched as a thread of its parent; its
+//    accesses are hits of its own breakpoints only (the parent sleeps meanwhile). A process (this
+//    one, a followed fork, a vfork child: Inferior::follow_execs) that execs the executable
+//    watched (/proc/PID/exe at construction) is watched again in its new image (the exec removed
+//    the breakpoints), its values read anew; any other exec leaves that process unwatched. A
+//    followed process's breakpoints are closed when it ends. It reads every data range when
+//    constructed:
 //    a range that cannot be read then (not mapped yet) has an unknown old value at its first hit
 //    (an empty old_value), never a made-up one. A hit's values are the whole range before and
 //    after; a range that cannot be read at a hit gives an unknown new value. handle() takes the
@@ -58,8 +66,10 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -116,24 +126,39 @@ class HardWatchEngine final : public Engine {
   bool done() const override { return observer_.done(); }
 
  private:
-  void read_shadows();
+  // What the engine knows of one watched process (this one, a followed fork, a vfork child
+  // after its exec).
+  struct Process {
+    std::vector<std::vector<std::uint8_t>> shadow;  // per range; empty: unknown
+    std::optional<SymbolTable> symbols;
+    int symbol_loads = 0;
+    std::unordered_map<std::uint64_t, std::optional<std::uint64_t>> starts;
+  };
+
+  // `process`'s entry, its values read from its memory now.
+  Process& watch_process(pid_t process);
+  // Opens breakpoints on `task` (a process and its later threads, or a vfork child). ESRCH when
+  // it is gone.
+  Result<void> open_on(pid_t task, const char* what);
+  Result<bool> on_fork(const Event& event);
+  Result<bool> on_exec(pid_t process);
+  Result<bool> on_hit(const Event& event);
   // Where the instruction that ends at `end` starts, decoding forwards from its function's
   // symbol (cached per end); nullopt without a symbol or when no instruction ends there.
-  std::optional<std::uint64_t> start_before(std::uint64_t end);
-  std::optional<Accessor> accessor(std::span<const std::uint8_t> code, const x86::Regs& regs,
-                                   const WatchRange& w);
+  std::optional<std::uint64_t> start_before(pid_t process, Process& p, std::uint64_t end);
+  std::optional<Accessor> accessor(pid_t process, Process& p, std::span<const std::uint8_t> code,
+                                   const x86::Regs& regs, const WatchRange& w);
 
   Inferior& inferior_;
-  std::optional<PerfWatch> perf_;
-  std::vector<PerfWatch> vfork_children_;
   std::vector<HwPiece> pieces_;
   std::vector<WatchRange> ranges_;
   WatchObserver& observer_;
   std::chrono::steady_clock::time_point start_;
-  std::vector<std::vector<std::uint8_t>> shadow_;  // per range; empty: unknown
-  std::optional<SymbolTable> symbols_;
-  int symbol_loads_ = 0;
-  std::unordered_map<std::uint64_t, std::optional<std::uint64_t>> starts_;
+  std::string image_;  // the executable watched (/proc/PID/exe); empty: unknown
+  // The breakpoints, by the task they were opened on: a process (inherited by its later
+  // threads) or a vfork child.
+  std::map<pid_t, PerfWatch> watches_;
+  std::map<pid_t, Process> processes_;  // the watched processes (Inferior::process_of)
 };
 
 // One count of HardCountEngine: range `id`'s hits by thread (or forked process) `tid`.

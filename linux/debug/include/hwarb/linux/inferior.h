@@ -23,7 +23,9 @@
 //    execs is released the same way; its end is kThreadExit of its leader. With follow_execs(),
 //    a vfork child or followed process that execs is kept instead: it becomes (or stays) a
 //    followed process and its exec is reported as kExec with tid = its leader (process_of tells
-//    it from this process's own exec).
+//    it from this process's own exec). When this process ends (kExited, kKilled), followed
+//    processes and vfork children still running stay traced (threads()): stop_all() and
+//    detach() let them go.
 //  - Group-stops (SIGSTOP, SIGTSTP, ...) keep their job-control meaning: they are left in
 //    PTRACE_LISTEN and not reported. Signals are reported as kSignal; the caller passes them
 //    through by resuming with the same signal.

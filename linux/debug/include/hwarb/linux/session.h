@@ -18,7 +18,9 @@
 //  - run_target() resumes every thread with the engine's resume mode and passes each event to
 //    the engine first; events it does not take are handled as a debugger does (signals passed
 //    through unchanged, new threads and exits followed, forks released). It returns when:
-//      the process ends: RunResult.exited with its status or signal;
+//      the process ends: RunResult.exited with its status or signal; followed processes (forks
+//        an engine follow()ed) still running are stopped, engine.finish() undoes its changes,
+//        and they are detached and run on;
 //      the engine is done(): every thread is stopped, engine.finish() undoes its changes, the
 //        process is detached and runs on (a spawned one is then waited for, for its status);
 //      SIGINT/SIGTERM arrives (interrupted()): the same cleanup, then a spawned process is killed,
