@@ -5,6 +5,9 @@
 //   prog_forker vfork N   vfork + exec of `prog_forker child N`; the parent waits, prints
 //                         "child exit 3", then writes N times; exit 0
 //   prog_forker exec N    writes N times, then execs `prog_forker child N` (exit 3)
+//   prog_forker outlive N fork: the parent writes N times and exits 0 at once; the child waits
+//                         for the parent's end (EOF on a pipe), writes N times, then prints
+//                         "child wrote N" (so 2N writes, N of them after the parent's end)
 // Every mode makes 2N writes of `counter` in all. A child killed by a signal prints
 // "child killed by signal S" and the parent exits 1.
 #include <stdio.h>
@@ -60,6 +63,25 @@ int main(int argc, char** argv) {
     const int rc = report(pid);
     write_counter(n);
     return rc;
+  }
+  if (strcmp(argv[1], "outlive") == 0) {
+    int fds[2];
+    if (pipe(fds) != 0) return 1;
+    const pid_t pid = fork();
+    if (pid < 0) return 1;
+    if (pid == 0) {
+      close(fds[1]);
+      char c;
+      while (read(fds[0], &c, 1) > 0) {
+      }
+      write_counter(n);
+      printf("child wrote %d\n", n);
+      fflush(stdout);
+      _exit(0);
+    }
+    close(fds[0]);
+    write_counter(n);
+    return 0;
   }
   if (strcmp(argv[1], "exec") == 0) {
     write_counter(n);

@@ -164,6 +164,10 @@ std::string syscall_name(long nr) {
       return "mprotect";
     case SYS_munmap:
       return "munmap";
+    case SYS_mmap:
+      return "mmap";
+    case SYS_mremap:
+      return "mremap";
     default:
       return "syscall " + std::to_string(nr);
   }
@@ -208,6 +212,22 @@ std::vector<std::pair<std::uint64_t, int>> futex_words(const std::array<std::uin
 int watched_protection(int original, unsigned access) {
   if ((access & kWatchRead) != 0) return PROT_NONE;
   return original & ~PROT_WRITE;
+}
+
+// A string instruction under a REP/REPE/REPNE prefix: it runs one iteration per element, and a
+// single-step runs one iteration.
+bool is_rep_string(const x86::Insn& insn) {
+  return std::any_of(insn.mem.begin(), insn.mem.end(),
+                     [](const x86::MemOperand& m) { return m.string_op && m.rep; });
+}
+
+// A system call's return value that is an error (-4095..-1).
+bool failed(std::int64_t ret) {
+  return ret < 0 && ret >= -4095;
+}
+
+std::uint64_t page_round_up(std::uint64_t len) {
+  return (len + kPage - 1) & ~(kPage - 1);
 }
 
 bool is_stack(const Mapping& m, const std::vector<std::uint64_t>& stack_pointers) {
@@ -370,7 +390,8 @@ bool SoftWatch::page_protected(std::uint64_t addr) const {
 Resume SoftWatch::resume_mode() const {
   if (ended_) return Resume::kCont;
   if (single_step_) return Resume::kStep;
-  if (!pages_.empty()) return Resume::kSyscall;
+  // Unmapped watched pages: the mmap that brings them back must be seen.
+  if (!pages_.empty() || !gone_.empty()) return Resume::kSyscall;
   return Resume::kCont;
 }
 
@@ -389,6 +410,20 @@ std::string SoftWatch::describe() const {
     out += "int3 (" + std::to_string(traps_.size()) + ")";
   }
   return out;
+}
+
+std::vector<SoftWatch::Note> SoftWatch::take_notes() {
+  return std::exchange(notes_, {});
+}
+
+void SoftWatch::note_pages(const std::vector<std::uint64_t>& pages, const std::string& what) {
+  for (std::size_t i = 0; i < ranges_.size(); ++i) {
+    if (methods_[i] != WatchMethod::kPageProtect) continue;
+    const bool on = std::any_of(pages.begin(), pages.end(), [&](std::uint64_t p) {
+      return overlaps(p, kPage, ranges_[i].addr, ranges_[i].len);
+    });
+    if (on) notes_.push_back(Note{ranges_[i].id, hex(ranges_[i].addr) + ": " + what});
+  }
 }
 
 Result<std::vector<std::uint8_t>> SoftWatch::read_range(std::size_t range, pid_t tid) {
@@ -467,7 +502,8 @@ Result<bool> SoftWatch::handle(const Event& ev, std::vector<WatchHit>& hits) {
       return false;
     case EventKind::kExited:
     case EventKind::kKilled:
-      ended_ = true;
+      // Followed forks that outlive the process are still protected: disarm() restores them.
+      if (inferior_->threads().empty()) ended_ = true;
       return false;
   }
   return false;
@@ -528,6 +564,7 @@ Result<bool> SoftWatch::on_exec(pid_t process) {
   if (!others) {
     ended_ = true;
     pages_.clear();
+    gone_.clear();
     traps_.clear();
     open_.clear();
     step_.clear();
@@ -604,7 +641,9 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
   };
   bool done = false;
   int pass_signal = 0;
-  if (insn && refs.size() == 1) {
+  const bool string_op = insn && is_rep_string(*insn);
+  std::vector<unsigned> touched(matches.size(), 0);  // string_op: per match, what it did
+  if (insn && refs.size() == 1 && !string_op) {
     if (auto st = x86::emulate_store(*insn, *regs); st && allowed(refs[0], PROT_WRITE)) {
       std::uint8_t bytes[8];
       std::memcpy(bytes, &st->value, sizeof(bytes));
@@ -649,17 +688,59 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
     for (std::uint64_t p : open) {
       if (auto r = protect(tid, p, pages_[p].original); !r) return std::unexpected(r.error());
     }
-    if (auto r = inferior_->resume(tid, Resume::kStep); !r) return std::unexpected(r.error());
-    auto after = inferior_->wait_for(tid);
-    if (!after) return std::unexpected(after.error());
-    const bool alive = after->kind == EventKind::kSignal;
+    // A REP string instruction is stepped iteration by iteration, with its pages open, until it
+    // ends, leaves the open pages, or a signal interrupts it; each completed iteration's operands
+    // say what it did to the watched ranges.
+    x86::Regs at = *regs;
+    bool alive = true;
+    for (;;) {
+      std::vector<x86::MemRef> iteration;
+      if (string_op) {
+        x86::Regs one = at;
+        one.rcx = 1;
+        if (auto r = x86::effective_addresses(*insn, one)) iteration = std::move(*r);
+      }
+      if (auto r = inferior_->resume(tid, Resume::kStep); !r) return std::unexpected(r.error());
+      auto after = inferior_->wait_for(tid);
+      if (!after) return std::unexpected(after.error());
+      if (after->kind != EventKind::kSignal) {
+        inferior_->requeue(*after);
+        alive = false;
+        break;
+      }
+      if (after->signal != SIGTRAP) {
+        pass_signal = after->signal;  // the program's own fault, or a signal before the step
+        break;
+      }
+      if (!string_op) break;
+      for (const x86::MemRef& ref : iteration) {
+        for (std::size_t k = 0; k < matches.size(); ++k) {
+          const WatchRange& r = ranges_[matches[k].range];
+          if (!overlaps(ref.address, ref.size, r.addr, r.len)) continue;
+          const unsigned bits = access_bits(ref.access) & r.access;
+          if (bits == 0) continue;
+          if (touched[k] == 0) matches[k].first = std::max(ref.address, r.addr);
+          touched[k] |= bits;
+        }
+      }
+      auto now = inferior_->get_regs(tid);
+      if (!now) return std::unexpected(now.error());
+      at = *now;
+      if (at.rip != fault_ip) break;  // the instruction ended
+      // Iterations remain: on while they may touch an open page.
+      auto rest = x86::effective_addresses(*insn, at);
+      if (!rest) break;
+      const bool on_open = std::any_of(rest->begin(), rest->end(), [&](const x86::MemRef& ref) {
+        return std::any_of(open.begin(), open.end(), [&](std::uint64_t p) {
+          return overlaps(p, kPage, ref.address, std::max<std::uint64_t>(ref.size, 1));
+        });
+      });
+      if (!on_open) break;
+    }
     if (alive) {
       for (std::uint64_t p : open) {
         if (auto r = protect(tid, p, pages_[p].protection); !r) return std::unexpected(r.error());
       }
-      if (after->signal != SIGTRAP) pass_signal = after->signal;  // the program's own fault
-    } else {
-      inferior_->requeue(*after);
     }
     for (pid_t other : others) {
       if (auto r = inferior_->resume_as_before(other); !r) return std::unexpected(r.error());
@@ -668,10 +749,13 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
     if (!alive) return Completed{};
   }
   for (std::size_t k = 0; k < matches.size(); ++k) {
+    // A REP string instruction: what its iterations did (none may have reached the range yet).
+    const unsigned access = string_op ? touched[k] : matches[k].access;
+    if (access == 0) continue;
     auto now = read_range(matches[k].range, tid);
     if (!now) return std::unexpected(now.error());
-    add_hit(hits, matches[k].range, tid, fault_ip, matches[k].first, matches[k].access,
-            std::move(before[k]), std::move(*now), "");
+    add_hit(hits, matches[k].range, tid, fault_ip, matches[k].first, access, std::move(before[k]),
+            std::move(*now), "");
   }
   return Completed{true, pass_signal};
 }
@@ -767,6 +851,15 @@ Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
         break;
       }
     }
+  } else if (ev.syscall == SYS_mmap || ev.syscall == SYS_mremap) {
+    // A mapping may appear over a watched address (again): seen at exit.
+    if (!pages_.empty() || !gone_.empty()) {
+      st.effect_nr = ev.syscall;
+      st.effect_addr = ev.args[0];
+      st.effect_len = page_round_up(ev.args[1]);
+      st.effect_prot = static_cast<int>(ev.args[2]);
+      st.effect_new_len = page_round_up(ev.args[2]);
+    }
   } else if (ev.syscall == SYS_futex) {
     for (const auto& [addr, need] : futex_words(ev.args)) {
       add_page(page_of(addr), need);
@@ -849,15 +942,13 @@ Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<WatchHit>& 
   for (std::uint64_t p : st.pages) {
     if (auto r = protect(tid, p, pages_[p].protection); !r) return std::unexpected(r.error());
   }
-  if (st.effect_nr >= 0 && ev.ret == 0) {
-    // The program changed or removed watched pages itself.
+  if (st.effect_nr == SYS_munmap || st.effect_nr == SYS_mmap || st.effect_nr == SYS_mremap) {
+    if (auto r = follow_mapping(tid, st, ev.ret); !r) return std::unexpected(r.error());
+  } else if (st.effect_nr >= 0 && ev.ret == 0) {
+    // The program changed the protection of watched pages itself.
     for (auto p_it = pages_.begin(); p_it != pages_.end();) {
       if (!overlaps(p_it->first, kPage, st.effect_addr, st.effect_len)) {
         ++p_it;
-        continue;
-      }
-      if (st.effect_nr == SYS_munmap) {
-        p_it = pages_.erase(p_it);
         continue;
       }
       p_it->second.original = st.effect_prot;
@@ -876,6 +967,75 @@ Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<WatchHit>& 
   }
   if (auto r = inferior_->resume(tid, resume_mode()); !r) return std::unexpected(r.error());
   return true;
+}
+
+Result<void> SoftWatch::follow_mapping(pid_t tid, const OpenSyscall& st, std::int64_t ret) {
+  if (failed(ret)) return {};  // nothing was mapped or unmapped
+  const std::string by = syscall_name(st.effect_nr) + " in thread " + std::to_string(tid);
+  const auto result = static_cast<std::uint64_t>(ret);
+  // What the call unmapped, and what it mapped.
+  std::uint64_t unmapped = 0, unmapped_len = 0, mapped = 0, mapped_len = 0;
+  if (st.effect_nr == SYS_munmap) {
+    unmapped = st.effect_addr;
+    unmapped_len = st.effect_len;
+  } else if (st.effect_nr == SYS_mmap) {
+    mapped = result;
+    mapped_len = st.effect_len;
+  } else if (result != st.effect_addr) {  // mremap moved the mapping: the old range is gone
+    unmapped = st.effect_addr;
+    unmapped_len = st.effect_len;
+    mapped = result;
+    mapped_len = st.effect_new_len;
+  } else if (st.effect_new_len < st.effect_len) {  // mremap shrank it in place
+    unmapped = st.effect_addr + st.effect_new_len;
+    unmapped_len = st.effect_len - st.effect_new_len;
+  } else {  // mremap grew it in place: only the new tail is new
+    mapped = st.effect_addr + st.effect_len;
+    mapped_len = st.effect_new_len - st.effect_len;
+  }
+  std::vector<std::uint64_t> lost;
+  for (auto it = pages_.begin(); it != pages_.end();) {
+    if (unmapped_len != 0 && overlaps(it->first, kPage, unmapped, unmapped_len)) {
+      gone_.insert(it->first);
+      lost.push_back(it->first);
+      it = pages_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (!lost.empty()) {
+    note_pages(lost, "its memory was unmapped (" + by +
+                         "): not watched until memory is mapped there again");
+  }
+  // Watched addresses the call mapped: unmapped ones coming back, or watched pages replaced
+  // (MAP_FIXED) with a fresh mapping and protection.
+  std::vector<std::uint64_t> back, replaced;
+  for (std::uint64_t p : gone_) {
+    if (mapped_len != 0 && overlaps(p, kPage, mapped, mapped_len)) back.push_back(p);
+  }
+  for (const auto& [p, page] : pages_) {
+    if (mapped_len != 0 && overlaps(p, kPage, mapped, mapped_len)) replaced.push_back(p);
+  }
+  if (back.empty() && replaced.empty()) return {};
+  auto maps = read_maps(inferior_->process_of(tid));
+  if (!maps) return std::unexpected(maps.error());
+  std::vector<std::uint64_t> watched_again;
+  for (const std::vector<std::uint64_t>* list : {&back, &replaced}) {
+    for (std::uint64_t p : *list) {
+      auto m = find_mapping(*maps, p);
+      if (!m) continue;  // not there after all: stays as it was
+      Page page;
+      page.original = m->prot();
+      page.protection = watched_protection(page.original, page_access(p));
+      if (auto r = protect(tid, p, page.protection); !r) return std::unexpected(r.error());
+      pages_[p] = page;
+      if (gone_.erase(p) != 0) watched_again.push_back(p);
+    }
+  }
+  if (!watched_again.empty()) {
+    note_pages(watched_again, "memory mapped there again (" + by + "): watched again");
+  }
+  return {};
 }
 
 Result<void> SoftWatch::prepare_step(pid_t tid) {
@@ -950,7 +1110,7 @@ Result<bool> SoftWatch::on_step(pid_t tid, std::vector<WatchHit>& hits) {
 Result<void> SoftWatch::disarm() {
   if (ended_) return {};
   ended_ = true;
-  if (!inferior_->alive()) return {};
+  if (inferior_->threads().empty()) return {};  // followed forks stay after the main process
   // One stopped thread per process (this one and the followed forks) to restore it in.
   std::map<pid_t, pid_t> processes;
   for (pid_t t : inferior_->threads()) {
@@ -993,6 +1153,7 @@ Result<void> SoftWatch::disarm() {
     }
   }
   pages_.clear();
+  gone_.clear();
   traps_.clear();
   return first;
 }

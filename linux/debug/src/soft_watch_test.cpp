@@ -315,6 +315,71 @@ TEST(SoftWatch, TheProgramsOwnFaultsReachItsHandlerExactly) {
   }
 }
 
+// The watched page unmapped and mapped again at the same address (MAP_FIXED): the watch follows
+// it, every write of both mappings is a hit (the first after the remap from the fresh page's
+// zero), and both events are told as notes.
+TEST(SoftWatch, AWatchFollowsItsAddressThroughMunmapAndMmap) {
+  Capture out;
+  auto inf = Inferior::spawn({program("remap"), "5"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf);
+  const Symbol area = symbol(inf->pid(), "area");
+  auto watch = SoftWatch::arm(*inf, {{area.address, 4, kWatchWrite, 3}});
+  ASSERT_TRUE(watch) << watch.error().to_string();
+  Outcome got = run(*inf, *watch);
+  EXPECT_EQ(got.end.kind, EventKind::kExited) << "killed by signal " << got.end.signal;
+  EXPECT_EQ(got.end.status, 0);
+  EXPECT_EQ(out.text(), "remapped counter=5\n");
+  ASSERT_EQ(got.hits.size(), 10u);
+  for (std::size_t i = 0; i < got.hits.size(); ++i) {
+    EXPECT_EQ(got.hits[i].addr, area.address) << "hit " << i;
+    EXPECT_EQ(got.hits[i].access, kWatchWrite) << "hit " << i;
+    EXPECT_EQ(value_of(got.hits[i].old_value), i % 5) << "hit " << i;
+    EXPECT_EQ(value_of(got.hits[i].new_value), i % 5 + 1) << "hit " << i;
+  }
+  const std::vector<SoftWatch::Note> notes = watch->take_notes();
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_EQ(notes[0].id, 3u);
+  EXPECT_NE(notes[0].text.find("unmapped (munmap"), std::string::npos) << notes[0].text;
+  EXPECT_NE(notes[1].text.find("watched again"), std::string::npos) << notes[1].text;
+  EXPECT_TRUE(watch->take_notes().empty());
+}
+
+// rep stos, rep movs and xsave over a buffer holding the watched word: one hit per instruction
+// (not per iteration), at the instruction, with the value before it and the value after it, as a
+// debug register reports them.
+TEST(SoftWatch, AStringInstructionIsOneHitPerInstruction) {
+  Capture out;
+  auto inf = Inferior::spawn({program("strings")}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf);
+  const Symbol area = symbol(inf->pid(), "area");
+  auto watch = SoftWatch::arm(*inf, {{area.address + 24, 8, kWatchWrite, 0}});
+  ASSERT_TRUE(watch) << watch.error().to_string();
+  Outcome got = run(*inf, *watch);
+  EXPECT_EQ(got.end.kind, EventKind::kExited) << "killed by signal " << got.end.signal;
+  EXPECT_EQ(got.end.status, 0);
+  const std::string text = out.text();
+  ASSERT_TRUE(text == "writes=9\n" || text == "writes=8\n") << text;
+  const std::size_t writes = text == "writes=9\n" ? 9 : 8;
+  ASSERT_EQ(got.hits.size(), writes);
+  std::set<std::uint64_t> ips;
+  for (std::size_t i = 0; i < got.hits.size(); ++i) {
+    const WatchHit& h = got.hits[i];
+    EXPECT_EQ(h.addr, area.address + 24) << "hit " << i;
+    EXPECT_EQ(h.access, kWatchWrite) << "hit " << i;
+    ips.insert(h.ip);
+    if (i > 0) {
+      EXPECT_EQ(h.old_value, got.hits[i - 1].new_value) << "hit " << i;
+    }
+    if (i < 4) {
+      EXPECT_EQ(value_of(h.new_value), 0x1111111111111111ULL * (i + 1)) << "hit " << i;
+    } else if (i < 8) {
+      EXPECT_EQ(value_of(h.new_value), 100 + (i - 4)) << "hit " << i;
+    }
+  }
+  EXPECT_EQ(value_of(got.hits[0].old_value), 0u);
+  EXPECT_EQ(ips.size(), writes);  // each instruction once
+}
+
 // Buffers reached through iovecs (readv/writev, sendmsg/recvmsg) are opened around the call like
 // read(2)'s: the program's calls succeed as without hwarb, and the kernel's accesses are hits.
 TEST(SoftWatch, KernelAccessesThroughIovecsAreSeenAndTheCallsSucceed) {

@@ -264,6 +264,19 @@ class Reporter final : public linux::WatchObserver {
     for (std::size_t i : sharing_[h.id]) hit(h, i);
   }
 
+  // A remark about range `id` (its memory unmapped, mapped again): on stderr, and a "note"
+  // record in the JSON report.
+  void note(std::size_t id, const std::string& text) override {
+    for (std::size_t i : sharing_[id]) {
+      std::cerr << "hwarb " << (args_.stat ? "stat" : "watch") << ": note: " << watched_[i].label
+                << " " << text << "\n";
+      if (args_.json && !args_.stat) {
+        report_.line("{\"event\":\"note\",\"expr\":" + json_string(watched_[i].label) +
+                     ",\"text\":" + json_string(text) + "}");
+      }
+    }
+  }
+
   bool done() const override { return args_.count != 0 && total_ >= args_.count; }
   std::uint64_t total() const { return total_; }
 

@@ -24,8 +24,16 @@
 //     hits). While such a call runs, other
 //     threads' accesses to the opened pages are not seen (stopping them could deadlock the
 //     program, e.g. on a futex).
-//  5. The program's own mprotect/munmap of a watched page are honoured: its new protection
-//     becomes the original to restore; an unmapped range stops being watched.
+//  5. The program's own mprotect/munmap/mmap/mremap of watched pages are honoured: its new
+//     protection becomes the original to restore. A watched page that is unmapped (munmap, or
+//     moved away by mremap) is remembered: when a mapping appears at its address again (mmap,
+//     fixed or by hint, or mremap), it is protected again and the watch goes on there. Both
+//     are told as notes (take_notes()).
+//  6. A REP string instruction (rep stos, rep movs, repe cmps, ...) that faults is stepped
+//     iteration by iteration with its pages open until it ends (or leaves the protected pages,
+//     or a signal interrupts it): one hit per instruction and range, whose access is what the
+//     iterations did to the range, its old value from before the instruction and its new one
+//     after, as the hardware's data breakpoints report it.
 // Ranges on a stack (the [stack] mapping or any page holding a thread's stack pointer), or read
 // watches on executable pages, cannot be protected without breaking the program: they use the
 // single-step method (every instruction of every thread is stepped, decoded and checked), which
@@ -46,6 +54,10 @@
 //    instruction raised a signal of the program instead (it did not complete), the thread is
 //    stopped with that signal to deliver; when the thread ended, the event is requeued.
 //  - resume_mode() is how the caller must resume threads it handles itself.
+//  - take_notes() returns (and forgets) what happened to the watch since the last call that is
+//    not a hit: a watched range's memory unmapped, and mapped again (and watched again).
+//    A hit's old value after its memory came back is the new mapping's (e.g. zero), not the
+//    last value of the old mapping.
 //  - A forked child is followed (Inferior::follow): its copies of the protections and int3
 //    bytes stay, and its accesses are hits like this process's (their tid tells them apart). A
 //    vfork child is watched as a thread until it execs. A process (this one, a followed fork, a
@@ -115,6 +127,12 @@ class SoftWatch {
   // instructions/s)", "int3".
   std::string describe() const;
   bool ended() const { return ended_; }
+  // A remark about a range (its WatchRange::id) that is not a hit.
+  struct Note {
+    std::size_t id = 0;
+    std::string text;
+  };
+  std::vector<Note> take_notes();
   const SoftWatchStats& stats() const { return stats_; }
 
  private:
@@ -133,10 +151,11 @@ class SoftWatch {
     std::vector<std::vector<std::uint8_t>> before;  // per range (empty when not on an open page)
     bool reads_buffer = false;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> buffers;  // the call's user buffers
-    // The program's own mprotect/munmap of watched pages, applied at exit.
+    // The program's own mprotect/munmap/mmap/mremap of watched pages, applied at exit.
     long effect_nr = -1;
     std::uint64_t effect_addr = 0, effect_len = 0;
     int effect_prot = 0;
+    std::uint64_t effect_new_len = 0;  // mremap's new length
   };
   struct StepCheck {  // single-step method: the instruction about to be stepped
     std::uint64_t ip = 0;
@@ -164,6 +183,11 @@ class SoftWatch {
   Result<std::vector<std::uint8_t>> read_range(std::size_t range, pid_t tid);
   std::uint64_t now_ns() const;
   bool page_protected(std::uint64_t addr) const;
+  // The program's own mapping call `st` (munmap, mmap, mremap) returned `ret`: watched pages it
+  // unmapped are remembered in gone_, watched addresses it mapped are protected again.
+  Result<void> follow_mapping(pid_t tid, const OpenSyscall& st, std::int64_t ret);
+  // Notes, one per range on `pages`, saying `what`.
+  void note_pages(const std::vector<std::uint64_t>& pages, const std::string& what);
   void add_hit(std::vector<WatchHit>& hits, std::size_t range, pid_t tid, std::uint64_t ip,
                std::uint64_t addr, unsigned access, std::vector<std::uint8_t> before,
                std::vector<std::uint8_t> after, std::string syscall);
@@ -172,6 +196,8 @@ class SoftWatch {
   std::vector<WatchRange> ranges_;
   std::vector<WatchMethod> methods_;
   std::map<std::uint64_t, Page> pages_;  // page address -> protections
+  std::set<std::uint64_t> gone_;         // watched pages the program unmapped
+  std::vector<Note> notes_;
   std::map<std::uint64_t, Trap> traps_;  // int3 address -> original byte
   std::map<pid_t, OpenSyscall> open_;    // threads inside a system call with pages opened
   std::map<pid_t, StepCheck> step_;      // single-step method, per thread

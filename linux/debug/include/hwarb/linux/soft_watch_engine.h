@@ -2,8 +2,9 @@
 // protection, int3, single-steps) as an Engine of run_target.
 //
 // Contract:
-//  - handle() gives each event to the SoftWatch and every hit it found to the observer, in order;
-//    it takes what SoftWatch::handle takes. resume_mode() is the watch's.
+//  - handle() gives each event to the SoftWatch and every hit it found to the observer, in order,
+//    then the watch's notes (WatchObserver::note); it takes what SoftWatch::handle takes.
+//    resume_mode() is the watch's.
 //  - finish() disarms the watch (every thread stopped, as run_target leaves them): the tracee then
 //    runs unmodified.
 //  - done() is the observer's.

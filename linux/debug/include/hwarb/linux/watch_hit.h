@@ -6,7 +6,8 @@
 //  - A hit's values are the whole watched range before and after the access, in memory order.
 //    An empty value is unknown: the range could not be read then (it was not mapped), or the
 //    path does not read values (counting without stopping the thread).
-//  - WatchObserver::hit() is called in the order the hits are found, on the Inferior's thread.
+//  - WatchObserver::hit() is called in the order the hits are found, on the Inferior's thread;
+//    note() likewise, in order with the hits.
 // Thread-safety: plain data; the observer is called from one thread.
 #pragma once
 
@@ -48,6 +49,12 @@ class WatchObserver {
  public:
   virtual ~WatchObserver() = default;
   virtual void hit(const WatchHit& hit) = 0;
+  // A remark about range `id` (WatchRange::id) that is not a hit, e.g. its memory was unmapped
+  // or mapped again. Ignored unless overridden.
+  virtual void note(std::size_t id, const std::string& text) {
+    (void)id;
+    (void)text;
+  }
   // True when no more hits are wanted: the session then undoes the watch and lets the process
   // run on.
   virtual bool done() const { return false; }
