@@ -147,7 +147,8 @@ if wanted job_control; then
 fi
 
 # 8, 17. Attached with -p, then hwarb is sent SIGHUP / SIGINT / SIGTERM / SIGKILL: the target
-# runs on to its normal end, output and status unchanged.
+# runs on to its normal end, output and status unchanged (after SIGKILL in software mode, the
+# watchdog restored its page).
 if wanted attach_signals; then
   for mode in "${modes[@]}"; do
     for sig in HUP INT TERM KILL; do
@@ -159,11 +160,20 @@ if wanted attach_signals; then
         >/dev/null 2>"$tmp/at.err" &
       watcher=$!
       for _ in $(seq 250); do grep -q '"event":"hit"' "$tmp/at" 2>/dev/null && break; sleep 0.02; done
-      kill -"$sig" "$watcher"
+      if [[ $sig == KILL ]]; then
+        # timeout forwards HUP, INT and TERM to hwarb; KILL must go to hwarb itself.
+        kill -KILL "$(pgrep -P "$watcher")"
+      else
+        kill -"$sig" "$watcher"
+      fi
       wait "$watcher"
       wait "$target"
       rc=$?
       [[ $rc -eq 0 ]] || bad "attach + SIG$sig ($mode): the target exited $rc"
+      if [[ $sig == KILL && $mode == --software ]]; then
+        grep -q 'watchdog: .* restored 1 page protection(s) and 0 byte(s) in 1 of 1' "$tmp/at.err" ||
+          bad "attach + SIGKILL ($mode): no watchdog restore: $(tail -2 "$tmp/at.err")"
+      fi
       grep -q '^ticks=1500$' "$tmp/tk.prog" || bad "attach + SIG$sig ($mode): target output $(cat "$tmp/tk.prog")"
     done
   done

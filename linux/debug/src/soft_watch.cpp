@@ -412,6 +412,21 @@ std::string SoftWatch::describe() const {
   return out;
 }
 
+RestorePlan SoftWatch::restore_plan() const {
+  RestorePlan plan;
+  if (ended_) return plan;
+  for (pid_t t : inferior_->threads()) {
+    const pid_t process = inferior_->process_of(t);
+    if (unwatched_.contains(process)) continue;
+    if (std::find(plan.processes.begin(), plan.processes.end(), process) == plan.processes.end()) {
+      plan.processes.push_back(process);
+    }
+  }
+  for (const auto& [addr, page] : pages_) plan.pages.push_back({addr, page.original});
+  for (const auto& [addr, trap] : traps_) plan.bytes.push_back({addr, trap.original});
+  return plan;
+}
+
 std::vector<SoftWatch::Note> SoftWatch::take_notes() {
   return std::exchange(notes_, {});
 }
@@ -486,6 +501,7 @@ Result<bool> SoftWatch::handle(const Event& ev, std::vector<WatchHit>& hits) {
       // like this process.
       if (!ev.vfork) {
         if (auto r = inferior_->follow(ev.child); !r) return std::unexpected(r.error());
+        ++generation_;  // one more process to restore
       }
       if (single_step_) {
         if (auto r = prepare_step(ev.child); !r) return std::unexpected(r.error());
@@ -547,6 +563,7 @@ Result<bool> SoftWatch::rearm(pid_t process) {
 Result<bool> SoftWatch::on_exec(pid_t process) {
   open_.erase(process);
   step_.erase(process);
+  ++generation_;
   // The same executable at the same addresses (address randomisation is off for spawned
   // commands): the watch goes on in the new image.
   auto again = rearm(process);
@@ -946,6 +963,7 @@ Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<WatchHit>& 
     if (auto r = follow_mapping(tid, st, ev.ret); !r) return std::unexpected(r.error());
   } else if (st.effect_nr >= 0 && ev.ret == 0) {
     // The program changed the protection of watched pages itself.
+    ++generation_;
     for (auto p_it = pages_.begin(); p_it != pages_.end();) {
       if (!overlaps(p_it->first, kPage, st.effect_addr, st.effect_len)) {
         ++p_it;
@@ -993,6 +1011,7 @@ Result<void> SoftWatch::follow_mapping(pid_t tid, const OpenSyscall& st, std::in
     mapped = st.effect_addr + st.effect_len;
     mapped_len = st.effect_new_len - st.effect_len;
   }
+  ++generation_;
   std::vector<std::uint64_t> lost;
   for (auto it = pages_.begin(); it != pages_.end();) {
     if (unmapped_len != 0 && overlaps(it->first, kPage, unmapped, unmapped_len)) {
@@ -1155,6 +1174,7 @@ Result<void> SoftWatch::disarm() {
   pages_.clear();
   gone_.clear();
   traps_.clear();
+  ++generation_;
   return first;
 }
 

@@ -7,7 +7,31 @@ Result<bool> SoftWatchEngine::handle(const Event& event) {
   auto taken = watch_.handle(event, hits_);
   for (const WatchHit& h : hits_) observer_.hit(h);
   for (const SoftWatch::Note& n : watch_.take_notes()) observer_.note(n.id, n.text);
+  if (watchdog_ && watch_.plan_generation() != published_) publish();
   return taken;
+}
+
+Result<void> SoftWatchEngine::finish() {
+  auto r = watch_.disarm();
+  if (r && watchdog_) watchdog_->release();
+  return r;
+}
+
+Result<void> SoftWatchEngine::guard(Watchdog& watchdog) {
+  auto r = watchdog.publish(watch_.restore_plan());
+  if (!r) return r;
+  watchdog_ = &watchdog;
+  published_ = watch_.plan_generation();
+  return {};
+}
+
+void SoftWatchEngine::publish() {
+  if (auto r = watchdog_->publish(watch_.restore_plan()); !r) {
+    watchdog_error_ = r.error();
+    watchdog_ = nullptr;
+    return;
+  }
+  published_ = watch_.plan_generation();
 }
 
 }  // namespace hwarb::linux

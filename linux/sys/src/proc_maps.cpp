@@ -10,6 +10,7 @@
 #include <charconv>
 #include <fstream>
 #include <string>
+#include <string_view>
 
 #include "hwarb/base/format.h"
 #include "hwarb/linux/fd.h"
@@ -208,13 +209,26 @@ Result<std::string> executable_path(pid_t pid) {
   }
 }
 
-Result<pid_t> thread_group(pid_t tid) {
+namespace {
+
+// The number after `field` ("Tgid:") in /proc/TID/status; ESRCH naming `tid` without it.
+Result<pid_t> status_number(pid_t tid, std::string_view field) {
   std::ifstream in("/proc/" + std::to_string(tid) + "/status");
   std::string line;
   while (in && std::getline(in, line)) {
-    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::stol(line.substr(5)));
+    if (line.starts_with(field)) return static_cast<pid_t>(std::stol(line.substr(field.size())));
   }
   return make_error(ErrorCode::kSrch, "tid: no thread " + std::to_string(tid));
+}
+
+}  // namespace
+
+Result<pid_t> thread_group(pid_t tid) {
+  return status_number(tid, "Tgid:");
+}
+
+Result<pid_t> tracer_of(pid_t tid) {
+  return status_number(tid, "TracerPid:");
 }
 
 Result<void> read_process_memory(pid_t pid, std::uint64_t addr, std::span<std::uint8_t> out) {

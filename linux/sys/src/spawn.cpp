@@ -1,6 +1,7 @@
 #include "hwarb/linux/spawn.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
@@ -9,9 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "sys_error.h"
 
@@ -113,6 +116,53 @@ Result<void> start_gated(GatedChild& child) {
                     "write() of the go byte to pid " + std::to_string(child.pid));
   }
   return {};
+}
+
+Result<ForkSide> fork_detached(std::span<const int> keep) {
+  const pid_t first = ::fork();
+  if (first < 0) return sys_fail<ForkSide>(errno, "fork", "fork of a detached process");
+  if (first == 0) {
+    // The intermediate child: a process group of its own, then the detached process, and out.
+    ::setpgid(0, 0);
+    const pid_t second = ::fork();
+    if (second != 0) ::_exit(second < 0 ? 1 : 0);
+    for (int sig : {SIGINT, SIGQUIT, SIGHUP, SIGTERM, SIGPIPE}) ::signal(sig, SIG_IGN);
+    std::vector<unsigned> kept(keep.begin(), keep.end());
+    kept.push_back(2);
+    std::sort(kept.begin(), kept.end());
+    unsigned from = 0;
+    for (unsigned k : kept) {
+      if (k > from) ::syscall(SYS_close_range, from, k - 1, 0U);
+      from = std::max(from, k + 1);
+    }
+    ::syscall(SYS_close_range, from, ~0U, 0U);
+    return ForkSide::kDetached;
+  }
+  int status = 0;
+  pid_t r = -1;
+  do {
+    r = ::waitpid(first, &status, 0);
+  } while (r < 0 && errno == EINTR);
+  if (r != first) {
+    return sys_fail<ForkSide>(r < 0 ? errno : EIO, "fork", "waitpid of the intermediate child");
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return sys_fail<ForkSide>(EIO, "fork", "the intermediate child could not fork");
+  }
+  return ForkSide::kCaller;
+}
+
+Result<void> make_realtime() {
+  sched_param param{};
+  param.sched_priority = ::sched_get_priority_min(SCHED_FIFO);
+  if (::sched_setscheduler(0, SCHED_FIFO, &param) != 0) {
+    return sys_fail(errno, "policy", "sched_setscheduler(SCHED_FIFO)");
+  }
+  return {};
+}
+
+[[noreturn]] void exit_now(int status) {
+  ::_exit(status);
 }
 
 }  // namespace hwarb::linux

@@ -402,6 +402,15 @@ Result<void*> map_shared(int fd, std::size_t bytes, std::uint64_t offset) {
   return p;
 }
 
+Result<void*> map_shared_anonymous(std::size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return sys_fail<void*>(errno, "bytes",
+                           "mmap(" + std::to_string(bytes) + " bytes, shared anonymous)");
+  }
+  return p;
+}
+
 void unmap(void* addr, std::size_t bytes) {
   if (addr != nullptr) (void)::munmap(addr, bytes);
 }

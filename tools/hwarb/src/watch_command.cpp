@@ -40,6 +40,7 @@
 #include "hwarb/linux/soft_watch_engine.h"
 #include "hwarb/linux/symbols.h"
 #include "hwarb/linux/watch_hit.h"
+#include "hwarb/linux/watchdog.h"
 #include "hwarb/x86/debugreg.h"
 #include "hwarb/x86/insn.h"
 #include "number_scan.h"
@@ -598,6 +599,19 @@ int run_watch(WatchArgs& args) {
   std::cerr << "hwarb " << name << ": software mode, " << watch->describe() << " (" << why << ")\n";
   Progress progress;
   linux::SoftWatchEngine engine(*watch, reporter);
+  // An attached program outlives hwarb: a watchdog undoes the watch's changes if hwarb is killed.
+  std::optional<linux::Watchdog> watchdog;
+  if (!inferior->spawned()) {
+    auto started = linux::Watchdog::start();
+    auto guarded =
+        started ? engine.guard(*started) : Result<void>(std::unexpected(started.error()));
+    if (guarded) {
+      watchdog.emplace(std::move(*started));
+    } else {
+      std::cerr << "hwarb " << name << ": warning: no watchdog (" << guarded.error().to_string()
+                << "): if hwarb is killed, the program keeps its protected pages\n";
+    }
+  }
   WithProgress shown(engine, progress, [&] {
     return "hwarb: " + std::to_string(reporter.total()) + " hits, " +
            std::to_string(watch->stats().faults) + " faults";
@@ -606,6 +620,10 @@ int run_watch(WatchArgs& args) {
   const std::string method = watch->describe();
   auto end = linux::run_target(*inferior, shown);
   progress.clear();
+  if (engine.watchdog_error()) {
+    std::cerr << "hwarb " << name << ": warning: the watchdog missed a change of the watch ("
+              << engine.watchdog_error()->to_string() << ")\n";
+  }
   if (!end) return target_error(name, end.error());
   reporter.summary("software", method, *end, spawned);
   return kExitOk;

@@ -85,6 +85,7 @@
 #include "hwarb/linux/inferior.h"
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/watch_hit.h"
+#include "hwarb/linux/watchdog.h"
 #include "hwarb/x86/insn.h"
 
 namespace hwarb::linux {
@@ -133,6 +134,11 @@ class SoftWatch {
     std::string text;
   };
   std::vector<Note> take_notes();
+  // What undoes the watch's changes in every watched process (a Watchdog's plan), and a number
+  // that changes whenever that may have changed (a fork followed, an exec, the program's own
+  // mprotect/munmap/mmap/mremap of a watched page, disarm).
+  RestorePlan restore_plan() const;
+  std::uint64_t plan_generation() const { return generation_; }
   const SoftWatchStats& stats() const { return stats_; }
 
  private:
@@ -206,6 +212,7 @@ class SoftWatch {
   std::string image_;                    // the executable armed (/proc/PID/exe)
   bool single_step_ = false;
   bool ended_ = false;
+  std::uint64_t generation_ = 1;
   SoftWatchStats stats_;
   std::chrono::steady_clock::time_point start_;
 };

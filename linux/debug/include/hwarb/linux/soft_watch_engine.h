@@ -6,17 +6,24 @@
 //    then the watch's notes (WatchObserver::note); it takes what SoftWatch::handle takes.
 //    resume_mode() is the watch's.
 //  - finish() disarms the watch (every thread stopped, as run_target leaves them): the tracee then
-//    runs unmodified.
+//    runs unmodified, and the watchdog (guard()) is released once that succeeded.
 //  - done() is the observer's.
+//  - guard() hands the engine a Watchdog (an attached target): the watch's restore plan is
+//    published now (its error returned) and again after each event that changed it; a later
+//    publish that fails stops publishing, and watchdog_error() says why (the watchdog then holds
+//    the last plan it got).
 // Thread-safety: none; the Inferior's thread only.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "hwarb/base/error.h"
 #include "hwarb/linux/session.h"
 #include "hwarb/linux/soft_watch.h"
 #include "hwarb/linux/watch_hit.h"
+#include "hwarb/linux/watchdog.h"
 
 namespace hwarb::linux {
 
@@ -26,13 +33,21 @@ class SoftWatchEngine final : public Engine {
 
   [[nodiscard]] Result<bool> handle(const Event& event) override;
   Resume resume_mode() const override { return watch_.resume_mode(); }
-  [[nodiscard]] Result<void> finish() override { return watch_.disarm(); }
+  [[nodiscard]] Result<void> finish() override;
   bool done() const override { return observer_.done(); }
 
+  [[nodiscard]] Result<void> guard(Watchdog& watchdog);
+  const std::optional<Error>& watchdog_error() const { return watchdog_error_; }
+
  private:
+  void publish();
+
   SoftWatch& watch_;
   WatchObserver& observer_;
   std::vector<WatchHit> hits_;
+  Watchdog* watchdog_ = nullptr;
+  std::uint64_t published_ = 0;  // the plan generation the watchdog has
+  std::optional<Error> watchdog_error_;
 };
 
 }  // namespace hwarb::linux

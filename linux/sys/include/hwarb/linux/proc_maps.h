@@ -52,6 +52,9 @@ Result<std::vector<pid_t>> list_threads(pid_t pid);
 // The process (thread group) of thread `tid` (/proc/TID/status Tgid). ESRCH naming `tid` when no
 // such thread exists.
 Result<pid_t> thread_group(pid_t tid);
+// The TracerPid of /proc/TID/status: the thread's tracer, 0 when none. ESRCH naming `tid` when
+// there is no such thread.
+[[nodiscard]] Result<pid_t> tracer_of(pid_t tid);
 
 // Reads `out.size()` bytes at `addr` of process `pid` through /proc/PID/mem (no ptrace stop
 // needed; the caller needs ptrace access to the process). EFAULT naming `addr` on a short read.

@@ -15,6 +15,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -67,5 +69,25 @@ struct GatedChild {
 // when the child is gone and SIGPIPE is ignored; otherwise SIGPIPE ends the caller, as for any
 // write to a pipe without a reader); EIO naming `pipe` when the byte was not written.
 [[nodiscard]] Result<void> start_gated(GatedChild& child);
+
+// Which side of fork_detached() a caller is on.
+enum class ForkSide : std::uint8_t { kCaller, kDetached };
+
+// A process that outlives its caller and is never its child (a double fork: the intermediate
+// child is reaped before this returns, so a caller's waitpid(-1) never sees the new process,
+// which init or the nearest subreaper adopts). The caller gets kCaller; the new process gets
+// kDetached, in a process group of its own (a terminal's Ctrl-C or hang-up does not reach it),
+// with SIGINT, SIGQUIT, SIGHUP, SIGTERM and SIGPIPE ignored and every descriptor closed except
+// 2 and those in `keep`. Unlike spawn_stopped()'s children it asks for no parent-death signal.
+// The new process runs on the caller's copy of memory: it may allocate only if no other thread
+// of the caller held an allocator lock across the fork (glibc's malloc is fork-safe).
+// Errors naming `fork`: fork's errno (EAGAIN, ENOMEM); EIO when the intermediate child failed.
+[[nodiscard]] Result<ForkSide> fork_detached(std::span<const int> keep);
+// Makes the calling process real-time (SCHED_FIFO at the lowest real-time priority): on a busy
+// machine it then runs as soon as it wakes. The errno of sched_setscheduler(2) naming `policy`
+// (EPERM without CAP_SYS_NICE or an RLIMIT_RTPRIO).
+[[nodiscard]] Result<void> make_realtime();
+// _exit(2): ends the calling process at once (no atexit handlers, no stream flush).
+[[noreturn]] void exit_now(int status);
 
 }  // namespace hwarb::linux

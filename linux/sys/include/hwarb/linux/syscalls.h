@@ -169,6 +169,9 @@ std::size_t page_size();
 // EBADF, EINVAL, ENODEV for a descriptor without mmap, EOPNOTSUPP for an AUX area of an event
 // without one).
 Result<void*> map_shared(int fd, std::size_t bytes, std::uint64_t offset = 0);
+// mmap(2) of `bytes` of anonymous memory, shared with the processes forked afterwards, readable
+// and writable, zero-filled. Errors naming `bytes` (ENOMEM, EAGAIN).
+[[nodiscard]] Result<void*> map_shared_anonymous(std::size_t bytes);
 // munmap(2); errors are ignored (nothing is left to do about them).
 void unmap(void* addr, std::size_t bytes);
 

@@ -1,0 +1,216 @@
+#include "hwarb/linux/watchdog.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <new>
+#include <string>
+#include <thread>
+
+#include "hwarb/base/format.h"
+#include "hwarb/linux/inferior.h"
+#include "hwarb/linux/owner_lock.h"
+#include "hwarb/linux/proc_maps.h"
+#include "hwarb/linux/spawn.h"
+#include "hwarb/linux/syscalls.h"
+
+namespace hwarb::linux {
+
+namespace {
+
+// One copy of a plan in the shared memory (fixed size: the watchdog reads it without allocating
+// from hwarb's heap state).
+struct Slot {
+  std::uint32_t processes = 0, pages = 0, bytes = 0;
+  std::array<pid_t, Watchdog::kMaxProcesses> pid{};
+  std::array<RestorePage, Watchdog::kMaxPages> page{};
+  std::array<RestoreByte, Watchdog::kMaxBytes> byte{};
+};
+
+}  // namespace
+
+// Shared between hwarb and its watchdog (MAP_SHARED). Locking rules:
+//  1. Only hwarb writes, and only the slot that `current` does not name.
+//  2. `current` and `published` are stored with release after a slot is complete, and loaded
+//     with acquire by the watchdog, which reads only once it holds `owner` (no writer left:
+//     hwarb died, or released it).
+struct Watchdog::Shared {
+  OwnerLock* owner = nullptr;  // hwarb's; the watchdog waits for it
+  alignas(64) unsigned char owner_storage[sizeof(OwnerLock)];
+  std::atomic<std::uint32_t> current{0};
+  // 1 once a plan is published; 0 before, and again once released (the watchdog then exits
+  // touching nothing).
+  std::atomic<std::uint32_t> published{0};
+  std::array<Slot, 2> slot;
+};
+
+namespace {
+
+RestorePlan plan_of(const Slot& s) {
+  RestorePlan plan;
+  plan.processes.assign(s.pid.begin(), s.pid.begin() + s.processes);
+  plan.pages.assign(s.page.begin(), s.page.begin() + s.pages);
+  plan.bytes.assign(s.byte.begin(), s.byte.begin() + s.bytes);
+  return plan;
+}
+
+// Waits (bounded) until `pid` has no tracer: hwarb's exit detaches it after closing its files.
+bool untraced(pid_t pid) {
+  using namespace std::chrono;
+  const auto until = steady_clock::now() + seconds(10);
+  while (steady_clock::now() < until) {
+    auto tracer = tracer_of(pid);
+    if (!tracer) return false;  // gone
+    if (*tracer == 0) return true;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return false;
+}
+
+// The watchdog process: waits until hwarb releases its lock or dies holding it.
+[[noreturn]] void watch_over(Watchdog::Shared& shared) {
+  // It must win a race with the tracees' detach: real-time where allowed (root), else as is.
+  (void)make_realtime();
+  auto got = shared.owner->wait();
+  if (!got || *got == OwnerLock::Outcome::kReleased ||
+      shared.published.load(std::memory_order_acquire) == 0) {
+    exit_now(0);
+  }
+  const Slot& slot = shared.slot[shared.current.load(std::memory_order_acquire)];
+  // First of all: stop them, before any runs on into a watched page.
+  for (std::uint32_t i = 0; i < slot.processes; ++i) (void)send_signal(slot.pid[i], SIGSTOP);
+  const RestorePlan plan = plan_of(slot);
+  RestorePlan free_ones = plan;
+  free_ones.processes.clear();
+  for (pid_t p : plan.processes) {
+    if (untraced(p)) free_ones.processes.push_back(p);
+  }
+  auto restored = restore_processes(free_ones, true);
+  std::string line = "hwarb: watchdog: hwarb ended without undoing its changes; ";
+  if (restored) {
+    line += "restored " + std::to_string(plan.pages.size()) + " page protection(s) and " +
+            std::to_string(plan.bytes.size()) + " byte(s) in " + std::to_string(*restored) +
+            " of " + std::to_string(plan.processes.size()) + " process(es), which run on\n";
+  } else {
+    line += "restoring failed: " + restored.error().to_string() + "\n";
+  }
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+  exit_now(restored ? 0 : 1);
+}
+
+}  // namespace
+
+Result<std::size_t> restore_processes(const RestorePlan& plan, bool stopped_by_us) {
+  std::size_t done = 0;
+  Result<std::size_t> first = done;
+  for (pid_t pid : plan.processes) {
+    // TracerPid reads 0 a moment before the kernel has finished the detach (PTRACE_SEIZE is
+    // EPERM meanwhile): retried for up to a second.
+    auto inferior = Inferior::attach(pid);
+    for (int i = 0; i < 1000 && !inferior && inferior.error().code() == ErrorCode::kPerm; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      inferior = Inferior::attach(pid);
+    }
+    if (!inferior) {
+      if (inferior.error().code() != ErrorCode::kSrch && first) {
+        first = std::unexpected(inferior.error());
+      }
+      continue;
+    }
+    const std::vector<pid_t> threads = inferior->threads();
+    Result<void> ok;
+    for (const RestorePage& p : plan.pages) {
+      if (threads.empty() || !ok) break;
+      auto r = inferior->inject_syscall(
+          threads.front(), SYS_mprotect,
+          {p.addr, page_size(), static_cast<std::uint64_t>(p.protection), 0, 0, 0});
+      if (!r) ok = std::unexpected(r.error());
+    }
+    for (const RestoreByte& b : plan.bytes) {
+      if (!ok) break;
+      ok = inferior->write_memory(b.addr, std::span<const std::uint8_t>(&b.original, 1));
+    }
+    auto detached = inferior->detach();
+    if (stopped_by_us) (void)send_signal(pid, SIGCONT);
+    if (!ok && first)
+      first = std::unexpected(ok.error().with_context("process " + std::to_string(pid)));
+    if (!detached && first) first = std::unexpected(detached.error());
+    if (ok) ++done;
+  }
+  if (!first) return first;
+  return done;
+}
+
+Result<Watchdog> Watchdog::start() {
+  auto mem = map_shared_anonymous(sizeof(Shared));
+  if (!mem) return std::unexpected(mem.error());
+  auto* shared = new (*mem) Shared();
+  auto owner = OwnerLock::init(shared->owner_storage);
+  if (!owner) {
+    unmap(*mem, sizeof(Shared));
+    return std::unexpected(owner.error());
+  }
+  shared->owner = *owner;
+  auto side = fork_detached({});
+  if (!side) {
+    shared->owner->unlock();
+    unmap(*mem, sizeof(Shared));
+    return std::unexpected(side.error());
+  }
+  if (*side == ForkSide::kDetached) watch_over(*shared);
+  return Watchdog(shared);
+}
+
+Watchdog::Watchdog(Watchdog&& other) noexcept : shared_(std::exchange(other.shared_, nullptr)) {}
+
+Watchdog& Watchdog::operator=(Watchdog&& other) noexcept {
+  if (this != &other) {
+    release();
+    shared_ = std::exchange(other.shared_, nullptr);
+  }
+  return *this;
+}
+
+Watchdog::~Watchdog() {
+  release();
+}
+
+Result<void> Watchdog::publish(const RestorePlan& plan) {
+  if (!shared_) return make_error(ErrorCode::kInval, "watchdog: released");
+  if (plan.processes.size() > kMaxProcesses || plan.pages.size() > kMaxPages ||
+      plan.bytes.size() > kMaxBytes) {
+    return make_error(ErrorCode::kNoSpc,
+                      "plan: " + std::to_string(plan.processes.size()) + " processes, " +
+                          std::to_string(plan.pages.size()) + " pages, " +
+                          std::to_string(plan.bytes.size()) +
+                          " bytes; the watchdog holds at most " + std::to_string(kMaxProcesses) +
+                          ", " + std::to_string(kMaxPages) + " and " + std::to_string(kMaxBytes));
+  }
+  const std::uint32_t next = 1 - shared_->current.load(std::memory_order_relaxed);
+  Slot& s = shared_->slot[next];
+  s.processes = static_cast<std::uint32_t>(plan.processes.size());
+  s.pages = static_cast<std::uint32_t>(plan.pages.size());
+  s.bytes = static_cast<std::uint32_t>(plan.bytes.size());
+  std::copy(plan.processes.begin(), plan.processes.end(), s.pid.begin());
+  std::copy(plan.pages.begin(), plan.pages.end(), s.page.begin());
+  std::copy(plan.bytes.begin(), plan.bytes.end(), s.byte.begin());
+  shared_->current.store(next, std::memory_order_release);
+  shared_->published.store(1, std::memory_order_release);
+  return {};
+}
+
+void Watchdog::release() {
+  if (!shared_) return;
+  shared_->published.store(0, std::memory_order_release);
+  shared_->owner->unlock();  // the watchdog wakes and exits
+  unmap(shared_, sizeof(Shared));
+  shared_ = nullptr;
+}
+
+}  // namespace hwarb::linux

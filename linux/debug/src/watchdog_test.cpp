@@ -1,0 +1,152 @@
+// Tests of Watchdog on real processes: a program whose software watch's owner is SIGKILLed runs
+// on with its page restored; a released watchdog touches nothing; a plan past the capacity is
+// refused.
+#include "hwarb/linux/watchdog.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "hwarb/linux/inferior.h"
+#include "hwarb/linux/soft_watch.h"
+#include "hwarb/linux/soft_watch_engine.h"
+#include "hwarb/linux/symbols.h"
+#include "test_programs.h"
+
+namespace hwarb::linux {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+struct NoHits final : WatchObserver {
+  void hit(const WatchHit&) override {}
+};
+
+// The watcher: a forked copy of this test that attaches to `target`, watches its `ticks` in
+// software with a watchdog (its standard error to `errors`), handles events for 200 ms, then
+// dies by SIGKILL (`killed`, at the next system call entry) or ends normally: disarm, release,
+// detach.
+[[noreturn]] void watcher(pid_t target, const std::string& errors, bool killed) {
+  const int fd = ::open(errors.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0 || ::dup2(fd, 2) < 0) ::_exit(10);
+  auto inf = Inferior::attach(target);
+  if (!inf) ::_exit(11);
+  auto table = SymbolTable::load(target);
+  if (!table) ::_exit(12);
+  auto ticks = table->find("ticks");
+  if (!ticks) ::_exit(13);
+  auto watch = SoftWatch::arm(*inf, {{ticks->address, 8, kWatchWrite, 0}});
+  if (!watch) ::_exit(14);
+  NoHits observer;
+  SoftWatchEngine engine(*watch, observer);
+  auto dog = Watchdog::start();
+  if (!dog || !engine.guard(*dog)) ::_exit(15);
+  if (!inf->resume_all(engine.resume_mode())) ::_exit(16);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  for (;;) {
+    const bool late = std::chrono::steady_clock::now() >= until;
+    if (late && !killed) break;
+    auto ev = inf->wait();
+    if (!ev) ::_exit(17);
+    auto mine = engine.handle(*ev);
+    if (!mine) ::_exit(18);
+    if (!*mine) {
+      if (ev->kind == EventKind::kExited || ev->kind == EventKind::kKilled) ::_exit(19);
+      const int sig = ev->kind == EventKind::kSignal ? ev->signal : 0;
+      if (!inf->resume(ev->tid, engine.resume_mode(), sig)) ::_exit(20);
+    }
+    // Killed while the program runs (here: as it enters its 1 ms sleep), the common case; a
+    // thread stopped at a fault of the watched page when its watcher dies is not covered.
+    if (late && ev->kind == EventKind::kSyscallEnter) ::raise(SIGKILL);
+  }
+  if (killed) ::_exit(22);
+  if (!inf->stop_all() || !engine.finish() || !inf->detach()) ::_exit(21);
+  dog->release();
+  ::_exit(0);
+}
+
+struct TickerRun {
+  int target_status = -1;
+  int watcher_status = -1;
+  std::string target_output, watcher_errors;
+};
+
+// The ticker (1 ms per tick, 600 ticks) as a plain child of this test, watched by a watcher.
+TickerRun watched_ticker(bool killed) {
+  TickerRun run;
+  const std::string out = ::testing::TempDir() + "watchdog_ticker.out";
+  const std::string errors = ::testing::TempDir() + "watchdog_watcher.err";
+  const std::string ticker = testing::program("ticker");
+  const pid_t target = ::fork();
+  if (target == 0) {
+    const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || ::dup2(fd, 1) < 0) ::_exit(30);
+    ::execl(ticker.c_str(), ticker.c_str(), "/dev/null", "600", static_cast<char*>(nullptr));
+    ::_exit(31);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const pid_t w = ::fork();
+  if (w == 0) watcher(target, errors, killed);
+  ::waitpid(w, &run.watcher_status, 0);
+  ::waitpid(target, &run.target_status, 0);
+  // The watchdog writes its line after the restore, before the target can end.
+  run.target_output = slurp(out);
+  run.watcher_errors = slurp(errors);
+  return run;
+}
+
+TEST(Watchdog, AnAttachedProgramRunsOnWhenItsWatcherIsKilled) {
+  const TickerRun run = watched_ticker(true);
+  ASSERT_TRUE(WIFSIGNALED(run.watcher_status)) << "watcher status " << run.watcher_status;
+  EXPECT_EQ(WTERMSIG(run.watcher_status), SIGKILL);
+  EXPECT_TRUE(WIFEXITED(run.target_status) && WEXITSTATUS(run.target_status) == 0)
+      << "target status " << run.target_status;
+  EXPECT_EQ(run.target_output, "ticks=600\n");
+  EXPECT_NE(run.watcher_errors.find("restored 1 page protection(s) and 0 byte(s) in 1 of 1"),
+            std::string::npos)
+      << run.watcher_errors;
+}
+
+TEST(Watchdog, AReleasedWatchdogTouchesNothing) {
+  const TickerRun run = watched_ticker(false);
+  ASSERT_TRUE(WIFEXITED(run.watcher_status)) << "watcher status " << run.watcher_status;
+  EXPECT_EQ(WEXITSTATUS(run.watcher_status), 0);
+  EXPECT_TRUE(WIFEXITED(run.target_status) && WEXITSTATUS(run.target_status) == 0)
+      << "target status " << run.target_status;
+  EXPECT_EQ(run.target_output, "ticks=600\n");
+  EXPECT_EQ(run.watcher_errors, "");
+}
+
+TEST(Watchdog, APlanPastTheCapacityIsRefused) {
+  auto dog = Watchdog::start();
+  ASSERT_TRUE(dog) << dog.error().to_string();
+  RestorePlan plan;
+  plan.processes = {::getpid()};
+  plan.pages.resize(Watchdog::kMaxPages + 1);
+  auto r = dog->publish(plan);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), ErrorCode::kNoSpc);
+  EXPECT_NE(r.error().to_string().find("plan: 1 processes, 4097 pages"), std::string::npos)
+      << r.error().to_string();
+  plan.pages.resize(1);
+  EXPECT_TRUE(dog->publish(plan));
+  dog->release();
+  EXPECT_FALSE(dog->publish(plan));
+}
+
+}  // namespace
+}  // namespace hwarb::linux
