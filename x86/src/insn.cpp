@@ -1,6 +1,7 @@
 #include "hwarb/x86/insn.h"
 
 #include <Zydis/Zydis.h>
+#include <cpuid.h>
 
 #include <algorithm>
 #include <array>
@@ -237,6 +238,37 @@ bool touches_no_memory(const Decoded& d) {
   }
 }
 
+// XSAVE and its variants write a state area whose size the decoder does not know (Zydis says
+// 576: the legacy region and the header): on this processor, up to what CPUID leaf 0xD says the
+// enabled state components take (sub-leaf 0 EBX; sub-leaf 1 EBX with the supervisor ones).
+bool is_xsave(ZydisMnemonic m) {
+  switch (m) {
+    case ZYDIS_MNEMONIC_XSAVE:
+    case ZYDIS_MNEMONIC_XSAVE64:
+    case ZYDIS_MNEMONIC_XSAVEC:
+    case ZYDIS_MNEMONIC_XSAVEC64:
+    case ZYDIS_MNEMONIC_XSAVEOPT:
+    case ZYDIS_MNEMONIC_XSAVEOPT64:
+    case ZYDIS_MNEMONIC_XSAVES:
+    case ZYDIS_MNEMONIC_XSAVES64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::uint32_t xsave_area_bytes() {
+  static const std::uint32_t bytes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    std::uint32_t most = 0;
+    if (__get_cpuid_count(0xd, 0, &a, &b, &c, &d)) most = b;
+    if (__get_cpuid_count(0xd, 1, &a, &b, &c, &d))
+      most = std::max(most, static_cast<std::uint32_t>(b));
+    return most;
+  }();
+  return bytes;
+}
+
 // The memory operands of a decoded instruction, in Zydis operand order, with how to resolve each.
 std::vector<MemSlot> mem_slots(const Decoded& d) {
   std::vector<MemSlot> slots;
@@ -253,6 +285,7 @@ std::vector<MemSlot> mem_slots(const Decoded& d) {
     slot.index = i;
     slot.op.access = *access;
     slot.op.size = op.size / 8;
+    if (is_xsave(mnemonic)) slot.op.size = std::max(slot.op.size, xsave_area_bytes());
     const bool hidden_stack = op.visibility == ZYDIS_OPERAND_VISIBILITY_HIDDEN &&
                               op.mem.segment == ZYDIS_REGISTER_SS &&
                               (is_stack_pointer(op.mem.base) || is_frame_pointer(op.mem.base));

@@ -1,5 +1,6 @@
 #include "hwarb/x86/insn.h"
 
+#include <cpuid.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -116,6 +117,24 @@ TEST(InsnDecodeTest, LengthsOfCommonForms) {
     Insn insn = must_decode(bytes);
     EXPECT_EQ(insn.length, length) << insn.text;
     EXPECT_EQ(insn.bytes.size(), static_cast<std::size_t>(length));
+  }
+}
+
+// XSAVE writes the state components the processor has enabled, not only the 576 bytes of the
+// legacy region and header that the encoding alone tells: the operand is the area CPUID leaf 0xD
+// gives (ld.so's _dl_runtime_resolve_xsavec writes AVX state past byte 576 of its stack area).
+TEST(InsnDecodeTest, XsaveWritesTheWholeEnabledStateArea) {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const unsigned area = __get_cpuid_count(0xd, 0, &a, &b, &c, &d) ? b : 0;
+  for (const std::vector<std::uint8_t>& bytes :
+       {std::vector<std::uint8_t>{0x0f, 0xae, 0x64, 0x24, 0x40},     // xsave 0x40(%rsp)
+        std::vector<std::uint8_t>{0x0f, 0xc7, 0x64, 0x24, 0x40}}) {  // xsavec 0x40(%rsp)
+    auto insn = decode(bytes, 0x1000);
+    ASSERT_TRUE(insn) << insn.error().to_string();
+    ASSERT_EQ(insn->mem.size(), 1u) << insn->text;
+    EXPECT_NE(insn->mem[0].access, Access::kRead) << insn->text;
+    EXPECT_GE(insn->mem[0].size, 576u) << insn->text;
+    EXPECT_GE(insn->mem[0].size, area) << insn->text;
   }
 }
 

@@ -52,14 +52,14 @@ x86::Regs before_last_iteration(const x86::Insn& insn, x86::Regs regs) {
 }
 
 // The access bits of the memory operands of `insn` (computed with `regs`, rip = insn.ip) that
-// touch [addr, addr+len), implicit stack slots aside.
+// touch [addr, addr+len), implicit stack slots included (accessors_before gives them rsp as it
+// was before the instruction).
 unsigned touching(const x86::Insn& insn, const x86::Regs& regs, std::uint64_t addr,
                   std::uint64_t len) {
   auto refs = x86::effective_addresses(insn, regs);
   if (!refs) return 0;
   unsigned access = 0;
   for (std::size_t i = 0; i < refs->size(); ++i) {
-    if (insn.mem.size() > i && insn.mem[i].stack) continue;
     const x86::MemRef& ref = (*refs)[i];
     if (!(ref.address < addr + len && addr < ref.address + ref.size)) continue;
     if (ref.access == x86::Access::kRead) access |= kWatchRead;
@@ -115,6 +115,17 @@ std::vector<Accessor> accessors_before(std::span<const std::uint8_t> code, std::
     if (!insn || insn->length != k) continue;
     x86::Regs at = regs;
     at.rip = ip;
+    // The registers are those after the instruction: one that pushed (push, call) or popped
+    // (pop, ret) moved rsp, and its operands are computed with rsp as it was before.
+    for (const x86::MemOperand& m : insn->mem) {
+      if (!m.stack || m.string_op) continue;
+      if (m.access == x86::Access::kRead) {
+        at.rsp -= m.size;
+      } else {
+        at.rsp += m.size;
+      }
+      break;
+    }
     // A string instruction that ended here made its last iteration just before the stop.
     if (is_string(*insn)) at = before_last_iteration(*insn, at);
     if (const unsigned access = touching(*insn, at, addr, len); access != 0) {

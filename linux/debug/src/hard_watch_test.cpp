@@ -104,11 +104,20 @@ TEST(AccessorBefore, FindsTheOneInstructionThatTouchedTheRange) {
             (Accessor{kEnd - 2, kWatchRead | kWatchWrite}));
   regs.rdi = 0x6000;
   EXPECT_EQ(accessor_before(add, kEnd, 0x5002, 1, regs), std::nullopt);
-  // push (%rdi): the explicit operand is read; the stack slot it writes is not the access.
+  // push (%rdi): the explicit operand is read, and the stack slot is written where rsp pointed
+  // after the push (the registers are those after it): 0x5008 here.
   const auto push = window({0xff, 0x37});
   regs.rdi = 0x5000;
   regs.rsp = 0x5008;
-  EXPECT_EQ(accessor_before(push, kEnd, 0x5000, 16, regs), (Accessor{kEnd - 2, kWatchRead}));
+  EXPECT_EQ(accessor_before(push, kEnd, 0x5000, 8, regs), (Accessor{kEnd - 2, kWatchRead}));
+  EXPECT_EQ(accessor_before(push, kEnd, 0x5008, 8, regs), (Accessor{kEnd - 2, kWatchWrite}));
+  EXPECT_EQ(accessor_before(push, kEnd, 0x5000, 16, regs),
+            (Accessor{kEnd - 2, kWatchRead | kWatchWrite}));
+  // pop %rbx (0x5b): read the slot below rsp after it.
+  const auto pop = window({0x5b});
+  regs.rsp = 0x7010;
+  EXPECT_EQ(accessor_before(pop, kEnd, 0x7008, 8, regs), (Accessor{kEnd - 1, kWatchRead}));
+  EXPECT_EQ(accessor_before(pop, kEnd, 0x7010, 8, regs), std::nullopt);
   // No bytes (the trap was near address 0, or its text unreadable): nothing certain.
   EXPECT_EQ(accessor_before({}, kEnd, kEnd + 0x100, 4, regs), std::nullopt);
 }

@@ -515,6 +515,7 @@ Result<bool> SoftWatch::handle(const Event& ev, std::vector<WatchHit>& hits) {
     case EventKind::kThreadExit:
       open_.erase(ev.tid);
       step_.erase(ev.tid);
+      rep_.erase(ev.tid);
       return false;
     case EventKind::kExited:
     case EventKind::kKilled:
@@ -563,6 +564,7 @@ Result<bool> SoftWatch::rearm(pid_t process) {
 Result<bool> SoftWatch::on_exec(pid_t process) {
   open_.erase(process);
   step_.erase(process);
+  rep_.erase(process);
   ++generation_;
   // The same executable at the same addresses (address randomisation is off for spawned
   // commands): the watch goes on in the new image.
@@ -585,6 +587,7 @@ Result<bool> SoftWatch::on_exec(pid_t process) {
     traps_.clear();
     open_.clear();
     step_.clear();
+    rep_.clear();
   }
   return false;
 }
@@ -1065,7 +1068,12 @@ Result<void> SoftWatch::prepare_step(pid_t tid) {
   auto insn = inferior_->decode_at(regs->rip, inferior_->process_of(tid));
   if (insn) {
     check.syscall = insn->branch == x86::BranchKind::kSyscall;
-    auto refs = x86::effective_addresses(*insn, *regs);
+    // A REP string instruction runs one iteration per step: the step's operands are one
+    // iteration's (none when rcx is 0).
+    check.rep = is_rep_string(*insn);
+    x86::Regs one = *regs;
+    if (check.rep) one.rcx = std::min<std::uint64_t>(one.rcx, 1);
+    auto refs = x86::effective_addresses(*insn, one);
     if (refs) {
       for (const x86::MemRef& ref : *refs) {
         for (std::size_t i = 0; i < ranges_.size(); ++i) {
@@ -1106,13 +1114,37 @@ Result<bool> SoftWatch::on_step(pid_t tid, std::vector<WatchHit>& hits) {
     auto regs = inferior_->get_regs(tid);
     if (regs) via = syscall_name(static_cast<long>(regs->orig_rax));
   }
-  for (std::size_t k = 0; k < check.ranges.size(); ++k) {
-    const auto [range, bits] = check.ranges[k];
-    auto now = read_range(range, tid);
-    if (!now) return std::unexpected(now.error());
-    if (check.syscall && *now == check.before[k]) continue;
-    add_hit(hits, range, tid, check.ip, ranges_[range].addr, bits, std::move(check.before[k]),
-            std::move(*now), via);
+  if (check.rep) {
+    // One hit per REP string instruction and range, as the hardware reports it: the iterations'
+    // accesses add up while the thread stays on the instruction, the old value from before the
+    // first iteration that touched the range, the new one when the instruction is done.
+    auto& progress = rep_[tid];
+    for (std::size_t k = 0; k < check.ranges.size(); ++k) {
+      const auto [range, bits] = check.ranges[k];
+      auto [it, fresh] = progress.try_emplace(range);
+      if (fresh) it->second.before = std::move(check.before[k]);
+      it->second.bits |= bits;
+    }
+    auto regs = inferior_->get_regs(tid);
+    if (!regs) return std::unexpected(regs.error());
+    if (regs->rip != check.ip) {
+      for (auto& [range, done] : progress) {
+        auto now = read_range(range, tid);
+        if (!now) return std::unexpected(now.error());
+        add_hit(hits, range, tid, check.ip, ranges_[range].addr, done.bits, std::move(done.before),
+                std::move(*now), "");
+      }
+      rep_.erase(tid);
+    }
+  } else {
+    for (std::size_t k = 0; k < check.ranges.size(); ++k) {
+      const auto [range, bits] = check.ranges[k];
+      auto now = read_range(range, tid);
+      if (!now) return std::unexpected(now.error());
+      if (check.syscall && *now == check.before[k]) continue;
+      add_hit(hits, range, tid, check.ip, ranges_[range].addr, bits, std::move(check.before[k]),
+              std::move(*now), via);
+    }
   }
   if (auto r = prepare_step(tid); !r) return std::unexpected(r.error());
   // Execution watches: the instruction about to run.

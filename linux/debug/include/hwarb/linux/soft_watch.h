@@ -168,6 +168,11 @@ class SoftWatch {
     std::vector<std::pair<std::size_t, unsigned>> ranges;  // range, access
     std::vector<std::vector<std::uint8_t>> before;
     bool syscall = false;
+    bool rep = false;  // a REP string instruction: one iteration per step
+  };
+  struct RepProgress {  // single-step method: a REP string instruction's iterations so far
+    unsigned bits = 0;
+    std::vector<std::uint8_t> before;
   };
 
   SoftWatch(Inferior& inferior, std::vector<WatchRange> ranges);
@@ -207,9 +212,10 @@ class SoftWatch {
   std::map<std::uint64_t, Trap> traps_;  // int3 address -> original byte
   std::map<pid_t, OpenSyscall> open_;    // threads inside a system call with pages opened
   std::map<pid_t, StepCheck> step_;      // single-step method, per thread
-  std::set<pid_t> trap_steps_;           // threads stepping over an int3's original instruction
-  std::set<pid_t> unwatched_;            // processes whose new image could not be watched
-  std::string image_;                    // the executable armed (/proc/PID/exe)
+  std::map<pid_t, std::map<std::size_t, RepProgress>> rep_;  // per thread, per range
+  std::set<pid_t> trap_steps_;  // threads stepping over an int3's original instruction
+  std::set<pid_t> unwatched_;   // processes whose new image could not be watched
+  std::string image_;           // the executable armed (/proc/PID/exe)
   bool single_step_ = false;
   bool ended_ = false;
   std::uint64_t generation_ = 1;
