@@ -183,7 +183,7 @@ RunResult run_ring(const std::vector<std::byte>& src, std::size_t batch, std::ui
   bts::AuxRing& ring = **created;
   std::atomic<bool> go{false};
   std::thread consumer([&] {
-    if (consumer_cpu >= 0) (void)hwarb::linux::pin_to_cpu(0, consumer_cpu);
+    if (consumer_cpu >= 0) (void)hwarb::native::pin_to_cpu(0, consumer_cpu);
     while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
     std::uint64_t next = 0;
     int idle = 0;
@@ -293,7 +293,7 @@ RunResult run_floor(const std::vector<std::byte>& src, std::size_t batch, std::u
   Position tail;
   std::atomic<bool> go{false};
   std::thread consumer([&] {
-    if (consumer_cpu >= 0) (void)hwarb::linux::pin_to_cpu(0, consumer_cpu);
+    if (consumer_cpu >= 0) (void)hwarb::native::pin_to_cpu(0, consumer_cpu);
     while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
     std::uint64_t next = 0;
     Backoff backoff;
@@ -431,8 +431,8 @@ int run(const Options& opt_in) {
   Options opt = opt_in;
   // The producer (this thread) and the consumer on two different CPUs: left to the scheduler,
   // both sometimes share one CPU and the figures drop 10x.
-  if (auto cpus = hwarb::linux::cpu_affinity(0);
-      cpus && cpus->size() >= 2 && hwarb::linux::pin_to_cpu(0, (*cpus)[0])) {
+  if (auto cpus = hwarb::native::cpu_affinity(0);
+      cpus && cpus->size() >= 2 && hwarb::native::pin_to_cpu(0, (*cpus)[0])) {
     opt.consumer_cpu = (*cpus)[1];
     std::printf("producer and memcpy on CPU %d, consumer on CPU %d\n", (*cpus)[0],
                 opt.consumer_cpu);

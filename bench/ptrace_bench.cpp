@@ -1,7 +1,7 @@
 // bench/ptrace_bench.cpp — PTRACE_PEEKUSER/POKEUSER of the debug registers: the real kernel
 // against the emulation, the same calls through the same interface, measured in one run.
 //
-//  kernel:    linux::LinuxTracee on a forked child in its ptrace-stop (one system call a call);
+//  kernel:    native::LinuxTracee on a forked child in its ptrace-stop (one system call a call);
 //  emulation: sim::SimTracee on a task of a sim::System (x86_64, 2 CPUs; the DR emulation on the
 //             hw_breakpoint API, the arbiter and the perf-event core).
 // Both are driven as a ptrace_compat::Tracee&, so the measured loop is identical.
@@ -54,7 +54,7 @@
 namespace {
 
 namespace sim = hwarb::sim;
-namespace linux = hwarb::linux;
+namespace native = hwarb::native;
 using hwarb::ErrorCode;
 using hwarb::Result;
 using hwarb::bench::Clock;
@@ -85,7 +85,7 @@ std::uint64_t dr(int n) {
 // ---- the two sides --------------------------------------------------------------------------
 
 struct KernelSide {
-  std::optional<linux::LinuxTracee> tracee;
+  std::optional<native::LinuxTracee> tracee;
 };
 
 struct SimSide {
@@ -95,9 +95,9 @@ struct SimSide {
 
 // A fresh child in its ptrace-stop (on `cpu` if given), or why it cannot be had.
 Result<KernelSide> make_kernel(std::optional<int> cpu = std::nullopt) {
-  auto child = linux::StoppedChild::spawn(cpu);
+  auto child = native::StoppedChild::spawn(cpu);
   if (!child) return std::unexpected(child.error());
-  auto t = linux::LinuxTracee::create(std::move(*child));
+  auto t = native::LinuxTracee::create(std::move(*child));
   if (!t) return std::unexpected(t.error());
   KernelSide k;
   k.tracee.emplace(std::move(*t));
@@ -382,7 +382,7 @@ int run(const Options& opt) {
     return 1;
   }
   Placement where;
-  auto cpus = linux::cpu_affinity(0);
+  auto cpus = native::cpu_affinity(0);
   if (!cpus || cpus->empty()) {
     std::fprintf(stderr, "ERROR: %s\n",
                  cpus ? "no CPU to run on" : cpus.error().to_string().c_str());
@@ -390,7 +390,7 @@ int run(const Options& opt) {
   }
   where.tracer_cpu = cpus->front();
   if (cpus->size() > 1) where.other_cpu = (*cpus)[1];
-  if (auto r = linux::pin_to_cpu(0, where.tracer_cpu); !r) {
+  if (auto r = native::pin_to_cpu(0, where.tracer_cpu); !r) {
     std::fprintf(stderr, "ERROR: %s\n", r.error().to_string().c_str());
     return 1;
   }

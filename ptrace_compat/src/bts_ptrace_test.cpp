@@ -132,7 +132,7 @@ class PtraceBtsTest : public ::testing::Test {
   // for the largest buffer, and checks that the ENOMEM left the old buffer and its records. Exit
   // code 0 when it did; 2 when the limit cannot be set, 3 for another outcome, 4 when changed.
   int resize_to_the_maximum_without_memory() {
-    if (!linux::limit_address_space(std::uint64_t{256} << 20)) return 2;
+    if (!native::limit_address_space(std::uint64_t{256} << 20)) return 2;
     auto r = ptrace_->config(kTask, {bts::kMaxBufferBytes, kBtsTrace});
     if (r || r.error().code() != ErrorCode::kNoMem) return 3;
     const bool kept =

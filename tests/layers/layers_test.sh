@@ -73,7 +73,7 @@ done < <(find base x86 arbiter pmu breakpoints ptrace_compat sim linux tools \( 
 # The CLI parses arguments and prints; the debugger under it makes the system calls.
 # (The scenario runner's ptrace is the simulated machine's: a member named ptrace is not a system
 # call, so only the global ::ptrace( counts.)
-cli_calls=$(grep -nE '#include[[:space:]]*[<"](sys/ptrace|sys/wait|sys/syscall|linux/perf_event|linux/hw_breakpoint|hwarb/linux/syscalls|hwarb/linux/stopped_child)\.h[>"]|(^|[^A-Za-z0-9_])::(ptrace|syscall|waitpid|wait4|kill|tgkill|perf_event_open)[[:space:]]*\(|linux::(ptrace_[a-z_]+|perf_[a-z_]*open[a-z_]*|wait_for|send_signal)[[:space:]]*\(' \
+cli_calls=$(grep -nE '#include[[:space:]]*[<"](sys/ptrace|sys/wait|sys/syscall|linux/perf_event|linux/hw_breakpoint|hwarb/linux/syscalls|hwarb/linux/stopped_child)\.h[>"]|(^|[^A-Za-z0-9_])::(ptrace|syscall|waitpid|wait4|kill|tgkill|perf_event_open)[[:space:]]*\(|native::(ptrace_[a-z_]+|perf_[a-z_]*open[a-z_]*|wait_for|send_signal)[[:space:]]*\(' \
   tools/hwarb/src/*.cpp tools/hwarb/src/*.h 2>/dev/null | grep -v '_test\.cpp:')
 if [ -n "$cli_calls" ]; then
   echo "layers: the CLI makes ptrace/perf/wait calls (they belong in linux/debug):"

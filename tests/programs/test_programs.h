@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-namespace hwarb::linux::testing {
+namespace hwarb::native::testing {
 
 // The path of tests/programs/NAME.c's executable.
 inline std::string program(const char* name) {
@@ -42,4 +42,4 @@ class Capture {
   std::FILE* file_;
 };
 
-}  // namespace hwarb::linux::testing
+}  // namespace hwarb::native::testing

@@ -1,5 +1,5 @@
-// test_support.h (the real-process tests only) — the probes that decide whether this machine lets the
-// tests trace a child and open breakpoint events. A refusal skips the test with the kernel's
+// test_support.h (the real-process tests only) — the probes that decide whether this machine lets
+// the tests trace a child and open breakpoint events. A refusal skips the test with the kernel's
 // reason printed (never silently); any other failure is a test failure.
 #pragma once
 
@@ -10,7 +10,7 @@
 
 #include "hwarb/base/error.h"
 
-namespace hwarb::linux::testing {
+namespace hwarb::native::testing {
 
 // EPERM/EACCES: the environment forbids it (seccomp, Yama, a container, perf_event_paranoid);
 // ENOENT/ENODEV/EOPNOTSUPP from perf_event_open: no breakpoint PMU.
@@ -33,4 +33,4 @@ inline std::string skip_reason(const char* what, const Error& e) {
   return reason;
 }
 
-}  // namespace hwarb::linux::testing
+}  // namespace hwarb::native::testing

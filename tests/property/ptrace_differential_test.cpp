@@ -1,6 +1,6 @@
 // Differential test of the ptrace DR emulation against the real kernel: the same sequence of
 // PTRACE_POKEUSER/PEEKUSER and perf breakpoint opens/closes goes to
-//  - a real child under ptrace (linux::StoppedChild + linux::LinuxTracee; perf events with
+//  - a real child under ptrace (native::StoppedChild + native::LinuxTracee; perf events with
 //    perf_event_open on the child's pid, cpu -1, exclude_kernel), and
 //  - a task of a fresh simulated machine (sim::System + sim::SimTracee, x86_64 layout; perf users
 //    with register_user_hw_breakpoint on the task, exclude_kernel),
@@ -109,8 +109,7 @@ std::ostream& operator<<(std::ostream& os, const Op& op) {
       return os << "peek " << offset_name(op.offset);
     case OpKind::kPerfOpen:
       return os << "perf_open(" << hex(op.addr) << ", len " << op.len << ", "
-                << "type " << static_cast<int>(op.type) << " (" << to_string(op.type)
-                << "))";
+                << "type " << static_cast<int>(op.type) << " (" << to_string(op.type) << "))";
     case OpKind::kPerfClose:
       return os << "perf_close(#" << op.pick << ")";
   }
@@ -273,9 +272,9 @@ Outcome outcome_of(const Result<T>& r) {
 class KernelSide {
  public:
   static Result<KernelSide> create() {
-    auto child = linux::StoppedChild::spawn();
+    auto child = native::StoppedChild::spawn();
     if (!child) return std::unexpected(child.error());
-    auto tracee = linux::LinuxTracee::create(std::move(*child));
+    auto tracee = native::LinuxTracee::create(std::move(*child));
     if (!tracee) return std::unexpected(tracee.error());
     return KernelSide(std::move(*tracee));
   }
@@ -287,7 +286,7 @@ class KernelSide {
       case OpKind::kPeek:
         return outcome_of(tracee_.peek_user(op.offset));
       case OpKind::kPerfOpen: {
-        auto fd = linux::perf_breakpoint_open(tracee_.pid(), op.addr, op.len, op.type);
+        auto fd = native::perf_breakpoint_open(tracee_.pid(), op.addr, op.len, op.type);
         Outcome o = outcome_of(fd);
         if (fd) fds_.push_back(std::move(*fd));
         return o;
@@ -302,9 +301,9 @@ class KernelSide {
   }
 
  private:
-  explicit KernelSide(linux::LinuxTracee tracee) : tracee_(std::move(tracee)) {}
-  linux::LinuxTracee tracee_;
-  std::vector<linux::Fd> fds_;
+  explicit KernelSide(native::LinuxTracee tracee) : tracee_(std::move(tracee)) {}
+  native::LinuxTracee tracee_;
+  std::vector<native::Fd> fds_;
 };
 
 class SimSide {
@@ -408,9 +407,9 @@ Run run_both(const std::vector<Op>& ops, bool final_image = true) {
 // empty. Probed once.
 const std::string& refusal() {
   static const std::string why = [] {
-    auto child = linux::StoppedChild::spawn();
+    auto child = native::StoppedChild::spawn();
     if (!child) return "ptrace refused: " + child.error().to_string();
-    auto fd = linux::perf_breakpoint_open(child->pid(), kUserBase, 8, BpType::kW);
+    auto fd = native::perf_breakpoint_open(child->pid(), kUserBase, 8, BpType::kW);
     if (!fd) return "perf_event_open(PERF_TYPE_BREAKPOINT) refused: " + fd.error().to_string();
     return std::string();
   }();

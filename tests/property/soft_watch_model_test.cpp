@@ -23,7 +23,7 @@
 #include "hwarb/linux/soft_watch.h"
 #include "hwarb/linux/symbols.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 struct Access {
@@ -142,4 +142,4 @@ RC_GTEST_PROP(SoftWatchModel, EveryAccessToTheRangeIsReportedExactly, ()) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

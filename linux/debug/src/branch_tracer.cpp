@@ -11,7 +11,7 @@
 #include "hwarb/base/format.h"
 #include "hwarb/linux/page.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 constexpr int kSiKernel = 0x80;  // SI_KERNEL: the SIGTRAP of an int3
@@ -711,4 +711,4 @@ Result<void> BranchTracer::stop() {
   return first;
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

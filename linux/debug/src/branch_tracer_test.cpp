@@ -23,7 +23,7 @@
 #include "hwarb/linux/symbols.h"
 #include "test_programs.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using testing::Capture;
@@ -522,4 +522,4 @@ TEST(BranchTracer, RejectsAnEmptyRange) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -11,7 +11,7 @@
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/syscalls.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 // si_code of a perf event's sigtrap (Linux's TRAP_PERF; glibc's headers may lack it).
@@ -463,4 +463,4 @@ Result<CountResult> count_untraced(Inferior& inferior, PerfWatch perf,
   return out;
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

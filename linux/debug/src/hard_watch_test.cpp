@@ -29,7 +29,7 @@
 #include "test_programs.h"
 #include "test_support.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using testing::Capture;
@@ -649,4 +649,4 @@ TEST(CountUntraced, CountsEveryWriteWhileTheProgramRunsUntraced) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -23,7 +23,7 @@
 #include "hwarb/linux/spawn.h"
 #include "hwarb/linux/syscalls.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 constexpr long kOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
@@ -141,7 +141,7 @@ Result<Inferior> Inferior::spawn(const std::vector<std::string>& argv,
   const long options_bits = kOptions | (options.kill_on_exit ? PTRACE_O_EXITKILL : 0);
   if (auto seized = ptrace_seize(pid, static_cast<std::uint64_t>(options_bits)); !seized) {
     (void)send_signal(pid, SIGKILL);
-    (void)linux::wait_for(pid, false);
+    (void)native::wait_for(pid, false);
     inferior.pid_ = -1;
     return std::unexpected(seized.error());
   }
@@ -1073,4 +1073,4 @@ Result<void> Inferior::kill() {
   return {};
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -18,7 +18,7 @@
 
 #include <gtest/gtest.h>
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using testing::Capture;
@@ -525,4 +525,4 @@ TEST(Inferior, AttachRefusesBadPids) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -11,7 +11,7 @@
 
 #include "hwarb/linux/syscalls.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 constexpr const char* kPmuDir = "/sys/bus/event_source/devices/intel_bts";
@@ -139,4 +139,4 @@ std::vector<int> IntelBtsTrace::fds() const {
   return out;
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -19,7 +19,7 @@
 #include "test_programs.h"
 #include "test_support.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using testing::Capture;
@@ -139,4 +139,4 @@ TEST(IntelBts, HardwareFindsTheSameTakenBranchesAsTheSoftwareTracer) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

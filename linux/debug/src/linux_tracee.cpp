@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using ptrace_compat::UserLayout;
@@ -162,4 +162,4 @@ Result<void> LinuxTracee::step() {
   return resume(true);
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -14,7 +14,7 @@
 #include "hwarb/linux/syscalls.h"
 #include "test_support.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using ptrace_compat::Stop;
@@ -170,4 +170,4 @@ TEST(LinuxTracee, AttachesAndDetachesKeepingTheBreakpoints) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -10,7 +10,7 @@
 
 #include "hwarb/linux/syscalls.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 bool all_zero(const std::uint8_t* p) {
@@ -164,4 +164,4 @@ Result<AuxDrain> PerfAuxRing::drain(const Sink& sink) {
   return out;
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -17,7 +17,7 @@
 #include "hwarb/linux/perf_aux.h"
 #include "hwarb/x86/bts.h"
 
-namespace hwarb::linux::testing {
+namespace hwarb::native::testing {
 
 inline constexpr std::size_t kPage = 4096;
 
@@ -140,4 +140,4 @@ inline Reader reader_over(FakeKernel& k) {
   return Reader{std::move(*ring), {}, {}, 0, 0};
 }
 
-}  // namespace hwarb::linux::testing
+}  // namespace hwarb::native::testing

@@ -13,7 +13,7 @@
 #include "hwarb/linux/perf_aux.h"
 #include "perf_aux_fake_kernel.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using testing::FakeKernel;
@@ -57,4 +57,4 @@ TEST(PerfAux, ConcurrentProducerAndConsumerLoseNothing) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -18,7 +18,7 @@
 #include "hwarb/linux/syscalls.h"
 #include "perf_aux_fake_kernel.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using testing::aux_record;
@@ -369,4 +369,4 @@ TEST(PerfAux, TheKernelRefusesAnAuxAreaOnAnEventWithoutOne) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -9,7 +9,7 @@
 #include "hwarb/base/format.h"
 #include "hwarb/linux/syscalls.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 constexpr std::uint64_t kHeaderSize = sizeof(perf_event_header);
@@ -329,4 +329,4 @@ Result<RingBatch> PerfRing::drain(std::uint64_t sample_type) {
   return batch;
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

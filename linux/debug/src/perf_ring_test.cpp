@@ -22,7 +22,7 @@
 #include "hwarb/linux/syscalls.h"
 #include "test_support.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using ::testing::HasSubstr;
@@ -361,4 +361,4 @@ TEST(PerfRingKernel, PageFaultSamplesOfAChildComeThroughAWrappingRing) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

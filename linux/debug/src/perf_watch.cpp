@@ -16,7 +16,7 @@
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/syscalls.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 perf_event_attr watch_attr(const HwPiece& piece, const PerfWatchOptions& options) {
@@ -326,4 +326,4 @@ std::vector<pid_t> PerfCount::tasks() const {
   return out;
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -19,7 +19,7 @@
 #include "hwarb/linux/syscalls.h"
 #include "test_support.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using ::testing::HasSubstr;
@@ -432,4 +432,4 @@ TEST(CpuList, ParsesRangesAndRefusesGarbage) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -42,7 +42,7 @@ __asm__(
 extern "C" const char hwarb_probe_block[];
 extern "C" const char hwarb_probe_block_target[];
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 constexpr int kBlockInstructions = 5;
@@ -385,4 +385,4 @@ std::string probe_to_text(const ProbeReport& r) {
   return out;
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

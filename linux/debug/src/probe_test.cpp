@@ -14,7 +14,7 @@
 #include "hwarb/linux/syscalls.h"
 #include "test_support.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using ::testing::HasSubstr;
@@ -256,4 +256,4 @@ TEST(ProbeSyscalls, SetRegsThenGetRegsRoundTrips) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -11,7 +11,7 @@
 #include "hwarb/linux/syscalls.h"
 #include "hwarb/linux/terminal.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 Result<Inferior> open_target(const Target& target) {
   if (!target.command.empty()) {
@@ -194,4 +194,4 @@ Result<RunResult> run_target(Inferior& inferior, Engine& engine) {
   }
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -16,7 +16,7 @@
 #include "test_programs.h"
 #include "test_support.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using testing::Capture;
@@ -222,4 +222,4 @@ TEST(WaitEnd, RecordsHowAChildEndedOnce) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

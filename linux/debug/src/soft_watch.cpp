@@ -13,7 +13,7 @@
 #include "hwarb/linux/page.h"
 #include "hwarb/linux/syscalls.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 constexpr int kSegvAccErr = 2;   // SEGV_ACCERR: a protection fault on a mapped page
@@ -1210,4 +1210,4 @@ Result<void> SoftWatch::disarm() {
   return first;
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

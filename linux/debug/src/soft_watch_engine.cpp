@@ -1,6 +1,6 @@
 #include "hwarb/linux/soft_watch_engine.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 Result<bool> SoftWatchEngine::handle(const Event& event) {
   hits_.clear();
@@ -34,4 +34,4 @@ void SoftWatchEngine::publish() {
   published_ = watch_.plan_generation();
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

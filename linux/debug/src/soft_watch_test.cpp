@@ -21,7 +21,7 @@
 #include "hwarb/linux/symbols.h"
 #include "test_programs.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using testing::Capture;
@@ -503,4 +503,4 @@ TEST(SoftWatch, BadRangesAreRefusedAndChangeNothing) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -40,7 +40,7 @@
 // An address in a module but in no symbol is described as "[basename]+0xoff" with off = addr -
 // the module's bias, the link-time address that addr2line and objdump use.
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 constexpr std::uint32_t kNoModule = ~std::uint32_t{0};
@@ -578,4 +578,4 @@ std::optional<std::uint64_t> SymbolTable::entry() const {
   return impl_->entry_point;
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

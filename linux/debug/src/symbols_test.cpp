@@ -19,7 +19,7 @@
 
 #include "hwarb/linux/proc_maps.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 // The layout of tests/programs/symbols.c's globals.
@@ -378,4 +378,4 @@ TEST(SymbolTableProcess, OwnProcessFindsItsLibraries) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -6,7 +6,7 @@
 
 #include "hwarb/base/ids.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 BranchStore::BranchStore(Sink sink)
     : sink_(std::move(sink)), start_(std::chrono::steady_clock::now()) {}
@@ -154,4 +154,4 @@ void BtsTraceEngine::take(pid_t tid, const x86::BtsRecord& b) {
   store_.add(BranchRecord{b.from, b.to, kinds_.kind(b.from), tid});
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -14,7 +14,7 @@
 #include "test_programs.h"
 #include "test_support.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using testing::Capture;
@@ -197,4 +197,4 @@ TEST(BtsTraceEngine, FindsEveryCallWhereTheMachineHasIntelBts) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -18,7 +18,7 @@
 #include "hwarb/x86/debugreg.h"
 #include "hwarb/x86/insn.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using ptrace_compat::Stop;
@@ -748,4 +748,4 @@ Result<std::unique_ptr<ptrace_compat::Tracee>> open_tracee(pid_t pid, bool hits_
   return std::make_unique<VirtualTracee>(std::move(*t));
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -26,7 +26,7 @@
 #include "test_programs.h"
 #include "test_support.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using testing::Capture;
@@ -682,4 +682,4 @@ TEST(VirtualTracee, OpenTraceeChoosesByWhetherHitsAreDelivered) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

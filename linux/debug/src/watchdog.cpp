@@ -19,7 +19,7 @@
 #include "hwarb/linux/spawn.h"
 #include "hwarb/linux/syscalls.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 namespace {
 
@@ -213,4 +213,4 @@ void Watchdog::release() {
   shared_ = nullptr;
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

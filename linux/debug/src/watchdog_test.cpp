@@ -22,7 +22,7 @@
 #include "hwarb/linux/symbols.h"
 #include "test_programs.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 std::string slurp(const std::string& path) {
@@ -149,4 +149,4 @@ TEST(Watchdog, APlanPastTheCapacityIsRefused) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

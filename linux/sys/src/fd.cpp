@@ -7,7 +7,7 @@
 
 #include "sys_error.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 Fd& Fd::operator=(Fd&& other) noexcept {
   if (this != &other) reset(other.release());
@@ -29,4 +29,4 @@ Result<void> Fd::close() {
   return {};
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -7,7 +7,7 @@
 
 #include "sys_error.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 namespace {
 
@@ -50,4 +50,4 @@ void OwnerLock::unlock() {
   pthread_mutex_unlock(mutex_of(*this));
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

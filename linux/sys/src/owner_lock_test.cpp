@@ -7,7 +7,7 @@
 
 #include "hwarb/linux/syscalls.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 // A child waits for the lock; the parent's process (the owner) is simulated by a forked owner
@@ -57,4 +57,4 @@ TEST(OwnerLock, AWaiterIsWokenWhenTheOwnerDiesHoldingIt) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

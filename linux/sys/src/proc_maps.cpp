@@ -16,7 +16,7 @@
 #include "hwarb/linux/fd.h"
 #include "sys_error.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using detail::sys_fail;
@@ -273,4 +273,4 @@ Result<void> pwrite_memory(int fd, std::uint64_t addr, std::span<const std::uint
   return {};
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

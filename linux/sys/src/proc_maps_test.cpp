@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 constexpr std::string_view kMaps =
@@ -226,4 +226,4 @@ TEST(ProcessMemory, RefusalsNameThePidOrTheDescriptor) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -9,7 +9,7 @@
 
 #include "sys_error.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 Result<Fd> blocked_signal_fd(int signal) {
   const std::string what = "signal " + std::to_string(signal);
@@ -44,4 +44,4 @@ Result<int> drain_signal_fd(int fd) {
   }
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

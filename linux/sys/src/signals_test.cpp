@@ -14,7 +14,7 @@
 #include "hwarb/linux/syscalls.h"
 #include "hwarb/linux/terminal.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 template <typename T>
@@ -81,4 +81,4 @@ TEST(DrainSignalFd, ABadDescriptorIsNamed) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

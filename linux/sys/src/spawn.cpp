@@ -20,7 +20,7 @@
 
 extern char** environ;
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using detail::sys_fail;
@@ -165,4 +165,4 @@ Result<void> make_realtime() {
   ::_exit(status);
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -22,7 +22,7 @@
 #include "test_programs.h"
 #include "test_support.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using testing::Capture;
@@ -249,4 +249,4 @@ TEST(ForkGated, AClosedGoPipeEndsTheChildUnstarted) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

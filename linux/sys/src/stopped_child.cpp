@@ -13,7 +13,7 @@
 
 #include "sys_error.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 // Exit statuses of a child that could not get to its stop.
@@ -112,4 +112,4 @@ Result<void> StoppedChild::kill() {
   return {};
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-namespace hwarb::linux::detail {
+namespace hwarb::native::detail {
 
 Error sys_error(int err, std::string_view field, std::string_view what) {
   const char* name = strerrorname_np(err);
@@ -20,4 +20,4 @@ Error sys_error(int err, std::string_view field, std::string_view what) {
   return Error(from_errno(err), std::move(msg));
 }
 
-}  // namespace hwarb::linux::detail
+}  // namespace hwarb::native::detail

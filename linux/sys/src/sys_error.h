@@ -10,7 +10,7 @@
 
 #include "hwarb/base/error.h"
 
-namespace hwarb::linux::detail {
+namespace hwarb::native::detail {
 
 Error sys_error(int err, std::string_view field, std::string_view what);
 
@@ -19,4 +19,4 @@ Result<T> sys_fail(int err, std::string_view field, std::string_view what) {
   return std::unexpected(sys_error(err, field, what));
 }
 
-}  // namespace hwarb::linux::detail
+}  // namespace hwarb::native::detail

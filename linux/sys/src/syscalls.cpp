@@ -21,7 +21,7 @@
 #include "hwarb/base/format.h"
 #include "sys_error.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using detail::sys_fail;
@@ -309,7 +309,7 @@ Result<Fd> open_file(const std::string& path) {
   return Fd(fd);
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native
 
 // probe and perf ring (linux_perf)
 #include <poll.h>
@@ -318,7 +318,7 @@ Result<Fd> open_file(const std::string& path) {
 #include <sys/uio.h>
 #include <sys/user.h>
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 Result<Fd> perf_event_open_attr(const ::perf_event_attr& attr, pid_t pid, int cpu, int group_fd,
                                 unsigned long flags) {
@@ -565,12 +565,12 @@ Result<std::size_t> ptrace_get_syscall_info(pid_t pid, ::__ptrace_syscall_info& 
   return static_cast<std::size_t>(size);
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native
 
 // report files (the CLI's -o)
 #include "hwarb/linux/files.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 Result<Fd> create_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
@@ -578,4 +578,4 @@ Result<Fd> create_file(const std::string& path) {
   return Fd(fd);
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -30,7 +30,7 @@
 #include "hwarb/ptrace_compat/user_area.h"
 #include "test_support.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 using hwarb::BpType;
@@ -461,4 +461,4 @@ TEST(Syscalls, CreateFileTruncatesIsCloseOnExecAndNamesAMissingDirectory) {
 }
 
 }  // namespace
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -5,7 +5,7 @@
 
 #include <atomic>
 
-namespace hwarb::linux {
+namespace hwarb::native {
 namespace {
 
 volatile sig_atomic_t g_interrupted = 0;
@@ -34,4 +34,4 @@ bool interrupt_requested() {
   return g_interrupted != 0;
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

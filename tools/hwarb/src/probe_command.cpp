@@ -10,15 +10,15 @@ namespace hwarb::cli {
 namespace {
 
 int run_probe(bool json) {
-  auto report = linux::probe();
+  auto report = native::probe();
   if (!report) {
     std::cerr << "hwarb probe: " << report.error().to_string() << "\n";
     return kExitFailure;
   }
   if (json) {
-    std::cout << linux::probe_to_json(*report) << "\n";
+    std::cout << native::probe_to_json(*report) << "\n";
   } else {
-    std::cout << linux::probe_to_text(*report);
+    std::cout << native::probe_to_text(*report);
   }
   std::cout.flush();
   return std::cout ? kExitOk : kExitFailure;

@@ -38,7 +38,7 @@ void add_output_option(CLI::App& sub, std::string& path) {
 
 Result<Report> Report::open(const std::string& path) {
   if (path.empty()) return Report(stdout, false);
-  auto fd = linux::create_file(path);
+  auto fd = native::create_file(path);
   if (!fd) return std::unexpected(fd.error().with_context("--output"));
   std::FILE* file = ::fdopen(fd->get(), "w");
   if (file == nullptr) {
@@ -86,7 +86,7 @@ std::string target_name(const TargetOptions& target) {
   return "thread " + std::to_string(target.tid);
 }
 
-std::string describe_end(const linux::RunResult& result, bool spawned) {
+std::string describe_end(const native::RunResult& result, bool spawned) {
   if (result.interrupted) {
     return spawned ? "killed (hwarb was interrupted)"
                    : "still running, detached unmodified (hwarb was interrupted)";
@@ -99,7 +99,7 @@ std::string describe_end(const linux::RunResult& result, bool spawned) {
   return "exited with status " + std::to_string(result.status);
 }
 
-Progress::Progress() : enabled_(linux::is_terminal(2)) {}
+Progress::Progress() : enabled_(native::is_terminal(2)) {}
 
 void Progress::update(const std::string& line) {
   if (!enabled_) return;

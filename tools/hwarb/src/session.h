@@ -1,7 +1,7 @@
 // tools/hwarb/src/session.h — what `hwarb watch`, `stat` and `trace` share on the command line:
 // the target options (-p PID | -t TID | -- CMD ARGS, --aslr) and their check, where the report
 // goes (-o FILE), the wording of a target and of how it ended, and the progress line. The session
-// itself (starting or attaching, the event loop, Ctrl-C) is linux::run_target's
+// itself (starting or attaching, the event loop, Ctrl-C) is native::run_target's
 // (hwarb/linux/session.h).
 //
 // Contract:
@@ -29,7 +29,7 @@
 
 namespace hwarb::cli {
 
-using TargetOptions = linux::Target;
+using TargetOptions = native::Target;
 
 // main() splits the command line at the first "--": what follows is the target command, kept
 // here (CLI11 would mix it with the expressions).
@@ -71,7 +71,7 @@ class Report {
 std::string target_name(const TargetOptions& target);
 // "exited with status 3" / "killed by SIGSEGV" / "still running (detached)" / "killed (hwarb
 // was interrupted)".
-std::string describe_end(const linux::RunResult& result, bool spawned);
+std::string describe_end(const native::RunResult& result, bool spawned);
 
 // A one-line progress display on stderr when it is a terminal; nothing otherwise. update() redraws
 // at most every 200 ms; clear() erases the line.
@@ -91,15 +91,15 @@ class Progress {
 
 // `engine` with a progress line: after each of its ticks the line is redrawn with line(); it is
 // erased before the engine finishes.
-class WithProgress final : public linux::Engine {
+class WithProgress final : public native::Engine {
  public:
-  WithProgress(linux::Engine& engine, Progress& progress, std::function<std::string()> line)
+  WithProgress(native::Engine& engine, Progress& progress, std::function<std::string()> line)
       : engine_(engine), progress_(progress), line_(std::move(line)) {}
 
-  [[nodiscard]] Result<bool> handle(const linux::Event& event) override {
+  [[nodiscard]] Result<bool> handle(const native::Event& event) override {
     return engine_.handle(event);
   }
-  linux::Resume resume_mode() const override { return engine_.resume_mode(); }
+  native::Resume resume_mode() const override { return engine_.resume_mode(); }
   [[nodiscard]] Result<void> finish() override {
     progress_.clear();
     return engine_.finish();
@@ -113,7 +113,7 @@ class WithProgress final : public linux::Engine {
   bool done() const override { return engine_.done(); }
 
  private:
-  linux::Engine& engine_;
+  native::Engine& engine_;
   Progress& progress_;
   std::function<std::string()> line_;
 };

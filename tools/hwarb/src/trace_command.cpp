@@ -4,13 +4,13 @@
 //
 // Where the kernel has the intel_bts PMU (hardware mode, the default there; --hardware insists):
 // one intel_bts perf event per thread, its records read from the AUX area whenever the kernel
-// hands a stretch over and at every stop (linux::BtsTraceEngine). The target runs at full speed
+// hands a stretch over and at every stop (native::BtsTraceEngine). The target runs at full speed
 // apart from BTS itself; ptrace stops only at system calls, thread events and signals. Loss is
 // reported: stretches the kernel flagged truncated (its AUX area was full).
 //
 // Where the machine has no BTS, or with --software, branches are observed in software by
-// linux::BranchTracer (int3 on basic-block ends, branches emulated; see branch_tracer.h). Either
-// way each branch goes through a linux::BranchStore, which keeps it exactly as the processor's
+// native::BranchTracer (int3 on basic-block ends, branches emulated; see branch_tracer.h). Either
+// way each branch goes through a native::BranchStore, which keeps it exactly as the processor's
 // BTS would, and the printed records are drained from it — when its buffer nears full, before
 // the process exits and at the end.
 //
@@ -85,18 +85,18 @@ class Symbolizer {
     std::string dso;        // module path or "[unknown]"
   };
 
-  Symbolizer(linux::Inferior& inferior, std::optional<linux::SymbolTable> table)
+  Symbolizer(native::Inferior& inferior, std::optional<native::SymbolTable> table)
       : inferior_(inferior), table_(std::move(table)) {}
 
   void allow_reload() { reload_allowed_ = true; }
 
   const Names& names(std::uint64_t addr) {
     if (auto it = cache_.find(addr); it != cache_.end()) return it->second;
-    linux::Location loc;
+    native::Location loc;
     if (table_) loc = table_->locate(addr);
     if (loc.module.empty() && reload_allowed_ && inferior_.alive()) {
       reload_allowed_ = false;
-      if (auto fresh = linux::SymbolTable::load(inferior_.pid())) {
+      if (auto fresh = native::SymbolTable::load(inferior_.pid())) {
         table_ = std::move(*fresh);
         loc = table_->locate(addr);
       }
@@ -114,8 +114,8 @@ class Symbolizer {
   }
 
  private:
-  linux::Inferior& inferior_;
-  std::optional<linux::SymbolTable> table_;
+  native::Inferior& inferior_;
+  std::optional<native::SymbolTable> table_;
   std::unordered_map<std::uint64_t, Names> cache_;
   Names scratch_;
   bool reload_allowed_ = true;
@@ -132,9 +132,9 @@ class Output {
         report_(report) {}
 
   // One drain of the store.
-  void print(std::span<const linux::StoredBranch> batch) {
+  void print(std::span<const native::StoredBranch> batch) {
     symbols_.allow_reload();
-    for (const linux::StoredBranch& b : batch) print(b);
+    for (const native::StoredBranch& b : batch) print(b);
     std::fflush(report_.out());
   }
 
@@ -143,7 +143,7 @@ class Output {
   const std::map<x86::BranchKind, std::uint64_t>& by_kind() const { return by_kind_; }
 
  private:
-  void print(const linux::StoredBranch& b) {
+  void print(const native::StoredBranch& b) {
     if (only_tid_ != 0 && b.tid != only_tid_) return;
     ++printed_;
     ++by_kind_[b.kind];
@@ -189,7 +189,7 @@ class Output {
   std::map<x86::BranchKind, std::uint64_t> by_kind_;
 };
 
-std::string target_json(const linux::RunResult& end) {
+std::string target_json(const native::RunResult& end) {
   std::string out = "{\"pid\":" + std::to_string(end.pid);
   if (end.exited && end.signal == 0) out += ",\"exit\":" + std::to_string(end.status);
   if (end.signal != 0) out += ",\"signal\":" + std::to_string(end.signal);
@@ -200,14 +200,14 @@ std::string target_json(const linux::RunResult& end) {
 // What the summary says of the run, in either mode.
 struct RunFacts {
   bool hardware = false;
-  linux::BranchTracerStats stats;  // software: stops, not taken, ...; hardware: taken, syscalls,
-                                   // signals only
-  linux::IntelBtsStats bts;        // hardware
+  native::BranchTracerStats stats;  // software: stops, not taken, ...; hardware: taken, syscalls,
+                                    // signals only
+  native::IntelBtsStats bts;        // hardware
 };
 
 void summary(const TraceArgs& args, Format format, const Output& output, std::uint64_t lost,
-             const RunFacts& facts, const linux::RunResult& end, bool spawned, double seconds) {
-  const linux::BranchTracerStats& stats = facts.stats;
+             const RunFacts& facts, const native::RunResult& end, bool spawned, double seconds) {
+  const native::BranchTracerStats& stats = facts.stats;
   std::fflush(output.report().out());
   const double per_taken =
       stats.taken == 0 ? 0.0 : static_cast<double>(stats.stops) / static_cast<double>(stats.taken);
@@ -283,17 +283,17 @@ void summary(const TraceArgs& args, Format format, const Output& output, std::ui
 
 // Hardware mode (see the file comment). The process is stopped: spawned at its first
 // instruction, or attached.
-int run_hardware(const TraceArgs& args, Format format, linux::Inferior& inferior, Output& output,
-                 linux::BranchStore& store, linux::BranchTracerOptions options) {
+int run_hardware(const TraceArgs& args, Format format, native::Inferior& inferior, Output& output,
+                 native::BranchStore& store, native::BranchTracerOptions options) {
   const bool spawned = inferior.spawned();
-  auto bts = linux::IntelBtsTrace::open();
+  auto bts = native::IntelBtsTrace::open();
   if (!bts) return target_error(bts.error());
   if (spawned && options.start_at) {
     // Straight to the start: nothing before it is traced (nor stored).
-    if (auto r = linux::run_to(inferior, *options.start_at); !r) return target_error(r.error());
+    if (auto r = native::run_to(inferior, *options.start_at); !r) return target_error(r.error());
     options.start_at.reset();
   }
-  linux::BtsTraceEngine engine(inferior, *bts, store, options);
+  native::BtsTraceEngine engine(inferior, *bts, store, options);
   if (auto r = engine.add_threads(inferior.threads()); !r) return target_error(r.error());
   std::cerr << "hwarb trace: hardware branch tracing (intel_bts, PMU type " << bts->type()
             << ", one event per thread)\n";
@@ -302,7 +302,7 @@ int run_hardware(const TraceArgs& args, Format format, linux::Inferior& inferior
     return "hwarb trace: " + std::to_string(bts->stats().records) + " branches (intel_bts)";
   });
   const auto began = std::chrono::steady_clock::now();
-  auto end = linux::run_target(inferior, shown);
+  auto end = native::run_target(inferior, shown);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   progress.clear();
@@ -338,7 +338,7 @@ int run_trace(TraceArgs& args) {
   bool hardware = false;
   std::string why_software = "--software";
   if (!args.software) {
-    auto type = linux::intel_bts_type();
+    auto type = native::intel_bts_type();
     if (type) {
       hardware = true;
     } else if (args.hardware) {
@@ -354,17 +354,17 @@ int run_trace(TraceArgs& args) {
   auto report = Report::open(args.output);
   if (!report) return usage_error(report.error().to_string());
 
-  auto inferior = linux::open_target(args.target);
+  auto inferior = native::open_target(args.target);
   if (!inferior) return target_error(inferior.error());
   const bool spawned = inferior->spawned();
   const pid_t pid = inferior->pid();
-  auto table = linux::SymbolTable::load(pid);
+  auto table = native::SymbolTable::load(pid);
   if (!table) return target_error(table.error());
 
   bool ran_to_entry = false;
-  linux::BranchTracerOptions options;
+  native::BranchTracerOptions options;
   if (!args.filter.empty()) {
-    auto sym = linux::find_symbol(*inferior, *table, ran_to_entry, args.filter);
+    auto sym = native::find_symbol(*inferior, *table, ran_to_entry, args.filter);
     if (!sym) return symbol_error(sym.error(), "--filter");
     if (!sym->function || sym->size == 0) {
       return usage_error("--filter: '" + args.filter + "' is not a function with a size");
@@ -374,7 +374,7 @@ int run_trace(TraceArgs& args) {
   if (args.start == "entry") {
     // From the first instruction (or, attached, from where the threads are).
   } else if (!args.start.empty()) {
-    auto sym = linux::find_symbol(*inferior, *table, ran_to_entry, args.start);
+    auto sym = native::find_symbol(*inferior, *table, ran_to_entry, args.start);
     if (!sym) return symbol_error(sym.error(), "--start");
     options.start_at = sym->address;
   } else if (spawned && !options.only) {
@@ -387,28 +387,28 @@ int run_trace(TraceArgs& args) {
   }
 
   std::string comm = spawned ? basename_of(args.target.command[0]) : std::to_string(pid);
-  if (auto exe = linux::executable_path(pid)) comm = basename_of(*exe);
+  if (auto exe = native::executable_path(pid)) comm = basename_of(*exe);
   if (comm.size() > 15) comm.resize(15);  // as the kernel's comm
   Symbolizer symbols(*inferior, std::move(*table));
   Output output(format, args.target.tid, comm, symbols, *report);
-  auto store = linux::BranchStore::open(
-      pid, [&output](std::span<const linux::StoredBranch> batch) { output.print(batch); });
+  auto store = native::BranchStore::open(
+      pid, [&output](std::span<const native::StoredBranch> batch) { output.print(batch); });
   if (!store) return target_error(store.error());
   if (hardware) return run_hardware(args, format, *inferior, output, **store, options);
-  auto tracer = linux::BranchTracer::start(
-      *inferior, options, [&store](const linux::BranchRecord& r) { (*store)->add(r); });
+  auto tracer = native::BranchTracer::start(
+      *inferior, options, [&store](const native::BranchRecord& r) { (*store)->add(r); });
   if (!tracer) return target_error(tracer.error());
 
   std::cerr << "hwarb trace: software branch tracing (" << why_software << ")\n";
 
-  linux::SoftTraceEngine engine(*tracer, **store);
+  native::SoftTraceEngine engine(*tracer, **store);
   Progress progress;
   WithProgress shown(engine, progress, [&] {
     return "hwarb trace: " + std::to_string(tracer->stats().taken) + " branches, " +
            std::to_string(tracer->stats().stops) + " stops";
   });
   const auto began = std::chrono::steady_clock::now();
-  auto end = linux::run_target(*inferior, shown);
+  auto end = native::run_target(*inferior, shown);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   progress.clear();

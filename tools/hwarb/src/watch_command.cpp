@@ -64,29 +64,29 @@ struct WatchArgs {
 };
 
 struct Watched {
-  linux::WatchRange range;  // id: the index of the expression
-  std::string label;        // the expression as given
+  native::WatchRange range;  // id: the index of the expression
+  std::string label;         // the expression as given
 };
 
 unsigned access_bits(WatchAccess a) {
   switch (a) {
     case WatchAccess::kRead:
-      return linux::kWatchRead;
+      return native::kWatchRead;
     case WatchAccess::kWrite:
-      return linux::kWatchWrite;
+      return native::kWatchWrite;
     case WatchAccess::kReadWrite:
-      return linux::kWatchRead | linux::kWatchWrite;
+      return native::kWatchRead | native::kWatchWrite;
     case WatchAccess::kExec:
-      return linux::kWatchExec;
+      return native::kWatchExec;
   }
   return 0;
 }
 
 std::string access_letters(unsigned bits) {
   std::string out;
-  if ((bits & linux::kWatchRead) != 0) out += 'r';
-  if ((bits & linux::kWatchWrite) != 0) out += 'w';
-  if ((bits & linux::kWatchExec) != 0) out += 'x';
+  if ((bits & native::kWatchRead) != 0) out += 'r';
+  if ((bits & native::kWatchWrite) != 0) out += 'w';
+  if ((bits & native::kWatchExec) != 0) out += 'x';
   return out;
 }
 
@@ -112,16 +112,16 @@ std::string value_text(const std::vector<std::uint8_t>& bytes) {
   return out;
 }
 
-bool same_range(const linux::WatchRange& a, const linux::WatchRange& b) {
+bool same_range(const native::WatchRange& a, const native::WatchRange& b) {
   return a.addr == b.addr && a.len == b.len && a.access == b.access;
 }
 
 // The ranges to watch: one per distinct range, its id the index of the first expression that
 // names it.
-std::vector<linux::WatchRange> ranges_of(const std::vector<Watched>& watched) {
-  std::vector<linux::WatchRange> out;
+std::vector<native::WatchRange> ranges_of(const std::vector<Watched>& watched) {
+  std::vector<native::WatchRange> out;
   for (const Watched& w : watched) {
-    const auto same = [&](const linux::WatchRange& r) { return same_range(r, w.range); };
+    const auto same = [&](const native::WatchRange& r) { return same_range(r, w.range); };
     if (std::find_if(out.begin(), out.end(), same) == out.end()) out.push_back(w.range);
   }
   return out;
@@ -144,14 +144,14 @@ Result<std::uint64_t> parse_count(const std::string& text) {
 
 // An execute watch at w.range.addr must be on an instruction of code (see the file comment).
 // EINVAL saying why not.
-Result<void> check_code(const Watched& w, linux::Inferior& inferior,
-                        const linux::SymbolTable& table) {
+Result<void> check_code(const Watched& w, native::Inferior& inferior,
+                        const native::SymbolTable& table) {
   const std::uint64_t addr = w.range.addr;
   const std::string where = "expression '" + w.label + "': " + hex(addr);
-  auto maps = linux::read_maps(inferior.pid());
+  auto maps = native::read_maps(inferior.pid());
   if (!maps) return std::unexpected(maps.error());
-  const std::optional<linux::Mapping> mapping = linux::find_mapping(*maps, addr);
-  const linux::Location loc = table.locate(addr);
+  const std::optional<native::Mapping> mapping = native::find_mapping(*maps, addr);
+  const native::Location loc = table.locate(addr);
   const std::string named = loc.symbol ? " (" + table.describe(addr) + ")" : "";
   if (!mapping) return make_error(ErrorCode::kInval, where + named + " is not code: not mapped");
   if (!mapping->exec) {
@@ -159,7 +159,7 @@ Result<void> check_code(const Watched& w, linux::Inferior& inferior,
                       where + named + " is not code: its mapping is not executable");
   }
   if (!loc.symbol) return {};
-  const linux::Symbol& sym = *loc.symbol;
+  const native::Symbol& sym = *loc.symbol;
   if (!sym.function) {
     return make_error(ErrorCode::kInval,
                       where + named + " is not code: " + sym.name + " is a data object");
@@ -201,8 +201,8 @@ int target_error(const char* command, const Error& error) {
 // Resolves every expression; ENOENT for unknown symbols and EINVAL for ranges that wrap and
 // execute watches off code (both usage errors, exit 2).
 Result<std::vector<Watched>> resolve(const std::vector<WatchExpr>& exprs,
-                                     linux::Inferior& inferior) {
-  auto table = linux::SymbolTable::load(inferior.pid());
+                                     native::Inferior& inferior) {
+  auto table = native::SymbolTable::load(inferior.pid());
   if (!table) return std::unexpected(table.error());
   bool ran_to_entry = false;
   std::vector<Watched> out;
@@ -216,7 +216,7 @@ Result<std::vector<Watched>> resolve(const std::vector<WatchExpr>& exprs,
     if (e.address) {
       w.range.addr = *e.address;
     } else {
-      auto sym = linux::find_symbol(inferior, *table, ran_to_entry, e.symbol);
+      auto sym = native::find_symbol(inferior, *table, ran_to_entry, e.symbol);
       if (!sym) return std::unexpected(sym.error().with_context("expression '" + e.text + "'"));
       w.range.addr = sym->address + static_cast<std::uint64_t>(e.offset);
       wrapped = e.offset >= 0 ? w.range.addr < sym->address : w.range.addr > sym->address;
@@ -237,7 +237,7 @@ Result<std::vector<Watched>> resolve(const std::vector<WatchExpr>& exprs,
 }
 
 // Per-expression and per-thread counts, and the printing of hits.
-class Reporter final : public linux::WatchObserver {
+class Reporter final : public native::WatchObserver {
  public:
   Reporter(const WatchArgs& args, const std::vector<Watched>& watched, Condition condition,
            pid_t pid, const Report& report)
@@ -261,7 +261,7 @@ class Reporter final : public linux::WatchObserver {
   }
 
   // Reports one hit of range h.id, once for each expression naming it.
-  void hit(const linux::WatchHit& h) override {
+  void hit(const native::WatchHit& h) override {
     for (std::size_t i : sharing_[h.id]) hit(h, i);
   }
 
@@ -289,9 +289,9 @@ class Reporter final : public linux::WatchObserver {
       hits_[i] += n;
       total_ += n;
       Counts& c = per_thread_[{i, tid}];
-      if ((access & linux::kWatchRead) != 0) c.reads += n;
-      if ((access & linux::kWatchWrite) != 0) c.writes += n;
-      if ((access & linux::kWatchExec) != 0) c.execs += n;
+      if ((access & native::kWatchRead) != 0) c.reads += n;
+      if ((access & native::kWatchWrite) != 0) c.writes += n;
+      if ((access & native::kWatchExec) != 0) c.execs += n;
       c.total += n;
     }
   }
@@ -299,21 +299,21 @@ class Reporter final : public linux::WatchObserver {
  private:
   // Reports one hit of expression i (after the --if condition and the -t filter). A condition on
   // a value that is unknown does not hold.
-  void hit(const linux::WatchHit& h, std::size_t i) {
+  void hit(const native::WatchHit& h, std::size_t i) {
     if (args_.target.tid != 0 && h.tid != args_.target.tid) return;
     if (done()) return;
     const Watched& w = watched_[i];
     const unsigned width = static_cast<unsigned>(std::min<std::uint64_t>(w.range.len, 8));
-    if (h.access != linux::kWatchExec) {
+    if (h.access != native::kWatchExec) {
       if ((needs_old_ && h.old_value.empty()) || (needs_new_ && h.new_value.empty())) return;
       if (!condition_.eval(le_value(h.old_value), le_value(h.new_value), width)) return;
     }
     ++hits_[i];
     ++total_;
     Counts& c = per_thread_[{i, h.tid}];
-    if ((h.access & linux::kWatchRead) != 0) ++c.reads;
-    if ((h.access & linux::kWatchWrite) != 0) ++c.writes;
-    if ((h.access & linux::kWatchExec) != 0) ++c.execs;
+    if ((h.access & native::kWatchRead) != 0) ++c.reads;
+    if ((h.access & native::kWatchWrite) != 0) ++c.writes;
+    if ((h.access & native::kWatchExec) != 0) ++c.execs;
     ++c.total;
     if (args_.stat) return;
     if (args_.json) {
@@ -321,7 +321,7 @@ class Reporter final : public linux::WatchObserver {
                          ",\"tid\":" + std::to_string(h.tid) + ",\"ip\":\"" + hex(h.ip) +
                          "\",\"addr\":\"" + hex(h.addr) + "\",\"access\":\"" +
                          access_letters(h.access) + "\"";
-      if (h.access != linux::kWatchExec) {
+      if (h.access != native::kWatchExec) {
         // An unknown value is left out.
         if (!h.old_value.empty()) line += ",\"old\":\"" + value_text(h.old_value) + "\"";
         if (!h.new_value.empty()) line += ",\"new\":\"" + value_text(h.new_value) + "\"";
@@ -339,7 +339,7 @@ class Reporter final : public linux::WatchObserver {
       std::string line = std::string(time) + "  tid " + std::to_string(h.tid) + "  " +
                          describe(h.ip) + "  " + w.label + " " + hex(h.addr) + " " +
                          access_letters(h.access);
-      if (h.access != linux::kWatchExec) {
+      if (h.access != native::kWatchExec) {
         line += "  " + value_text(h.old_value) + " -> " + value_text(h.new_value);
       }
       if (!h.syscall.empty()) line += "  (kernel, " + h.syscall + ")";
@@ -348,7 +348,7 @@ class Reporter final : public linux::WatchObserver {
   }
 
  public:
-  void summary(const std::string& mode, const std::string& method, const linux::RunResult& end,
+  void summary(const std::string& mode, const std::string& method, const native::RunResult& end,
                bool spawned) {
     std::FILE* out = report_.out();
     if (args_.json) {
@@ -425,7 +425,7 @@ class Reporter final : public linux::WatchObserver {
   void set_target_text(std::string text) { target_text_ = std::move(text); }
   // Samples the kernel dropped (a full ring): the counts are then lower bounds, and say so.
   void set_lost(std::uint64_t lost) { lost_ = lost; }
-  void set_symbols(linux::SymbolTable* table) { symbols_ = table; }
+  void set_symbols(native::SymbolTable* table) { symbols_ = table; }
 
  private:
   struct Counts {
@@ -433,11 +433,11 @@ class Reporter final : public linux::WatchObserver {
   };
   std::string describe(std::uint64_t ip) {
     if (symbols_ == nullptr) return hex(ip);
-    linux::Location loc = symbols_->locate(ip);
+    native::Location loc = symbols_->locate(ip);
     if (loc.module.empty() && reloads_ < 4) {
       // A library mapped after the table was loaded.
       ++reloads_;
-      if (auto fresh = linux::SymbolTable::load(pid_)) {
+      if (auto fresh = native::SymbolTable::load(pid_)) {
         *symbols_ = std::move(*fresh);
       }
     }
@@ -456,7 +456,7 @@ class Reporter final : public linux::WatchObserver {
   std::uint64_t total_ = 0;
   std::map<std::pair<std::size_t, pid_t>, Counts> per_thread_;
   std::string target_text_;
-  linux::SymbolTable* symbols_ = nullptr;
+  native::SymbolTable* symbols_ = nullptr;
   int reloads_ = 0;
   std::uint64_t lost_ = 0;
 };
@@ -464,38 +464,38 @@ class Reporter final : public linux::WatchObserver {
 // The hardware path (hard_watch.h): each hit stops its thread for the values, except when only
 // writes and executions are counted (stat), where the target runs untraced. Returns nullopt (with
 // `why` set) when the expressions cannot be watched this way; the caller then uses software.
-std::optional<int> run_hardware(const WatchArgs& args, linux::Inferior& inferior,
+std::optional<int> run_hardware(const WatchArgs& args, native::Inferior& inferior,
                                 const std::vector<Watched>& watched, Reporter& reporter, int slots,
                                 std::string& why) {
   const char* name = args.stat ? "stat" : "watch";
-  const std::vector<linux::WatchRange> ranges = ranges_of(watched);
-  auto pieces = linux::plan_pieces(ranges, slots);
+  const std::vector<native::WatchRange> ranges = ranges_of(watched);
+  auto pieces = native::plan_pieces(ranges, slots);
   if (!pieces) {
     why = pieces.error().message();
     return std::nullopt;
   }
   const bool spawned = inferior.spawned();
-  const bool stops = linux::hits_need_stops(ranges, !args.stat);
+  const bool stops = native::hits_need_stops(ranges, !args.stat);
   const std::string method = std::to_string(pieces->size()) + " debug registers";
   if (!stops) {
     // Counting writes and executions: perf's counting events, read at the end (as perf stat).
-    auto count = linux::PerfCount::open(inferior.pid(), *pieces);
+    auto count = native::PerfCount::open(inferior.pid(), *pieces);
     if (!count) {
       why = count.error().to_string();
       return std::nullopt;
     }
     std::cerr << "hwarb " << name << ": hardware mode, " << count->tasks().size() * pieces->size()
               << " perf counting events (" << method << "), read when the target ends\n";
-    linux::HardCountEngine engine(std::move(*count), ranges);
-    auto end = linux::run_target(inferior, engine);
+    native::HardCountEngine engine(std::move(*count), ranges);
+    auto end = native::run_target(inferior, engine);
     if (!end) return target_error(name, end.error());
     auto counts = engine.counts();
     if (!counts) return target_error(name, counts.error());
-    for (const linux::RangeCount& c : *counts) reporter.add_count(c.id, c.tid, c.access, c.count);
+    for (const native::RangeCount& c : *counts) reporter.add_count(c.id, c.tid, c.access, c.count);
     reporter.summary("hardware", method, *end, spawned);
     return kExitOk;
   }
-  auto perf = linux::PerfWatch::open(inferior.pid(), *pieces, {.sigtrap = stops});
+  auto perf = native::PerfWatch::open(inferior.pid(), *pieces, {.sigtrap = stops});
   if (!perf) {
     why = perf.error().to_string();
     return std::nullopt;
@@ -505,9 +505,9 @@ std::optional<int> run_hardware(const WatchArgs& args, linux::Inferior& inferior
             << (stops ? ", each hit stopping the thread for its values" : "") << "\n";
   Progress progress;
   const auto line = [&reporter] { return "hwarb: " + std::to_string(reporter.total()) + " hits"; };
-  linux::HardWatchEngine engine(inferior, std::move(*perf), ranges, reporter);
+  native::HardWatchEngine engine(inferior, std::move(*perf), ranges, reporter);
   WithProgress shown(engine, progress, line);
-  auto end = linux::run_target(inferior, shown);
+  auto end = native::run_target(inferior, shown);
   progress.clear();
   if (!end) return target_error(name, end.error());
   reporter.summary("hardware", method, *end, spawned);
@@ -546,7 +546,7 @@ int run_watch(WatchArgs& args) {
   int slots = x86::kSlots;
   std::string why = "--software";
   if (!args.software) {
-    auto report = linux::probe();
+    auto report = native::probe();
     if (report && report->hits_delivered) {
       hardware = true;
       if (report->breakpoint_slots > 0) slots = report->breakpoint_slots;
@@ -571,7 +571,7 @@ int run_watch(WatchArgs& args) {
   auto output = Report::open(args.output);
   if (!output) return usage_error(name, output.error().to_string());
 
-  auto inferior = linux::open_target(args.target);
+  auto inferior = native::open_target(args.target);
   if (!inferior) return target_error(name, inferior.error());
   auto watched = resolve(exprs, *inferior);
   if (!watched) {
@@ -580,7 +580,7 @@ int run_watch(WatchArgs& args) {
     std::cerr << "hwarb " << name << ": " << watched.error().to_string() << "\n";
     return usage ? kExitUsage : kExitFailure;
   }
-  auto table = linux::SymbolTable::load(inferior->pid());
+  auto table = native::SymbolTable::load(inferior->pid());
   Reporter reporter(args, *watched, condition, inferior->pid(), *output);
   reporter.set_target_text(target_name(args.target));
   if (table) reporter.set_symbols(&*table);
@@ -594,15 +594,15 @@ int run_watch(WatchArgs& args) {
     std::cerr << "hwarb " << name << ": hardware mode not possible (" << why << ")\n";
   }
   // The software path (also where the hardware path cannot take the expressions).
-  auto watch = linux::SoftWatch::arm(*inferior, ranges_of(*watched));
+  auto watch = native::SoftWatch::arm(*inferior, ranges_of(*watched));
   if (!watch) return target_error(name, watch.error());
   std::cerr << "hwarb " << name << ": software mode, " << watch->describe() << " (" << why << ")\n";
   Progress progress;
-  linux::SoftWatchEngine engine(*watch, reporter);
+  native::SoftWatchEngine engine(*watch, reporter);
   // An attached program outlives hwarb: a watchdog undoes the watch's changes if hwarb is killed.
-  std::optional<linux::Watchdog> watchdog;
+  std::optional<native::Watchdog> watchdog;
   if (!inferior->spawned()) {
-    auto started = linux::Watchdog::start();
+    auto started = native::Watchdog::start();
     auto guarded =
         started ? engine.guard(*started) : Result<void>(std::unexpected(started.error()));
     if (guarded) {
@@ -618,7 +618,7 @@ int run_watch(WatchArgs& args) {
   });
   const bool spawned = inferior->spawned();
   const std::string method = watch->describe();
-  auto end = linux::run_target(*inferior, shown);
+  auto end = native::run_target(*inferior, shown);
   progress.clear();
   if (engine.watchdog_error()) {
     std::cerr << "hwarb " << name << ": warning: the watchdog missed a change of the watch ("

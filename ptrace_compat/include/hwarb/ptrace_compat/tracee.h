@@ -4,7 +4,7 @@
 // area, wait for a stop, continue, single-step. Implementations:
 //  - sim::SimTracee (sim/sim_tracee.h): a task of the simulated machine; the debug
 //    registers are the emulation of debugreg_emulation.h, shared with perf and kernel users.
-//  - linux::LinuxTracee (linux/debug/): a real thread under ptrace(2).
+//  - native::LinuxTracee (linux/debug/): a real thread under ptrace(2).
 //
 // Contract (both implementations):
 //  - peek_user/poke_user need the tracee in a stop (ptrace-stop), else ESRCH, as Linux. The

@@ -99,7 +99,7 @@
 #include "hwarb/linux/inferior.h"
 #include "hwarb/x86/insn.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 // One taken branch: the branch instruction's address and where it went.
 struct BranchRecord {
@@ -235,4 +235,4 @@ class BranchTracer {
   BranchTracerStats stats_;
 };
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

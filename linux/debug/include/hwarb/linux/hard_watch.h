@@ -81,7 +81,7 @@
 #include "hwarb/linux/watch_hit.h"
 #include "hwarb/x86/insn.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 [[nodiscard]] Result<std::vector<HwPiece>> plan_pieces(const std::vector<WatchRange>& ranges,
                                                        int slots);
@@ -199,4 +199,4 @@ struct CountResult {
                                                  WatchObserver& observer,
                                                  const std::function<void()>& tick = {});
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

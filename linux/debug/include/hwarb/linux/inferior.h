@@ -61,7 +61,7 @@
 #include "hwarb/linux/fd.h"
 #include "hwarb/x86/insn.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 enum class EventKind : std::uint8_t {
   kSignal,        // signal-delivery-stop: signal, code, fault_addr
@@ -229,4 +229,4 @@ class Inferior {
   bool follow_execs_ = false;
 };
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

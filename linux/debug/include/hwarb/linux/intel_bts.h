@@ -39,7 +39,7 @@
 #include "hwarb/linux/fd.h"
 #include "hwarb/linux/perf_aux.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 Result<std::uint32_t> intel_bts_type();
 
@@ -92,4 +92,4 @@ class IntelBtsTrace {
   IntelBtsStats stats_;
 };
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -32,7 +32,7 @@
 #include "hwarb/linux/stopped_child.h"
 #include "hwarb/ptrace_compat/tracee.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 class LinuxTracee final : public ptrace_compat::Tracee {
  public:
@@ -69,4 +69,4 @@ class LinuxTracee final : public ptrace_compat::Tracee {
   std::optional<int> stop_;            // the signal of the stop the tracee is in
 };
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 inline constexpr std::uint64_t kPage = 4096;
 
@@ -12,4 +12,4 @@ constexpr std::uint64_t page_of(std::uint64_t addr) {
   return addr & ~(kPage - 1);
 }
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

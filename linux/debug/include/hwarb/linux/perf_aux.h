@@ -57,7 +57,7 @@
 #include "hwarb/linux/perf_ring.h"
 #include "hwarb/x86/bts.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 // An intel_bts record is the processor's 64-bit BTS record (x86::BtsRecord; encoded and decoded
 // by x86::bts, the one place the layout lives).
@@ -144,4 +144,4 @@ class PerfAuxRing {
   bool owned_ = false;  // aux_ is a mapping to unmap
 };
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -28,7 +28,7 @@
 
 #include "hwarb/base/error.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 // One record as it sits in the ring: its perf_event_header and the bytes after it.
 struct RingRecord {
@@ -144,4 +144,4 @@ class PerfRing {
   bool owned_ = false;
 };
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -52,7 +52,7 @@
 #include "hwarb/linux/perf_ring.h"
 #include "hwarb/pmu/event.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 struct HwPiece {
   std::uint64_t addr = 0;
@@ -164,4 +164,4 @@ class PerfCount {
   std::vector<Entry> entries_;
 };
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -29,7 +29,7 @@
 
 #include "hwarb/base/error.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 inline constexpr std::uint64_t kCanaryWrites = 1000;
 inline constexpr int kCanaryRuns = 3;
@@ -65,4 +65,4 @@ Result<ProbeReport> probe(const ProbeOptions& options = {});
 std::string probe_to_json(const ProbeReport& report);
 std::string probe_to_text(const ProbeReport& report);
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

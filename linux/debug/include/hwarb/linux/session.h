@@ -42,7 +42,7 @@
 #include "hwarb/linux/inferior.h"
 #include "hwarb/linux/symbols.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 // What to debug: exactly one of pid, tid or command.
 struct Target {
@@ -98,4 +98,4 @@ bool interrupted();
 // Installs the SIGINT/SIGTERM flag (terminal.h) for a loop that is not run_target's.
 void arm_interrupt();
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -88,7 +88,7 @@
 #include "hwarb/linux/watchdog.h"
 #include "hwarb/x86/insn.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 enum class WatchMethod : std::uint8_t { kPageProtect, kSingleStep, kInt3 };
 const char* watch_method_name(WatchMethod method);
@@ -223,4 +223,4 @@ class SoftWatch {
   std::chrono::steady_clock::time_point start_;
 };
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

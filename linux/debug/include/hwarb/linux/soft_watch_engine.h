@@ -25,7 +25,7 @@
 #include "hwarb/linux/watch_hit.h"
 #include "hwarb/linux/watchdog.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 class SoftWatchEngine final : public Engine {
  public:
@@ -50,4 +50,4 @@ class SoftWatchEngine final : public Engine {
   std::optional<Error> watchdog_error_;
 };
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -33,7 +33,7 @@
 
 #include "hwarb/base/error.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 struct Symbol {
   std::string name;
@@ -77,4 +77,4 @@ class SymbolTable {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -11,10 +11,10 @@
 //    is the backstop, and records a full context dropped are counted in lost(), never hidden. Its
 //    first error (a record the facility refused, a failed drain) is kept in error() and the branch
 //    is not stored.
-//  - SoftTraceEngine: linux::BranchTracer (int3 on basic-block ends, software) as an Engine; its
+//  - SoftTraceEngine: native::BranchTracer (int3 on basic-block ends, software) as an Engine; its
 //    branches go to the store through the tracer's sink (the caller wires it). The store is
 //    drained at exit_group's entry, while the process's libraries can still be symbolized.
-//  - BtsTraceEngine: hardware branch tracing with linux::IntelBtsTrace. The caller adds the
+//  - BtsTraceEngine: hardware branch tracing with native::IntelBtsTrace. The caller adds the
 //    threads that exist (stopped) with add_threads(); the engine adds each new thread at its
 //    clone stop, before its first instruction, and drains a thread as it exits. Threads run with
 //    PTRACE_SYSCALL so that the records are read at exit and exit_group (code still mapped);
@@ -50,7 +50,7 @@
 #include "hwarb/linux/session.h"
 #include "hwarb/x86/insn.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 // A branch as the store hands it back.
 struct StoredBranch {
@@ -165,4 +165,4 @@ class BtsTraceEngine final : public Engine {
   std::uint64_t taken_ = 0;
 };
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

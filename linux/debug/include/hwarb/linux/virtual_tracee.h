@@ -81,7 +81,7 @@
 #include "hwarb/linux/inferior.h"
 #include "hwarb/ptrace_compat/tracee.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 class VirtualTracee final : public ptrace_compat::Tracee {
  public:
@@ -125,4 +125,4 @@ class VirtualTracee final : public ptrace_compat::Tracee {
 
 Result<std::unique_ptr<ptrace_compat::Tracee>> open_tracee(pid_t pid, bool hits_delivered);
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 // Access bits of a watch.
 inline constexpr unsigned kWatchRead = 1;
@@ -60,4 +60,4 @@ class WatchObserver {
   virtual bool done() const { return false; }
 };
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

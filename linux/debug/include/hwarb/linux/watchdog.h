@@ -46,7 +46,7 @@
 
 #include "hwarb/base/error.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 struct RestorePage {
   std::uint64_t addr = 0;  // page address
@@ -95,4 +95,4 @@ class Watchdog {
   Shared* shared_ = nullptr;
 };
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -13,7 +13,7 @@
 
 #include "hwarb/base/error.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 class Fd {
  public:
@@ -39,4 +39,4 @@ class Fd {
   int fd_ = -1;
 };
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -13,8 +13,8 @@
 #include "hwarb/base/error.h"
 #include "hwarb/linux/fd.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 [[nodiscard]] Result<Fd> create_file(const std::string& path);
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

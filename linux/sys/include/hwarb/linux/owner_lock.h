@@ -21,7 +21,7 @@
 
 #include "hwarb/base/error.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 class OwnerLock {
  public:
@@ -38,4 +38,4 @@ class OwnerLock {
   OwnerLock() = default;
 };
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -25,7 +25,7 @@
 #include "hwarb/base/error.h"
 #include "hwarb/linux/fd.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 struct Mapping {
   std::uint64_t start = 0;  // first byte
@@ -76,4 +76,4 @@ Result<std::string> executable_path(pid_t pid);
 [[nodiscard]] Result<void> pwrite_memory(int fd, std::uint64_t addr,
                                          std::span<const std::uint8_t> data);
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

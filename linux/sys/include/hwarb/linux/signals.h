@@ -13,9 +13,9 @@
 #include "hwarb/base/error.h"
 #include "hwarb/linux/fd.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 [[nodiscard]] Result<Fd> blocked_signal_fd(int signal);
 [[nodiscard]] Result<int> drain_signal_fd(int fd);
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

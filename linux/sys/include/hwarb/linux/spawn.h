@@ -23,7 +23,7 @@
 #include "hwarb/base/error.h"
 #include "hwarb/linux/fd.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 struct SpawnOptions {
   int stdout_fd = -1;         // the child's standard output (-1: inherited)
@@ -90,4 +90,4 @@ enum class ForkSide : std::uint8_t { kCaller, kDetached };
 // _exit(2): ends the calling process at once (no atexit handlers, no stream flush).
 [[noreturn]] void exit_now(int status);
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -26,7 +26,7 @@
 #include "hwarb/base/error.h"
 #include "hwarb/linux/syscalls.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 class StoppedChild {
  public:
@@ -53,4 +53,4 @@ class StoppedChild {
   pid_t pid_ = -1;
 };
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -27,7 +27,7 @@
 #include "hwarb/base/error.h"
 #include "hwarb/linux/fd.h"
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 // The Error of a system call that this layer did not make but whose -errno reached the caller: a
 // call run inside a tracee (Inferior::inject_syscall) returns the kernel's -errno in rax. `ret`
@@ -123,7 +123,7 @@ Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len
 // EACCES, ...), the message "file: open <path>: <ERRNAME> (<text>)".
 [[nodiscard]] Result<Fd> open_file(const std::string& path);
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native
 
 // probe and perf ring (linux_perf)
 // The kernel's own structures, declared here so that this header stays free of <linux/*.h>;
@@ -138,7 +138,7 @@ struct __ptrace_syscall_info;  // <sys/ptrace.h>
 #include <span>
 #include <string_view>
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 // perf_event_open(2) with the caller's attributes (any event type), retried on EINTR;
 // PERF_FLAG_FD_CLOEXEC is added to `flags`. Errors as perf_breakpoint_open: ENOSPC (`slots`),
@@ -217,4 +217,4 @@ Result<void> ptrace_singleblock(pid_t pid, int signal = 0);
 // information the kernel has (it fills at most sizeof info). ESRCH naming `pid`.
 [[nodiscard]] Result<std::size_t> ptrace_get_syscall_info(pid_t pid, ::__ptrace_syscall_info& info);
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native

@@ -10,10 +10,10 @@
 // Thread-safety: both functions may be called from any thread.
 #pragma once
 
-namespace hwarb::linux {
+namespace hwarb::native {
 
 bool is_terminal(int fd);
 void install_interrupt_flag();
 bool interrupt_requested();
 
-}  // namespace hwarb::linux
+}  // namespace hwarb::native
