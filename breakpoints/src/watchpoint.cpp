@@ -243,11 +243,14 @@ WatchHit Watchpoints::make_hit(WatchId id, const Watch& w, const pmu::Sample& s)
   hit.id = id;
   hit.sample = s;
   if (s.access != pmu::AccessKind::kRead && s.access != pmu::AccessKind::kWrite) return hit;
-  hit.has_value = true;
+  // A sample of size 0 carries no value (pmu::Sample: the hardware could not tell), and one that
+  // misses the range has none of its bytes: no value then, never zeros passed off as one.
+  if (s.size <= 0) return hit;
   const std::uint64_t a = s.addr, a_end = s.addr + static_cast<std::uint64_t>(s.size);
   const std::uint64_t wa = w.spec.addr, w_end = w.spec.addr + w.spec.len;
   const std::uint64_t lo = std::max(a, wa), hi = std::min(a_end, w_end);
-  if (lo >= hi) return hit;  // cannot happen for an exact cover; report zeros
+  if (lo >= hi) return hit;
+  hit.has_value = true;
   if (w.spec.len <= 8 && reader_ && s.task) {
     std::optional<std::uint64_t> now = 0;
     for (std::uint64_t b = 0; b < w.spec.len && now; ++b) {

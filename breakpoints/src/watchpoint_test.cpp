@@ -574,6 +574,52 @@ TEST(Watchpoints, ReportsOfOneAccessComeInRegisterOrder) {
   EXPECT_EQ(f.hits[1].id, *first);
 }
 
+// A hit whose sample carries no value (size 0: a driver that could not read the access, as a
+// real process's debug exception may be) or none of the range's bytes is reported without one:
+// has_value false, never zeros passed off as the old and new value.
+TEST(Watchpoints, ASampleWithoutTheValueReportsNoValue) {
+  Fixture f;
+  ASSERT_TRUE(f.s->machine().write_memory(f.t, 0x2000, 4, 0x11223344));
+  auto id = f.watch(f.t, 0x2000, 4);
+  ASSERT_TRUE(id);
+  const auto events = f.w().events(*id);
+  ASSERT_EQ(events.size(), 1u);
+  const int reg = f.s->core().find(events[0])->hw_index;
+  DebugTrap trap;
+  trap.dr6 = x86::dr6::trap_bit(reg);
+  trap.sample.addr = 0x2000;
+  trap.sample.task = f.t;
+  trap.sample.cpu = CpuId(0);
+  trap.sample.access = pmu::AccessKind::kWrite;
+  trap.sample.time = 1;
+  EXPECT_NE(f.s->bp_pmu().handle(trap), 0u);
+  ASSERT_EQ(f.hits.size(), 1u);
+  EXPECT_FALSE(f.hits[0].has_value);
+  EXPECT_EQ(f.hits[0].old_value, 0u);
+  EXPECT_EQ(f.hits[0].new_value, 0u);
+  // A later access's sample, delivered through the same trap.
+  auto access = [&](std::uint64_t addr, int size, std::uint64_t old_value,
+                    std::uint64_t new_value) {
+    trap.sample.addr = addr;
+    trap.sample.size = size;
+    trap.sample.old_value = old_value;
+    trap.sample.new_value = new_value;
+    ++trap.sample.time;
+    f.s->bp_pmu().handle(trap);
+  };
+  // Bytes beside the range only (one trap's sample serves every register the access hit).
+  access(0x2004, 4, 1, 2);
+  ASSERT_EQ(f.hits.size(), 2u);
+  EXPECT_FALSE(f.hits[1].has_value);
+  // With the value: reported, the reader completing the whole watched value.
+  ASSERT_TRUE(f.s->machine().write_memory(f.t, 0x2000, 1, 0x55));
+  access(0x2000, 1, 0x44, 0x55);
+  ASSERT_EQ(f.hits.size(), 3u);
+  EXPECT_TRUE(f.hits[2].has_value);
+  EXPECT_EQ(f.hits[2].old_value, 0x11223344u);
+  EXPECT_EQ(f.hits[2].new_value, 0x11223355u);
+}
+
 TEST(Watchpoints, DestroyingTheLayerReleasesEverything) {
   auto s = make();
   TaskId t = *s->machine().create_task();

@@ -172,8 +172,35 @@ TEST(SimTracee, ExitEndsTracingAndFlushes) {
   EXPECT_TRUE(f.sys->breakpoints().is_used());
   ASSERT_TRUE(f.sys->machine().exit(f.task));
   EXPECT_FALSE(f.sys->breakpoints().is_used());
-  EXPECT_EQ(t->wait().error().code(), ErrorCode::kSrch);
+  // The exit is wait's normal outcome (the machine has no exit codes: status 0), reported once;
+  // then the task is no such task.
   EXPECT_EQ(t->peek_debugreg(0).error().code(), ErrorCode::kSrch);
+  EXPECT_EQ(stop_of(*t), Stop::exited(0));
+  EXPECT_EQ(t->wait().error().code(), ErrorCode::kSrch);
+  EXPECT_EQ(t->wait(WaitMode::kBlock).error().code(), ErrorCode::kSrch);
+  EXPECT_EQ(t->cont().error().code(), ErrorCode::kSrch);
+}
+
+TEST(SimTracee, ARunningTraceeThatExitsIsReportedByABlockingWait) {
+  Fixture f;
+  auto t = SimTracee::attach(*f.sys, f.task);
+  ASSERT_TRUE(t);
+  ASSERT_TRUE(t->cont());
+  ASSERT_TRUE(f.sys->machine().exit(f.task));
+  auto w = t->wait(WaitMode::kBlock);
+  ASSERT_TRUE(w) << w.error().to_string();
+  EXPECT_EQ(*w, Stop::exited(0));
+  EXPECT_TRUE((*w)->ended());
+  EXPECT_EQ((*w)->kind, ptrace_compat::StopKind::kExited);
+  // A tracer that goes without waiting forgets the exit: a new tracer of another task is clean.
+  auto other = *f.sys->machine().create_task();
+  {
+    auto u = SimTracee::attach(*f.sys, other);
+    ASSERT_TRUE(u);
+    ASSERT_TRUE(u->cont());
+    ASSERT_TRUE(f.sys->machine().exit(other));
+  }
+  EXPECT_EQ(f.sys->ptrace_wait(other, WaitMode::kNoHang).error().code(), ErrorCode::kSrch);
 }
 
 TEST(SimTracee, DetachKeepsBreakpointsButNoLongerStops) {

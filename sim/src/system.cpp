@@ -138,7 +138,7 @@ void System::on_exit(TaskId task) {
   api_->flush_ptrace_hw_breakpoint(task);
   tracer_->on_exit(task);
   ptrace_bts_->release(task);
-  traced_.erase(task);
+  if (traced_.erase(task) != 0) exited_.insert(task);
 }
 
 void System::on_cpu_online(CpuId cpu) {
@@ -224,6 +224,7 @@ Result<void> System::ptrace_detach(TaskId task) {
 }
 
 void System::ptrace_release(TaskId task) {
+  exited_.erase(task);
   if (traced_.erase(task) == 0) return;
   HWARB_CHECK(machine_->set_single_step(task, false).has_value(), "single-step off at detach");
   HWARB_CHECK(machine_->set_stopped(task, false).has_value(), "resume at detach");
@@ -231,6 +232,8 @@ void System::ptrace_release(TaskId task) {
 
 Result<std::optional<ptrace_compat::Stop>> System::ptrace_wait(TaskId task,
                                                                ptrace_compat::WaitMode mode) {
+  // The task is gone from the machine, so this comes before check_task; reported once (reaped).
+  if (exited_.erase(task) != 0) return ptrace_compat::Stop::exited(0);
   if (auto r = api_->check_task(task); !r) return std::unexpected(r.error());
   auto it = traced_.find(task);
   if (it == traced_.end()) {

@@ -67,7 +67,8 @@ Result<LinuxTracee> LinuxTracee::attach(pid_t pid, UserLayout layout) {
 LinuxTracee::LinuxTracee(LinuxTracee&& other) noexcept
     : child_(std::move(other.child_)),
       pid_(std::exchange(other.pid_, -1)),
-      stop_(std::exchange(other.stop_, std::nullopt)) {
+      stop_(std::exchange(other.stop_, std::nullopt)),
+      ended_(std::exchange(other.ended_, std::nullopt)) {
   other.child_.reset();
 }
 
@@ -78,6 +79,7 @@ LinuxTracee& LinuxTracee::operator=(LinuxTracee&& other) noexcept {
     other.child_.reset();
     pid_ = std::exchange(other.pid_, -1);
     stop_ = std::exchange(other.stop_, std::nullopt);
+    ended_ = std::exchange(other.ended_, std::nullopt);
   }
   return *this;
 }
@@ -97,6 +99,7 @@ void LinuxTracee::release() {
   }
   pid_ = -1;
   stop_.reset();
+  ended_.reset();
 }
 
 Result<std::uint64_t> LinuxTracee::peek_user(std::uint64_t offset) {
@@ -114,24 +117,36 @@ Result<WaitStatus> LinuxTracee::wait_raw(bool nohang) {
   return wait_for(pid_, nohang);
 }
 
+Result<void> LinuxTracee::collect(bool nohang) {
+  auto st = wait_raw(nohang);
+  if (!st) return std::unexpected(st.error());
+  switch (st->kind) {
+    case WaitKind::kRunning:
+      break;
+    case WaitKind::kStopped:
+      stop_ = st->value;
+      break;
+    case WaitKind::kExited:
+    case WaitKind::kKilled:
+      // Reaped now: the pid may be reused, so nothing may address it any more.
+      ended_ = st->kind == WaitKind::kExited ? ptrace_compat::Stop::exited(st->value)
+                                             : ptrace_compat::Stop::killed(st->value);
+      pid_ = -1;
+      child_.reset();
+      break;
+  }
+  return {};
+}
+
 Result<std::optional<ptrace_compat::Stop>> LinuxTracee::wait(ptrace_compat::WaitMode mode) {
+  if (ended_) return std::exchange(ended_, std::nullopt);
   if (pid_ <= 0) return make_error(ErrorCode::kSrch, "pid: the tracee is gone");
   if (!stop_) {
-    auto st = wait_raw(mode == ptrace_compat::WaitMode::kNoHang);
-    if (!st) return std::unexpected(st.error());
-    switch (st->kind) {
-      case WaitKind::kRunning:
-        return std::nullopt;
-      case WaitKind::kStopped:
-        stop_ = st->value;
-        break;
-      case WaitKind::kExited:
-      case WaitKind::kKilled: {
-        const pid_t pid = std::exchange(pid_, -1);
-        child_.reset();
-        return std::unexpected(gone_error(pid, *st));
-      }
+    if (auto r = collect(mode == ptrace_compat::WaitMode::kNoHang); !r) {
+      return std::unexpected(r.error());
     }
+    if (ended_) return std::exchange(ended_, std::nullopt);
+    if (!stop_) return std::nullopt;
   }
   auto dr6 = peek_debugreg(6);
   if (!dr6) return std::unexpected(dr6.error());
@@ -142,9 +157,14 @@ Result<void> LinuxTracee::resume(bool step) {
   if (pid_ <= 0) return make_error(ErrorCode::kSrch, "pid: the tracee is gone");
   if (!stop_) {
     // A stop that happened since the last wait() counts: the kernel would accept the request.
-    auto s = wait(ptrace_compat::WaitMode::kNoHang);
-    if (!s) return std::unexpected(s.error());
-    if (!*s) {
+    // An end found here stays for wait() to report.
+    const pid_t pid = pid_;
+    if (auto r = collect(true); !r) return r;
+    if (ended_) {
+      return make_error(ErrorCode::kSrch,
+                        "pid: " + pid_text(pid) + " has ended (wait reports how)");
+    }
+    if (!stop_) {
       return make_error(ErrorCode::kSrch,
                         "pid: " + pid_text(pid_) + " is running (not in a ptrace-stop)");
     }

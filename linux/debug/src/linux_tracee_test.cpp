@@ -62,6 +62,49 @@ class PausedChild {
   pid_t pid_ = -1;
 };
 
+// A child nobody traces that exits with `status` once release()d (a byte on a pipe).
+class ExitingChild {
+ public:
+  explicit ExitingChild(int status) {
+    int fds[2];
+    if (::pipe(fds) != 0) return;
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0L, 0L, 0L);
+      if (::syscall(SYS_getppid) != parent) ::syscall(SYS_exit_group, 1);
+      char byte = 0;
+      // Interrupted by the tracer's attach (EINTR) or not: it waits for the byte or EOF.
+      while (::syscall(SYS_read, fds[0], &byte, 1L) < 0) {
+      }
+      ::syscall(SYS_exit_group, status);
+    }
+    ::close(fds[0]);
+    release_fd_ = fds[1];
+  }
+  ExitingChild(const ExitingChild&) = delete;
+  ExitingChild& operator=(const ExitingChild&) = delete;
+  ~ExitingChild() {
+    if (release_fd_ >= 0) ::close(release_fd_);
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid_, &status, __WALL) < 0 && errno == EINTR) {
+    }
+  }
+  pid_t pid() const { return pid_; }
+  void release() {
+    const char byte = 1;
+    EXPECT_EQ(::write(release_fd_, &byte, 1), 1);
+  }
+  // Its tracer reaped it: the pid is no longer ours to signal.
+  void reaped() { pid_ = -1; }
+
+ private:
+  pid_t pid_ = -1;
+  int release_fd_ = -1;
+};
+
 class TraceeTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -126,13 +169,40 @@ TEST_F(TraceeTest, RunningTraceeRefusesEverythingButWait) {
   EXPECT_TRUE(tracee().poke_debugreg(7, 0));
 }
 
-TEST_F(TraceeTest, ATraceeThatDiedIsEsrch) {
+TEST_F(TraceeTest, ATraceeKilledBySignalIsReportedOnceThenEsrch) {
   ASSERT_TRUE(tracee().cont());
   ASSERT_TRUE(send_signal(pid_, SIGKILL));
+  auto end = tracee().wait(WaitMode::kBlock);
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_EQ(*end, Stop::killed(SIGKILL));
+  EXPECT_EQ((*end)->kind, ptrace_compat::StopKind::kKilled);
   expect_error(tracee().wait(WaitMode::kBlock), ErrorCode::kSrch, "pid");
   expect_error(tracee().wait(WaitMode::kNoHang), ErrorCode::kSrch, "pid");
   expect_error(tracee().peek_debugreg(7), ErrorCode::kSrch, "pid");
   expect_error(tracee().cont(), ErrorCode::kSrch, "pid");
+}
+
+TEST(LinuxTracee, AnExitIsReportedWithItsStatusOnceThenEsrch) {
+  ExitingChild child(7);
+  ASSERT_GT(child.pid(), 0);
+  auto t = LinuxTracee::attach(child.pid());
+  if (!t && refused(t.error())) GTEST_SKIP() << skip_reason("PTRACE_ATTACH", t.error());
+  ASSERT_TRUE(t) << t.error().to_string();
+  EXPECT_EQ(**t->wait(), (Stop{SIGSTOP, kDr6Fresh}));
+  ASSERT_TRUE(t->cont());
+  child.release();
+  // Until it has exited (seen without reaping it), then a cont that finds the end first is
+  // ESRCH, and the end stays for wait to report.
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child.pid()), &info, WEXITED | WNOWAIT), 0);
+  expect_error(t->cont(), ErrorCode::kSrch, "pid");
+  auto end = t->wait(WaitMode::kNoHang);
+  ASSERT_TRUE(end) << end.error().to_string();
+  child.reaped();
+  EXPECT_EQ(*end, Stop::exited(7));
+  EXPECT_EQ((*end)->kind, ptrace_compat::StopKind::kExited);
+  expect_error(t->wait(WaitMode::kNoHang), ErrorCode::kSrch, "pid");
+  expect_error(t->peek_debugreg(7), ErrorCode::kSrch, "pid");
 }
 
 TEST(LinuxTracee, I386LayoutNeedsA32BitTracer) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <span>
 #include <utility>
 
 #include "hwarb/arbiter/arbiter.h"
@@ -63,13 +64,28 @@ bool hits(const Active& a, const x86::MemRef& ref) {
 // The instruction about to run and the data registers it will hit.
 struct Prediction {
   std::uint64_t ip = 0;
-  std::uint64_t bits = 0;                           // B0–B3 of the registers hit
-  std::uint64_t addr = 0;                           // the first register's address (for the sample)
-  pmu::AccessKind access = pmu::AccessKind::kNone;  // and how the instruction touches it
+  std::uint64_t bits = 0;  // B0–B3 of the registers hit
+  // The access, for the sample (pmu::Sample's addr/size/old_value/new_value): the bytes of the
+  // instruction's operand at the first register hit, at most 8 (the sample's values are one
+  // word); undecodable, the first changed register's range. size 0: no value could be read.
+  std::uint64_t addr = 0;
+  int size = 0;
+  std::uint64_t old_value = 0;  // memory there before the instruction
+  std::uint64_t new_value = 0;  // and after it (reads: the value read, as old_value)
+  pmu::AccessKind access = pmu::AccessKind::kNone;  // how the instruction touches it
   bool decoded = false;
   // Undecodable instruction: the data registers' bytes before it, compared afterwards.
   std::vector<std::pair<Active, std::vector<std::uint8_t>>> before;
 };
+
+// Little-endian bytes (at most 8) as one word, as the sample holds them.
+std::uint64_t word_of(std::span<const std::uint8_t> bytes) {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < bytes.size() && i < 8; ++i) {
+    v |= static_cast<std::uint64_t>(bytes[i]) << (i * 8);
+  }
+  return v;
+}
 
 enum class Mode : std::uint8_t {
   kNone,      // no register enabled (or none could be armed)
@@ -114,6 +130,7 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
   // The tracee's state.
   std::optional<int> stop;                  // the signal of the stop it is in
   std::optional<Error> gone;                // why everything is ESRCH now
+  std::optional<Stop> ended;                // the end, until wait() has reported it
   std::optional<std::uint64_t> exec_skip;   // an execute hit reported here: run it once
   bool stepping = false;                    // kStepping: a cont() is being stepped
   bool step_signalled = false;              // kStepping: a signal was delivered with the last step
@@ -183,6 +200,7 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
     const std::string why = ev.signal != 0 ? " was killed by signal " + std::to_string(ev.signal)
                                            : " exited with status " + std::to_string(ev.status);
     gone = Error(ErrorCode::kSrch, "pid: " + pid_text(tid) + why);
+    ended = ev.signal != 0 ? Stop::killed(ev.signal) : Stop::exited(ev.status);
     stop.reset();
     watch.reset();
     active.clear();
@@ -334,9 +352,9 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
                                   [&](const x86::MemRef& r) { return hits(a, r); });
           if (ref == refs->end()) continue;
           if (p.bits == 0) {
-            p.addr = a.addr;
             p.access = ref->access == x86::Access::kRead ? pmu::AccessKind::kRead
                                                          : pmu::AccessKind::kWrite;
+            read_before(p, *ref, a);
           }
           p.bits |= x86::dr6::trap_bit(a.reg);
         }
@@ -351,16 +369,46 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
     return p;
   }
 
-  // The registers the predicted instruction hit, once it ran.
+  // The access's bytes before the instruction: the operand `ref`, clipped to 8 bytes from where
+  // it meets register `a` (a longer operand, a string instruction, does not fit the sample's
+  // word; those bytes cover the whole overlap with `a`, which is at most 8 bytes). Unreadable:
+  // size stays 0, and the sample says it has no value rather than a made-up one.
+  void read_before(Prediction& p, const x86::MemRef& ref, const Active& a) {
+    const std::uint64_t from = std::max(ref.address, a.addr);
+    const std::uint64_t to = std::min(ref.address + ref.size, from + 8);
+    std::vector<std::uint8_t> bytes(to - from);
+    p.addr = from;
+    if (!inferior.read_memory(from, bytes)) return;
+    p.size = static_cast<int>(bytes.size());
+    p.old_value = word_of(bytes);
+  }
+
+  // The registers the predicted instruction hit, once it ran, and the access's value after it.
   Prediction finish(Prediction p) {
     for (auto& [a, bytes] : p.before) {
       std::vector<std::uint8_t> now(a.len);
       if (inferior.read_memory(a.addr, now) && now != bytes) {
         if (p.bits == 0) {
+          // Undecoded: what changed is all there is to tell; the register's whole range.
           p.addr = a.addr;
           p.access = pmu::AccessKind::kWrite;
+          p.size = static_cast<int>(a.len);
+          p.old_value = word_of(bytes);
+          p.new_value = word_of(now);
         }
         p.bits |= x86::dr6::trap_bit(a.reg);
+      }
+    }
+    if (p.decoded && p.size > 0) {
+      if (p.access == pmu::AccessKind::kRead) {
+        p.new_value = p.old_value;
+      } else {
+        std::vector<std::uint8_t> now(static_cast<std::size_t>(p.size));
+        if (inferior.read_memory(p.addr, now)) {
+          p.new_value = word_of(now);
+        } else {
+          p.size = 0;  // the page went away: no value rather than a wrong one
+        }
       }
     }
     return p;
@@ -369,15 +417,29 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
   // The debug exception for `raised` (B0–B3 of the virtual registers, BS): DR6 is set as Linux
   // sets it; true when the tracee stops with SIGTRAP.
   bool raise(std::uint64_t raised, std::uint64_t ip, std::uint64_t addr, pmu::AccessKind access) {
-    emu->begin_exception(task);
     breakpoints::DebugTrap trap;
+    trap.sample.addr = addr;
+    trap.sample.access = access;
+    return raise_trap(raised, ip, trap);
+  }
+  // A data hit: the sample carries the access and its values, as the simulated machine's do
+  // (the Watchpoint layer reports them).
+  bool raise(std::uint64_t raised, const Prediction& hit) {
+    breakpoints::DebugTrap trap;
+    trap.sample.addr = hit.addr;
+    trap.sample.access = hit.access;
+    trap.sample.size = hit.size;
+    trap.sample.old_value = hit.old_value;
+    trap.sample.new_value = hit.new_value;
+    return raise_trap(raised, hit.ip, trap);
+  }
+  bool raise_trap(std::uint64_t raised, std::uint64_t ip, breakpoints::DebugTrap trap) {
+    emu->begin_exception(task);
     trap.dr6 = raised;
     trap.sample.ip = ip;
-    trap.sample.addr = addr;
     trap.sample.task = task;
     trap.sample.cpu = kCpu;
     trap.sample.time = clock.now();
-    trap.sample.access = access;
     const std::uint64_t consumed = bp_pmu->handle(trap);
     const ptrace_compat::DebugException ex = emu->end_exception(task, raised, consumed);
     emu->set_virtual_dr6(task, ex.virtual_dr6);
@@ -468,7 +530,7 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
   Result<void> on_step(const Event& ev) {
     Prediction done;
     if (!step_signalled || ev.code == TRAP_TRACE) done = finish(std::move(pending));
-    if (done.bits != 0 && raise(done.bits, done.ip, done.addr, done.access)) {
+    if (done.bits != 0 && raise(done.bits, done)) {
       stepping = false;
       stop = SIGTRAP;
       return {};
@@ -491,8 +553,7 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
     auto out = step_over();
     if (!out) return std::unexpected(out.error());
     if (!out->stepped) return dispatch(out->event);
-    if (out->done.bits != 0 &&
-        raise(out->done.bits, out->done.ip, out->done.addr, out->done.access)) {
+    if (out->done.bits != 0 && raise(out->done.bits, out->done)) {
       stop = SIGTRAP;
       return {};
     }
@@ -514,7 +575,7 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
       return inferior.resume(tid, resume_mode(tid), done->signal);
     }
     const Prediction hit = finish(std::move(pred));
-    if (hit.bits != 0 && raise(hit.bits, hit.ip, hit.addr, hit.access)) {
+    if (hit.bits != 0 && raise(hit.bits, hit)) {
       stop = SIGTRAP;
       return {};
     }
@@ -688,6 +749,7 @@ Result<std::optional<Stop>> VirtualTracee::wait(WaitMode mode) {
     }
     if (auto r = s.dispatch(*ev); !r) return std::unexpected(r.error());
   }
+  if (s.ended) return std::exchange(s.ended, std::nullopt);
   if (s.gone) return std::unexpected(*s.gone);
   if (!s.stop) return std::nullopt;
   auto dr6 = s.emu->get_debugreg(s.task, 6);
@@ -731,8 +793,7 @@ Result<void> VirtualTracee::step() {
   auto out = s.step_over();
   if (!out) return std::unexpected(out.error());
   if (!out->stepped) return s.dispatch(out->event);
-  (void)s.raise(x86::dr6::kSingleStep | out->done.bits, out->done.ip, out->done.addr,
-                out->done.access);
+  (void)s.raise(x86::dr6::kSingleStep | out->done.bits, out->done);
   s.stop = SIGTRAP;
   return {};
 }

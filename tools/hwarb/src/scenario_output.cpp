@@ -134,7 +134,8 @@ void Runner::show() {
     auto stop = sys_->ptrace_wait(task, ptrace_compat::WaitMode::kNoHang);
     auto dr6 = sys_->ptrace().get_debugreg(task, 6);
     auto dr7 = sys_->ptrace().get_debugreg(task, 7);
-    if (!stop || !dr6 || !dr7) continue;
+    // An exited task has no registers to show (its tracee goes with its exit anyway).
+    if (!stop || !dr6 || !dr7 || (*stop && (*stop)->ended())) continue;
     std::string line = "ptrace " + name + " " +
                        (*stop ? "stopped " + signal_name((*stop)->signal) : std::string("running"));
     emit(line + " dr6=" + hex_padded(*dr6, 16) + " dr7=" + hex_padded(*dr7, 16));

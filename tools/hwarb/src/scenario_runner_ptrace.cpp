@@ -21,9 +21,18 @@ std::string Runner::signal_name(int sig) {
   }
 }
 
-// "stopped SIGTRAP dr6=0x..." or "running".
+// "stopped SIGTRAP dr6=0x...", "running", or how it ended ("exited 0"). A scenario erases a
+// task's tracee when the task exits, so the end is never printed today; named for completeness.
 std::string Runner::stop_text(const std::optional<ptrace_compat::Stop>& stop) {
   if (!stop) return "running";
+  switch (stop->kind) {
+    case ptrace_compat::StopKind::kStopped:
+      break;
+    case ptrace_compat::StopKind::kExited:
+      return "exited " + std::to_string(stop->status);
+    case ptrace_compat::StopKind::kKilled:
+      return "killed " + signal_name(stop->signal);
+  }
   return "stopped " + signal_name(stop->signal) + " dr6=" + hex_padded(stop->dr6, 16);
 }
 
@@ -34,7 +43,7 @@ Result<void> Runner::check_not_stopped(const Command& cmd, TaskId t) {
   if (!stopped) return std::unexpected(stopped.error());
   if (!*stopped) return {};
   std::string what;
-  if (auto s = sys_->ptrace_wait(t, ptrace_compat::WaitMode::kNoHang); s && *s) {
+  if (auto s = sys_->ptrace_wait(t, ptrace_compat::WaitMode::kNoHang); s && *s && !(*s)->ended()) {
     what = " (" + signal_name((*s)->signal) + ")";
   }
   return run_error(ErrorCode::kBusy, std::string(to_string(cmd.kind)) + ": task '" + *cmd.task +

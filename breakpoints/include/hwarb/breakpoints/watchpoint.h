@@ -69,7 +69,8 @@ struct WatchHit {
   pmu::Sample sample;
   // Data watchpoints: the watched value before and after the access (reads: both the value).
   // For a watchpoint of at most 8 bytes that is the whole range, little-endian; for a longer one
-  // the bytes of the access that fall into the range.
+  // the bytes of the access that fall into the range. has_value is false when the sample carries
+  // no value of the range (size 0, or its bytes miss the range): the values are 0 then.
   bool has_value = false;
   std::uint64_t old_value = 0;
   std::uint64_t new_value = 0;

@@ -5,8 +5,9 @@
 //  - sim::SimTracee (sim/sim_tracee.h): a task of the simulated machine; the debug
 //    registers are the emulation of debugreg_emulation.h, shared with perf and kernel users.
 //  - native::LinuxTracee (linux/debug/): a real thread under ptrace(2).
+//  - native::VirtualTracee (linux/debug/): a real thread whose DR0–DR7 are emulated.
 //
-// Contract (both implementations):
+// Contract (every implementation):
 //  - peek_user/poke_user need the tracee in a stop (ptrace-stop), else ESRCH, as Linux. The
 //    offset is decoded by user_area.h for layout(); errors are the kernel's (EIO, EINVAL,
 //    ENOSPC, ...) with a message naming the field. A failed poke changes nothing (DR7 writes
@@ -15,7 +16,12 @@
 //    that does not fit 32 bits is EINVAL naming `value` (the 32-bit ABI cannot express it).
 //  - wait(kNoHang) reports the stop the tracee is in, or nullopt while it runs; wait(kBlock) waits
 //    for the next stop (the simulated tracee runs only when its machine is driven, so there it is
-//    EAGAIN while running). A tracee that has exited is ESRCH.
+//    EAGAIN while running).
+//  - The end of the tracee is a normal outcome of wait, as waitpid reports it: a Stop of kind
+//    kExited (`status` is its exit status) or kKilled (`signal` is the signal that killed it),
+//    reported once by the wait that sees it; the tracee is reaped then, and every later call,
+//    wait included, is ESRCH (no such tracee). An ended Stop has dr6 0: there is no DR6 to read.
+//    The simulated machine has neither exit codes nor signals: its tasks exit with status 0.
 //  - cont() resumes from a stop; step() resumes for one instruction (PTRACE_SINGLESTEP), after
 //    which it stops with SIGTRAP and DR6.BS set. Either on a running tracee: ESRCH.
 //  - Stop::dr6 is DR6 as PEEKUSER shows it (hardware polarity) when wait() returns.
@@ -29,10 +35,23 @@
 
 namespace hwarb::ptrace_compat {
 
+enum class StopKind : std::uint8_t {
+  kStopped,  // a ptrace-stop: `signal` stopped it, `dr6` is its DR6
+  kExited,   // it exited with `status` (as WEXITSTATUS)
+  kKilled,   // `signal` killed it (as WTERMSIG)
+};
+
 struct Stop {
-  int signal = 0;         // SIGTRAP, SIGSTOP, ...
-  std::uint64_t dr6 = 0;  // PEEKUSER of DR6 at the stop
+  int signal = 0;         // SIGTRAP, SIGSTOP, ...; kKilled: the signal that killed it
+  std::uint64_t dr6 = 0;  // PEEKUSER of DR6 at the stop; 0 once ended
+  StopKind kind = StopKind::kStopped;
+  int status = 0;  // kExited: the exit status
   friend bool operator==(const Stop&, const Stop&) = default;
+
+  static Stop exited(int exit_status) { return Stop{0, 0, StopKind::kExited, exit_status}; }
+  static Stop killed(int by_signal) { return Stop{by_signal, 0, StopKind::kKilled, 0}; }
+  // The tracee is gone (and reaped): nothing can be resumed or peeked any more.
+  bool ended() const { return kind != StopKind::kStopped; }
 };
 
 enum class WaitMode : std::uint8_t { kNoHang, kBlock };

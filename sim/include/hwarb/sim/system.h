@@ -30,7 +30,8 @@
 //         cont and kept on step.
 //      4. step arms the machine's single-step for the task; cont disarms it. Detach resumes the
 //         task and disarms single-step; it keeps the ptrace breakpoints (Linux flushes them only
-//         at exec and exit). A task's exit flushes them and ends its tracing.
+//         at exec and exit). A task's exit flushes them and ends its tracing; its tracer's next
+//         ptrace_wait reports the exit (then it is reaped: ESRCH).
 //  - BTS (pmu/bts, docs/architecture.md section 6): the Tracer owns every CPU's BTS facility and
 //    programs the machine's DS area and DEBUGCTL (System is its BtsHardware); the machine's BTS
 //    interrupt goes to Tracer::on_interrupt. A switch is, in this order: Core::sched_out(prev) (the
@@ -57,6 +58,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "hwarb/arbiter/arbiter.h"
 #include "hwarb/base/error.h"
@@ -115,7 +117,8 @@ class System final : SchedulerObserver,
   void ptrace_release(TaskId task);
   bool ptrace_traced(TaskId task) const { return traced_.contains(task); }
   // The stop the traced task is in (with DR6 read now), or nullopt while it runs. ESRCH when it
-  // is not traced; kBlock on a running task is EAGAIN (nothing runs it but the caller).
+  // is not traced; kBlock on a running task is EAGAIN (nothing runs it but the caller). A traced
+  // task that exited is Stop::exited(0) once (the machine has no exit codes), then ESRCH.
   Result<std::optional<ptrace_compat::Stop>> ptrace_wait(TaskId task, ptrace_compat::WaitMode mode);
   // cont (step == false) or step from a stop; ESRCH unless traced and stopped.
   Result<void> ptrace_resume(TaskId task, bool step);
@@ -170,6 +173,8 @@ class System final : SchedulerObserver,
   std::unique_ptr<bts::BtsPmu> bts_pmu_;
   std::unique_ptr<ptrace_compat::PtraceBts> ptrace_bts_;
   std::map<TaskId, Traced> traced_;
+  // Traced tasks that exited, until their tracer's ptrace_wait reports it (or the tracer goes).
+  std::set<TaskId> exited_;
 };
 
 }  // namespace hwarb::sim

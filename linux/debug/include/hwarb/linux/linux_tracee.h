@@ -14,8 +14,10 @@
 //    EINVAL, ENOSPC; ESRCH when the tracee is not in a ptrace-stop), see syscalls.h.
 //  - wait(kNoHang) reports the current stop, or nullopt while the tracee runs; wait(kBlock)
 //    waits for the next stop (waitpid with __WALL). The stop is remembered until cont/step; every
-//    wait() that returns it re-reads DR6 (PEEKUSER) into Stop::dr6. A tracee that exited or was
-//    killed is ESRCH naming `pid`.
+//    wait() that returns it re-reads DR6 (PEEKUSER) into Stop::dr6. The tracee's exit or death
+//    is an ended Stop (Stop::exited(status), Stop::killed(signal)), reported by one wait() (also
+//    when cont/step saw it first: they are ESRCH then); the tracee is reaped when it is seen, and
+//    after the report every call is ESRCH naming `pid`.
 //  - cont()/step() are PTRACE_CONT/PTRACE_SINGLESTEP without a signal (the stop's signal is
 //    suppressed, as a debugger does with SIGSTOP and SIGTRAP); ESRCH while running.
 //  - All ptrace calls must come from the tracer thread (the one that spawned or attached).
@@ -61,12 +63,15 @@ class LinuxTracee final : public ptrace_compat::Tracee {
   LinuxTracee(std::optional<StoppedChild> child, pid_t pid, std::optional<int> stop)
       : child_(std::move(child)), pid_(pid), stop_(stop) {}
   Result<WaitStatus> wait_raw(bool nohang);
+  // One look at the tracee's state: a stop goes to stop_, an end (reaped) to ended_.
+  Result<void> collect(bool nohang);
   Result<void> resume(bool step);
   void release();
 
   std::optional<StoppedChild> child_;  // owned child; empty when attached to a foreign thread
   pid_t pid_ = -1;                     // -1 once gone (reaped) or moved from
   std::optional<int> stop_;            // the signal of the stop the tracee is in
+  std::optional<ptrace_compat::Stop> ended_;  // its end, seen and not yet reported by wait()
 };
 
 }  // namespace hwarb::native

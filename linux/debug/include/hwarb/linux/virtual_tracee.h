@@ -48,7 +48,9 @@
 //  - create() takes an Inferior whose thread `tid` (default: the process) is stopped; spawn() and
 //    attach() make that Inferior (Inferior's errors). Only the x86_64 layout.
 //  - peek_user/poke_user/cont/step need the tracee in a stop, else ESRCH naming `pid`; after the
-//    thread or the process ended everything is ESRCH naming `pid`.
+//    thread or the process ended everything is ESRCH naming `pid`, but for the one wait() that
+//    reports the end (Stop::exited with the status, or Stop::killed with the signal, of the
+//    process or of the traced thread when it ends alone).
 //  - wait(kNoHang) returns the stop the tracee is in, or nullopt while it runs: events are driven
 //    by wait(kBlock) only (and by cont/step for the one instruction they may run synchronously).
 //    wait(kBlock) drives the Inferior's events until the next stop; EINTR is retried.
