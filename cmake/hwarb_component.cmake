@@ -1,31 +1,65 @@
-# hwarb_component(NAME
+# hwarb_component(NAME [INTERNAL]
 #   SOURCES src/a.cpp ...            library sources (none: header-only INTERFACE target)
 #   DEPS hwarb::base ...             public dependencies
 #   TESTS src/a_test.cpp ...         unit tests, built into NAME_test, labelled `unit`
 #   TEST_DEPS ...                    extra libraries for the tests)
 #
-# Makes the target hwarb_NAME with alias hwarb::NAME, public headers in NAME/include.
+# Makes the target hwarb_NAME with alias hwarb::NAME, public headers in NAME/include: static or
+# shared as BUILD_SHARED_LIBS says (shared ones with a SONAME), position-independent, C++23 as a
+# public compile feature (its users get it too). Unless INTERNAL (a library of the CLI only, always
+# static), it is installed and exported as hwarb::NAME (hwarbTargets, the package's component
+# NAME) with its headers. Its tests are made only with HWARB_BUILD_TESTS.
 function(hwarb_component name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;TESTS;TEST_DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "INTERNAL" "" "SOURCES;DEPS;TESTS;TEST_DEPS" ${ARGN})
   set(target hwarb_${name})
+  set(include_dir ${CMAKE_CURRENT_SOURCE_DIR}/include)
   if(ARG_SOURCES)
-    add_library(${target} STATIC ${ARG_SOURCES})
-    target_include_directories(${target} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
+    if(ARG_INTERNAL)
+      add_library(${target} STATIC ${ARG_SOURCES})
+    else()
+      add_library(${target} ${ARG_SOURCES})
+      # Installed shared libraries find each other beside themselves.
+      set_target_properties(${target} PROPERTIES VERSION ${PROJECT_VERSION}
+                                                 SOVERSION ${HWARB_SOVERSION}
+                                                 INSTALL_RPATH "$ORIGIN")
+    endif()
+    target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${include_dir}>
+                                                $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
     target_link_libraries(${target} PUBLIC ${ARG_DEPS})
+    target_compile_features(${target} PUBLIC cxx_std_23)
   else()
     add_library(${target} INTERFACE)
-    target_include_directories(${target} INTERFACE ${CMAKE_CURRENT_SOURCE_DIR}/include)
+    target_include_directories(${target} INTERFACE $<BUILD_INTERFACE:${include_dir}>
+                                                   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
     target_link_libraries(${target} INTERFACE ${ARG_DEPS})
+    target_compile_features(${target} INTERFACE cxx_std_23)
   endif()
   add_library(hwarb::${name} ALIAS ${target})
   set_property(GLOBAL APPEND PROPERTY HWARB_COMPONENTS ${target})
-  if(ARG_TESTS AND NOT HWARB_RACE_ONLY)
+  if(NOT ARG_INTERNAL)
+    set_target_properties(${target} PROPERTIES EXPORT_NAME ${name})
+    install(TARGETS ${target} EXPORT hwarbTargets
+            ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+            LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+            RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+    # Several components share one include directory: installed once.
+    get_property(done GLOBAL PROPERTY HWARB_INSTALLED_INCLUDES)
+    if(EXISTS ${include_dir} AND NOT include_dir IN_LIST done)
+      install(DIRECTORY ${include_dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+      set_property(GLOBAL APPEND PROPERTY HWARB_INSTALLED_INCLUDES ${include_dir})
+    endif()
+  endif()
+  if(ARG_TESTS AND HWARB_BUILD_TESTS AND NOT HWARB_RACE_ONLY)
     hwarb_test(${name}_test LABELS unit SOURCES ${ARG_TESTS} DEPS ${target} ${ARG_TEST_DEPS})
   endif()
 endfunction()
 
-# hwarb_test(NAME LABELS l1 l2 SOURCES ... DEPS ...): one gtest executable, one ctest entry.
+# hwarb_test(NAME LABELS l1 l2 SOURCES ... DEPS ...): one gtest executable, one ctest entry
+# (nothing without HWARB_BUILD_TESTS).
 function(hwarb_test name)
+  if(NOT HWARB_BUILD_TESTS)
+    return()
+  endif()
   cmake_parse_arguments(ARG "" "TIMEOUT" "LABELS;SOURCES;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)

@@ -1,7 +1,8 @@
-// ticker: writes its pid to the file named by its argument, then writes `ticks` every
-// millisecond, N times (default 3000), prints "ticks=N" and exits with STATUS (default 0). For
-// job control and for attaching (-p) while it runs: a stopped ticker writes nothing.
-//   prog_ticker PIDFILE [N [STATUS]]
+// ticker: writes its pid to the file named by its argument, then writes `ticks` every PERIOD
+// microseconds (default 1000), N times (default 3000), prints "ticks=N" and exits with STATUS
+// (default 0). For job control and for attaching (-p) while it runs: a stopped ticker writes
+// nothing.
+//   prog_ticker PIDFILE [N [STATUS [PERIOD]]]
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -16,7 +17,8 @@ int main(int argc, char** argv) {
   if (f == NULL) return 2;
   fprintf(f, "%d\n", (int)getpid());
   fclose(f);
-  struct timespec ms = {0, 1000000};
+  const long period_us = argc > 4 ? atol(argv[4]) : 1000;
+  struct timespec ms = {period_us / 1000000, (period_us % 1000000) * 1000};
   for (long i = 1; i <= n; ++i) {
     ticks = i;
     nanosleep(&ms, NULL);

@@ -16,6 +16,15 @@
 #include <string_view>
 #include <utility>
 
+// `constexpr` on a function that returns a Result: C++23 allows a non-literal return type
+// (P2448), which g++ 12 implements and Clang only from version 17; for older Clangs such a
+// function is plain `inline` (it is then never evaluated at compile time there).
+#if defined(__clang__) && __clang_major__ < 17
+#define HWARB_CONSTEXPR_RESULT inline
+#else
+#define HWARB_CONSTEXPR_RESULT constexpr
+#endif
+
 namespace hwarb {
 
 // Canonical codes. Values are the Linux errno numbers; names avoid the <cerrno> macros.

@@ -208,7 +208,8 @@ constexpr BtsRecord truncated(BtsFormat format, const BtsRecord& record) {
 
 // Writes `record` into out[0, record_size). kInval when `out` is shorter or an address does not
 // fit the format; nothing is written then.
-constexpr Result<void> encode(BtsFormat format, const BtsRecord& record, std::span<std::byte> out) {
+HWARB_CONSTEXPR_RESULT Result<void> encode(BtsFormat format, const BtsRecord& record,
+                                           std::span<std::byte> out) {
   const std::size_t w = detail::word_size(format);
   if (out.size() < record_size(format)) {
     return make_error(ErrorCode::kInval, "out: " + std::to_string(out.size()) +
@@ -216,9 +217,8 @@ constexpr Result<void> encode(BtsFormat format, const BtsRecord& record, std::sp
                                              std::to_string(record_size(format)));
   }
   if (!detail::fits(record.from, w)) {
-    return make_error(ErrorCode::kInval, "from: " + hex(record.from) +
-                                             " does not fit the " + detail::format_name(format) +
-                                             " format");
+    return make_error(ErrorCode::kInval, "from: " + hex(record.from) + " does not fit the " +
+                                             detail::format_name(format) + " format");
   }
   if (!detail::fits(record.to, w)) {
     return make_error(ErrorCode::kInval, "to: " + hex(record.to) + " does not fit the " +
@@ -231,7 +231,7 @@ constexpr Result<void> encode(BtsFormat format, const BtsRecord& record, std::sp
 }
 
 // Reads the record at in[0, record_size). kInval when `in` is shorter.
-constexpr Result<BtsRecord> decode(BtsFormat format, std::span<const std::byte> in) {
+HWARB_CONSTEXPR_RESULT Result<BtsRecord> decode(BtsFormat format, std::span<const std::byte> in) {
   const std::size_t w = detail::word_size(format);
   if (in.size() < record_size(format)) {
     return make_error(ErrorCode::kInval, "in: " + std::to_string(in.size()) +
@@ -306,7 +306,8 @@ constexpr std::uint64_t get(const DsArea& area, DsField field) {
 
 // Writes `area` into out[0, area_size). kInval when `out` is shorter, a field does not fit the
 // format, or (32-bit form) a counter reset other than [0] is not zero; nothing is written then.
-constexpr Result<void> encode(BtsFormat format, const DsArea& area, std::span<std::byte> out) {
+HWARB_CONSTEXPR_RESULT Result<void> encode(BtsFormat format, const DsArea& area,
+                                           std::span<std::byte> out) {
   const std::size_t w = field_size(format);
   if (out.size() < area_size(format)) {
     return make_error(ErrorCode::kInval, "out: " + std::to_string(out.size()) +
@@ -345,7 +346,7 @@ constexpr Result<void> encode(BtsFormat format, const DsArea& area, std::span<st
 }
 
 // Reads the area at in[0, area_size); counter resets the format does not hold are zero.
-constexpr Result<DsArea> decode(BtsFormat format, std::span<const std::byte> in) {
+HWARB_CONSTEXPR_RESULT Result<DsArea> decode(BtsFormat format, std::span<const std::byte> in) {
   const std::size_t w = field_size(format);
   if (in.size() < area_size(format)) {
     return make_error(ErrorCode::kInval, "in: " + std::to_string(in.size()) +
@@ -411,9 +412,9 @@ inline Result<void> validate_bts(BtsFormat format, const DsArea& area) {
   for (DsField f : {DsField::kBtsBufferBase, DsField::kBtsIndex, DsField::kBtsAbsoluteMaximum,
                     DsField::kBtsInterruptThreshold}) {
     if (!detail::fits(get(area, f), field_size(format))) {
-      return make_error(ErrorCode::kInval, std::string(field_name(f)) + ": " +
-                                               hex(get(area, f)) + " does not fit the " +
-                                               detail::format_name(format) + " form");
+      return make_error(ErrorCode::kInval, std::string(field_name(f)) + ": " + hex(get(area, f)) +
+                                               " does not fit the " + detail::format_name(format) +
+                                               " form");
     }
   }
   const std::uint64_t base = area.bts_buffer_base;
@@ -424,8 +425,7 @@ inline Result<void> validate_bts(BtsFormat format, const DsArea& area) {
   }
   if (max <= base || max - base < size) {
     return make_error(ErrorCode::kInval, "bts_absolute_maximum: " + hex(max) +
-                                             " leaves no room for one record above " +
-                                             hex(base));
+                                             " leaves no room for one record above " + hex(base));
   }
   if ((max - base) % size != 0) {
     return make_error(ErrorCode::kInval, "bts_absolute_maximum: " + std::to_string(max - base) +
@@ -434,8 +434,8 @@ inline Result<void> validate_bts(BtsFormat format, const DsArea& area) {
   }
   const std::uint64_t index = area.bts_index;
   if (index < base || index > max) {
-    return make_error(ErrorCode::kInval, "bts_index: " + hex(index) + " is outside [" +
-                                             hex(base) + ", " + hex(max) + "]");
+    return make_error(ErrorCode::kInval, "bts_index: " + hex(index) + " is outside [" + hex(base) +
+                                             ", " + hex(max) + "]");
   }
   if ((index - base) % size != 0) {
     return make_error(ErrorCode::kInval,
@@ -558,12 +558,11 @@ struct BtsStore {
   bool interrupt = false;  // case 4: raise the PMI
 };
 
-constexpr Result<BtsStore> store_bts(BtsFormat format, std::uint64_t debugctl_value, DsArea& area,
-                                     std::span<std::byte> buffer, const BtsRecord& record,
-                                     bool kernel) {
+HWARB_CONSTEXPR_RESULT Result<BtsStore> store_bts(BtsFormat format, std::uint64_t debugctl_value,
+                                                  DsArea& area, std::span<std::byte> buffer,
+                                                  const BtsRecord& record, bool kernel) {
   BtsStore out;
-  if (kernel ? !debugctl::traces_kernel(debugctl_value)
-             : !debugctl::traces_user(debugctl_value)) {
+  if (kernel ? !debugctl::traces_kernel(debugctl_value) : !debugctl::traces_user(debugctl_value)) {
     return out;
   }
   const std::size_t size = bts::record_size(format);
@@ -578,8 +577,8 @@ constexpr Result<BtsStore> store_bts(BtsFormat format, std::uint64_t debugctl_va
   }
   if (index < area.bts_buffer_base || index - area.bts_buffer_base > buffer.size() ||
       buffer.size() - (index - area.bts_buffer_base) < size) {
-    return make_error(ErrorCode::kInval, "bts_index: " + hex(index) +
-                                             " is outside the BTS buffer's memory");
+    return make_error(ErrorCode::kInval,
+                      "bts_index: " + hex(index) + " is outside the BTS buffer's memory");
   }
   const std::size_t at = static_cast<std::size_t>(index - area.bts_buffer_base);
   if (auto r = bts::encode(format, record, buffer.subspan(at, size)); !r) {
@@ -588,8 +587,7 @@ constexpr Result<BtsStore> store_bts(BtsFormat format, std::uint64_t debugctl_va
   const bool was_below = index < area.bts_interrupt_threshold;
   area.bts_index = index + size;
   out.stored = true;
-  out.interrupt =
-      debugctl::btint(debugctl_value) && was_below && ds::bts_threshold_reached(area);
+  out.interrupt = debugctl::btint(debugctl_value) && was_below && ds::bts_threshold_reached(area);
   return out;
 }
 
