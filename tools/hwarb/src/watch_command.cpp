@@ -603,11 +603,16 @@ int run_watch(WatchArgs& args) {
   std::optional<native::Watchdog> watchdog;
   if (!inferior->spawned()) {
     auto started = native::Watchdog::start();
-    auto guarded =
-        started ? engine.guard(*started) : Result<void>(std::unexpected(started.error()));
-    if (guarded) {
+    Result<void> guarded;
+    if (started) {
+      // Guarded where it stays: the engine keeps a pointer to it.
       watchdog.emplace(std::move(*started));
+      guarded = engine.guard(*watchdog);
+      if (!guarded) watchdog.reset();
     } else {
+      guarded = std::unexpected(started.error());
+    }
+    if (!guarded) {
       std::cerr << "hwarb " << name << ": warning: no watchdog (" << guarded.error().to_string()
                 << "): if hwarb is killed, the program keeps its protected pages\n";
     }

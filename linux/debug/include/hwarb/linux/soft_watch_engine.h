@@ -11,7 +11,8 @@
 //  - guard() hands the engine a Watchdog (an attached target): the watch's restore plan is
 //    published now (its error returned) and again after each event that changed it; a later
 //    publish that fails stops publishing, and watchdog_error() says why (the watchdog then holds
-//    the last plan it got).
+//    the last plan it got). The engine keeps a pointer: the watchdog must stay where it is
+//    (not moved) until finish().
 // Thread-safety: none; the Inferior's thread only.
 #pragma once
 
