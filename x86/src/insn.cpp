@@ -635,6 +635,11 @@ Result<Insn> decode(std::span<const std::uint8_t> bytes, std::uint64_t ip) {
   return insn;
 }
 
+bool is_rep_string(const Insn& insn) {
+  return std::any_of(insn.mem.begin(), insn.mem.end(),
+                     [](const MemOperand& m) { return m.string_op && m.rep; });
+}
+
 Result<std::vector<MemRef>> effective_addresses(const Insn& insn, const Regs& regs) {
   auto d = redecode(insn);
   if (!d) return std::unexpected(d.error());

@@ -145,10 +145,7 @@ std::optional<Accessor> accessor_before(std::span<const std::uint8_t> code, std:
 
 std::optional<Accessor> interrupted_string(const x86::Insn& insn, std::uint64_t addr,
                                            std::uint64_t len, const x86::Regs& regs) {
-  if (!is_string(insn) || regs.rcx == 0 || regs.rip != insn.ip) return std::nullopt;
-  bool rep = false;
-  for (const x86::MemOperand& m : insn.mem) rep |= m.rep;
-  if (!rep) return std::nullopt;
+  if (!x86::is_rep_string(insn) || regs.rcx == 0 || regs.rip != insn.ip) return std::nullopt;
   const unsigned access = touching(insn, before_last_iteration(insn, regs), addr, len);
   if (access == 0) return std::nullopt;
   return Accessor{insn.ip, access};

@@ -101,9 +101,10 @@ Result<RunResult> run_target(Inferior& inferior, Engine& engine) {
   RunResult result;
   result.pid = inferior.pid();
   const bool spawned = inferior.spawned();
-  // Stops everything, lets the engine undo its changes, and lets go of the process.
+  // Stops everything, lets the engine undo its changes, and lets go of the process (and of the
+  // followed processes that outlive it, once it has ended).
   auto leave = [&](bool keep_running) -> Result<void> {
-    if (!inferior.alive()) return {};
+    if (inferior.threads().empty()) return {};
     Result<void> first;
     if (auto s = inferior.stop_all(); !s) first = std::unexpected(s.error());
     if (auto f = engine.finish(); !f && first) first = f;
@@ -116,12 +117,7 @@ Result<RunResult> run_target(Inferior& inferior, Engine& engine) {
   };
   // The process ended: followed processes that outlive it are let go, unwatched and unharmed.
   auto ended = [&]() -> Result<RunResult> {
-    if (inferior.threads().empty()) return result;
-    Result<void> first;
-    if (auto s = inferior.stop_all(); !s) first = std::unexpected(s.error());
-    if (auto f = engine.finish(); !f && first) first = f;
-    if (auto d = inferior.detach(); !d && first) first = d;
-    if (!first) return std::unexpected(first.error());
+    if (auto r = leave(true); !r) return std::unexpected(r.error());
     return result;
   };
   auto fail = [&](const Error& error) -> Result<RunResult> {

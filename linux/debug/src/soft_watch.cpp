@@ -214,13 +214,6 @@ int watched_protection(int original, unsigned access) {
   return original & ~PROT_WRITE;
 }
 
-// A string instruction under a REP/REPE/REPNE prefix: it runs one iteration per element, and a
-// single-step runs one iteration.
-bool is_rep_string(const x86::Insn& insn) {
-  return std::any_of(insn.mem.begin(), insn.mem.end(),
-                     [](const x86::MemOperand& m) { return m.string_op && m.rep; });
-}
-
 // A system call's return value that is an error (-4095..-1).
 bool failed(std::int64_t ret) {
   return ret < 0 && ret >= -4095;
@@ -661,7 +654,7 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
   };
   bool done = false;
   int pass_signal = 0;
-  const bool string_op = insn && is_rep_string(*insn);
+  const bool string_op = insn && x86::is_rep_string(*insn);
   std::vector<unsigned> touched(matches.size(), 0);  // string_op: per match, what it did
   if (insn && refs.size() == 1 && !string_op) {
     if (auto st = x86::emulate_store(*insn, *regs); st && allowed(refs[0], PROT_WRITE)) {
@@ -1070,7 +1063,7 @@ Result<void> SoftWatch::prepare_step(pid_t tid) {
     check.syscall = insn->branch == x86::BranchKind::kSyscall;
     // A REP string instruction runs one iteration per step: the step's operands are one
     // iteration's (none when rcx is 0).
-    check.rep = is_rep_string(*insn);
+    check.rep = x86::is_rep_string(*insn);
     x86::Regs one = *regs;
     if (check.rep) one.rcx = std::min<std::uint64_t>(one.rcx, 1);
     auto refs = x86::effective_addresses(*insn, one);

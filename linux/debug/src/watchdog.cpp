@@ -40,8 +40,9 @@ struct Slot {
 //     with acquire by the watchdog, which reads only once it holds `owner` (no writer left:
 //     hwarb died, or released it).
 struct Watchdog::Shared {
-  OwnerLock* owner = nullptr;  // hwarb's; the watchdog waits for it
-  alignas(64) unsigned char owner_storage[sizeof(OwnerLock)];
+  alignas(64) unsigned char owner_storage[sizeof(OwnerLock)];  // OwnerLock::init's
+  // hwarb's lock; the watchdog waits for it.
+  OwnerLock& owner() { return *std::launder(reinterpret_cast<OwnerLock*>(owner_storage)); }
   std::atomic<std::uint32_t> current{0};
   // 1 once a plan is published; 0 before, and again once released (the watchdog then exits
   // touching nothing).
@@ -76,7 +77,7 @@ bool untraced(pid_t pid) {
 [[noreturn]] void watch_over(Watchdog::Shared& shared) {
   // It must win a race with the tracees' detach: real-time where allowed (root), else as is.
   (void)make_realtime();
-  auto got = shared.owner->wait();
+  auto got = shared.owner().wait();
   if (!got || *got == OwnerLock::Outcome::kReleased ||
       shared.published.load(std::memory_order_acquire) == 0) {
     exit_now(0);
@@ -151,15 +152,13 @@ Result<Watchdog> Watchdog::start() {
   auto mem = map_shared_anonymous(sizeof(Shared));
   if (!mem) return std::unexpected(mem.error());
   auto* shared = new (*mem) Shared();
-  auto owner = OwnerLock::init(shared->owner_storage);
-  if (!owner) {
+  if (auto owner = OwnerLock::init(shared->owner_storage); !owner) {
     unmap(*mem, sizeof(Shared));
     return std::unexpected(owner.error());
   }
-  shared->owner = *owner;
   auto side = fork_detached({});
   if (!side) {
-    shared->owner->unlock();
+    shared->owner().unlock();
     unmap(*mem, sizeof(Shared));
     return std::unexpected(side.error());
   }
@@ -208,7 +207,7 @@ Result<void> Watchdog::publish(const RestorePlan& plan) {
 void Watchdog::release() {
   if (!shared_) return;
   shared_->published.store(0, std::memory_order_release);
-  shared_->owner->unlock();  // the watchdog wakes and exits
+  shared_->owner().unlock();  // the watchdog wakes and exits
   unmap(shared_, sizeof(Shared));
   shared_ = nullptr;
 }

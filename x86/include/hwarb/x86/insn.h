@@ -93,6 +93,10 @@ Result<Insn> decode(std::span<const std::uint8_t> bytes, std::uint64_t ip);
 // registers outside Regs (a vector index, VSIB).
 Result<std::vector<MemRef>> effective_addresses(const Insn& insn, const Regs& regs);
 
+// Whether `insn` is a string instruction under a REP/REPE/REPNE prefix: it runs one iteration
+// per element (RCX of them), and a single-step or an interrupt stops it between iterations.
+bool is_rep_string(const Insn& insn);
+
 // A store the tracer can do itself: MOV m, r / MOV m, imm (8/16/32/64 bits, no segment other
 // than FS/GS bases, no lock). Performing it = write `size` bytes of `value` (little-endian) at
 // `address` and set rip to ip + length; no flags change.
