@@ -273,13 +273,18 @@ Result<bool> HardWatchEngine::on_fork(const Event& ev) {
   // A forked child has its own copy of the memory: followed, watched at the same addresses with
   // breakpoints of its own, its values its own.
   if (auto r = inferior_.follow(ev.child); !r) return std::unexpected(r.error());
-  watch_process(ev.child);
-  if (auto r = open_on(ev.child, "forked child"); !r) return std::unexpected(r.error());
+  if (auto r = watch_fork(ev); !r) return std::unexpected(r.error());
   if (auto r = inferior_.resume(ev.child, Resume::kCont);
       !r && r.error().code() != ErrorCode::kSrch) {
     return std::unexpected(r.error());
   }
   return true;
+}
+
+Result<void> HardWatchEngine::watch_fork(const Event& ev) {
+  if (!processes_.contains(inferior_.process_of(ev.tid))) return {};
+  watch_process(ev.child);
+  return open_on(ev.child, "forked child");
 }
 
 Result<bool> HardWatchEngine::on_exec(pid_t process) {
@@ -310,6 +315,7 @@ Result<bool> HardWatchEngine::on_hit(const Event& ev) {
     code = window;
   }
   std::vector<bool> seen(ranges_.size(), false);
+  bool reported = false;
   for (const HwPiece& piece : pieces_) {
     if (ev.fault_addr < piece.addr || ev.fault_addr >= piece.addr + piece.len) continue;
     const std::size_t i = piece.expr;
@@ -325,6 +331,7 @@ Result<bool> HardWatchEngine::on_hit(const Event& ev) {
       h.ip = w.addr;
       h.access = kWatchExec;
       observer_.hit(h);
+      reported = true;
       continue;
     }
     h.ip = regs->rip;
@@ -342,8 +349,12 @@ Result<bool> HardWatchEngine::on_hit(const Event& ev) {
     h.old_value = std::move(p.shadow[i]);
     h.new_value = now;
     p.shadow[i] = std::move(now);
-    if (h.access != 0) observer_.hit(h);
+    if (h.access != 0) {
+      observer_.hit(h);
+      reported = true;
+    }
   }
+  if (stop_at_hits_ && reported) return true;  // the caller resumes it
   if (auto r = inferior_.resume(ev.tid, Resume::kCont); !r) return std::unexpected(r.error());
   return true;
 }

@@ -565,6 +565,20 @@ Result<std::optional<Event>> Inferior::next_event(bool block, bool& idle) {
   return translate(waited->pid, waited->status.raw);
 }
 
+Result<std::optional<Event>> Inferior::take_queued() {
+  // A status read for another thread may make no event: the next one is tried.
+  while (!queued_.empty() || !raw_queue_.empty()) {
+    bool idle = false;
+    auto ev = next_event(false, idle);
+    if (!ev || *ev) return ev;
+  }
+  return std::optional<Event>();
+}
+
+Result<std::optional<Event>> Inferior::take_status(pid_t tid, int status) {
+  return translate(tid, status);
+}
+
 Result<Event> Inferior::wait() {
   for (;;) {
     bool idle = false;

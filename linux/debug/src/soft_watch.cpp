@@ -519,6 +519,12 @@ Result<bool> SoftWatch::handle(const Event& ev, std::vector<WatchHit>& hits) {
   return false;
 }
 
+bool SoftWatch::is_fault(const Event& ev) const {
+  return !ended_ && ev.kind == EventKind::kSignal && ev.signal == SIGSEGV &&
+         ev.code == kSegvAccErr && page_protected(ev.fault_addr) &&
+         !unwatched_.contains(inferior_->process_of(ev.tid));
+}
+
 unsigned SoftWatch::page_access(std::uint64_t page) const {
   unsigned access = 0;
   for (const WatchRange& r : ranges_) {

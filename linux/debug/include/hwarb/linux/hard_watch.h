@@ -124,6 +124,13 @@ class HardWatchEngine final : public Engine {
   Resume resume_mode() const override { return Resume::kCont; }
   [[nodiscard]] Result<void> finish() override;
   bool done() const override { return observer_.done(); }
+  // A fork (non-vfork kFork event) of a watched process, for a caller that follows and resumes
+  // the child itself (a session whose software path follows it too): the child gets breakpoints
+  // of its own and its values are read, as handle() does, but it is neither followed nor resumed.
+  [[nodiscard]] Result<void> watch_fork(const Event& event);
+  // On: a thread whose stop reported a hit is left stopped right after the access (handle()
+  // still returns true); the caller resumes it. Off (the default): it runs on at once.
+  void stop_at_hits(bool on) { stop_at_hits_ = on; }
 
  private:
   // What the engine knows of one watched process (this one, a followed fork, a vfork child
@@ -159,6 +166,7 @@ class HardWatchEngine final : public Engine {
   // threads) or a vfork child.
   std::map<pid_t, PerfWatch> watches_;
   std::map<pid_t, Process> processes_;  // the watched processes (Inferior::process_of)
+  bool stop_at_hits_ = false;
 };
 
 // One count of HardCountEngine: range `id`'s hits by thread (or forked process) `tid`.

@@ -153,6 +153,15 @@ class Inferior {
   // traced program sees its usual mask). kIntr when a handled signal (SIGINT) interrupts the
   // wait, as for wait(). Events queued by wait_for/stop_all come first.
   Result<std::optional<Event>> wait_or_poll(std::span<const int> fds, int timeout_ms);
+  // For a caller that runs its own wait loop (a debugger that owns waitpid): take_queued()
+  // returns the events the Inferior already holds (queued by stop_all, wait_for, requeue, or
+  // statuses its own waits read for other threads), one per call, nullopt when there is none;
+  // take them before waiting. take_status() turns a status the caller got from
+  // waitpid(-1, __WALL) for traced thread `tid` into the Event wait() would have returned
+  // (nullopt when it makes none, e.g. a group-stop kept in PTRACE_LISTEN). Either way the
+  // Inferior's records of its threads stay exact, as if wait() had read the status.
+  [[nodiscard]] Result<std::optional<Event>> take_queued();
+  [[nodiscard]] Result<std::optional<Event>> take_status(pid_t tid, int status);
   // The next event of thread `tid` only (events of other threads stay queued for wait()).
   Result<Event> wait_for(pid_t tid);
   // Interrupts every running thread except `except` and waits until all are stopped; other

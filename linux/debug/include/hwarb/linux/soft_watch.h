@@ -119,6 +119,8 @@ class SoftWatch {
     int signal = 0;        // a signal of the program the instruction raised (not completed)
   };
   Result<Completed> complete_fault(const Event& event, std::vector<WatchHit>& hits);
+  // Whether handle() would take `event` as a fault on a protected page (complete_fault's event).
+  bool is_fault(const Event& event) const;
   Resume resume_mode() const;
   Result<void> disarm();
 

@@ -1,0 +1,195 @@
+// hwarb/linux/watch_session.h — WatchSession, the one watch API on a real traced process: insert
+// and remove watchpoints (and execute breakpoints) of any address, length and count; each is
+// placed on the debug registers or on the software path, per watch, through hwarb's arbiter; hand
+// in each stop of the process and learn whether it was the session's, which watch, what values.
+//
+// What a debugger gets (gdb's x86-dregs and LLDB's watchpoint list have the same shape):
+//
+//     WatchSession session(inferior, options_from(probe()));    // every thread stopped
+//     auto w = session.insert({.addr = a, .len = 8, .access = kWatchWrite});
+//     //   w->placement: kHardware or kSoftware, w->why: the reason
+//     for (;;) {                                                // the debugger's own loop
+//       Event ev = ...;   // Inferior::wait(), or waitpid + Inferior::take_status
+//       auto v = session.handle(ev);
+//       // v->hits: each with the watch id, thread, instruction, access, old -> new value
+//       if (!v->handled) ...;   // the debugger's own handling: pass a signal, release a fork
+//     }
+//     session.uninstall();                                      // every thread stopped
+//
+// Placement (numbered as the rules are applied, for each watch in id order):
+//  1. mode kSoftware, or the machine does not deliver hardware hits (options.hardware false):
+//     software, `why` says which.
+//  2. The watch's pieces (aligned 1/2/4/8-byte debug-register ranges: plan_pieces) are reserved
+//     in the arbiter as one pinned request of the process, weight = pieces, in a pool of
+//     options.slots registers. Admitted: hardware. Refused: software, `why` is the arbiter's
+//     explanation (who holds the registers). The reservation is released on remove(), which
+//     lets a later insert have the registers.
+//  3. A hardware data watch on a page that the software path protects (a software data watch
+//     shares the page) is moved to software: the software path performs the accesses it
+//     decodes on that page itself, which a debug register never sees.
+//  4. When the software path single-steps every instruction (a software watch on a stack),
+//     every watch is software: the single-step sees every access anyway, and a breakpoint's
+//     trap would end a step.
+//  5. The kernel refuses the breakpoints (perf_event_open: another debugger holds registers):
+//     the watches that were to be hardware go software, `why` is the kernel's error.
+// A watch of mode kHardware that rules 1-5 would make software is refused instead (the
+// reason's error: ENODEV for 1, ENOSPC for 2, EBUSY for 3 and 4, the kernel's for 5).
+//
+// Contract:
+//  - insert() and remove() need every thread of the process stopped (Inferior::stop_all, or a
+//    stop of each): EBUSY naming `threads` otherwise. Each is all-or-nothing: on any error the
+//    watches, their placements and the tracee are as they were. They rebuild the hardware and
+//    software paths for the new set (every breakpoint closed and reopened, every protection
+//    restored and set again): a watch's old value at its next hit is read at the rebuild. A
+//    forked process that was being followed is not watched after a rebuild (its changes are
+//    undone, it stays traced and runs on).
+//  - insert() checks the watch: len >= 1; access one of r, w, rw or x alone; the range does not
+//    wrap (EINVAL naming the field). An execute watch has len 1.
+//  - handle() takes every event of the process: the hardware path's SIGTRAP stops (TRAP_PERF),
+//    the software path's faults, int3 and single-step traps, system-call stops, and the
+//    life-cycle events (new threads, forks, execs, exits) that both paths follow. handled: the
+//    session did all the event needs (the threads it stopped are resumed, a fork followed or
+//    released): the caller does nothing more. ours: besides, the stop was the session's own (a
+//    hit, a fault, a trap, a system-call stop): not the program's, nothing to report to a user
+//    but the hits. An event not handled is the caller's, exactly as without the session: a
+//    signal is passed through by resuming with it (resume_mode()), a fork released or followed,
+//    a new thread resumed. Hits come in the order they happened, each once, their id the
+//    WatchId; notes tell what happened to a watch's memory (unmapped, mapped again).
+//  - resume_mode() is how the caller must resume the threads it resumes (the software path needs
+//    system-call stops).
+//  - uninstall() (every thread stopped) removes every watch: the tracee then runs unmodified.
+//    The destructor does not touch the tracee (it may be gone): call uninstall() first.
+//  - guard(): a Watchdog (for an attached process) that holds the software path's restore plan,
+//    published now and after every change of it; watchdog_error() says why a publish failed.
+// Thread-safety: none; the Inferior's thread only (Linux's ptrace rule). Move-only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hwarb/base/error.h"
+#include "hwarb/linux/inferior.h"
+#include "hwarb/linux/probe.h"
+#include "hwarb/linux/session.h"
+#include "hwarb/linux/watch_hit.h"
+#include "hwarb/linux/watchdog.h"
+
+namespace hwarb::native {
+
+// A watch of a session; its value is the id in every hit (WatchHit::id) and note.
+enum class WatchId : std::size_t {};
+
+enum class WatchMode : std::uint8_t {
+  kAuto,      // hardware where the arbiter and the kernel admit it, else software
+  kHardware,  // hardware or an error
+  kSoftware,  // software always
+};
+
+enum class Placement : std::uint8_t { kHardware, kSoftware };
+const char* placement_name(Placement placement);
+
+struct WatchSpec {
+  std::uint64_t addr = 0;
+  std::uint64_t len = 1;
+  unsigned access = kWatchWrite;  // kWatchRead / kWatchWrite (or both), or kWatchExec alone
+  WatchMode mode = WatchMode::kAuto;
+};
+
+struct WatchInfo {
+  WatchId id{};
+  WatchSpec spec;
+  Placement placement = Placement::kSoftware;
+  std::string why;    // why this placement, one line
+  int registers = 0;  // debug registers held (hardware)
+};
+
+struct WatchSessionOptions {
+  bool hardware = true;     // the machine delivers breakpoint hits (ProbeReport::hits_delivered)
+  std::string no_hardware;  // why not, when !hardware (rule 1's reason)
+  int slots = 4;            // debug registers a thread gets (ProbeReport::breakpoint_slots)
+  // A debugger's stop at a hit: the thread that made a hardware hit, or a software data hit
+  // (a fault on a protected page), is left stopped right after the access (StopVerdict::stopped)
+  // for the caller to resume. Off: it runs on at once. Software execute watches (int3) and
+  // kernel accesses seen at a system call's exit are reported without stopping either way.
+  bool stop_at_hits = false;
+};
+// The options a probe report gives: hardware when hits are delivered, its slot count.
+WatchSessionOptions session_options(const ProbeReport& report);
+
+// What handle() made of one event.
+struct StopVerdict {
+  bool ours = false;
+  bool handled = false;
+  // stop_at_hits: the thread (event.tid) is stopped after its access; the caller resumes it
+  // with resume_mode() and `signal` (a signal of the program the instruction raised, or 0).
+  bool stopped = false;
+  int signal = 0;
+  std::vector<WatchHit> hits;
+  struct Note {
+    WatchId id{};
+    std::string text;
+  };
+  std::vector<Note> notes;
+};
+
+class WatchSession {
+ public:
+  WatchSession(Inferior& inferior, WatchSessionOptions options);
+  WatchSession(WatchSession&&) noexcept;
+  WatchSession& operator=(WatchSession&&) noexcept;
+  WatchSession(const WatchSession&) = delete;
+  WatchSession& operator=(const WatchSession&) = delete;
+  ~WatchSession();
+
+  [[nodiscard]] Result<WatchInfo> insert(const WatchSpec& spec);
+  // Several at once, placed in order, with one rebuild; all or none.
+  [[nodiscard]] Result<std::vector<WatchInfo>> insert_all(const std::vector<WatchSpec>& specs);
+  [[nodiscard]] Result<void> remove(WatchId id);
+  // The watches, in id order, with their placements as they are now.
+  std::vector<WatchInfo> watches() const;
+  std::optional<WatchInfo> find(WatchId id) const;
+
+  [[nodiscard]] Result<StopVerdict> handle(const Event& event);
+  Resume resume_mode() const;
+  [[nodiscard]] Result<void> uninstall();
+
+  // "2 debug registers" / "page protection (1 page)" / "2 debug registers + int3": how the
+  // watches are taken now; empty without watches.
+  std::string describe() const;
+  // Breakpoint events open (hardware path) and the software path's statistics (faults).
+  std::size_t perf_events() const;
+  std::uint64_t software_faults() const;
+
+  [[nodiscard]] Result<void> guard(Watchdog& watchdog);
+  const std::optional<Error>& watchdog_error() const;
+
+  struct State;  // in watch_session.cpp
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+// A WatchSession as an Engine of run_target: hits and notes go to the observer (note ids are
+// WatchIds), finish() uninstalls, done() is the observer's.
+class WatchSessionEngine final : public Engine {
+ public:
+  WatchSessionEngine(WatchSession& session, WatchObserver& observer)
+      : session_(session), observer_(observer) {}
+
+  [[nodiscard]] Result<bool> handle(const Event& event) override;
+  Resume resume_mode() const override { return session_.resume_mode(); }
+  [[nodiscard]] Result<void> finish() override { return session_.uninstall(); }
+  bool done() const override { return observer_.done(); }
+
+ private:
+  WatchSession& session_;
+  WatchObserver& observer_;
+};
+
+}  // namespace hwarb::native

@@ -1,0 +1,571 @@
+#include "hwarb/linux/watch_session.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "hwarb/arbiter/arbiter.h"
+#include "hwarb/base/format.h"
+#include "hwarb/linux/hard_watch.h"
+#include "hwarb/linux/soft_watch.h"
+#include "hwarb/x86/debugreg.h"
+
+namespace hwarb::native {
+namespace {
+
+constexpr std::uint64_t kPage = 4096;
+
+bool is_exec(const WatchSpec& s) {
+  return s.access == kWatchExec;
+}
+
+// Whether two watches touch a common page (data watches), or are the same instruction (execute
+// watches: one int3 and one execute breakpoint cannot share an address).
+bool share_page(const WatchSpec& a, const WatchSpec& b) {
+  if (is_exec(a) != is_exec(b)) return false;
+  if (is_exec(a)) return a.addr == b.addr;
+  const std::uint64_t a_first = a.addr & ~(kPage - 1), a_last = (a.addr + a.len - 1) & ~(kPage - 1);
+  const std::uint64_t b_first = b.addr & ~(kPage - 1), b_last = (b.addr + b.len - 1) & ~(kPage - 1);
+  return a_first <= b_last && b_first <= a_last;
+}
+
+std::string watch_name(WatchId id) {
+  return "watch #" + std::to_string(static_cast<std::size_t>(id));
+}
+
+WatchRange range_of(const WatchInfo& w) {
+  return WatchRange{.addr = w.spec.addr,
+                    .len = w.spec.len,
+                    .access = w.spec.access,
+                    .id = static_cast<std::size_t>(w.id)};
+}
+
+Result<void> check_spec(const WatchSpec& s) {
+  const unsigned rw = kWatchRead | kWatchWrite;
+  if (s.access == 0 || (s.access & ~(rw | kWatchExec)) != 0 ||
+      ((s.access & kWatchExec) != 0 && s.access != kWatchExec)) {
+    return make_error(ErrorCode::kInval,
+                      "access: " + std::to_string(s.access) + " is not r, w, rw or x alone");
+  }
+  if (s.len == 0) return make_error(ErrorCode::kInval, "len: 0 (a watch covers at least a byte)");
+  if (is_exec(s) && s.len != 1) {
+    return make_error(ErrorCode::kInval, "len: " + std::to_string(s.len) +
+                                             " for an execute watch (it is one instruction: 1)");
+  }
+  if (s.addr > ~std::uint64_t{0} - (s.len - 1)) {
+    return make_error(ErrorCode::kInval, "addr: " + hex(s.addr) + " + len " +
+                                             std::to_string(s.len) +
+                                             " wraps past the end of the address space");
+  }
+  return {};
+}
+
+// Collects the hardware path's hits (HardWatchEngine reports to an observer).
+class Collector final : public WatchObserver {
+ public:
+  void hit(const WatchHit& h) override { hits.push_back(h); }
+  std::vector<WatchHit> hits;
+};
+
+}  // namespace
+
+const char* placement_name(Placement placement) {
+  return placement == Placement::kHardware ? "hardware" : "software";
+}
+
+WatchSessionOptions session_options(const ProbeReport& report) {
+  WatchSessionOptions o;
+  o.slots = report.breakpoint_slots > 0 ? report.breakpoint_slots : x86::kSlots;
+  o.hardware = report.hits_delivered && report.breakpoint_slots > 0;
+  if (!report.breakpoint_pmu) {
+    o.no_hardware = "this machine has no breakpoint PMU";
+  } else if (!report.hits_delivered) {
+    o.no_hardware = "breakpoints open on this machine but their hits are never delivered (" +
+                    std::to_string(report.canary_hits) + " of " +
+                    std::to_string(report.canary_writes) + " canary writes)";
+  } else if (report.breakpoint_slots == 0) {
+    o.no_hardware = "the probe could open no breakpoint on a thread (" + report.slots_error + ")";
+  }
+  return o;
+}
+
+struct Watch {
+  WatchInfo info;
+  arbiter::Reservation reservation;  // held while the watch is hardware (rule 2)
+};
+
+// The session's state, on the heap so that the engines' references to it (the collector) stay
+// valid when the session moves.
+struct WatchSession::State {
+  Inferior* inferior = nullptr;
+  WatchSessionOptions options;
+  std::unique_ptr<arbiter::Arbiter> arbiter;  // null: no pool (rule 2 then refuses)
+  std::string arbiter_error;
+  std::vector<Watch> watches;  // id order
+  std::size_t next_id = 1;
+  std::optional<SoftWatch> soft;
+  Collector collector;
+  std::unique_ptr<HardWatchEngine> hard;
+  std::size_t perf_events = 0;
+  int registers = 0;
+  std::uint64_t rebuilds = 0;
+  Watchdog* watchdog = nullptr;
+  std::pair<std::uint64_t, std::uint64_t> published{0, 0};  // (rebuilds, plan generation)
+  std::optional<Error> watchdog_error;
+
+  Result<void> check_stopped() const {
+    for (pid_t tid : inferior->threads()) {
+      if (!inferior->is_stopped(tid)) {
+        return make_error(ErrorCode::kBusy, "threads: thread " + std::to_string(tid) +
+                                                " is running (watches change only while every "
+                                                "thread is stopped)");
+      }
+    }
+    return {};
+  }
+
+  // Rules 1 and 2 for a new watch: its placement, and the reservation of a hardware one.
+  Result<Watch> place(const WatchSpec& spec, WatchId id) {
+    Watch w;
+    w.info.id = id;
+    w.info.spec = spec;
+    w.info.placement = Placement::kSoftware;
+    if (spec.mode == WatchMode::kSoftware) {
+      w.info.why = "software asked for";
+      return w;
+    }
+    const auto refuse = [&](ErrorCode code, const std::string& why) -> Result<Watch> {
+      if (spec.mode == WatchMode::kHardware) {
+        return make_error(code, "mode: hardware not possible for " + watch_name(id) + ": " + why);
+      }
+      w.info.why = why;
+      return std::move(w);
+    };
+    if (!options.hardware) return refuse(ErrorCode::kNoDev, options.no_hardware);
+    if (!arbiter) return refuse(ErrorCode::kNoSpc, arbiter_error);
+    auto pieces = plan_pieces({range_of(w.info)}, options.slots);
+    if (!pieces) return refuse(ErrorCode::kNoSpc, pieces.error().message());
+    const arbiter::Request request{
+        .kind = arbiter::ResourceKind::kBreakpoint,
+        .type = is_exec(spec) ? arbiter::SlotType::kInst : arbiter::SlotType::kData,
+        .task = TaskId(inferior->pid()),
+        .cpu = std::nullopt,
+        .weight = static_cast<int>(pieces->size()),
+        .pinned = true,
+        .id = RequestId(static_cast<std::size_t>(id)),
+    };
+    const int held = used_registers();
+    auto reservation = arbiter->reserve(request);
+    if (!reservation) {
+      if (reservation.error().code() != ErrorCode::kNoSpc) {
+        return std::unexpected(reservation.error());
+      }
+      return refuse(ErrorCode::kNoSpc, "it needs " + std::to_string(pieces->size()) +
+                                           " debug registers; " + std::to_string(held) + " of " +
+                                           std::to_string(options.slots) +
+                                           " are held by other watches");
+    }
+    w.reservation = std::move(*reservation);
+    w.info.placement = Placement::kHardware;
+    w.info.registers = static_cast<int>(pieces->size());
+    w.info.why = std::to_string(pieces->size()) + " debug registers admitted (" +
+                 std::to_string(held + w.info.registers) + " of " + std::to_string(options.slots) +
+                 " held)";
+    return w;
+  }
+
+  int used_registers() const {
+    int n = 0;
+    for (const Watch& w : watches) {
+      if (w.reservation) n += w.reservation.request().weight;
+    }
+    return n;
+  }
+
+  // Takes both paths off the tracee (every thread stopped): breakpoints closed, their pending
+  // traps dropped, protections and int3 bytes restored. The first error is returned; the rest
+  // is still done.
+  Result<void> teardown() {
+    Result<void> first;
+    if (hard) {
+      auto r = hard->finish();
+      hard.reset();
+      if (!r) first = r;
+    }
+    if (soft) {
+      auto r = soft->disarm();
+      soft.reset();
+      if (!r && first) first = r;
+    }
+    perf_events = 0;
+    registers = 0;
+    ++rebuilds;
+    return first;
+  }
+
+  // Demotes every hardware watch of `plan` to software with `why` (rules 3-5): EBUSY/`code`
+  // when one of them insists on hardware.
+  static Result<bool> demote(std::vector<WatchInfo>& plan, std::size_t i, ErrorCode code,
+                             const std::string& why) {
+    WatchInfo& w = plan[i];
+    if (w.placement != Placement::kHardware) return false;
+    if (w.spec.mode == WatchMode::kHardware) {
+      return make_error(code, "mode: hardware not possible for " + watch_name(w.id) + ": " + why);
+    }
+    w.placement = Placement::kSoftware;
+    w.registers = 0;
+    w.why = why;
+    return true;
+  }
+
+  // Sets up both paths for `plan` (nothing is set up when called), applying rules 3-5, which
+  // may move watches of `plan` to software. On error nothing is left set up.
+  Result<void> build(std::vector<WatchInfo>& plan) {
+    for (int round = 0; round < 3; ++round) {
+      // Rule 3: a hardware watch on a page the software path protects.
+      for (bool moved = true; moved;) {
+        moved = false;
+        for (std::size_t i = 0; i < plan.size(); ++i) {
+          if (plan[i].placement != Placement::kHardware) continue;
+          for (const WatchInfo& s : plan) {
+            if (s.placement != Placement::kSoftware || !share_page(plan[i].spec, s.spec)) continue;
+            auto d = demote(
+                plan, i, ErrorCode::kBusy,
+                std::string(is_exec(s.spec) ? "the same instruction as " : "a page shared with ") +
+                    watch_name(s.id) + ", which is software");
+            if (!d) return std::unexpected(d.error());
+            moved = moved || *d;
+            break;
+          }
+        }
+      }
+      std::vector<WatchRange> soft_ranges, hard_ranges;
+      for (const WatchInfo& w : plan) {
+        (w.placement == Placement::kHardware ? hard_ranges : soft_ranges).push_back(range_of(w));
+      }
+      if (!soft_ranges.empty()) {
+        auto s = SoftWatch::arm(*inferior, soft_ranges);
+        if (!s) return std::unexpected(s.error());
+        soft.emplace(std::move(*s));
+      }
+      // Rule 4: the single-step method sees every access of every thread.
+      bool steps = false;
+      for (std::size_t i = 0; i < soft_ranges.size(); ++i) {
+        steps = steps || soft->method(i) == WatchMethod::kSingleStep;
+      }
+      auto undo_soft = [&] {
+        if (!soft) return;
+        (void)soft->disarm();
+        soft.reset();
+      };
+      if (steps && !hard_ranges.empty()) {
+        undo_soft();
+        for (std::size_t i = 0; i < plan.size(); ++i) {
+          auto d = demote(plan, i, ErrorCode::kBusy,
+                          "the software path single-steps every instruction (a watch on a "
+                          "stack), which sees this range too");
+          if (!d) return std::unexpected(d.error());
+        }
+        continue;
+      }
+      if (hard_ranges.empty()) return {};
+      auto pieces = plan_pieces(hard_ranges, options.slots);
+      Result<PerfWatch> perf = pieces ? PerfWatch::open(inferior->pid(), *pieces, {.sigtrap = true})
+                                      : Result<PerfWatch>(std::unexpected(pieces.error()));
+      if (!perf) {
+        // Rule 5: the kernel (or the registers' count) refuses.
+        undo_soft();
+        const std::string why = "the kernel refused the breakpoints: " + perf.error().to_string();
+        for (std::size_t i = 0; i < plan.size(); ++i) {
+          auto d = demote(plan, i, perf.error().code(), why);
+          if (!d) return std::unexpected(d.error());
+        }
+        continue;
+      }
+      perf_events = perf->events();
+      registers = static_cast<int>(pieces->size());
+      hard = std::make_unique<HardWatchEngine>(*inferior, std::move(*perf), hard_ranges, collector);
+      hard->stop_at_hits(options.stop_at_hits);
+      return {};
+    }
+    return make_error(ErrorCode::kAgain, "watches: no placement settled");
+  }
+
+  // Replaces the set up paths by `plan`'s (every thread stopped). All or nothing: on error the
+  // previous set (`old`) is set up again.
+  Result<void> rebuild(std::vector<WatchInfo>& plan) {
+    std::vector<WatchInfo> old;
+    for (const Watch& w : watches) old.push_back(w.info);
+    if (auto r = teardown(); !r) return r;
+    auto built = build(plan);
+    if (built) {
+      publish();
+      return {};
+    }
+    (void)teardown();
+    if (auto again = build(old); !again) {
+      publish();
+      return std::unexpected(
+          built.error().with_context("and the previous watches could not be set up again (" +
+                                     again.error().to_string() + ")"));
+    }
+    publish();
+    return built;
+  }
+
+  // The software path's restore plan to the watchdog, when it changed.
+  void publish() {
+    if (watchdog == nullptr) return;
+    const std::pair<std::uint64_t, std::uint64_t> now{rebuilds, soft ? soft->plan_generation() : 0};
+    if (now == published) return;
+    if (auto r = watchdog->publish(soft ? soft->restore_plan() : RestorePlan{}); !r) {
+      watchdog_error = r.error();
+      watchdog = nullptr;
+      return;
+    }
+    published = now;
+  }
+};
+
+WatchSession::WatchSession(Inferior& inferior, WatchSessionOptions options)
+    : state_(std::make_unique<State>()) {
+  state_->inferior = &inferior;
+  state_->options = std::move(options);
+  auto profile =
+      state_->options.slots == x86::kSlots
+          ? Result<arbiter::ArchProfile>(arbiter::ArchProfile::x86_64())
+          : arbiter::ArchProfile::custom(state_->options.slots, state_->options.slots, true);
+  if (!profile) {
+    state_->arbiter_error = profile.error().to_string();
+    return;
+  }
+  auto arb = arbiter::Arbiter::create({.profile = *profile, .cpus = 1});
+  if (!arb) {
+    state_->arbiter_error = arb.error().to_string();
+    return;
+  }
+  state_->arbiter = std::move(*arb);
+}
+
+WatchSession::WatchSession(WatchSession&&) noexcept = default;
+WatchSession& WatchSession::operator=(WatchSession&&) noexcept = default;
+
+WatchSession::~WatchSession() {
+  if (!state_) return;
+  // Reservations go before their arbiter; the tracee is the caller's (uninstall()).
+  state_->watches.clear();
+}
+
+Result<WatchInfo> WatchSession::insert(const WatchSpec& spec) {
+  auto all = insert_all({spec});
+  if (!all) return std::unexpected(all.error());
+  return all->front();
+}
+
+Result<std::vector<WatchInfo>> WatchSession::insert_all(const std::vector<WatchSpec>& specs) {
+  State& s = *state_;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (auto r = check_spec(specs[i]); !r) {
+      return std::unexpected(r.error().with_context("specs[" + std::to_string(i) + "]"));
+    }
+  }
+  if (auto r = s.check_stopped(); !r) return std::unexpected(r.error());
+  // Rules 1 and 2, in order: each new watch sees the registers of those before it (its
+  // reservation is counted from the list).
+  const std::size_t first_new = s.watches.size();
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    auto w = s.place(specs[i], WatchId(s.next_id + i));
+    if (!w) {
+      s.watches.resize(first_new);  // the new reservations are released
+      return std::unexpected(w.error().with_context("specs[" + std::to_string(i) + "]"));
+    }
+    s.watches.push_back(std::move(*w));
+  }
+  std::vector<WatchInfo> plan;
+  for (const Watch& w : s.watches) plan.push_back(w.info);
+  // rebuild() restores the set without the new watches on failure: they leave first.
+  std::vector<Watch> added;
+  for (std::size_t i = first_new; i < s.watches.size(); ++i)
+    added.push_back(std::move(s.watches[i]));
+  s.watches.resize(first_new);
+  if (auto r = s.rebuild(plan); !r) return std::unexpected(r.error());  // `added` released
+  for (Watch& w : added) s.watches.push_back(std::move(w));
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    Watch& w = s.watches[i];
+    if (plan[i].placement == Placement::kSoftware) w.reservation.release();
+    w.info = plan[i];
+  }
+  s.next_id += specs.size();
+  std::vector<WatchInfo> out;
+  for (std::size_t i = first_new; i < s.watches.size(); ++i) out.push_back(s.watches[i].info);
+  return out;
+}
+
+Result<void> WatchSession::remove(WatchId id) {
+  State& s = *state_;
+  const auto it = std::find_if(s.watches.begin(), s.watches.end(),
+                               [&](const Watch& w) { return w.info.id == id; });
+  if (it == s.watches.end()) {
+    return make_error(ErrorCode::kNoEnt, "id: no " + watch_name(id) + " in this session");
+  }
+  if (auto r = s.check_stopped(); !r) return r;
+  std::vector<WatchInfo> plan;
+  for (const Watch& w : s.watches) {
+    if (w.info.id != id) plan.push_back(w.info);
+  }
+  Watch gone = std::move(*it);
+  s.watches.erase(it);
+  if (auto r = s.rebuild(plan); !r) {
+    // Back in its place (id order).
+    const auto at = std::find_if(s.watches.begin(), s.watches.end(),
+                                 [&](const Watch& w) { return w.info.id > id; });
+    s.watches.insert(at, std::move(gone));
+    return r;
+  }
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    if (plan[i].placement == Placement::kSoftware) s.watches[i].reservation.release();
+    s.watches[i].info = plan[i];
+  }
+  return {};
+}
+
+std::vector<WatchInfo> WatchSession::watches() const {
+  std::vector<WatchInfo> out;
+  for (const Watch& w : state_->watches) out.push_back(w.info);
+  return out;
+}
+
+std::optional<WatchInfo> WatchSession::find(WatchId id) const {
+  for (const Watch& w : state_->watches) {
+    if (w.info.id == id) return w.info;
+  }
+  return std::nullopt;
+}
+
+Result<StopVerdict> WatchSession::handle(const Event& ev) {
+  State& s = *state_;
+  StopVerdict v;
+  s.collector.hits.clear();
+  std::vector<WatchHit> soft_hits;
+  const auto hard = [&]() -> Result<bool> { return s.hard ? s.hard->handle(ev) : false; };
+  const auto soft = [&]() -> Result<bool> {
+    return s.soft ? s.soft->handle(ev, soft_hits) : false;
+  };
+  Result<bool> handled = false;
+  switch (ev.kind) {
+    case EventKind::kSignal:
+      // A hardware hit's SIGTRAP (TRAP_PERF) first; the software path's faults and traps next.
+      handled = hard();
+      if (handled && *handled && s.options.stop_at_hits && !s.collector.hits.empty()) {
+        v.stopped = true;
+      } else if (handled && !*handled && s.options.stop_at_hits && s.soft && s.soft->is_fault(ev)) {
+        auto done = s.soft->complete_fault(ev, soft_hits);
+        if (!done) return std::unexpected(done.error());
+        handled = true;
+        if (done->stopped && soft_hits.empty()) {
+          // False sharing: nothing to stop for.
+          if (auto r = s.inferior->resume(ev.tid, resume_mode(), done->signal); !r) {
+            return std::unexpected(r.error());
+          }
+        } else if (done->stopped) {
+          v.stopped = true;
+          v.signal = done->signal;
+        }
+      } else if (handled && !*handled) {
+        handled = soft();
+      }
+      v.ours = handled && *handled;
+      break;
+    case EventKind::kSyscallEnter:
+    case EventKind::kSyscallExit:
+      handled = soft();
+      v.ours = handled && *handled;
+      break;
+    case EventKind::kFork:
+      if (s.hard && s.soft && !ev.vfork) {
+        // Both follow the child: breakpoints of its own first (it is stopped), then the software
+        // path follows it and resumes it.
+        if (auto r = s.hard->watch_fork(ev); !r) return std::unexpected(r.error());
+        handled = soft();
+        break;
+      }
+      handled = hard();
+      if (handled && !*handled) handled = soft();
+      break;
+    default: {
+      // New threads, execs, exits: both paths follow them; neither resumes what the other does
+      // (the hardware path resumes none of these).
+      auto a = hard();
+      if (!a) return std::unexpected(a.error());
+      auto b = soft();
+      if (!b) return std::unexpected(b.error());
+      handled = *a || *b;
+      break;
+    }
+  }
+  if (!handled) return std::unexpected(handled.error());
+  v.handled = *handled;
+  v.hits = std::move(s.collector.hits);
+  s.collector.hits.clear();
+  for (WatchHit& h : soft_hits) v.hits.push_back(std::move(h));
+  if (s.soft) {
+    for (SoftWatch::Note& n : s.soft->take_notes()) {
+      v.notes.push_back({WatchId(n.id), std::move(n.text)});
+    }
+  }
+  s.publish();
+  return v;
+}
+
+Resume WatchSession::resume_mode() const {
+  return state_->soft ? state_->soft->resume_mode() : Resume::kCont;
+}
+
+Result<void> WatchSession::uninstall() {
+  State& s = *state_;
+  auto r = s.teardown();
+  s.watches.clear();
+  if (r && s.watchdog != nullptr) {
+    s.watchdog->release();
+    s.watchdog = nullptr;
+  }
+  return r;
+}
+
+std::string WatchSession::describe() const {
+  const State& s = *state_;
+  std::string out;
+  if (s.hard) out = std::to_string(s.registers) + " debug registers";
+  if (s.soft) out += (out.empty() ? "" : " + ") + s.soft->describe();
+  return out;
+}
+
+std::size_t WatchSession::perf_events() const {
+  return state_->perf_events;
+}
+
+std::uint64_t WatchSession::software_faults() const {
+  return state_->soft ? state_->soft->stats().faults : 0;
+}
+
+Result<void> WatchSession::guard(Watchdog& watchdog) {
+  State& s = *state_;
+  if (auto r = watchdog.publish(s.soft ? s.soft->restore_plan() : RestorePlan{}); !r) return r;
+  s.watchdog = &watchdog;
+  s.published = {s.rebuilds, s.soft ? s.soft->plan_generation() : 0};
+  return {};
+}
+
+const std::optional<Error>& WatchSession::watchdog_error() const {
+  return state_->watchdog_error;
+}
+
+Result<bool> WatchSessionEngine::handle(const Event& event) {
+  auto v = session_.handle(event);
+  if (!v) return std::unexpected(v.error());
+  for (const WatchHit& h : v->hits) observer_.hit(h);
+  for (const StopVerdict::Note& n : v->notes)
+    observer_.note(static_cast<std::size_t>(n.id), n.text);
+  return v->handled;
+}
+
+}  // namespace hwarb::native

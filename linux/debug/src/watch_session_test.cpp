@@ -1,0 +1,431 @@
+// Tests of WatchSession on real processes (tests/programs): watches inserted and removed, each
+// placed through the arbiter (registers admitted in order, the rest software; a page shared with
+// a software watch; a watch that insists on hardware refused with nothing changed), bad input
+// refused naming the field, hits with their values under run_target and under the caller's own
+// waitpid loop (a hit that stops its thread, a watch removed there), hardware and software
+// watches side by side in one process. The software path runs on every machine; the hardware
+// path where this machine delivers breakpoint hits (else a printed reason).
+#include "hwarb/linux/watch_session.h"
+
+#include <signal.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "hwarb/linux/symbols.h"
+#include "hwarb/linux/syscalls.h"
+#include "test_programs.h"
+#include "test_support.h"
+
+namespace hwarb::native {
+namespace {
+
+using testing::Capture;
+using ::testing::HasSubstr;
+using testing::program;
+
+std::optional<std::string> no_hits_reason() {
+  static const std::optional<std::string> reason = []() -> std::optional<std::string> {
+    auto report = probe();
+    if (!report) return "the probe failed: " + report.error().to_string();
+    if (report->hits_delivered) return std::nullopt;
+    return "this machine does not deliver breakpoint hits (" + std::to_string(report->canary_hits) +
+           " of " + std::to_string(report->canary_writes) + " canary writes counted)";
+  }();
+  return reason;
+}
+
+#define HITS_OR_SKIP()                                    \
+  if (auto reason_ = no_hits_reason()) {                  \
+    std::fprintf(stderr, "SKIP: %s\n", reason_->c_str()); \
+    GTEST_SKIP() << *reason_;                             \
+  }
+
+#define SPAWN_OR_SKIP(inf, argv, out)                                     \
+  auto inf = Inferior::spawn(argv, {.stdout_fd = (out).fd()});            \
+  if (!inf && testing::refused(inf.error())) {                            \
+    GTEST_SKIP() << testing::skip_reason("tracing a child", inf.error()); \
+  }                                                                       \
+  ASSERT_TRUE(inf) << inf.error().to_string()
+
+std::uint64_t address_of(pid_t pid, const char* name) {
+  auto table = SymbolTable::load(pid);
+  EXPECT_TRUE(table) << table.error().to_string();
+  if (!table) return 0;
+  auto sym = table->find(name);
+  EXPECT_TRUE(sym) << sym.error().to_string();
+  return sym ? sym->address : 0;
+}
+
+std::vector<std::uint8_t> bytes_of(std::uint32_t v) {
+  std::vector<std::uint8_t> out(4);
+  std::memcpy(out.data(), &v, 4);
+  return out;
+}
+
+WatchSessionOptions software_only() {
+  return {.hardware = false, .no_hardware = "this test takes the software path", .slots = 4};
+}
+
+class Collector final : public WatchObserver {
+ public:
+  void hit(const WatchHit& h) override { hits.push_back(h); }
+  std::vector<WatchHit> hits;
+};
+
+std::vector<WatchHit> of(const std::vector<WatchHit>& hits, WatchId id) {
+  std::vector<WatchHit> out;
+  for (const WatchHit& h : hits) {
+    if (h.id == static_cast<std::size_t>(id)) out.push_back(h);
+  }
+  return out;
+}
+
+// The debugger's own loop: waitpid here, each status handed to the Inferior (take_status) and
+// then to the session; what the session does not handle is done as a debugger does. `at_stop` is
+// called for each hit that left its thread stopped (stop_at_hits), before it is resumed.
+struct OwnLoop {
+  std::vector<WatchHit> hits;
+  int status = -1;
+  int stops = 0;
+};
+Result<OwnLoop> own_loop(Inferior& inf, WatchSession& session,
+                         const std::function<void(const StopVerdict&)>& at_stop = {}) {
+  OwnLoop out;
+  if (auto r = inf.resume_all(session.resume_mode()); !r) return std::unexpected(r.error());
+  for (;;) {
+    auto queued = inf.take_queued();
+    if (!queued) return std::unexpected(queued.error());
+    std::optional<Event> ev = *queued;
+    if (!ev) {
+      auto waited = wait_once(-1, false);
+      if (!waited) return std::unexpected(waited.error());
+      auto taken = inf.take_status(waited->pid, waited->status.raw);
+      if (!taken) return std::unexpected(taken.error());
+      if (!*taken) continue;
+      ev = **taken;
+    }
+    auto v = session.handle(*ev);
+    if (!v) return std::unexpected(v.error());
+    out.hits.insert(out.hits.end(), v->hits.begin(), v->hits.end());
+    if (v->stopped) {
+      ++out.stops;
+      if (at_stop) at_stop(*v);
+      if (auto r = inf.resume(ev->tid, session.resume_mode(), v->signal); !r) {
+        return std::unexpected(r.error());
+      }
+      continue;
+    }
+    if (v->handled) continue;
+    Result<void> step;
+    switch (ev->kind) {
+      case EventKind::kExited:
+        out.status = ev->status;
+        return out;
+      case EventKind::kKilled:
+        return make_error(ErrorCode::kSrch, "killed by signal " + std::to_string(ev->signal));
+      case EventKind::kThreadExit:
+        break;
+      case EventKind::kSignal:
+        step = inf.resume(ev->tid, session.resume_mode(), ev->signal);
+        break;
+      case EventKind::kFork:
+        step = ev->vfork ? inf.resume(ev->child, session.resume_mode()) : inf.release(ev->child);
+        break;
+      default:
+        step = inf.resume(ev->tid, session.resume_mode());
+        break;
+    }
+    if (!step && step.error().code() != ErrorCode::kSrch) return std::unexpected(step.error());
+  }
+}
+
+TEST(WatchSession, BadInputIsRefusedNamingTheFieldAndChangesNothing) {
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("writer"), "3"}), out);
+  WatchSession session(*inf, software_only());
+  const std::uint64_t target = address_of(inf->pid(), "target");
+  auto kept = session.insert({.addr = target, .len = 4, .access = kWatchWrite});
+  ASSERT_TRUE(kept) << kept.error().to_string();
+  const auto before = session.watches();
+  const std::string described = session.describe();
+  struct Case {
+    WatchSpec spec;
+    std::string field;
+  };
+  const std::vector<Case> bad = {
+      {{.addr = target, .len = 0, .access = kWatchWrite}, "len:"},
+      {{.addr = target, .len = 4, .access = 0}, "access:"},
+      {{.addr = target, .len = 4, .access = 8}, "access:"},
+      {{.addr = target, .len = 4, .access = kWatchExec | kWatchWrite}, "access:"},
+      {{.addr = target, .len = 8, .access = kWatchExec}, "len:"},
+      {{.addr = ~std::uint64_t{0} - 2, .len = 8, .access = kWatchWrite}, "addr:"},
+  };
+  for (const Case& c : bad) {
+    auto r = session.insert(c.spec);
+    ASSERT_FALSE(r) << c.field;
+    EXPECT_EQ(r.error().code(), ErrorCode::kInval) << r.error().to_string();
+    EXPECT_THAT(r.error().to_string(), HasSubstr(c.field));
+    EXPECT_THAT(r.error().to_string(), HasSubstr("EINVAL"));
+  }
+  // A batch with one bad watch inserts none of them.
+  auto batch = session.insert_all({{.addr = target + 8, .len = 4, .access = kWatchWrite},
+                                   {.addr = target, .len = 0, .access = kWatchWrite}});
+  ASSERT_FALSE(batch);
+  EXPECT_THAT(batch.error().to_string(), HasSubstr("specs[1]"));
+  auto unknown = session.remove(WatchId(99));
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().code(), ErrorCode::kNoEnt);
+  EXPECT_THAT(unknown.error().to_string(), HasSubstr("id:"));
+  const auto after = session.watches();
+  ASSERT_EQ(after.size(), before.size());
+  EXPECT_EQ(after[0].id, before[0].id);
+  EXPECT_EQ(session.describe(), described);
+  // The watch still works: every write of the run.
+  Collector seen;
+  WatchSessionEngine engine(session, seen);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_EQ(seen.hits.size(), 3u);
+  EXPECT_EQ(end->status, 3);
+}
+
+TEST(WatchSession, WatchesChangeOnlyWhileEveryThreadIsStopped) {
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("spin")}), out);
+  WatchSession session(*inf, software_only());
+  const std::uint64_t ticks = address_of(inf->pid(), "ticks");
+  ASSERT_TRUE(inf->resume_all(Resume::kCont));
+  auto running = session.insert({.addr = ticks, .len = 8, .access = kWatchWrite});
+  ASSERT_FALSE(running);
+  EXPECT_EQ(running.error().code(), ErrorCode::kBusy);
+  EXPECT_THAT(running.error().to_string(), HasSubstr("threads:"));
+  EXPECT_TRUE(session.watches().empty());
+  ASSERT_TRUE(inf->stop_all());
+  auto stopped = session.insert({.addr = ticks, .len = 8, .access = kWatchWrite});
+  ASSERT_TRUE(stopped) << stopped.error().to_string();
+  EXPECT_EQ(stopped->placement, Placement::kSoftware);
+  EXPECT_EQ(stopped->why, "this test takes the software path");
+  EXPECT_TRUE(session.uninstall());
+  EXPECT_TRUE(session.watches().empty());
+  EXPECT_TRUE(inf->kill());
+}
+
+TEST(WatchSession, SoftwareHitsCarryThreadInstructionAndValues) {
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("writer"), "10"}), out);
+  WatchSession session(*inf, software_only());
+  const std::uint64_t target = address_of(inf->pid(), "target");
+  auto w = session.insert({.addr = target, .len = 4, .access = kWatchWrite});
+  ASSERT_TRUE(w) << w.error().to_string();
+  EXPECT_EQ(w->placement, Placement::kSoftware);
+  EXPECT_THAT(session.describe(), HasSubstr("page protection"));
+  Collector seen;
+  WatchSessionEngine engine(session, seen);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  ASSERT_EQ(seen.hits.size(), 10u);
+  for (std::size_t i = 0; i < seen.hits.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(seen.hits[i].id, static_cast<std::size_t>(w->id));
+    EXPECT_EQ(seen.hits[i].tid, end->pid);
+    EXPECT_EQ(seen.hits[i].access, kWatchWrite);
+    EXPECT_EQ(seen.hits[i].old_value, bytes_of(static_cast<std::uint32_t>(i)));
+    EXPECT_EQ(seen.hits[i].new_value, bytes_of(static_cast<std::uint32_t>(i + 1)));
+  }
+  EXPECT_EQ(end->status, 3);
+  EXPECT_EQ(out.text(), "sum=100\n");
+}
+
+// The caller owns waitpid: statuses go through Inferior::take_status, every stop through the
+// session. A new thread's write is a hit of its own thread.
+TEST(WatchSession, TheCallersOwnWaitLoopGetsEveryHitOnce) {
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("two_pages")}), out);
+  const pid_t pid = inf->pid();
+  WatchSession session(*inf, software_only());
+  auto near = session.insert({.addr = address_of(pid, "near"), .len = 4, .access = kWatchWrite});
+  auto far = session.insert({.addr = address_of(pid, "far"), .len = 4, .access = kWatchWrite});
+  ASSERT_TRUE(near && far);
+  auto loop = own_loop(*inf, session);
+  ASSERT_TRUE(loop) << loop.error().to_string();
+  EXPECT_EQ(loop->status, 5);
+  EXPECT_EQ(out.text(), "near=1000 far=106\n");
+  const auto near_hits = of(loop->hits, near->id);
+  const auto far_hits = of(loop->hits, far->id);
+  ASSERT_EQ(near_hits.size(), 7u);
+  ASSERT_EQ(far_hits.size(), 6u);
+  for (std::size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(near_hits[i].new_value, bytes_of(static_cast<std::uint32_t>(i + 1)));
+    EXPECT_EQ(near_hits[i].tid, pid);
+    EXPECT_EQ(far_hits[i].old_value, bytes_of(i == 0 ? 0 : static_cast<std::uint32_t>(100 + i)));
+    EXPECT_EQ(far_hits[i].new_value, bytes_of(static_cast<std::uint32_t>(101 + i)));
+  }
+  EXPECT_EQ(near_hits[6].old_value, bytes_of(6));
+  EXPECT_EQ(near_hits[6].new_value, bytes_of(1000));
+  EXPECT_NE(near_hits[6].tid, pid);  // the thread created for it
+  EXPECT_EQ(loop->stops, 0);         // stop_at_hits off: every thread ran on
+}
+
+// A debugger stops at a hit, and removes the watch there: no later hit of it, the other watch
+// goes on, the program ends as unwatched.
+void remove_at_third_hit(WatchSessionOptions options, Placement expected) {
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("two_pages")}), out);
+  const pid_t pid = inf->pid();
+  options.stop_at_hits = true;
+  WatchSession session(*inf, options);
+  auto near = session.insert({.addr = address_of(pid, "near"), .len = 4, .access = kWatchWrite});
+  auto far = session.insert({.addr = address_of(pid, "far"),
+                             .len = 4,
+                             .access = kWatchWrite,
+                             .mode = WatchMode::kSoftware});
+  ASSERT_TRUE(near && far);
+  EXPECT_EQ(near->placement, expected) << near->why;
+  std::size_t near_seen = 0;
+  bool removed = false;
+  auto loop = own_loop(*inf, session, [&](const StopVerdict& v) {
+    for (const WatchHit& h : v.hits) {
+      if (h.id == static_cast<std::size_t>(near->id)) ++near_seen;
+    }
+    if (near_seen == 3 && !removed) {
+      auto r = session.remove(near->id);
+      EXPECT_TRUE(r) << r.error().to_string();
+      removed = true;
+      EXPECT_FALSE(session.find(near->id));
+    }
+  });
+  ASSERT_TRUE(loop) << loop.error().to_string();
+  EXPECT_TRUE(removed);
+  EXPECT_EQ(of(loop->hits, near->id).size(), 3u);
+  EXPECT_EQ(of(loop->hits, far->id).size(), 6u);
+  EXPECT_EQ(loop->stops, 9);
+  EXPECT_EQ(loop->status, 5);
+  EXPECT_EQ(out.text(), "near=1000 far=106\n");
+}
+
+TEST(WatchSession, ARemovedSoftwareWatchHasNoLaterHit) {
+  remove_at_third_hit(software_only(), Placement::kSoftware);
+}
+
+TEST(WatchSession, ARemovedHardwareWatchHasNoLaterHit) {
+  HITS_OR_SKIP();
+  remove_at_third_hit({}, Placement::kHardware);
+}
+
+// Placement needs breakpoints that open (not their hits): options.hardware is forced here.
+TEST(WatchSession, RegistersGoInOrderThroughTheArbiterAndTheRestIsSoftware) {
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("two_pages")}), out);
+  const pid_t pid = inf->pid();
+  const std::uint64_t near = address_of(pid, "near");
+  const std::uint64_t far = address_of(pid, "far");
+  WatchSession session(*inf, {.hardware = true, .no_hardware = "", .slots = 4});
+  auto a = session.insert({.addr = far, .len = 4, .access = kWatchWrite});
+  ASSERT_TRUE(a) << a.error().to_string();
+  if (a->placement != Placement::kHardware) {
+    std::fprintf(stderr, "SKIP: %s\n", a->why.c_str());
+    GTEST_SKIP() << a->why;
+  }
+  EXPECT_THAT(a->why, HasSubstr("1 debug registers admitted (1 of 4 held)"));
+  // 16 aligned bytes: 2 registers; 8 more: the fourth.
+  auto b = session.insert({.addr = far + 64, .len = 16, .access = kWatchWrite});
+  auto c = session.insert({.addr = far + 128, .len = 8, .access = kWatchRead | kWatchWrite});
+  ASSERT_TRUE(b && c);
+  EXPECT_EQ(b->placement, Placement::kHardware);
+  EXPECT_EQ(b->registers, 2);
+  EXPECT_EQ(c->placement, Placement::kHardware);
+  EXPECT_EQ(session.describe(), "4 debug registers");
+  // The fifth register does not exist: software, saying who holds them.
+  auto d = session.insert({.addr = near, .len = 4, .access = kWatchWrite});
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->placement, Placement::kSoftware);
+  EXPECT_THAT(d->why, HasSubstr("4 of 4 are held by other watches"));
+  // One that insists on hardware is refused, and nothing changes.
+  const auto before = session.watches();
+  auto e = session.insert(
+      {.addr = far + 256, .len = 4, .access = kWatchWrite, .mode = WatchMode::kHardware});
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().code(), ErrorCode::kNoSpc);
+  EXPECT_THAT(e.error().to_string(), HasSubstr("mode:"));
+  ASSERT_EQ(session.watches().size(), before.size());
+  EXPECT_EQ(session.describe(), "4 debug registers + page protection (1 page)");
+  // Removing b frees two registers: the insisting watch now fits.
+  ASSERT_TRUE(session.remove(b->id));
+  auto f = session.insert(
+      {.addr = far + 256, .len = 4, .access = kWatchWrite, .mode = WatchMode::kHardware});
+  ASSERT_TRUE(f) << f.error().to_string();
+  EXPECT_EQ(f->placement, Placement::kHardware);
+  EXPECT_THAT(f->why, HasSubstr("(3 of 4 held)"));
+  // A software watch on far's page takes the hardware watches there to software (the software
+  // path performs the accesses on its pages itself), except one that insists: refused.
+  auto g = session.insert(
+      {.addr = far + 512, .len = 4, .access = kWatchWrite, .mode = WatchMode::kSoftware});
+  ASSERT_FALSE(g);
+  EXPECT_EQ(g.error().code(), ErrorCode::kBusy);
+  EXPECT_THAT(g.error().to_string(), HasSubstr("a page shared with"));
+  ASSERT_TRUE(session.remove(f->id));
+  auto h = session.insert(
+      {.addr = far + 512, .len = 4, .access = kWatchWrite, .mode = WatchMode::kSoftware});
+  ASSERT_TRUE(h) << h.error().to_string();
+  for (const WatchInfo& w : session.watches()) {
+    SCOPED_TRACE(static_cast<std::size_t>(w.id));
+    EXPECT_EQ(w.placement, Placement::kSoftware);
+    if (w.id == a->id) {
+      EXPECT_THAT(w.why, HasSubstr("a page shared with watch #"));
+    }
+  }
+  EXPECT_EQ(session.describe(), "page protection (2 pages)");
+  ASSERT_TRUE(session.uninstall());
+  ASSERT_TRUE(inf->kill());
+}
+
+// A debug register for near, page protection for far, in one process: each hit once, with its
+// values, the new thread's hit on the register too.
+TEST(WatchSession, HardwareAndSoftwareWatchesSideBySide) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("two_pages")}), out);
+  const pid_t pid = inf->pid();
+  auto report = probe();
+  ASSERT_TRUE(report);
+  WatchSession session(*inf, session_options(*report));
+  auto near = session.insert({.addr = address_of(pid, "near"), .len = 4, .access = kWatchWrite});
+  auto far = session.insert({.addr = address_of(pid, "far"),
+                             .len = 4,
+                             .access = kWatchWrite,
+                             .mode = WatchMode::kSoftware});
+  ASSERT_TRUE(near && far);
+  ASSERT_EQ(near->placement, Placement::kHardware) << near->why;
+  EXPECT_EQ(far->placement, Placement::kSoftware);
+  EXPECT_EQ(session.describe(), "1 debug registers + page protection (1 page)");
+  Collector seen;
+  WatchSessionEngine engine(session, seen);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_EQ(end->status, 5);
+  EXPECT_EQ(out.text(), "near=1000 far=106\n");
+  const auto near_hits = of(seen.hits, near->id);
+  const auto far_hits = of(seen.hits, far->id);
+  ASSERT_EQ(near_hits.size(), 7u);
+  ASSERT_EQ(far_hits.size(), 6u);
+  for (std::size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(near_hits[i].old_value, bytes_of(static_cast<std::uint32_t>(i)));
+    EXPECT_EQ(near_hits[i].new_value, bytes_of(static_cast<std::uint32_t>(i + 1)));
+    EXPECT_EQ(far_hits[i].new_value, bytes_of(static_cast<std::uint32_t>(101 + i)));
+    EXPECT_EQ(near_hits[i].ip, far_hits[i].ip);  // the one store in set()
+  }
+  EXPECT_EQ(near_hits[6].new_value, bytes_of(1000));
+  EXPECT_NE(near_hits[6].tid, pid);
+}
+
+}  // namespace
+}  // namespace hwarb::native
