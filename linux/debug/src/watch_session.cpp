@@ -59,11 +59,21 @@ Result<void> check_spec(const WatchSpec& s) {
   return {};
 }
 
-// Collects the hardware path's hits (HardWatchEngine reports to an observer).
+// Collects the hardware path's hits (HardWatchEngine reports to an observer), or hands them on
+// at once to the session's sink (report_to).
 class Collector final : public WatchObserver {
  public:
-  void hit(const WatchHit& h) override { hits.push_back(h); }
+  void hit(const WatchHit& h) override {
+    ++seen;
+    if (sink != nullptr) {
+      sink->hit(h);
+    } else {
+      hits.push_back(h);
+    }
+  }
   std::vector<WatchHit> hits;
+  std::size_t seen = 0;  // hits of the current event, sunk or kept
+  WatchObserver* sink = nullptr;
 };
 
 }  // namespace
@@ -445,6 +455,7 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
   State& s = *state_;
   StopVerdict v;
   s.collector.hits.clear();
+  s.collector.seen = 0;
   std::vector<WatchHit> soft_hits;
   const auto hard = [&]() -> Result<bool> { return s.hard ? s.hard->handle(ev) : false; };
   const auto soft = [&]() -> Result<bool> {
@@ -455,7 +466,7 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
     case EventKind::kSignal:
       // A hardware hit's SIGTRAP (TRAP_PERF) first; the software path's faults and traps next.
       handled = hard();
-      if (handled && *handled && s.options.stop_at_hits && !s.collector.hits.empty()) {
+      if (handled && *handled && s.options.stop_at_hits && s.collector.seen != 0) {
         v.stopped = true;
       } else if (handled && !*handled && s.options.stop_at_hits && s.soft && s.soft->is_fault(ev)) {
         auto done = s.soft->complete_fault(ev, soft_hits);
@@ -512,6 +523,12 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
       v.notes.push_back({WatchId(n.id), std::move(n.text)});
     }
   }
+  if (WatchObserver* sink = s.collector.sink) {
+    for (const WatchHit& h : v.hits) sink->hit(h);
+    for (const StopVerdict::Note& n : v.notes) sink->note(static_cast<std::size_t>(n.id), n.text);
+    v.hits.clear();
+    v.notes.clear();
+  }
   s.publish();
   return v;
 }
@@ -559,12 +576,13 @@ const std::optional<Error>& WatchSession::watchdog_error() const {
   return state_->watchdog_error;
 }
 
+void WatchSession::report_to(WatchObserver* observer) {
+  state_->collector.sink = observer;
+}
+
 Result<bool> WatchSessionEngine::handle(const Event& event) {
   auto v = session_.handle(event);
   if (!v) return std::unexpected(v.error());
-  for (const WatchHit& h : v->hits) observer_.hit(h);
-  for (const StopVerdict::Note& n : v->notes)
-    observer_.note(static_cast<std::size_t>(n.id), n.text);
   return v->handled;
 }
 

@@ -19,6 +19,7 @@
 // code: in an executable mapping, not in a data object and, inside a function, on an instruction
 // boundary (the function decoded from its start).
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -36,10 +37,9 @@
 #include "hwarb/linux/probe.h"
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/session.h"
-#include "hwarb/linux/soft_watch.h"
-#include "hwarb/linux/soft_watch_engine.h"
 #include "hwarb/linux/symbols.h"
 #include "hwarb/linux/watch_hit.h"
+#include "hwarb/linux/watch_session.h"
 #include "hwarb/linux/watchdog.h"
 #include "hwarb/x86/debugreg.h"
 #include "hwarb/x86/insn.h"
@@ -461,57 +461,100 @@ class Reporter final : public native::WatchObserver {
   std::uint64_t lost_ = 0;
 };
 
-// The hardware path (hard_watch.h): each hit stops its thread for the values, except when only
-// writes and executions are counted (stat), where the target runs untraced. Returns nullopt (with
-// `why` set) when the expressions cannot be watched this way; the caller then uses software.
-std::optional<int> run_hardware(const WatchArgs& args, native::Inferior& inferior,
-                                const std::vector<Watched>& watched, Reporter& reporter, int slots,
-                                std::string& why) {
+// Counting writes and executions (stat) in hardware mode: perf's counting events, read when the
+// target ends (as perf stat); no stop per hit. nullopt (with `why`) when the expressions need
+// more registers than a thread has, or the kernel refuses: the caller then takes the session.
+std::optional<int> run_counting(const WatchArgs& args, native::Inferior& inferior,
+                                const std::vector<native::WatchRange>& ranges, Reporter& reporter,
+                                int slots, std::string& why) {
   const char* name = args.stat ? "stat" : "watch";
-  const std::vector<native::WatchRange> ranges = ranges_of(watched);
   auto pieces = native::plan_pieces(ranges, slots);
   if (!pieces) {
     why = pieces.error().message();
     return std::nullopt;
   }
-  const bool spawned = inferior.spawned();
-  const bool stops = native::hits_need_stops(ranges, !args.stat);
-  const std::string method = std::to_string(pieces->size()) + " debug registers";
-  if (!stops) {
-    // Counting writes and executions: perf's counting events, read at the end (as perf stat).
-    auto count = native::PerfCount::open(inferior.pid(), *pieces);
-    if (!count) {
-      why = count.error().to_string();
-      return std::nullopt;
-    }
-    std::cerr << "hwarb " << name << ": hardware mode, " << count->tasks().size() * pieces->size()
-              << " perf counting events (" << method << "), read when the target ends\n";
-    native::HardCountEngine engine(std::move(*count), ranges);
-    auto end = native::run_target(inferior, engine);
-    if (!end) return target_error(name, end.error());
-    auto counts = engine.counts();
-    if (!counts) return target_error(name, counts.error());
-    for (const native::RangeCount& c : *counts) reporter.add_count(c.id, c.tid, c.access, c.count);
-    reporter.summary("hardware", method, *end, spawned);
-    return kExitOk;
-  }
-  auto perf = native::PerfWatch::open(inferior.pid(), *pieces, {.sigtrap = stops});
-  if (!perf) {
-    why = perf.error().to_string();
+  auto count = native::PerfCount::open(inferior.pid(), *pieces);
+  if (!count) {
+    why = count.error().to_string();
     return std::nullopt;
   }
-  std::cerr << "hwarb " << name << ": hardware mode, " << perf->events()
-            << " perf breakpoint events (" << method << ")"
-            << (stops ? ", each hit stopping the thread for its values" : "") << "\n";
-  Progress progress;
-  const auto line = [&reporter] { return "hwarb: " + std::to_string(reporter.total()) + " hits"; };
-  native::HardWatchEngine engine(inferior, std::move(*perf), ranges, reporter);
-  WithProgress shown(engine, progress, line);
-  auto end = native::run_target(inferior, shown);
-  progress.clear();
+  const std::string method = std::to_string(pieces->size()) + " debug registers";
+  std::cerr << "hwarb " << name << ": hardware mode, " << count->tasks().size() * pieces->size()
+            << " perf counting events (" << method << "), read when the target ends\n";
+  native::HardCountEngine engine(std::move(*count), ranges);
+  auto end = native::run_target(inferior, engine);
   if (!end) return target_error(name, end.error());
-  reporter.summary("hardware", method, *end, spawned);
+  auto counts = engine.counts();
+  if (!counts) return target_error(name, counts.error());
+  for (const native::RangeCount& c : *counts) reporter.add_count(c.id, c.tid, c.access, c.count);
+  reporter.summary("hardware", method, *end, inferior.spawned());
   return kExitOk;
+}
+
+// The mode of a session's watches: "hardware", "software" or "mixed".
+std::string mode_of(const std::vector<native::WatchInfo>& watches) {
+  bool hard = false, soft = false;
+  for (const native::WatchInfo& w : watches) {
+    (w.placement == native::Placement::kHardware ? hard : soft) = true;
+  }
+  return hard && soft ? "mixed" : hard ? "hardware" : "software";
+}
+
+// Why the software watches are software: their one reason when they share it (the probe's,
+// --software), else "EXPR: reason" for each; the session's "watch #N" named by its expression.
+std::string software_why(const std::vector<Watched>& watched,
+                         const std::map<std::size_t, std::size_t>& expr_of,
+                         const std::vector<native::WatchInfo>& infos) {
+  const auto label = [&](const native::WatchInfo& w) {
+    return watched[expr_of.at(static_cast<std::size_t>(w.id))].label;
+  };
+  std::vector<std::string> whys;
+  for (const native::WatchInfo& w : infos) {
+    if (w.placement != native::Placement::kSoftware) continue;
+    std::string why = w.why;
+    for (const native::WatchInfo& other : infos) {
+      const std::string name = "watch #" + std::to_string(static_cast<std::size_t>(other.id));
+      for (std::size_t at = why.find(name); at != std::string::npos; at = why.find(name, at)) {
+        const std::size_t end = at + name.size();
+        if (end < why.size() && std::isdigit(static_cast<unsigned char>(why[end])) != 0) {
+          at = end;  // "watch #12" is not "watch #1"
+          continue;
+        }
+        why.replace(at, name.size(), label(other));
+        at += label(other).size();
+      }
+    }
+    whys.push_back(label(w) + ": " + why);
+  }
+  const bool one = std::all_of(infos.begin(), infos.end(), [&](const native::WatchInfo& w) {
+    return w.placement != native::Placement::kSoftware || w.why == infos.front().why;
+  });
+  if (one && infos.front().placement == native::Placement::kSoftware) return infos.front().why;
+  std::string out;
+  for (const std::string& why : whys) out += (out.empty() ? "" : "; ") + why;
+  return out;
+}
+
+// The status line of a session (stderr): the mode, how the watches are taken, and why a watch
+// is software.
+void print_mode(const char* name, native::WatchSession& session,
+                const std::vector<Watched>& watched,
+                const std::map<std::size_t, std::size_t>& expr_of,
+                const std::vector<native::WatchInfo>& infos) {
+  const std::string mode = mode_of(infos);
+  std::cerr << "hwarb " << name << ": " << mode << " mode, ";
+  if (mode == "hardware") {
+    std::cerr << session.perf_events() << " perf breakpoint events (" << session.describe()
+              << "), each hit stopping the thread for its values\n";
+    return;
+  }
+  if (mode == "software") {
+    std::cerr << session.describe() << " (" << software_why(watched, expr_of, infos) << ")\n";
+    return;
+  }
+  std::cerr << session.describe() << ", " << session.perf_events()
+            << " perf breakpoint events; software: " << software_why(watched, expr_of, infos)
+            << "\n";
 }
 
 int run_watch(WatchArgs& args) {
@@ -539,32 +582,19 @@ int run_watch(WatchArgs& args) {
   }
   if (auto t = check_target(args.target); !t) return usage_error(name, t.error().to_string());
 
-  // Hardware or software: what the machine really does decides, unless --software (or
-  // --hardware, which insists). The debug registers a thread gets are the probe's count (x86's
-  // when the probe counted none).
-  bool hardware = false;
-  int slots = x86::kSlots;
-  std::string why = "--software";
+  // Hardware or software: what the machine really does decides (the probe), unless --software
+  // (or --hardware, which insists); then each watch is placed by the session.
+  native::WatchSessionOptions options{.hardware = false, .no_hardware = "--software", .slots = 4};
   if (!args.software) {
     auto report = native::probe();
-    if (report && report->hits_delivered) {
-      hardware = true;
-      if (report->breakpoint_slots > 0) slots = report->breakpoint_slots;
-    } else if (report) {
-      why = report->breakpoint_pmu
-                ? "breakpoints open on this machine but their hits are never delivered (" +
-                      std::to_string(report->canary_hits) + " of " +
-                      std::to_string(report->canary_writes) + " canary writes)"
-                : "this machine has no breakpoint PMU";
+    if (report) {
+      options = native::session_options(*report);
     } else {
-      why = "the probe failed: " + report.error().to_string();
+      options.no_hardware = "the probe failed: " + report.error().to_string();
     }
-    if (args.hardware && hardware && report->breakpoint_slots == 0) {
-      hardware = false;
-      why = "the probe could open no breakpoint on a thread (" + report->slots_error + ")";
-    }
-    if (args.hardware && !hardware) {
-      std::cerr << "hwarb " << name << ": --hardware: hardware mode not possible: " << why << "\n";
+    if (args.hardware && !options.hardware) {
+      std::cerr << "hwarb " << name
+                << ": --hardware: hardware mode not possible: " << options.no_hardware << "\n";
       return kExitFailure;
     }
   }
@@ -584,30 +614,73 @@ int run_watch(WatchArgs& args) {
   Reporter reporter(args, *watched, condition, inferior->pid(), *output);
   reporter.set_target_text(target_name(args.target));
   if (table) reporter.set_symbols(&*table);
+  const std::vector<native::WatchRange> ranges = ranges_of(*watched);
 
-  if (hardware) {
-    if (auto code = run_hardware(args, *inferior, *watched, reporter, slots, why)) return *code;
+  if (options.hardware && !native::hits_need_stops(ranges, !args.stat)) {
+    std::string why;
+    if (auto code = run_counting(args, *inferior, ranges, reporter, options.slots, why)) {
+      return *code;
+    }
     if (args.hardware) {
       std::cerr << "hwarb " << name << ": --hardware: hardware mode not possible (" << why << ")\n";
       return kExitFailure;
     }
-    std::cerr << "hwarb " << name << ": hardware mode not possible (" << why << ")\n";
   }
-  // The software path (also where the hardware path cannot take the expressions).
-  auto watch = native::SoftWatch::arm(*inferior, ranges_of(*watched));
-  if (!watch) return target_error(name, watch.error());
-  std::cerr << "hwarb " << name << ": software mode, " << watch->describe() << " (" << why << ")\n";
-  Progress progress;
-  native::SoftWatchEngine engine(*watch, reporter);
-  // An attached program outlives hwarb: a watchdog undoes the watch's changes if hwarb is killed.
+  // Every other case: one WatchSession, each distinct range a watch (its id the range's index).
+  native::WatchSession session(*inferior, options);
+  std::vector<native::WatchSpec> specs;
+  for (const native::WatchRange& r : ranges) {
+    specs.push_back(
+        {.addr = r.addr,
+         .len = r.len,
+         .access = r.access,
+         .mode = args.hardware ? native::WatchMode::kHardware : native::WatchMode::kAuto});
+  }
+  auto infos = session.insert_all(specs);
+  if (!infos) {
+    if (args.hardware) {
+      std::cerr << "hwarb " << name << ": --hardware: hardware mode not possible ("
+                << infos.error().to_string() << ")\n";
+      return kExitFailure;
+    }
+    return target_error(name, infos.error());
+  }
+  // The reporter knows a range by its first expression's index (WatchRange::id); the session
+  // by its WatchId (infos[i] is ranges[i]'s).
+  std::map<std::size_t, std::size_t> expr_of;  // WatchId -> the first expression's index
+  for (std::size_t i = 0; i < infos->size(); ++i) {
+    expr_of[static_cast<std::size_t>((*infos)[i].id)] = ranges[i].id;
+  }
+  print_mode(name, session, *watched, expr_of, *infos);
+  class ById final : public native::WatchObserver {
+   public:
+    ById(Reporter& reporter, const std::map<std::size_t, std::size_t>& expr_of)
+        : reporter_(reporter), expr_of_(expr_of) {}
+    void hit(const native::WatchHit& h) override {
+      native::WatchHit copy = h;
+      copy.id = expr_of_.at(h.id);
+      reporter_.hit(copy);
+    }
+    void note(std::size_t id, const std::string& text) override {
+      reporter_.note(expr_of_.at(id), text);
+    }
+    bool done() const override { return reporter_.done(); }
+
+   private:
+    Reporter& reporter_;
+    const std::map<std::size_t, std::size_t>& expr_of_;
+  } observer(reporter, expr_of);
+
+  // An attached program outlives hwarb: a watchdog undoes the software path's changes if hwarb
+  // is killed.
   std::optional<native::Watchdog> watchdog;
-  if (!inferior->spawned()) {
+  if (!inferior->spawned() && mode_of(*infos) != "hardware") {
     auto started = native::Watchdog::start();
     Result<void> guarded;
     if (started) {
-      // Guarded where it stays: the engine keeps a pointer to it.
+      // Guarded where it stays: the session keeps a pointer to it.
       watchdog.emplace(std::move(*started));
-      guarded = engine.guard(*watchdog);
+      guarded = session.guard(*watchdog);
       if (!guarded) watchdog.reset();
     } else {
       guarded = std::unexpected(started.error());
@@ -617,20 +690,23 @@ int run_watch(WatchArgs& args) {
                 << "): if hwarb is killed, the program keeps its protected pages\n";
     }
   }
+  Progress progress;
+  native::WatchSessionEngine engine(session, observer);
   WithProgress shown(engine, progress, [&] {
     return "hwarb: " + std::to_string(reporter.total()) + " hits, " +
-           std::to_string(watch->stats().faults) + " faults";
+           std::to_string(session.software_faults()) + " faults";
   });
   const bool spawned = inferior->spawned();
-  const std::string method = watch->describe();
+  const std::string mode = mode_of(*infos);
+  const std::string method = session.describe();
   auto end = native::run_target(*inferior, shown);
   progress.clear();
-  if (engine.watchdog_error()) {
+  if (session.watchdog_error()) {
     std::cerr << "hwarb " << name << ": warning: the watchdog missed a change of the watch ("
-              << engine.watchdog_error()->to_string() << ")\n";
+              << session.watchdog_error()->to_string() << ")\n";
   }
   if (!end) return target_error(name, end.error());
-  reporter.summary("software", method, *end, spawned);
+  reporter.summary(mode, method, *end, spawned);
   return kExitOk;
 }
 

@@ -169,18 +169,28 @@ class WatchSession {
   [[nodiscard]] Result<void> guard(Watchdog& watchdog);
   const std::optional<Error>& watchdog_error() const;
 
+  // Hits and notes go to `observer` as they are found instead of into StopVerdict (a hardware
+  // hit while its thread is still stopped, so that the observer may read the process then);
+  // nullptr: back into StopVerdict. The observer must outlive its use.
+  void report_to(WatchObserver* observer);
+
   struct State;  // in watch_session.cpp
 
  private:
   std::unique_ptr<State> state_;
 };
 
-// A WatchSession as an Engine of run_target: hits and notes go to the observer (note ids are
-// WatchIds), finish() uninstalls, done() is the observer's.
+// A WatchSession as an Engine of run_target: hits and notes go to the observer as they are
+// found (report_to; note ids are WatchIds), finish() uninstalls, done() is the observer's.
 class WatchSessionEngine final : public Engine {
  public:
   WatchSessionEngine(WatchSession& session, WatchObserver& observer)
-      : session_(session), observer_(observer) {}
+      : session_(session), observer_(observer) {
+    session_.report_to(&observer_);
+  }
+  ~WatchSessionEngine() override { session_.report_to(nullptr); }
+  WatchSessionEngine(const WatchSessionEngine&) = delete;
+  WatchSessionEngine& operator=(const WatchSessionEngine&) = delete;
 
   [[nodiscard]] Result<bool> handle(const Event& event) override;
   Resume resume_mode() const override { return session_.resume_mode(); }
