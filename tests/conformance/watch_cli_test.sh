@@ -151,6 +151,21 @@ if "$hwarb" probe --json | grep -q '"hits_delivered":true'; then
   has "$tmp/err" "--hardware" "over the slots: the flag named"
   has "$tmp/err" "debug registers" "over the slots: the reason"
   [[ $(grep -c 'sum=' "$tmp/out") -eq 0 ]] || { echo "FAIL: --hardware refused, yet the program ran" >&2; fail=1; }
+  # Without --hardware, each expression is placed on its own: registers in order while the
+  # arbiter admits them, the rest software; one on a page the software path protects goes with
+  # it. near (its own page) keeps its register; far's three share a page, and far+16/16 needs 2
+  # registers when 1 is left: all three software. Every hit once, with its values.
+  run 0 "mixed" watch --json near/4:w far/4:w far+8/4:w far+16/16:w far+64/8:w -- "$programs/prog_two_pages"
+  has "$tmp/out" '"mode":"mixed","method":"1 debug registers + page protection (1 page)"' "mixed: method"
+  has "$tmp/err" 'software: far/4:w: a page shared with far+16/16:w, which is software' "mixed: a shared page named"
+  has "$tmp/err" 'far+16/16:w: it needs 2 debug registers; 3 of 4 are held by other watches' "mixed: the arbiter's refusal"
+  count "$tmp/out" '"event":"hit","expr":"near/4:w"' 7 "mixed: near's hits (register)"
+  count "$tmp/out" '"event":"hit","expr":"far/4:w"' 6 "mixed: far's hits (software)"
+  count "$tmp/out" '"expr":"near/4:w".*"old":"0x6","new":"0x3e8"' 1 "mixed: the new thread's write"
+  count "$tmp/out" '"expr":"far/4:w".*"old":"0x69","new":"0x6a"' 1 "mixed: far's values"
+  count "$tmp/out" '^near=1000 far=106$' 1 "mixed: the program's output"
+  run 0 "stat mixed" stat --json near/4:r far/4:w far+8/16:w far+64/16:w -- "$programs/prog_two_pages"
+  has "$tmp/out" '"hits":{"near/4:r":1,"far/4:w":6,"far+8/16:w":0,"far+64/16:w":0},"mode":"mixed"' "stat mixed: counts"
 else
   for sub in watch stat; do
     run 1 "$sub --hardware without hits" $sub --hardware target:w -- "$programs/prog_writer" 3
