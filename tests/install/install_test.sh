@@ -30,6 +30,11 @@ if cmake -S "$src/examples/cpp" -B "$tmp/examples" -G Ninja -DCMAKE_PREFIX_PATH=
   "$tmp/examples/real_watchpoint" "$programs/prog_forker" child 5 >"$tmp/real.out" 2>&1 ||
     bad "real_watchpoint: $(cat "$tmp/real.out")"
   grep -q '^5 writes; exit status 3$' "$tmp/real.out" || bad "real_watchpoint output: $(cat "$tmp/real.out")"
+  "$tmp/examples/debugger_loop" "$programs/prog_forker" child 5 >"$tmp/loop.out" 2>&1 ||
+    bad "debugger_loop: $(cat "$tmp/loop.out")"
+  [[ $(grep -c '^stopped: tid [0-9]* wrote [123] at ip 0x' "$tmp/loop.out") -eq 3 ]] &&
+    grep -q '^watch removed$' "$tmp/loop.out" && grep -q '^3 writes seen; exit status 3$' "$tmp/loop.out" ||
+    bad "debugger_loop output: $(cat "$tmp/loop.out")"
 else
   cat "$tmp/configure.log" "$tmp/build.log" | tail -30
   bad "examples/cpp did not build against the installed hwarb"
