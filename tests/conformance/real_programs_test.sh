@@ -145,8 +145,8 @@ if wanted stack; then
     fi
   fi
 fi
-# 16. A SIGALRM every 100 us.
-exact alarm_storm 'counter:w' 3000 "$P/prog_alarm_storm" 3000
+# 16. A SIGALRM every ALARM_US microseconds (default 100; see tests/conformance/CMakeLists.txt).
+exact alarm_storm 'counter:w' 3000 "$P/prog_alarm_storm" 3000 "${ALARM_US:-100}"
 
 # 18. Job control: SIGSTOP stops the watched program (it writes nothing while stopped), SIGCONT
 # resumes it, and it ends as unwatched.

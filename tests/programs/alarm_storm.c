@@ -1,7 +1,8 @@
-// alarm_storm: a SIGALRM every 100 microseconds (setitimer) while the main loop writes `counter`
-// N times (values 1..N, default 2000) with a little work between writes; the handler counts the
-// alarms in `ticks`. Stops the timer, prints "counter=N ticks_ok=1" and exits 0 (1 if no alarm
-// arrived or a write was lost).
+// alarm_storm: a SIGALRM every P microseconds (setitimer; default 100) while the main loop writes
+// `counter` N times (values 1..N, default 2000) with a little work between writes; the handler
+// counts the alarms in `ticks`. Stops the timer, prints "counter=N ticks_ok=1" and exits 0 (1 if
+// no alarm arrived or a write was lost).
+//   prog_alarm_storm [N] [P]
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,8 @@ int main(int argc, char** argv) {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   sigaction(SIGALRM, &sa, NULL);
-  struct itimerval every = {{0, 100}, {0, 100}};
+  const long period = argc > 2 ? atol(argv[2]) : 100;
+  struct itimerval every = {{0, period}, {0, period}};
   setitimer(ITIMER_REAL, &every, NULL);
   volatile unsigned spin = 0;
   for (int i = 1; i <= n; ++i) {

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -133,8 +134,10 @@ Result<Inferior> Inferior::spawn(const std::vector<std::string>& argv,
   auto path = resolve_command(argv[0]);
   if (!path) return std::unexpected(path.error());
   // The child unblocks SIGCHLD before its exec: wait_or_poll may have blocked it in hwarb.
-  auto spawned = spawn_stopped(
-      *path, argv, {.stdout_fd = options.stdout_fd, .disable_aslr = options.disable_aslr});
+  auto spawned = spawn_stopped(*path, argv,
+                               {.stdout_fd = options.stdout_fd,
+                                .disable_aslr = options.disable_aslr,
+                                .die_with_parent = options.kill_on_exit});
   if (!spawned) return std::unexpected(spawned.error());
   const pid_t pid = *spawned;
   Inferior inferior(pid, true);
@@ -221,6 +224,7 @@ Result<void> Inferior::leave_exec_stop(pid_t tid) {
   t->stopped = true;
   t->stop = StopKind::kSignal;
   t->stop_signal = SIGTRAP;
+  t->entered = -1;  // execve's exit was stepped over
   return {};
 }
 
@@ -321,6 +325,17 @@ Result<x86::Regs> Inferior::get_regs(pid_t tid) {
 
 Result<void> Inferior::set_regs(pid_t tid, const x86::Regs& regs) {
   return ptrace_set_regset(tid, NT_PRSTATUS, std::as_bytes(std::span(&regs, 1)));
+}
+
+Result<Fxsave> Inferior::get_fxsave(pid_t tid) {
+  Fxsave area{};
+  auto got = ptrace_get_regset(tid, NT_PRFPREG, std::as_writable_bytes(std::span(area)));
+  if (!got) return std::unexpected(got.error());
+  return area;
+}
+
+Result<void> Inferior::set_fxsave(pid_t tid, const Fxsave& area) {
+  return ptrace_set_regset(tid, NT_PRFPREG, std::as_bytes(std::span(area)));
 }
 
 Result<std::uint64_t> Inferior::find_gadget(pid_t process) {
@@ -532,6 +547,87 @@ Result<void> Inferior::resume(pid_t tid, Resume how, int signal) {
   t->stopped = false;
   t->stop = StopKind::kNone;
   t->last = how;
+  t->sysemu = false;  // every other request clears the kernel's SYSEMU mode
+  return {};
+}
+
+bool Inferior::signal_due_after_sigreturn(pid_t tid) {
+  // The queued signals first (process-directed ones, the usual flood of timers and kill, then
+  // the thread's): most returns have none, and that is the whole cost then.
+  std::uint64_t queued = 0;
+  for (const auto flags : {static_cast<std::uint32_t>(PTRACE_PEEKSIGINFO_SHARED), 0U}) {
+    __ptrace_peeksiginfo_args args{.off = 0, .flags = flags, .nr = 8};
+    siginfo_t infos[8];
+    const long n = ::ptrace(PTRACE_PEEKSIGINFO, tid, &args, infos);
+    for (long i = 0; i < n; ++i) {
+      const int sig = infos[i].si_signo;
+      if (sig >= 1 && sig <= 64) queued |= 1ULL << (sig - 1);
+    }
+  }
+  if (queued == 0) return false;
+  auto regs = get_regs(tid);
+  if (!regs) return false;
+  // The handler's `ret` popped the restorer's address: the stack pointer is at the frame's
+  // ucontext (the kernel's rt_sigreturn reads it there too), whose uc_sigmask follows uc_flags,
+  // uc_link, uc_stack (24 bytes) and uc_mcontext (256 bytes). A frame that is no signal's (a
+  // program calling rt_sigreturn itself) only makes the answer wrong, never the outcome: see
+  // rerun_emulated_syscall.
+  constexpr std::uint64_t kUcSigmask = 8 + 8 + 24 + 256;
+  auto mask = read_word(regs->rsp + kUcSigmask, 8, process_of(tid));
+  if (!mask) return false;
+  const std::uint64_t unblockable = (1ULL << (SIGKILL - 1)) | (1ULL << (SIGSTOP - 1));
+  return (queued & (~*mask | unblockable)) != 0;
+}
+
+Result<void> Inferior::resume_from_sigreturn(pid_t tid) {
+  Thread* t = thread(tid);
+  // A kept signal is raised again by resume(): the plain path (it may be the one due anyway).
+  if (t == nullptr || !t->stopped || t->stop != StopKind::kSyscallEnter ||
+      t->entered != SYS_rt_sigreturn || t->kept_signal != 0 || !signal_due_after_sigreturn(tid)) {
+    return resume(tid, Resume::kSyscall);
+  }
+  // Resumed from the entry stop with PTRACE_SYSEMU, the call still runs (the kernel decided
+  // that at its entry, under PTRACE_SYSCALL) and has no exit stop; the signal's delivery stop
+  // comes next, and whatever resumes from it leaves SYSEMU mode.
+  if (::ptrace(PTRACE_SYSEMU, tid, 0, 0) != 0) {
+    return std::unexpected(
+        syscall_return_error(-errno, "pid", "PTRACE_SYSEMU of " + tid_text(tid)));
+  }
+  t->stopped = false;
+  t->stop = StopKind::kNone;
+  t->last = Resume::kSyscall;
+  t->sysemu = true;
+  return {};
+}
+
+Result<void> Inferior::rerun_emulated_syscall(pid_t tid) {
+  // The signal resume_from_sigreturn expected was taken by another thread (or the frame's mask
+  // was not the one restored), and the thread entered a system call in SYSEMU mode: the kernel
+  // will skip it. It is rewound to its `syscall` instruction with its number in rax (as the
+  // kernel restarts a call) and resumed with PTRACE_SYSCALL: the skipped call's exit stop is
+  // passed over here, and the call runs again from a syscall-entry stop that wait() reports as
+  // usual.
+  Thread* t = thread(tid);
+  auto regs = get_regs(tid);
+  if (!regs) return std::unexpected(regs.error());
+  regs->rip -= 2;
+  regs->rax = regs->orig_rax;
+  if (auto r = set_regs(tid, *regs); !r) return r;
+  if (auto r = ptrace_syscall(tid); !r) return r;
+  auto status = wait_stop(tid);
+  if (!status) return std::unexpected(status.error());
+  if (!WIFSTOPPED(*status) || WSTOPSIG(*status) != kSyscallTrap) {
+    // Killed meanwhile (nothing else stops a thread between a call's entry and exit): for
+    // wait() to report.
+    raw_queue_.emplace_front(tid, *status);
+    t->stopped = false;
+    t->stop = StopKind::kNone;
+    return {};
+  }
+  if (auto r = ptrace_syscall(tid); !r) return r;
+  t->stopped = false;
+  t->stop = StopKind::kNone;
+  t->last = Resume::kSyscall;
   return {};
 }
 
@@ -703,6 +799,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
   }
   if (!WIFSTOPPED(status)) return std::optional<Event>();
   t->stopped = true;
+  const bool emulated = std::exchange(t->sysemu, false);
   const int sig = WSTOPSIG(status);
   const int event = ptrace_event(status);
   Event ev;
@@ -711,7 +808,12 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
     __ptrace_syscall_info info{};
     if (auto got = ptrace_get_syscall_info(tid, info); !got) return std::unexpected(got.error());
     if (info.op == PTRACE_SYSCALL_INFO_ENTRY) {
+      if (emulated) {
+        if (auto r = rerun_emulated_syscall(tid); !r) return std::unexpected(r.error());
+        return std::optional<Event>();  // its entry stop comes next
+      }
       t->stop = StopKind::kSyscallEnter;
+      t->entered = static_cast<long>(info.entry.nr);
       ev.kind = EventKind::kSyscallEnter;
       ev.syscall = static_cast<long>(info.entry.nr);
       for (int i = 0; i < 6; ++i) ev.args[static_cast<std::size_t>(i)] = info.entry.args[i];
@@ -719,11 +821,18 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
       t->stop = StopKind::kSyscallExit;
       ev.kind = EventKind::kSyscallExit;
       ev.ret = info.exit.rval;
-      auto regs = get_regs(tid);
-      if (regs) ev.syscall = static_cast<long>(regs->orig_rax);
+      if (t->entered >= 0) {
+        ev.syscall = std::exchange(t->entered, -1);
+      } else if (auto regs = get_regs(tid)) {
+        // An exit without its entry (a new thread's return from clone): orig_rax.
+        ev.syscall = static_cast<long>(regs->orig_rax);
+      }
     }
     return std::optional<Event>(ev);
   }
+  // Event stops inside a call (clone, fork, exec) keep `entered` for its exit; any other stop
+  // is outside every call.
+  if (event == 0 || event == PTRACE_EVENT_STOP) t->entered = -1;
   switch (event) {
     case PTRACE_EVENT_CLONE: {
       t->stop = StopKind::kEvent;
@@ -859,6 +968,13 @@ Result<void> Inferior::resume_as_before(pid_t tid) {
   Thread* t = thread(tid);
   if (t == nullptr) return make_error(ErrorCode::kSrch, "pid: no " + tid_text(tid));
   return resume(tid, t->last);
+}
+
+bool Inferior::has_queued(pid_t tid) const {
+  return std::any_of(queued_.begin(), queued_.end(),
+                     [&](const Event& e) { return e.tid == tid; }) ||
+         std::any_of(raw_queue_.begin(), raw_queue_.end(),
+                     [&](const std::pair<pid_t, int>& r) { return r.first == tid; });
 }
 
 std::vector<Event> Inferior::discard_queued(pid_t tid) {

@@ -278,6 +278,7 @@ Result<SoftWatch> SoftWatch::arm(Inferior& inferior, std::vector<WatchRange> ran
     if (auto regs = inferior.get_regs(t)) stack_pointers.push_back(regs->rsp);
   }
   if (tid < 0) return make_error(ErrorCode::kSrch, "pid: no stopped thread to arm the watch in");
+  if (options.inject_in > 0 && inferior.is_stopped(options.inject_in)) tid = options.inject_in;
   auto maps = read_maps(inferior.pid());
   if (!maps) return std::unexpected(maps.error());
 
@@ -906,7 +907,11 @@ Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
     }
   }
   if (st.pages.empty() && st.effect_nr < 0) {
-    if (auto r = inferior_->resume(tid, Resume::kSyscall); !r) return std::unexpected(r.error());
+    // Nothing to do at its exit. rt_sigreturn's exit stop is left out where the next signal is
+    // already pending (a signal flood would otherwise cost three stops per signal, not two).
+    auto r = ev.syscall == SYS_rt_sigreturn ? inferior_->resume_from_sigreturn(tid)
+                                            : inferior_->resume(tid, Resume::kSyscall);
+    if (!r) return std::unexpected(r.error());
     return true;
   }
   auto regs = inferior_->get_regs(tid);
@@ -1166,6 +1171,10 @@ Result<void> SoftWatch::disarm() {
   for (pid_t t : inferior_->threads()) {
     const pid_t process = inferior_->process_of(t);
     if (inferior_->is_stopped(t) && !unwatched_.contains(process)) processes.emplace(process, t);
+  }
+  if (inject_in_ > 0 && inferior_->is_stopped(inject_in_) &&
+      processes.contains(inferior_->process_of(inject_in_))) {
+    processes[inferior_->process_of(inject_in_)] = inject_in_;
   }
   if (processes.empty() && unwatched_.empty()) {
     return make_error(ErrorCode::kSrch, "pid: no stopped thread to disarm the watch in");

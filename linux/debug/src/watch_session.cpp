@@ -118,6 +118,7 @@ struct WatchSession::State {
   std::size_t perf_events = 0;
   int registers = 0;
   std::uint64_t rebuilds = 0;
+  pid_t last_tid = 0;  // the thread of the last event: where the software path injects calls
   Watchdog* watchdog = nullptr;
   std::pair<std::uint64_t, std::uint64_t> published{0, 0};  // (rebuilds, plan generation)
   std::optional<Error> watchdog_error;
@@ -196,6 +197,7 @@ struct WatchSession::State {
   // is still done.
   Result<void> teardown() {
     Result<void> first;
+    if (soft) soft->inject_in(last_tid);
     if (hard) {
       auto r = hard->finish();
       hard.reset();
@@ -253,7 +255,7 @@ struct WatchSession::State {
         (w.placement == Placement::kHardware ? hard_ranges : soft_ranges).push_back(range_of(w));
       }
       if (!soft_ranges.empty()) {
-        auto s = SoftWatch::arm(*inferior, soft_ranges);
+        auto s = SoftWatch::arm(*inferior, soft_ranges, {.inject_in = last_tid});
         if (!s) return std::unexpected(s.error());
         soft.emplace(std::move(*s));
       }
@@ -454,6 +456,7 @@ std::optional<WatchInfo> WatchSession::find(WatchId id) const {
 Result<StopVerdict> WatchSession::handle(const Event& ev) {
   State& s = *state_;
   StopVerdict v;
+  if (ev.kind == EventKind::kSignal) s.last_tid = ev.tid;
   s.collector.hits.clear();
   s.collector.seen = 0;
   std::vector<WatchHit> soft_hits;
@@ -558,6 +561,10 @@ std::string WatchSession::describe() const {
 
 std::size_t WatchSession::perf_events() const {
   return state_->perf_events;
+}
+
+std::vector<RestoreByte> WatchSession::planted_bytes() const {
+  return state_->soft ? state_->soft->restore_plan().bytes : std::vector<RestoreByte>{};
 }
 
 std::uint64_t WatchSession::software_faults() const {

@@ -106,7 +106,9 @@ std::string parse_line(std::string_view line, Mapping* m) {
   return {};
 }
 
-// The whole of a /proc file (its size is unknown in advance: read until EOF).
+}  // namespace
+
+// Read until EOF: a /proc file's size is unknown in advance.
 Result<std::string> read_proc_file(pid_t pid, std::string_view leaf) {
   const std::string path = proc_path(pid, leaf);
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -124,8 +126,6 @@ Result<std::string> read_proc_file(pid_t pid, std::string_view leaf) {
   }
   return text;
 }
-
-}  // namespace
 
 int Mapping::prot() const {
   return (read ? PROT_READ : 0) | (write ? PROT_WRITE : 0) | (exec ? PROT_EXEC : 0);

@@ -44,4 +44,15 @@ Result<int> drain_signal_fd(int fd) {
   }
 }
 
+Result<void> ignore_signal(int signal) {
+  struct sigaction action {};
+  action.sa_handler = SIG_IGN;
+  sigemptyset(&action.sa_mask);
+  if (::sigaction(signal, &action, nullptr) != 0) {
+    return detail::sys_fail<void>(errno, "signal",
+                                  "sigaction(SIG_IGN) of signal " + std::to_string(signal));
+  }
+  return {};
+}
+
 }  // namespace hwarb::native

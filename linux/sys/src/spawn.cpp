@@ -46,6 +46,8 @@ using detail::sys_fail;
   ::sigprocmask(SIG_UNBLOCK, &chld, nullptr);
   // raise(SIGSTOP): the child has one thread, so its pid is the thread's id.
   ::syscall(SYS_kill, ::syscall(SYS_getpid), SIGSTOP);
+  // Continued: the parent has it traced. A program that must outlive it drops the signal now.
+  if (!options.die_with_parent) ::syscall(SYS_prctl, PR_SET_PDEATHSIG, 0L, 0L, 0L, 0L);
   ::execve(path, argv, environ);
   ::_exit(127);
 }

@@ -36,5 +36,6 @@ CommandRunner setup_probe(CLI::App& app);  // probe_command.cpp
 CommandRunner setup_watch(CLI::App& app);  // watch_command.cpp
 CommandRunner setup_stat(CLI::App& app);   // watch_command.cpp
 CommandRunner setup_trace(CLI::App& app);  // trace_command.cpp
+CommandRunner setup_gdbserver(CLI::App& app);  // gdbserver_command.cpp
 
 }  // namespace hwarb::cli

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "hwarb/linux/files.h"
+#include "hwarb/linux/probe.h"
 #include "hwarb/linux/terminal.h"
 
 namespace hwarb::cli {
@@ -116,6 +117,17 @@ void Progress::clear() {
   std::fprintf(stderr, "\r\033[K");
   std::fflush(stderr);
   shown_ = false;
+}
+
+native::WatchSessionOptions watch_options(bool software) {
+  native::WatchSessionOptions options{.hardware = false, .no_hardware = "--software", .slots = 4};
+  if (software) return options;
+  auto report = native::probe();
+  if (!report) {
+    options.no_hardware = "the probe failed: " + report.error().to_string();
+    return options;
+  }
+  return native::session_options(*report);
 }
 
 }  // namespace hwarb::cli

@@ -26,6 +26,7 @@
 
 #include "hwarb/base/error.h"
 #include "hwarb/linux/session.h"
+#include "hwarb/linux/watch_session.h"
 
 namespace hwarb::cli {
 
@@ -66,6 +67,11 @@ class Report {
   std::FILE* out_;
   bool to_file_;
 };
+
+// How watches may be placed: what the probe measured (hardware where hits are delivered, its
+// register count), or software alone with `software` (--software) or when the probe failed
+// (no_hardware says why).
+native::WatchSessionOptions watch_options(bool software);
 
 // "command 'prog'" / "process 1234" / "thread 1234" for messages.
 std::string target_name(const TargetOptions& target);

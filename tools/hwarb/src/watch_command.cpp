@@ -584,14 +584,8 @@ int run_watch(WatchArgs& args) {
 
   // Hardware or software: what the machine really does decides (the probe), unless --software
   // (or --hardware, which insists); then each watch is placed by the session.
-  native::WatchSessionOptions options{.hardware = false, .no_hardware = "--software", .slots = 4};
+  const native::WatchSessionOptions options = watch_options(args.software);
   if (!args.software) {
-    auto report = native::probe();
-    if (report) {
-      options = native::session_options(*report);
-    } else {
-      options.no_hardware = "the probe failed: " + report.error().to_string();
-    }
     if (args.hardware && !options.hardware) {
       std::cerr << "hwarb " << name
                 << ": --hardware: hardware mode not possible: " << options.no_hardware << "\n";

@@ -91,8 +91,13 @@ struct Event {
 
 enum class Resume : std::uint8_t { kCont, kStep, kSyscall };
 
+// A thread's x87/SSE registers in the FXSAVE layout (user_fpregs_struct: control and status
+// words, the abridged tag, st0-st7 in 16-byte slots, xmm0-xmm15, mxcsr).
+using Fxsave = std::array<std::uint8_t, 512>;
+
 struct InferiorOptions {
-  bool kill_on_exit = true;  // spawn only: PTRACE_O_EXITKILL
+  bool kill_on_exit = true;  // spawn only: PTRACE_O_EXITKILL and the parent-death signal (false:
+                             // the program may outlive hwarb, e.g. detached by a debugger)
   int stdout_fd = -1;        // spawn only: the child's standard output (-1: inherited)
   bool disable_aslr = true;  // spawn only: personality(ADDR_NO_RANDOMIZE), as gdb and rr do, so
                              // addresses are the same from run to run
@@ -136,12 +141,24 @@ class Inferior {
 
   Result<x86::Regs> get_regs(pid_t tid);
   Result<void> set_regs(pid_t tid, const x86::Regs& regs);
+  // The x87/SSE state of stopped thread `tid` (PTRACE_GETREGSET NT_PRFPREG: the FXSAVE layout).
+  [[nodiscard]] Result<Fxsave> get_fxsave(pid_t tid);
+  [[nodiscard]] Result<void> set_fxsave(pid_t tid, const Fxsave& area);
 
   // Runs system call `nr` with `args` in stopped thread `tid`; the kernel's return value (a
   // negative errno on failure). See the contract.
   Result<std::int64_t> inject_syscall(pid_t tid, long nr, std::array<std::uint64_t, 6> args);
 
   Result<void> resume(pid_t tid, Resume how, int signal = 0);
+  // resume(tid, kSyscall) for thread `tid` in the syscall-entry stop of rt_sigreturn (kSyscall
+  // otherwise), without the call's syscall-exit stop when a signal that the thread takes as soon
+  // as it is back in user mode is already pending (queued, and not blocked by the mask the call
+  // restores): nothing runs between that exit and the signal's delivery stop, so the exit stop
+  // is one stop per signal spent on nothing (a program flooded with signals, e.g. a 100 us
+  // timer, spends most of its time there). Should another thread take the signal first, the
+  // thread's next system call is still reported from its entry as after kSyscall, at the cost of
+  // two stops inside the Inferior.
+  Result<void> resume_from_sigreturn(pid_t tid);
   // Resumes every stopped thread with `how` (their kept signals delivered).
   Result<void> resume_all(Resume how);
   Result<Event> wait();
@@ -183,6 +200,9 @@ class Inferior {
   // Puts an event back at the front of the queue (a caller that read it with wait_for but
   // leaves it to the main loop).
   void requeue(const Event& event) { queued_.push_front(event); }
+  // Whether an event of `tid` waits in the queue (it is stopped for it: resuming it before the
+  // event is taken would lose a signal).
+  bool has_queued(pid_t tid) const;
   // Removes and returns the queued events of `tid`.
   std::vector<Event> discard_queued(pid_t tid);
   // Resumes stopped thread `tid` the way it was last resumed.
@@ -204,6 +224,12 @@ class Inferior {
     int stop_signal = 0;  // kSignal: the signal of the stop
     int kept_signal = 0;  // a signal to deliver on the next resume
     Resume last = Resume::kCont;
+    // Resumed by resume_from_sigreturn without the exit stop (PTRACE_SYSEMU): a syscall-entry
+    // stop before any other is one the kernel will skip (see translate).
+    bool sysemu = false;
+    // The system call of the last syscall-entry stop reported, until its exit stop (-1: none):
+    // the exit's number without reading the registers.
+    long entered = -1;
     bool interrupt_pending = false;  // PTRACE_INTERRUPT sent, its stop not seen yet
     bool vfork_child = false;
     pid_t vfork_wait = 0;  // the vfork child this thread sleeps in the kernel for (it cannot stop)
@@ -220,6 +246,12 @@ class Inferior {
   Result<std::vector<pid_t>> stop_threads(pid_t except);
   Result<int> wait_stop(pid_t tid);
   Result<std::uint64_t> find_gadget(pid_t process);
+  // Whether a signal is queued for `tid` (or its process) that the mask rt_sigreturn will
+  // restore does not block; `tid` is in rt_sigreturn's syscall-entry stop.
+  bool signal_due_after_sigreturn(pid_t tid);
+  // A syscall-entry stop after resume_from_sigreturn's PTRACE_SYSEMU: the kernel skips the
+  // call, so it is made to run again, traced as after kSyscall.
+  Result<void> rerun_emulated_syscall(pid_t tid);
   Thread* thread(pid_t tid);
   void forget();
   // The vfork child `child` execed or ended: its parent runs again.

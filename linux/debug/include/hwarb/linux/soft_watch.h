@@ -95,6 +95,10 @@ const char* watch_method_name(WatchMethod method);
 
 struct SoftWatchOptions {
   bool force_single_step = false;
+  // The stopped thread in which arm() (and later disarm()) run their mprotect calls; 0 or a
+  // thread that is not stopped: the first stopped thread. A thread stopped at a fault or trap is
+  // the safest place (one in a ptrace interrupt inside a blocking call must restart it after).
+  pid_t inject_in = 0;
 };
 
 struct SoftWatchStats {
@@ -123,6 +127,8 @@ class SoftWatch {
   bool is_fault(const Event& event) const;
   Resume resume_mode() const;
   Result<void> disarm();
+  // The thread disarm() prefers for its mprotect calls (as SoftWatchOptions::inject_in).
+  void inject_in(pid_t tid) { inject_in_ = tid; }
 
   // The method each range uses (index as given to arm()).
   WatchMethod method(std::size_t range) const { return methods_[range]; }
@@ -220,6 +226,7 @@ class SoftWatch {
   std::string image_;           // the executable armed (/proc/PID/exe)
   bool single_step_ = false;
   bool ended_ = false;
+  pid_t inject_in_ = 0;  // SoftWatchOptions::inject_in
   std::uint64_t generation_ = 1;
   SoftWatchStats stats_;
   std::chrono::steady_clock::time_point start_;

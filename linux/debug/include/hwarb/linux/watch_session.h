@@ -165,6 +165,9 @@ class WatchSession {
   // Breakpoint events open (hardware path) and the software path's statistics (faults).
   std::size_t perf_events() const;
   std::uint64_t software_faults() const;
+  // The bytes the software path changed in the process (int3 of execute watches), with their
+  // originals: a debugger shows memory through them.
+  std::vector<RestoreByte> planted_bytes() const;
 
   [[nodiscard]] Result<void> guard(Watchdog& watchdog);
   const std::optional<Error>& watchdog_error() const;

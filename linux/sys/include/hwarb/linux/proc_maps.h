@@ -60,6 +60,10 @@ Result<pid_t> thread_group(pid_t tid);
 // needed; the caller needs ptrace access to the process). EFAULT naming `addr` on a short read.
 Result<void> read_process_memory(pid_t pid, std::uint64_t addr, std::span<std::uint8_t> out);
 
+// The whole of /proc/PID/LEAF (e.g. "auxv", "cmdline"): bytes as the kernel gives them. The
+// kernel's errno naming `pid` (ENOENT: no such process).
+[[nodiscard]] Result<std::string> read_proc_file(pid_t pid, std::string_view leaf);
+
 // /proc/PID/exe resolved (the executable's path).
 Result<std::string> executable_path(pid_t pid);
 

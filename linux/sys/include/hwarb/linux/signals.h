@@ -7,6 +7,9 @@
 //    close-on-exec signalfd for it. EINVAL naming `signal` for a number that is not a signal.
 //  - drain_signal_fd(fd) reads every siginfo pending on such a descriptor and returns how many
 //    it read (0: none). The kernel's errno naming `fd` (EBADF).
+//  - ignore_signal(signal) sets its disposition to SIG_IGN for the whole process (e.g. SIGPIPE for
+//    a server whose client may go away mid-write: the write then fails with EPIPE instead).
+//    EINVAL naming `signal` for a number that cannot be ignored.
 // Thread-safety: the signal mask is per thread; the descriptor may be read from any thread.
 #pragma once
 
@@ -17,5 +20,6 @@ namespace hwarb::native {
 
 [[nodiscard]] Result<Fd> blocked_signal_fd(int signal);
 [[nodiscard]] Result<int> drain_signal_fd(int fd);
+[[nodiscard]] Result<void> ignore_signal(int signal);
 
 }  // namespace hwarb::native

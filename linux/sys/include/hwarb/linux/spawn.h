@@ -28,6 +28,10 @@ namespace hwarb::native {
 struct SpawnOptions {
   int stdout_fd = -1;         // the child's standard output (-1: inherited)
   bool disable_aslr = false;  // personality(ADDR_NO_RANDOMIZE) before the execve
+  // false: the parent-death signal is dropped once the child is continued, just before its
+  // execve, so that the program may outlive the caller (a debugger's detach); until then it
+  // still dies with the caller.
+  bool die_with_parent = true;
 };
 
 // Whether execve(2) could run `path`: a regular file (stat(2)) that the caller may execute

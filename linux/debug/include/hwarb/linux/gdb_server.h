@@ -1,0 +1,137 @@
+// hwarb/linux/gdb_server.h — GdbServer, a GDB Remote Serial Protocol stub over an Inferior and a
+// WatchSession: gdb, lldb and the IDEs built on them debug a real process through it, with
+// watchpoints of any address, length and count placed by the session (debug registers while the
+// arbiter admits them and this machine delivers their hits, the exact software path otherwise).
+//
+// What it serves (all-stop mode, x86-64 Linux, every thread of the process):
+//  1. Handshake and queries: qSupported, QStartNoAckMode, ?, qC, qAttached, qfThreadInfo /
+//     qsThreadInfo, T, Hg/Hc, qXfer (features target.xml, auxv, exec-file, threads),
+//     vCont?, and lldb's qHostInfo, qProcessInfo, qWatchpointSupportInfo,
+//     QThreadSuffixSupported, QListThreadsInStopReply, qMemoryRegionInfo.
+//  2. Registers g/G/p/P (core, x87/SSE, orig_rax, fs_base, gs_base: gdb_regs.h).
+//  3. Memory m/M/x/X: the program's real bytes — an int3 planted by the server or by the software
+//     watch is shown as the byte it replaced, and a write over one keeps the int3 in place.
+//  4. Execution: vCont with c/C/s/S/t per thread, c, s, C; a signal of the program is reported
+//     (T with its number) and delivered when the client resumes with it; Ctrl-C (0x03) stops the
+//     process (T02). Stop replies carry thread:, and watch:/rwatch:/awatch:ADDR, swbreak: or
+//     hwbreak:; W/X when the process ends.
+//  5. Breakpoints: Z0 an int3; Z1 a debug register through the session where the machine
+//     delivers hits and one is free, else an int3 reported as hwbreak; Z2/Z3/Z4 a watch of the
+//     session (any address and length). A Z that cannot be honoured answers E NN (with the
+//     message, E.text, when the client announced error-message support).
+//  6. D (detach) and k/vKill: every int3, protection and register of the session is undone
+//     first; a detached program runs on unmodified.
+// Bad input (a malformed packet, a bad checksum, an unknown packet) gets the protocol's answer:
+// '-' (resend), an empty reply, or E NN; it never changes the process.
+//
+// Contract:
+//  - The Inferior is stopped (every thread) when serve() starts, as spawn() and attach() leave
+//    it; the session has no watch yet.
+//  - serve() returns when the client detached (the process runs on), killed the process, or
+//    went away (end of input): then the process is killed when spawned, detached when attached,
+//    after the same cleanup. The process's own end (W/X) is reported, and serve() returns at
+//    the client's next k, D or disconnect.
+//  - Reads from in_fd, writes to out_fd (the same socket, or a pipe pair for --stdio).
+// Thread-safety: none; the Inferior's thread only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hwarb/base/error.h"
+#include "hwarb/linux/gdb_regs.h"
+#include "hwarb/linux/inferior.h"
+#include "hwarb/linux/rsp.h"
+#include "hwarb/linux/watch_session.h"
+
+namespace hwarb::native {
+
+struct GdbServerEnd {
+  enum class How : std::uint8_t { kDetached, kKilled, kDisconnected };
+  How how = How::kDisconnected;
+  bool exited = false;  // the process ended by itself (status or signal)
+  int status = 0;
+  int signal = 0;
+};
+
+class GdbServer {
+ public:
+  GdbServer(Inferior& inferior, WatchSession& session, int in_fd, int out_fd);
+
+  [[nodiscard]] Result<GdbServerEnd> serve();
+
+ private:
+  struct Breakpoint {
+    std::uint8_t original = 0;
+    bool software = false;  // Z0
+    bool hardware = false;  // Z1 taken as an int3
+  };
+  struct WatchKey {
+    char type = '2';  // Z type: '1' (hardware execute), '2' write, '3' read, '4' access
+    std::uint64_t addr = 0;
+    std::uint64_t len = 0;
+    auto operator<=>(const WatchKey&) const = default;
+  };
+
+  // Connection.
+  Result<void> send(std::string_view payload);
+  // Reads what the client sent (blocking when `block`); false at end of input.
+  Result<bool> receive(bool block);
+  Result<void> reply(std::string_view payload) { return send(payload); }
+
+  // One packet while the process is stopped; nullopt: keep serving, else the end.
+  Result<std::optional<GdbServerEnd>> on_packet(const std::string& packet);
+  Result<std::string> query(const std::string& packet);
+  Result<std::string> xfer(std::string_view object, std::string_view annex, std::uint64_t offset,
+                           std::uint64_t length);
+  // A thread's registers as gdb sees them (general and FXSAVE), and back ("OK").
+  Result<std::pair<x86::Regs, FpRegs>> read_registers(pid_t tid);
+  Result<std::string> write_registers(pid_t tid, const std::pair<x86::Regs, FpRegs>& regs);
+  Result<std::string> read_memory(std::uint64_t addr, std::uint64_t len);
+  Result<void> write_memory(std::uint64_t addr, const std::vector<std::uint8_t>& bytes);
+  Result<std::string> insert_point(char type, std::uint64_t addr, std::uint64_t len);
+  Result<std::string> remove_point(char type, std::uint64_t addr, std::uint64_t len);
+
+  // Resumes as the vCont actions say, then waits until the process stops again; the stop reply.
+  Result<std::string> resume(const std::string& actions);
+  Result<std::optional<std::string>> on_event(const Event& event);
+  Result<std::string> stop_others(pid_t tid, const std::string& reply);
+  Result<std::optional<GdbServerEnd>> finish(GdbServerEnd::How how);
+
+  pid_t thread_for(pid_t selected) const;
+  std::string stop_reply(int signal, pid_t tid, const std::string& reason) const;
+
+  Inferior& inferior_;
+  WatchSession& session_;
+  int in_fd_;
+  int out_fd_;
+  RspReader reader_;
+  bool ack_ = true;
+  bool error_messages_ = false;  // the client announced error-message+
+  bool thread_suffix_ = false;   // lldb's QThreadSuffixSupported
+  bool list_threads_ = false;    // lldb's QListThreadsInStopReply
+  std::string last_sent_;        // for a '-' from the client
+  bool interrupt_ = false;       // 0x03 seen while running
+  std::string last_stop_;        // the reply to '?'
+  pid_t last_thread_ = 0;        // the thread of the last stop
+  pid_t g_thread_ = 0;           // Hg (0: the last stop's)
+  pid_t c_thread_ = 0;           // Hc
+  pid_t stepping_ = 0;           // the thread of a step in progress
+  bool exited_ = false;          // the process ended (W/X sent)
+  GdbServerEnd end_;
+  std::optional<GdbServerEnd> gone_;     // the client went away while the process ran
+  std::map<pid_t, int> pending_signal_;  // reported to the client, delivered if it resumes with it
+  std::map<std::uint64_t, Breakpoint> int3_;
+  std::map<WatchKey, WatchId> watches_;
+  std::map<WatchId, char> watch_type_;
+};
+
+}  // namespace hwarb::native

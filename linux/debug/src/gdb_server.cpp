@@ -1,0 +1,796 @@
+#include "hwarb/linux/gdb_server.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <span>
+#include <utility>
+
+#include "hwarb/linux/gdb_regs.h"
+#include "hwarb/linux/proc_maps.h"
+#include "hwarb/linux/socket.h"
+#include "hwarb/linux/syscalls.h"
+
+namespace hwarb::native {
+namespace {
+
+constexpr int kSiKernel = 0x80;              // SI_KERNEL: the SIGTRAP of an int3
+constexpr std::size_t kPacketSize = 0x4000;  // what we announce (PacketSize)
+constexpr std::uint8_t kInt3 = 0xCC;
+
+// "E22" for an error: its errno, as gdbserver answers.
+std::string error_reply(const Error& e, bool messages) {
+  if (messages) return "E." + e.to_string();
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "E%02x", static_cast<int>(e.code()) & 0xff);
+  return buf;
+}
+
+std::string hex_byte(int v) {
+  char buf[4];
+  std::snprintf(buf, sizeof buf, "%02x", v & 0xff);
+  return buf;
+}
+
+// "addr,len" (or "addr,kind").
+Result<std::pair<std::uint64_t, std::uint64_t>> addr_len(std::string_view text) {
+  const std::size_t comma = text.find(',');
+  if (comma == std::string_view::npos) {
+    return make_error(ErrorCode::kInval, "packet: '" + std::string(text) + "' lacks ADDR,LENGTH");
+  }
+  auto addr = parse_hex_u64(text.substr(0, comma));
+  if (!addr) return std::unexpected(addr.error());
+  auto len = parse_hex_u64(text.substr(comma + 1));
+  if (!len) return std::unexpected(len.error());
+  return std::pair{*addr, *len};
+}
+
+// A thread id of the protocol: hex, -1 (all) or 0 (any); "p<pid>.<tid>" is taken too.
+Result<pid_t> parse_thread(std::string_view text) {
+  if (text.starts_with("p")) {
+    const std::size_t dot = text.find('.');
+    text = dot == std::string_view::npos ? text.substr(1) : text.substr(dot + 1);
+  }
+  if (text == "-1") return -1;
+  auto v = parse_hex_u64(text);
+  if (!v) return std::unexpected(v.error());
+  return static_cast<pid_t>(*v);
+}
+
+// The slice [offset, offset+length) of a qXfer object: "m" + data when more follows, "l" + data
+// at the end.
+std::string xfer_slice(std::string_view whole, std::uint64_t offset, std::uint64_t length) {
+  if (offset >= whole.size()) return "l";
+  const std::string_view part = whole.substr(offset, length);
+  const bool last = offset + part.size() >= whole.size();
+  return (last ? "l" : "m") + std::string(part);  // rsp_frame escapes the binary data
+}
+
+std::string hex_text(std::string_view text) {
+  return to_hex(std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+}
+
+}  // namespace
+
+GdbServer::GdbServer(Inferior& inferior, WatchSession& session, int in_fd, int out_fd)
+    : inferior_(inferior), session_(session), in_fd_(in_fd), out_fd_(out_fd) {
+  last_thread_ = inferior.pid();
+  last_stop_ = stop_reply(SIGTRAP, last_thread_, "");
+}
+
+Result<void> GdbServer::send(std::string_view payload) {
+  last_sent_ = rsp_frame(payload);
+  return write_all(out_fd_, last_sent_);
+}
+
+Result<bool> GdbServer::receive(bool block) {
+  std::array<char, 4096> buf;
+  if (!block) {
+    auto ready = poll_in_once(std::span<const int>(&in_fd_, 1), 0);
+    if (!ready) return std::unexpected(ready.error());
+    if ((*ready)[0] == 0) return true;
+  }
+  auto n = read_some(in_fd_, buf);
+  if (!n) {
+    if (n.error().code() == ErrorCode::kIntr || n.error().code() == ErrorCode::kAgain) return true;
+    return std::unexpected(n.error());
+  }
+  if (*n == 0) return false;
+  reader_.feed(std::string_view(buf.data(), *n));
+  return true;
+}
+
+std::string GdbServer::stop_reply(int signal, pid_t tid, const std::string& reason) const {
+  std::string out =
+      "T" + hex_byte(signal) + "thread:" + hex_u64(static_cast<std::uint64_t>(tid)) + ";" + reason;
+  if (list_threads_) {
+    out += "threads:";
+    bool first = true;
+    for (pid_t t : inferior_.threads()) {
+      out += (first ? "" : ",") + hex_u64(static_cast<std::uint64_t>(t));
+      first = false;
+    }
+    out += ";";
+  }
+  return out;
+}
+
+pid_t GdbServer::thread_for(pid_t selected) const {
+  const std::vector<pid_t> threads = inferior_.threads();
+  if (selected > 0 && std::find(threads.begin(), threads.end(), selected) != threads.end()) {
+    return selected;
+  }
+  if (std::find(threads.begin(), threads.end(), last_thread_) != threads.end()) return last_thread_;
+  return threads.empty() ? inferior_.pid() : threads.front();
+}
+
+Result<GdbServerEnd> GdbServer::serve() {
+  for (;;) {
+    while (auto item = reader_.next()) {
+      switch (item->kind) {
+        case RspItem::Kind::kAck:
+          break;
+        case RspItem::Kind::kNack:
+          if (!last_sent_.empty()) {
+            if (auto r = write_all(out_fd_, last_sent_); !r) return std::unexpected(r.error());
+          }
+          break;
+        case RspItem::Kind::kInterrupt:
+          break;  // the process is stopped already
+        case RspItem::Kind::kBadChecksum:
+          if (ack_) {
+            if (auto r = write_all(out_fd_, "-"); !r) return std::unexpected(r.error());
+          }
+          break;
+        case RspItem::Kind::kPacket: {
+          if (ack_) {
+            if (auto r = write_all(out_fd_, "+"); !r) return std::unexpected(r.error());
+          }
+          auto end = on_packet(item->payload);
+          if (!end) return std::unexpected(end.error());
+          if (*end) return **end;
+          break;
+        }
+      }
+    }
+    auto more = receive(true);
+    if (!more) return std::unexpected(more.error());
+    if (!*more) {
+      auto end = finish(GdbServerEnd::How::kDisconnected);
+      if (!end) return std::unexpected(end.error());
+      return **end;
+    }
+  }
+}
+
+Result<std::optional<GdbServerEnd>> GdbServer::finish(GdbServerEnd::How how) {
+  GdbServerEnd end = end_;
+  end.how = how;
+  if (exited_ || !inferior_.alive()) {
+    end.exited = exited_;
+    return end;
+  }
+  // Undo everything while every thread is stopped: the int3 bytes, the session's watches.
+  if (auto r = inferior_.stop_all(); !r && r.error().code() != ErrorCode::kSrch) {
+    return std::unexpected(r.error());
+  }
+  for (const auto& [addr, bp] : int3_) {
+    (void)inferior_.write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1));
+  }
+  int3_.clear();
+  Result<void> undone = session_.uninstall();
+  const bool keep = how == GdbServerEnd::How::kDetached ||
+                    (how == GdbServerEnd::How::kDisconnected && !inferior_.spawned());
+  if (keep && undone) {
+    // Signals reported to the client and not yet delivered go with the detach.
+    if (auto r = inferior_.detach(); !r) return std::unexpected(r.error());
+    end.how = how;
+    return end;
+  }
+  if (auto r = inferior_.kill(); !r && r.error().code() != ErrorCode::kSrch) {
+    return std::unexpected(r.error());
+  }
+  if (!undone) return std::unexpected(undone.error());
+  end.how = how == GdbServerEnd::How::kDetached ? GdbServerEnd::How::kKilled : how;
+  return end;
+}
+
+Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
+  const auto answer = [&](Result<std::string> r) -> Result<std::optional<GdbServerEnd>> {
+    auto sent = reply(r ? *r : error_reply(r.error(), error_messages_));
+    if (!sent) return std::unexpected(sent.error());
+    return std::optional<GdbServerEnd>();
+  };
+  if (p.empty()) return answer(std::string());
+  const char c = p[0];
+  const std::string_view rest = std::string_view(p).substr(1);
+  if (exited_ && c != 'k' && c != 'D' && !p.starts_with("vKill") && c != 'q' && c != '?' &&
+      !p.starts_with("Q")) {
+    return answer(make_error(ErrorCode::kSrch, "process: it has ended"));
+  }
+  if (p == "QStartNoAckMode") {
+    // The OK itself is still acknowledged; nothing after it.
+    if (auto r = reply("OK"); !r) return std::unexpected(r.error());
+    ack_ = false;
+    return std::optional<GdbServerEnd>();
+  }
+  // A resume that ended because the client went away ends the session.
+  const auto resumed = [&](Result<std::string> stop) -> Result<std::optional<GdbServerEnd>> {
+    if (gone_) return gone_;
+    return answer(std::move(stop));
+  };
+  switch (c) {
+    case '?':
+      return answer(last_stop_);
+    case 'q':
+    case 'Q':
+      return answer(query(p));
+    case 'H': {
+      if (rest.empty()) return answer(make_error(ErrorCode::kInval, "packet: H without a thread"));
+      auto t = parse_thread(rest.substr(1));
+      if (!t) return answer(std::unexpected(t.error()));
+      (rest[0] == 'g' ? g_thread_ : c_thread_) = *t;
+      return answer(std::string("OK"));
+    }
+    case 'T': {
+      auto t = parse_thread(rest);
+      if (!t) return answer(std::unexpected(t.error()));
+      const auto threads = inferior_.threads();
+      if (std::find(threads.begin(), threads.end(), *t) == threads.end()) {
+        return answer(make_error(ErrorCode::kSrch, "thread: no such thread"));
+      }
+      return answer(std::string("OK"));
+    }
+    case 'g': {
+      const pid_t tid = thread_for(g_thread_);
+      auto regs = read_registers(tid);
+      if (!regs) return answer(std::unexpected(regs.error()));
+      return answer(gdb_encode_registers(regs->first, regs->second));
+    }
+    case 'G': {
+      const pid_t tid = thread_for(g_thread_);
+      auto regs = read_registers(tid);
+      if (!regs) return answer(std::unexpected(regs.error()));
+      if (auto r = gdb_decode_registers(rest, regs->first, regs->second); !r) {
+        return answer(std::unexpected(r.error()));
+      }
+      return answer(write_registers(tid, *regs));
+    }
+    case 'p':
+    case 'P': {
+      std::string_view spec = rest;
+      pid_t tid = thread_for(g_thread_);
+      if (const std::size_t semi = spec.find(";thread:"); semi != std::string_view::npos) {
+        auto t = parse_thread(spec.substr(semi + 8, spec.find(';', semi + 1) - semi - 8));
+        if (t) tid = thread_for(*t);
+        spec = spec.substr(0, semi);
+      }
+      const std::size_t eq = spec.find('=');
+      auto regno = parse_hex_u64(spec.substr(0, eq));
+      if (!regno) return answer(std::unexpected(regno.error()));
+      auto regs = read_registers(tid);
+      if (!regs) return answer(std::unexpected(regs.error()));
+      if (c == 'p') {
+        return answer(gdb_read_register(static_cast<int>(*regno), regs->first, regs->second));
+      }
+      if (eq == std::string_view::npos) {
+        return answer(make_error(ErrorCode::kInval, "packet: P without a value"));
+      }
+      if (auto r = gdb_write_register(static_cast<int>(*regno), spec.substr(eq + 1), regs->first,
+                                      regs->second);
+          !r) {
+        return answer(std::unexpected(r.error()));
+      }
+      return answer(write_registers(tid, *regs));
+    }
+    case 'm':
+    case 'x': {
+      auto al = addr_len(rest);
+      if (!al) return answer(std::unexpected(al.error()));
+      auto bytes = read_memory(al->first, std::min<std::uint64_t>(al->second, kPacketSize / 2));
+      if (!bytes) return answer(std::unexpected(bytes.error()));
+      if (c == 'x') return answer("b" + *bytes);  // escaped by rsp_frame
+      return answer(
+          to_hex(std::span(reinterpret_cast<const std::uint8_t*>(bytes->data()), bytes->size())));
+    }
+    case 'M':
+    case 'X': {
+      const std::size_t colon = rest.find(':');
+      if (colon == std::string_view::npos) {
+        return answer(make_error(ErrorCode::kInval, "packet: M/X without ':'"));
+      }
+      auto al = addr_len(rest.substr(0, colon));
+      if (!al) return answer(std::unexpected(al.error()));
+      std::vector<std::uint8_t> data;
+      if (c == 'M') {
+        auto h = from_hex(rest.substr(colon + 1));
+        if (!h) return answer(std::unexpected(h.error()));
+        data = std::move(*h);
+      } else {
+        const std::string raw = rsp_unescape(rest.substr(colon + 1));
+        data.assign(raw.begin(), raw.end());
+      }
+      if (data.size() != al->second) {
+        return answer(make_error(ErrorCode::kInval, "packet: length " + std::to_string(al->second) +
+                                                        " but " + std::to_string(data.size()) +
+                                                        " bytes"));
+      }
+      if (data.empty()) return answer(std::string("OK"));
+      if (auto r = write_memory(al->first, data); !r) return answer(std::unexpected(r.error()));
+      return answer(std::string("OK"));
+    }
+    case 'Z':
+    case 'z': {
+      if (rest.size() < 2 || rest[1] != ',') return answer(std::string());
+      const char type = rest[0];
+      if (type < '0' || type > '4') return answer(std::string());
+      std::string_view spec = rest.substr(2);
+      spec = spec.substr(0, spec.find(';'));  // conditions and commands are gdb's to evaluate
+      auto al = addr_len(spec);
+      if (!al) return answer(std::unexpected(al.error()));
+      return answer(c == 'Z' ? insert_point(type, al->first, al->second)
+                             : remove_point(type, al->first, al->second));
+    }
+    case 'c':
+    case 's':
+    case 'C':
+    case 'S': {
+      // The old forms: the Hc thread (or all) continues; 's' steps it.
+      std::string actions;
+      std::string_view tail = rest;
+      std::string sig;
+      if (c == 'C' || c == 'S') {
+        sig = std::string(tail.substr(0, tail.find(';')));
+        tail = tail.find(';') == std::string_view::npos ? std::string_view()
+                                                        : tail.substr(tail.find(';') + 1);
+      }
+      const pid_t tid = thread_for(c_thread_);
+      if (c == 's' || c == 'S') {
+        actions = std::string(1, c == 's' ? 's' : 'S') + sig + ":" +
+                  hex_u64(static_cast<std::uint64_t>(tid));
+      } else {
+        actions = std::string(1, c) + sig;
+      }
+      return resumed(resume(actions));
+    }
+    case 'v': {
+      if (p == "vCont?") return answer(std::string("vCont;c;C;s;S;t"));
+      if (p.starts_with("vCont;")) return resumed(resume(p.substr(6)));
+      if (p.starts_with("vKill")) {
+        auto end = finish(GdbServerEnd::How::kKilled);
+        if (!end) return std::unexpected(end.error());
+        if (auto r = reply("OK"); !r) return std::unexpected(r.error());
+        return end;
+      }
+      if (p == "vMustReplyEmpty") return answer(std::string());
+      return answer(std::string());  // vFile, vRun, vAttach: not served
+    }
+    case 'D': {
+      auto end = finish(GdbServerEnd::How::kDetached);
+      if (!end) {
+        (void)reply(error_reply(end.error(), error_messages_));
+        return std::unexpected(end.error());
+      }
+      if (auto r = reply("OK"); !r) return std::unexpected(r.error());
+      return end;
+    }
+    case 'k': {
+      auto end = finish(GdbServerEnd::How::kKilled);
+      if (!end) return std::unexpected(end.error());
+      return end;  // no reply to k
+    }
+    default:
+      return answer(std::string());  // unknown: the empty reply
+  }
+}
+
+Result<std::pair<x86::Regs, FpRegs>> GdbServer::read_registers(pid_t tid) {
+  auto regs = inferior_.get_regs(tid);
+  if (!regs) return std::unexpected(regs.error());
+  auto fx = inferior_.get_fxsave(tid);
+  if (!fx) return std::unexpected(fx.error());
+  FpRegs fp;
+  fp.fxsave = *fx;
+  return std::pair{*regs, fp};
+}
+
+Result<std::string> GdbServer::write_registers(pid_t tid, const std::pair<x86::Regs, FpRegs>& r) {
+  if (auto w = inferior_.set_regs(tid, r.first); !w) return std::unexpected(w.error());
+  if (auto w = inferior_.set_fxsave(tid, r.second.fxsave); !w) return std::unexpected(w.error());
+  return std::string("OK");
+}
+
+Result<std::string> GdbServer::query(const std::string& p) {
+  if (p.starts_with("qSupported")) {
+    error_messages_ = p.find("error-message+") != std::string::npos;
+    return "PacketSize=" + hex_u64(kPacketSize) +
+           ";qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:read+;qXfer:threads:read+"
+           ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+" +
+           std::string(error_messages_ ? ";error-message+" : "");
+  }
+  if (p == "qC") return "QC" + hex_u64(static_cast<std::uint64_t>(thread_for(last_thread_)));
+  if (p.starts_with("qAttached")) return std::string(inferior_.spawned() ? "0" : "1");
+  if (p == "qfThreadInfo") {
+    std::string out = "m";
+    bool first = true;
+    for (pid_t t : inferior_.threads()) {
+      out += (first ? "" : ",") + hex_u64(static_cast<std::uint64_t>(t));
+      first = false;
+    }
+    return exited_ ? std::string("l") : out;
+  }
+  if (p == "qsThreadInfo") return std::string("l");
+  if (p.starts_with("qXfer:")) {
+    // qXfer:OBJECT:read:ANNEX:OFFSET,LENGTH
+    std::string_view rest = std::string_view(p).substr(6);
+    const std::size_t c1 = rest.find(':');
+    if (c1 == std::string_view::npos) return std::string();
+    const std::string_view object = rest.substr(0, c1);
+    rest = rest.substr(c1 + 1);
+    if (!rest.starts_with("read:")) return std::string();
+    rest = rest.substr(5);
+    const std::size_t c2 = rest.find(':');
+    if (c2 == std::string_view::npos) return std::string();
+    const std::string_view annex = rest.substr(0, c2);
+    auto al = addr_len(rest.substr(c2 + 1));
+    if (!al) return std::unexpected(al.error());
+    return xfer(object, annex, al->first, al->second);
+  }
+  if (p == "QThreadSuffixSupported") {
+    thread_suffix_ = true;
+    return std::string("OK");
+  }
+  if (p == "QListThreadsInStopReply") {
+    list_threads_ = true;
+    return std::string("OK");
+  }
+  if (p == "qHostInfo") {
+    return "triple:" + hex_text("x86_64-pc-linux-gnu") +
+           ";ptrsize:8;endian:little;ostype:linux;vendor:pc;watchpoint_exceptions_received:after;";
+  }
+  if (p == "qProcessInfo") {
+    return "pid:" + hex_u64(static_cast<std::uint64_t>(inferior_.pid())) +
+           ";triple:" + hex_text("x86_64-pc-linux-gnu") +
+           ";ostype:linux;vendor:pc;endian:little;ptrsize:8;";
+  }
+  if (p == "qWatchpointSupportInfo" || p == "qWatchpointSupportInfo:") {
+    // Any number: beyond the registers the software path takes them.
+    return std::string("num:1024;");
+  }
+  if (p.starts_with("qMemoryRegionInfo:")) {
+    auto addr = parse_hex_u64(std::string_view(p).substr(18));
+    if (!addr) return std::unexpected(addr.error());
+    auto maps = read_maps(inferior_.pid());
+    if (!maps) return std::unexpected(maps.error());
+    std::uint64_t next = ~std::uint64_t{0};
+    for (const Mapping& m : *maps) {
+      if (*addr >= m.start && *addr < m.end) {
+        std::string perms;
+        if (m.read) perms += 'r';
+        if (m.write) perms += 'w';
+        if (m.exec) perms += 'x';
+        std::string out = "start:" + hex_u64(m.start) + ";size:" + hex_u64(m.end - m.start) +
+                          ";permissions:" + perms + ";";
+        if (!m.path.empty()) out += "name:" + hex_text(m.path) + ";";
+        return out;
+      }
+      if (m.start > *addr) next = std::min(next, m.start);
+    }
+    return "start:" + hex_u64(*addr) + ";size:" + hex_u64(next - *addr) + ";";
+  }
+  if (p.starts_with("qSymbol")) return std::string("OK");
+  return std::string();  // qTStatus, qOffsets, ...: not served
+}
+
+Result<std::string> GdbServer::xfer(std::string_view object, std::string_view annex,
+                                    std::uint64_t offset, std::uint64_t length) {
+  if (object == "features") {
+    if (annex != "target.xml") return make_error(ErrorCode::kNoEnt, "annex: no such feature file");
+    return xfer_slice(gdb_target_xml(), offset, length);
+  }
+  if (object == "auxv") {
+    auto auxv = read_proc_file(inferior_.pid(), "auxv");
+    if (!auxv) return std::unexpected(auxv.error());
+    return xfer_slice(*auxv, offset, length);
+  }
+  if (object == "exec-file") {
+    auto path = executable_path(inferior_.pid());
+    if (!path) return std::unexpected(path.error());
+    return xfer_slice(*path, offset, length);
+  }
+  if (object == "threads") {
+    std::string xml = "<?xml version=\"1.0\"?>\n<threads>\n";
+    for (pid_t t : inferior_.threads()) {
+      xml += "<thread id=\"" + hex_u64(static_cast<std::uint64_t>(t)) + "\"/>\n";
+    }
+    xml += "</threads>\n";
+    return xfer_slice(xml, offset, length);
+  }
+  return std::string();
+}
+
+Result<std::string> GdbServer::read_memory(std::uint64_t addr, std::uint64_t len) {
+  std::vector<std::uint8_t> bytes(len);
+  // All at once, else as much as is readable (gdb takes a short read).
+  if (!inferior_.read_memory(addr, bytes)) {
+    std::size_t got = 0;
+    while (got < len) {
+      const std::uint64_t at = addr + got;
+      const std::uint64_t page_end = (at | 0xfff) + 1;
+      const std::size_t chunk = std::min<std::uint64_t>(len - got, page_end - at);
+      if (!inferior_.read_memory(at, std::span(bytes).subspan(got, chunk))) break;
+      got += chunk;
+    }
+    if (got == 0)
+      return make_error(ErrorCode::kFault, "addr: " + hex_u64(addr) + " is not readable");
+    bytes.resize(got);
+  }
+  // The program's bytes, not the int3s planted in them.
+  const auto show = [&](std::uint64_t at, std::uint8_t original) {
+    if (at >= addr && at < addr + bytes.size()) bytes[at - addr] = original;
+  };
+  for (const auto& [at, bp] : int3_) show(at, bp.original);
+  for (const RestoreByte& b : session_.planted_bytes()) show(b.addr, b.original);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+Result<void> GdbServer::write_memory(std::uint64_t addr, const std::vector<std::uint8_t>& bytes) {
+  std::vector<std::uint8_t> out = bytes;
+  // Over a planted int3 the program's byte changes, the int3 stays.
+  for (auto& [at, bp] : int3_) {
+    if (at >= addr && at < addr + out.size()) {
+      bp.original = out[at - addr];
+      out[at - addr] = kInt3;
+    }
+  }
+  return inferior_.write_memory(addr, out);
+}
+
+Result<std::string> GdbServer::insert_point(char type, std::uint64_t addr, std::uint64_t len) {
+  const auto plant = [&](bool software) -> Result<std::string> {
+    if (auto it = int3_.find(addr); it != int3_.end()) {
+      (software ? it->second.software : it->second.hardware) = true;
+      return std::string("OK");
+    }
+    std::uint8_t original = 0;
+    if (auto r = inferior_.read_memory(addr, std::span(&original, 1)); !r) {
+      return std::unexpected(r.error());
+    }
+    if (auto r = inferior_.write_memory(addr, std::span<const std::uint8_t>(&kInt3, 1)); !r) {
+      return std::unexpected(r.error());
+    }
+    int3_[addr] = Breakpoint{.original = original, .software = software, .hardware = !software};
+    return std::string("OK");
+  };
+  if (type == '0') return plant(true);
+  WatchSpec spec{.addr = addr, .len = len, .access = kWatchWrite};
+  if (type == '1') {
+    spec.len = 1;
+    spec.access = kWatchExec;
+    // A debug register where one is free and hits are delivered; else an int3 (the software
+    // path's own int3 would not stop the thread).
+    spec.mode = WatchMode::kHardware;
+  } else if (type == '3') {
+    spec.access = kWatchRead;
+  } else if (type == '4') {
+    spec.access = kWatchRead | kWatchWrite;
+  }
+  const WatchKey key{type, addr, spec.len};
+  if (watches_.contains(key)) return std::string("OK");
+  auto info = session_.insert(spec);
+  if (!info) {
+    if (type == '1') return plant(false);
+    return std::unexpected(info.error());
+  }
+  watches_[key] = info->id;
+  watch_type_[info->id] = type;
+  return std::string("OK");
+}
+
+Result<std::string> GdbServer::remove_point(char type, std::uint64_t addr, std::uint64_t len) {
+  if (type == '0' || type == '1') {
+    auto it = int3_.find(addr);
+    if (it != int3_.end() &&
+        ((type == '0' && it->second.software) || (type == '1' && it->second.hardware))) {
+      (type == '0' ? it->second.software : it->second.hardware) = false;
+      if (!it->second.software && !it->second.hardware) {
+        if (auto r = inferior_.write_memory(addr,
+                                            std::span<const std::uint8_t>(&it->second.original, 1));
+            !r) {
+          return std::unexpected(r.error());
+        }
+        int3_.erase(it);
+      }
+      return std::string("OK");
+    }
+    if (type == '0') return std::string("OK");
+    len = 1;
+  }
+  const WatchKey key{type, addr, len};
+  auto it = watches_.find(key);
+  if (it == watches_.end()) return std::string("OK");  // gdb removes what it never got
+  if (auto r = session_.remove(it->second); !r) return std::unexpected(r.error());
+  watch_type_.erase(it->second);
+  watches_.erase(it);
+  return std::string("OK");
+}
+
+Result<std::string> GdbServer::resume(const std::string& actions) {
+  // Each action applies to its thread, or (without one) to every thread no earlier action named.
+  struct Action {
+    char kind = 'c';
+    int signal = 0;
+    pid_t tid = -1;
+  };
+  std::vector<Action> list;
+  std::string_view rest = actions;
+  while (!rest.empty()) {
+    const std::size_t semi = rest.find(';');
+    std::string_view one = rest.substr(0, semi);
+    rest = semi == std::string_view::npos ? std::string_view() : rest.substr(semi + 1);
+    if (one.empty()) continue;
+    Action a;
+    a.kind = one[0];
+    std::string_view arg = one.substr(1);
+    const std::size_t colon = arg.find(':');
+    if (a.kind == 'C' || a.kind == 'S') {
+      auto sig = parse_hex_u64(arg.substr(0, colon));
+      if (!sig) return std::unexpected(sig.error());
+      a.signal = static_cast<int>(*sig);
+    }
+    if (colon != std::string_view::npos) {
+      auto t = parse_thread(arg.substr(colon + 1));
+      if (!t) return std::unexpected(t.error());
+      a.tid = *t;
+    }
+    if (a.kind != 'c' && a.kind != 'C' && a.kind != 's' && a.kind != 'S' && a.kind != 't') {
+      return make_error(ErrorCode::kInval, "vCont: unknown action '" + std::string(one) + "'");
+    }
+    list.push_back(a);
+  }
+  if (list.empty()) return make_error(ErrorCode::kInval, "vCont: no action");
+  interrupt_ = false;
+  stepping_ = 0;
+  const Resume mode = session_.resume_mode();
+  for (pid_t tid : inferior_.threads()) {
+    const auto it = std::find_if(list.begin(), list.end(), [&](const Action& a) {
+      return a.tid == tid || a.tid == -1 || a.tid == 0;
+    });
+    if (it == list.end() || it->kind == 't') continue;
+    if (!inferior_.is_stopped(tid) || inferior_.has_queued(tid)) continue;  // its event comes first
+    const bool step = it->kind == 's' || it->kind == 'S';
+    if (step) stepping_ = tid;
+    pending_signal_.erase(tid);
+    if (auto r = inferior_.resume(tid, step ? Resume::kStep : mode, it->signal);
+        !r && r.error().code() != ErrorCode::kSrch) {
+      return std::unexpected(r.error());
+    }
+  }
+  for (;;) {
+    auto got = inferior_.wait_or_poll(std::span<const int>(&in_fd_, 1), -1);
+    if (!got) {
+      if (got.error().code() == ErrorCode::kIntr) continue;
+      return std::unexpected(got.error());
+    }
+    if (!*got) {
+      // The client spoke while the process runs: Ctrl-C (0x03), or it went away.
+      auto more = receive(true);
+      if (!more) return std::unexpected(more.error());
+      if (!*more) {
+        auto end = finish(GdbServerEnd::How::kDisconnected);
+        if (!end) return std::unexpected(end.error());
+        gone_ = *end;
+        return std::string();
+      }
+      for (;;) {
+        auto item = reader_.next();
+        if (!item) break;
+        if (item->kind == RspItem::Kind::kInterrupt) interrupt_ = true;
+      }
+      if (interrupt_) {
+        interrupt_ = false;
+        auto stopped = inferior_.stop_all();
+        if (!stopped) return std::unexpected(stopped.error());
+        const pid_t tid = thread_for(stepping_ != 0 ? stepping_ : last_thread_);
+        last_thread_ = tid;
+        last_stop_ = stop_reply(SIGINT, tid, "");
+        return last_stop_;
+      }
+      continue;
+    }
+    auto stop = on_event(**got);
+    if (!stop) return std::unexpected(stop.error());
+    if (*stop) {
+      last_stop_ = **stop;
+      return last_stop_;
+    }
+  }
+}
+
+Result<std::string> GdbServer::stop_others(pid_t tid, const std::string& reply) {
+  auto stopped = inferior_.stop_all(tid);
+  if (!stopped) return std::unexpected(stopped.error());
+  last_thread_ = tid;
+  stepping_ = 0;
+  return reply;
+}
+
+Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
+  auto v = session_.handle(ev);
+  if (!v) return std::unexpected(v.error());
+  if (v->stopped) {
+    // A watch's hit: the thread is stopped right after the access.
+    std::string reason;
+    for (const WatchHit& h : v->hits) {
+      const auto type = watch_type_.find(WatchId(h.id));
+      const char t = type == watch_type_.end() ? '2' : type->second;
+      if (t == '1') {
+        reason = "hwbreak:;";
+      } else {
+        reason = std::string(t == '3'   ? "rwatch"
+                             : t == '4' ? "awatch"
+                                        : "watch") +
+                 ":" + hex_u64(h.addr) + ";";
+      }
+      break;
+    }
+    if (v->signal != 0) pending_signal_[ev.tid] = v->signal;
+    auto r = stop_others(ev.tid, stop_reply(SIGTRAP, ev.tid, reason));
+    if (!r) return std::unexpected(r.error());
+    return std::optional<std::string>(*r);
+  }
+  if (v->handled) return std::optional<std::string>();
+  const Resume mode = session_.resume_mode();
+  Result<void> step;
+  switch (ev.kind) {
+    case EventKind::kExited:
+    case EventKind::kKilled: {
+      exited_ = true;
+      end_.exited = true;
+      end_.status = ev.status;
+      end_.signal = ev.kind == EventKind::kKilled ? ev.signal : 0;
+      return std::optional<std::string>(ev.kind == EventKind::kExited ? "W" + hex_byte(ev.status)
+                                                                      : "X" + hex_byte(ev.signal));
+    }
+    case EventKind::kThreadExit:
+      return std::optional<std::string>();
+    case EventKind::kSignal: {
+      if (ev.signal == SIGTRAP && ev.code == kSiKernel) {
+        auto regs = inferior_.get_regs(ev.tid);
+        if (!regs) return std::unexpected(regs.error());
+        auto bp = int3_.find(regs->rip - 1);
+        if (bp != int3_.end()) {
+          // Ours: back onto the instruction, as a hardware breakpoint would stop.
+          regs->rip -= 1;
+          if (auto r = inferior_.set_regs(ev.tid, *regs); !r) return std::unexpected(r.error());
+          auto r = stop_others(
+              ev.tid, stop_reply(SIGTRAP, ev.tid, bp->second.software ? "swbreak:;" : "hwbreak:;"));
+          if (!r) return std::unexpected(r.error());
+          return std::optional<std::string>(*r);
+        }
+      }
+      if (ev.signal == SIGTRAP && ev.tid == stepping_ && ev.code != kSiKernel) {
+        auto r = stop_others(ev.tid, stop_reply(SIGTRAP, ev.tid, ""));
+        if (!r) return std::unexpected(r.error());
+        return std::optional<std::string>(*r);
+      }
+      // The program's own signal: reported; delivered when the client resumes with it.
+      pending_signal_[ev.tid] = ev.signal;
+      auto r = stop_others(ev.tid, stop_reply(ev.signal, ev.tid, ""));
+      if (!r) return std::unexpected(r.error());
+      return std::optional<std::string>(*r);
+    }
+    case EventKind::kFork:
+      step = ev.vfork ? inferior_.resume(ev.child, mode) : inferior_.release(ev.child);
+      break;
+    default:
+      step = inferior_.resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);
+      break;
+  }
+  if (!step && step.error().code() != ErrorCode::kSrch) return std::unexpected(step.error());
+  return std::optional<std::string>();
+}
+
+}  // namespace hwarb::native

@@ -1,0 +1,165 @@
+// `hwarb gdbserver`: gdb, lldb or an IDE debug a real process through the GDB remote protocol,
+// with hwarb's watchpoints (native::GdbServer over a WatchSession).
+//
+//   hwarb gdbserver [--software] [--once] (HOST:PORT | --stdio | -) (-- CMD ARGS | -p PID)
+//
+// The connection: HOST:PORT listens for one client on TCP (":1234" and "localhost:1234" are
+// 127.0.0.1; port 0 picks one, said on stderr); --stdio (or "-") talks on standard input and
+// output, as `target remote | hwarb gdbserver --stdio -- prog` wants: the program's standard
+// output then goes to standard error, so that it never mixes with the protocol. --once is the
+// only way it runs (one client, then the server ends); it is accepted for gdbserver's users.
+// Watchpoints take debug registers where the probe sees hits delivered, else (and with
+// --software) the software path. Exit status: 0 when the client detached, killed the program or
+// went away; 1 when the target could not be traced or the server failed; 2 for usage errors.
+#include <signal.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "commands.h"
+#include "hwarb/linux/gdb_server.h"
+#include "hwarb/linux/probe.h"
+#include "hwarb/linux/session.h"
+#include "hwarb/linux/signals.h"
+#include "hwarb/linux/socket.h"
+#include "hwarb/linux/watch_session.h"
+#include "number_scan.h"
+#include "session.h"
+
+namespace hwarb::cli {
+namespace {
+
+struct ServerArgs {
+  std::string where;  // HOST:PORT, or "-"
+  bool stdio = false;
+  bool software = false;
+  bool once = false;
+  TargetOptions target;
+};
+
+int fail(const std::string& message, int code) {
+  std::cerr << "hwarb gdbserver: " << message << "\n";
+  return code;
+}
+
+// HOST:PORT → (host, port); EINVAL naming the field.
+Result<std::pair<std::string, std::uint16_t>> parse_where(const std::string& where) {
+  const std::size_t colon = where.rfind(':');
+  if (colon == std::string::npos) {
+    return make_error(ErrorCode::kInval,
+                      "connection: '" + where + "' is not HOST:PORT, --stdio or -");
+  }
+  const std::string port_text = where.substr(colon + 1);
+  const NumberScan n = scan_number(port_text, 0);
+  if (port_text.empty() || n.kind != NumberScan::Kind::kOk || n.end != port_text.size() ||
+      n.value > 65535) {
+    return make_error(ErrorCode::kInval,
+                      "connection: port '" + port_text + "' is not a number from 0 to 65535");
+  }
+  return std::pair{where.substr(0, colon), static_cast<std::uint16_t>(n.value)};
+}
+
+int run_server(ServerArgs& args) {
+  if (args.where == "-") {
+    args.stdio = true;
+    args.where.clear();
+  }
+  if (args.stdio == !args.where.empty()) {
+    return fail("connection: give exactly one of HOST:PORT, --stdio or -", kExitUsage);
+  }
+  std::optional<std::pair<std::string, std::uint16_t>> listen;
+  if (!args.stdio) {
+    auto parsed = parse_where(args.where);
+    if (!parsed) return fail(parsed.error().to_string(), kExitUsage);
+    listen = *parsed;
+  }
+  if (auto t = check_target(args.target); !t) return fail(t.error().to_string(), kExitUsage);
+  if (!args.target.command.empty() && args.target.tid != 0) {
+    return fail("target: -t is not served (give -p PID or a command)", kExitUsage);
+  }
+  // A client that goes away mid-write must not kill the server before it cleans up.
+  if (auto r = native::ignore_signal(SIGPIPE); !r) return fail(r.error().to_string(), kExitFailure);
+
+  native::WatchSessionOptions options = watch_options(args.software);
+  options.stop_at_hits = true;
+
+  // Listen before the program starts: a port in use is the user's error, with nothing run.
+  native::Fd listener;
+  if (listen) {
+    auto l = native::listen_tcp(listen->first, listen->second);
+    if (!l) return fail(l.error().to_string(), kExitUsage);
+    listener = std::move(*l);
+  }
+  std::optional<native::Inferior> inferior;
+  if (!args.target.command.empty()) {
+    // With --stdio, standard output is the protocol: the program writes to standard error.
+    auto spawned =
+        native::Inferior::spawn(args.target.command, {.kill_on_exit = false,
+                                                      .stdout_fd = args.stdio ? STDERR_FILENO : -1,
+                                                      .disable_aslr = !args.target.aslr});
+    if (!spawned) return fail(spawned.error().to_string(), kExitFailure);
+    inferior.emplace(std::move(*spawned));
+  } else {
+    auto attached = native::open_target(args.target);
+    if (!attached) return fail(attached.error().to_string(), kExitFailure);
+    inferior.emplace(std::move(*attached));
+  }
+  std::cerr << "hwarb gdbserver: " << target_name(args.target) << " is process " << inferior->pid()
+            << "; watchpoints: "
+            << (options.hardware ? "debug registers while they last, then software"
+                                 : "software (" + options.no_hardware + ")")
+            << "\n";
+  native::Fd connection;
+  int in = STDIN_FILENO;
+  int out = STDOUT_FILENO;
+  if (listen) {
+    auto port = native::local_port(listener.get());
+    std::cerr << "hwarb gdbserver: listening on port " << (port ? *port : listen->second) << "\n";
+    auto accepted = native::accept_one(listener.get());
+    if (!accepted) return fail(accepted.error().to_string(), kExitFailure);
+    connection = std::move(*accepted);
+    listener = native::Fd();
+    in = out = connection.get();
+  }
+  native::WatchSession session(*inferior, options);
+  native::GdbServer server(*inferior, session, in, out);
+  auto end = server.serve();
+  if (!end) return fail(end.error().to_string(), kExitFailure);
+  const char* how = end->how == native::GdbServerEnd::How::kDetached ? "detached"
+                    : end->how == native::GdbServerEnd::How::kKilled ? "killed"
+                                                                     : "the client went away";
+  std::cerr << "hwarb gdbserver: " << how;
+  if (end->exited) {
+    std::cerr << "; the program "
+              << (end->signal != 0 ? "was killed by signal " + std::to_string(end->signal)
+                                   : "exited with status " + std::to_string(end->status));
+  }
+  std::cerr << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandRunner setup_gdbserver(CLI::App& app) {
+  auto args = std::make_shared<ServerArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "gdbserver",
+      "serve a real process to gdb, lldb or an IDE over the GDB remote protocol, with watchpoints "
+      "of any number and size");
+  sub->add_option("connection", args->where, "HOST:PORT to listen on (e.g. :1234), or - for stdio");
+  sub->add_flag("--stdio", args->stdio, "talk on standard input and output");
+  sub->add_flag("--software", args->software,
+                "watchpoints in software even where debug-register hits are delivered");
+  sub->add_flag("--once", args->once, "serve one client, then end (the only mode)");
+  add_target_options(*sub, args->target);
+  sub->footer(
+      "Target: -p PID | -- COMMAND [ARGS]. gdb: target remote | hwarb gdbserver --stdio -- prog, "
+      "or target remote :1234. Exit status: 0 done, 1 the target could not be traced or the "
+      "server failed, 2 usage error.");
+  return [args]() { return run_server(*args); };
+}
+
+}  // namespace hwarb::cli
