@@ -57,6 +57,12 @@ for mode in "${modes[@]}"; do
   expect "$tmp/w$m.out" 'exited with code 07' "$m: watch counter: the exit code"
   expect "$tmp/w$m.err" '^total=936$' "$m: watch counter: the program's output"
 
+  # 1b. A breakpoint on the store itself: gdb steps over it with the watch in place, and the
+  # write is still a watch stop (a debug register's trap must not vanish into the step's).
+  gdb_run "bw$m" "$mode" 'break bump' 'continue' 'watch counter' continue continue continue continue
+  count "$tmp/bw$m.out" '^Breakpoint 1, bump' 3 "$m: break + watch: breakpoint stops"
+  [[ $(new_values "$tmp/bw$m.out") == "1 2 " ]] || bad "$m: break + watch: gdb saw '$(new_values "$tmp/bw$m.out")'"
+
   # 2. A 64-byte struct (8 longs): one stop per element written, whole values.
   gdb_run "b$m" "$mode" 'break fill' 'continue' 'watch block' continue continue continue continue \
     continue continue continue continue 'delete' 'continue'
@@ -123,5 +129,30 @@ for mode in "${modes[@]}"; do
   for _ in $(seq 50); do grep -q '^total=' "$tmp/tcp$m.prog" && break; sleep 0.1; done
   expect "$tmp/tcp$m.prog" '^total=936$' "$m: tcp: after the detach the program ran on to its end"
 done
+
+# 6. lldb (Debian's) as the client, over TCP: breakpoint, registers, threads, a watchpoint.
+if command -v lldb >/dev/null; then
+  ( "$hwarb" gdbserver 127.0.0.1:0 -- "$prog" 2>"$tmp/lldb.err" >"$tmp/lldb.prog" ) &
+  port=
+  for _ in $(seq 100); do
+    port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/lldb.err")
+    [[ -n $port ]] && break
+    sleep 0.05
+  done
+  # Debian's lldb-14 finds its Python module only with this path.
+  PYTHONPATH=$(ls -d /usr/lib/llvm-*/lib/python3*/dist-packages 2>/dev/null | head -1) \
+    timeout 60 lldb -b "$prog" -o "gdb-remote 127.0.0.1:$port" -o 'breakpoint set -n bump' \
+    -o 'continue' -o 'register read rip' -o 'thread list' -o 'watchpoint set variable counter' \
+    -o 'continue' -o 'continue' -o 'kill' >"$tmp/lldb.out" 2>&1
+  expect "$tmp/lldb.out" 'stop reason = breakpoint 1\.1' "lldb: breakpoint"
+  expect "$tmp/lldb.out" 'rip = 0x[0-9a-f]+ +prog_gdb_target`bump' "lldb: register read rip"
+  expect "$tmp/lldb.out" 'thread #1: tid = [0-9]+' "lldb: thread list"
+  expect "$tmp/lldb.out" 'Watchpoint created: Watchpoint 1: addr = 0x[0-9a-f]+ size = 8' "lldb: watchpoint set"
+  expect "$tmp/lldb.out" 'stop reason = watchpoint 1' "lldb: watchpoint stop"
+  count "$tmp/lldb.out" '^new value: 1$' 1 "lldb: the watched value"
+  wait
+else
+  bad "lldb is not installed (scripts/setup installs it)"
+fi
 
 exit $fail

@@ -661,7 +661,18 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
     if (it == list.end() || it->kind == 't') continue;
     if (!inferior_.is_stopped(tid) || inferior_.has_queued(tid)) continue;  // its event comes first
     const bool step = it->kind == 's' || it->kind == 'S';
-    if (step) stepping_ = tid;
+    if (step) {
+      stepping_ = tid;
+      // The step's accesses, for a debug-register hit whose trap the step's own SIGTRAP hides
+      // (two SIGTRAPs of one instruction coalesce into one stop).
+      step_accesses_.clear();
+      auto regs = inferior_.get_regs(tid);
+      auto insn =
+          regs ? inferior_.decode_at(regs->rip) : Result<x86::Insn>(std::unexpected(regs.error()));
+      if (insn) {
+        if (auto refs = x86::effective_addresses(*insn, *regs)) step_accesses_ = std::move(*refs);
+      }
+    }
     pending_signal_.erase(tid);
     if (auto r = inferior_.resume(tid, step ? Resume::kStep : mode, it->signal);
         !r && r.error().code() != ErrorCode::kSrch) {
@@ -707,6 +718,32 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
       return last_stop_;
     }
   }
+}
+
+std::string GdbServer::stepped_watch() const {
+  // A software watch's hit is a stop of its own (the step faults); a debug register's trap may
+  // have coalesced with the step's: the step's own operands tell.
+  for (const WatchInfo& w : session_.watches()) {
+    if (w.placement != Placement::kHardware || w.spec.access == kWatchExec) continue;
+    for (const x86::MemRef& ref : step_accesses_) {
+      const unsigned bits = (ref.access == x86::Access::kRead    ? kWatchRead
+                             : ref.access == x86::Access::kWrite ? kWatchWrite
+                                                                 : kWatchRead | kWatchWrite) &
+                            w.spec.access;
+      const std::uint64_t size = std::max<std::uint64_t>(ref.size, 1);
+      if (bits == 0 || ref.address >= w.spec.addr + w.spec.len ||
+          w.spec.addr >= ref.address + size) {
+        continue;
+      }
+      const auto type = watch_type_.find(w.id);
+      const char t = type == watch_type_.end() ? '2' : type->second;
+      return std::string(t == '3'   ? "rwatch"
+                         : t == '4' ? "awatch"
+                                    : "watch") +
+             ":" + hex_u64(std::max(ref.address, w.spec.addr)) + ";";
+    }
+  }
+  return "";
 }
 
 Result<std::string> GdbServer::stop_others(pid_t tid, const std::string& reply) {
@@ -772,7 +809,7 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
         }
       }
       if (ev.signal == SIGTRAP && ev.tid == stepping_ && ev.code != kSiKernel) {
-        auto r = stop_others(ev.tid, stop_reply(SIGTRAP, ev.tid, ""));
+        auto r = stop_others(ev.tid, stop_reply(SIGTRAP, ev.tid, stepped_watch()));
         if (!r) return std::unexpected(r.error());
         return std::optional<std::string>(*r);
       }

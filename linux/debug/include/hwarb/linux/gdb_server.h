@@ -51,6 +51,7 @@
 #include "hwarb/linux/inferior.h"
 #include "hwarb/linux/rsp.h"
 #include "hwarb/linux/watch_session.h"
+#include "hwarb/x86/insn.h"
 
 namespace hwarb::native {
 
@@ -104,6 +105,8 @@ class GdbServer {
   Result<std::string> resume(const std::string& actions);
   Result<std::optional<std::string>> on_event(const Event& event);
   Result<std::string> stop_others(pid_t tid, const std::string& reply);
+  // "watch:ADDR;" when the instruction just stepped touched a hardware-placed watch, else "".
+  std::string stepped_watch() const;
   Result<std::optional<GdbServerEnd>> finish(GdbServerEnd::How how);
 
   pid_t thread_for(pid_t selected) const;
@@ -115,17 +118,18 @@ class GdbServer {
   int out_fd_;
   RspReader reader_;
   bool ack_ = true;
-  bool error_messages_ = false;  // the client announced error-message+
-  bool thread_suffix_ = false;   // lldb's QThreadSuffixSupported
-  bool list_threads_ = false;    // lldb's QListThreadsInStopReply
-  std::string last_sent_;        // for a '-' from the client
-  bool interrupt_ = false;       // 0x03 seen while running
-  std::string last_stop_;        // the reply to '?'
-  pid_t last_thread_ = 0;        // the thread of the last stop
-  pid_t g_thread_ = 0;           // Hg (0: the last stop's)
-  pid_t c_thread_ = 0;           // Hc
-  pid_t stepping_ = 0;           // the thread of a step in progress
-  bool exited_ = false;          // the process ended (W/X sent)
+  bool error_messages_ = false;             // the client announced error-message+
+  bool thread_suffix_ = false;              // lldb's QThreadSuffixSupported
+  bool list_threads_ = false;               // lldb's QListThreadsInStopReply
+  std::string last_sent_;                   // for a '-' from the client
+  bool interrupt_ = false;                  // 0x03 seen while running
+  std::string last_stop_;                   // the reply to '?'
+  pid_t last_thread_ = 0;                   // the thread of the last stop
+  pid_t g_thread_ = 0;                      // Hg (0: the last stop's)
+  pid_t c_thread_ = 0;                      // Hc
+  pid_t stepping_ = 0;                      // the thread of a step in progress
+  std::vector<x86::MemRef> step_accesses_;  // its instruction's memory operands
+  bool exited_ = false;                     // the process ended (W/X sent)
   GdbServerEnd end_;
   std::optional<GdbServerEnd> gone_;     // the client went away while the process ran
   std::map<pid_t, int> pending_signal_;  // reported to the client, delivered if it resumes with it
