@@ -86,7 +86,7 @@ for mode in "${modes[@]}"; do
   # 4. Breakpoints, hbreak, bt, registers, stepi, finish; threads.
   gdb_run "br$m" "$mode" 'break bump' 'hbreak peek' 'continue' 'bt' 'info registers rip' 'stepi' \
     'finish' 'delete 1' 'continue' 'delete' 'break worker' 'continue' 'info threads' 'thread 1' \
-    'bt 1' 'kill'
+    'bt 1' 'info sharedlibrary' 'kill'
   expect "$tmp/br$m.out" '^Breakpoint 1, bump \(v=(v@entry=)?1\) at .*gdb_target.c' "$m: break bump"
   expect "$tmp/br$m.out" '^#1 +0x[0-9a-f]+ in main' "$m: bt"
   expect "$tmp/br$m.out" '^rip +0x[0-9a-f]+ +0x[0-9a-f]+ <bump' "$m: info registers rip"
@@ -98,6 +98,8 @@ for mode in "${modes[@]}"; do
   [[ $n -ge 2 && $n -le 3 ]] || bad "$m: info threads: $n threads"
   expect "$tmp/br$m.out" '^\[Switching to thread 1 ' "$m: thread 1"
   expect "$tmp/br$m.out" 'Remote target\) killed' "$m: kill"
+  # gdb's default sysroot reads the libraries through the server (vFile).
+  expect "$tmp/br$m.out" 'Yes .*target:/.*libc\.so\.6' "$m: libraries read through the server"
 
 done
 

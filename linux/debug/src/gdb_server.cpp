@@ -365,7 +365,8 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
         return end;
       }
       if (p == "vMustReplyEmpty") return answer(std::string());
-      return answer(std::string());  // vFile, vRun, vAttach: not served
+      if (p.starts_with("vFile:")) return answer(file_request(std::string_view(p).substr(6)));
+      return answer(std::string());  // vRun, vAttach: not served
     }
     case 'D': {
       auto end = finish(GdbServerEnd::How::kDetached);
@@ -400,6 +401,102 @@ Result<std::string> GdbServer::write_registers(pid_t tid, const std::pair<x86::R
   if (auto w = inferior_.set_regs(tid, r.first); !w) return std::unexpected(w.error());
   if (auto w = inferior_.set_fxsave(tid, r.second.fxsave); !w) return std::unexpected(w.error());
   return std::string("OK");
+}
+
+// Host I/O (vFile): gdb reads the executable and libraries through the server (its default
+// sysroot "target:"). Read-only: a file is opened for reading only, or refused with EACCES.
+// Replies "F<result>" or "F-1,<errno>" with gdb's File-I/O errno values.
+std::string GdbServer::file_request(std::string_view request) {
+  const auto fail = [](const Error& e) {
+    // gdb's File-I/O errno values: those of Linux for the codes here, else EUNKNOWN.
+    int code = 9999;
+    switch (e.code()) {
+      case ErrorCode::kPerm:
+      case ErrorCode::kNoEnt:
+      case ErrorCode::kIntr:
+      case ErrorCode::kAcces:
+      case ErrorCode::kFault:
+      case ErrorCode::kBusy:
+      case ErrorCode::kExist:
+      case ErrorCode::kNoDev:
+      case ErrorCode::kInval:
+      case ErrorCode::kNoSpc:
+        code = static_cast<int>(e.code());
+        break;
+      default:
+        break;
+    }
+    return "F-1," + hex_u64(static_cast<std::uint64_t>(code));
+  };
+  const std::size_t colon = request.find(':');
+  const std::string_view op = request.substr(0, colon);
+  std::vector<std::string_view> args;
+  if (colon != std::string_view::npos) {
+    std::string_view rest = request.substr(colon + 1);
+    for (;;) {
+      const std::size_t comma = rest.find(',');
+      args.push_back(rest.substr(0, comma));
+      if (comma == std::string_view::npos) break;
+      rest = rest.substr(comma + 1);
+    }
+  }
+  const auto number = [&](std::size_t i) -> Result<std::uint64_t> {
+    if (i >= args.size()) return make_error(ErrorCode::kInval, "vFile: missing argument");
+    return parse_hex_u64(args[i]);
+  };
+  if (op == "setfs") return "F0";  // one process: its file system is ours
+  if (op == "open") {
+    auto path = from_hex(args.empty() ? std::string_view() : args[0]);
+    auto flags = number(1);
+    if (!path || !flags) return fail(path ? flags.error() : path.error());
+    if ((*flags & 3) != 0) return fail(Error(ErrorCode::kAcces, "vFile: read-only"));
+    auto fd = open_file(std::string(path->begin(), path->end()));
+    if (!fd) return fail(fd.error());
+    const int n = fd->get();
+    files_[n] = std::move(*fd);
+    return "F" + hex_u64(static_cast<std::uint64_t>(n));
+  }
+  auto fd = number(0);
+  if (!fd) return fail(fd.error());
+  auto file = files_.find(static_cast<int>(*fd));
+  if (file == files_.end()) return "F-1," + hex_u64(9);  // EBADF
+  if (op == "close") {
+    files_.erase(file);
+    return "F0";
+  }
+  if (op == "pread") {
+    auto count = number(1);
+    auto offset = number(2);
+    if (!count || !offset) return fail(count ? offset.error() : count.error());
+    std::vector<std::uint8_t> data(std::min<std::uint64_t>(*count, kPacketSize / 2));
+    auto n = pread_file(file->first, *offset, data);
+    if (!n) return fail(n.error());
+    return "F" + hex_u64(*n) + ";" + std::string(data.begin(), data.begin() + *n);
+  }
+  if (op == "fstat") {
+    auto st = file_stat(file->first);
+    if (!st) return fail(st.error());
+    // gdb's struct fio_stat: big-endian 32-bit fields, 64-bit size/blksize/blocks.
+    std::string out;
+    const auto be = [&](std::uint64_t v, int bytes) {
+      for (int i = bytes - 1; i >= 0; --i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+    };
+    be(st->dev, 4);
+    be(st->ino, 4);
+    be(st->mode, 4);
+    be(st->nlink, 4);
+    be(st->uid, 4);
+    be(st->gid, 4);
+    be(st->rdev, 4);
+    be(st->size, 8);
+    be(st->blksize, 8);
+    be(st->blocks, 8);
+    be(static_cast<std::uint64_t>(st->atime), 4);
+    be(static_cast<std::uint64_t>(st->mtime), 4);
+    be(static_cast<std::uint64_t>(st->ctime), 4);
+    return "F" + hex_u64(out.size()) + ";" + out;
+  }
+  return std::string();  // unlink, readlink, pwrite: not served
 }
 
 Result<std::string> GdbServer::query(const std::string& p) {

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -307,6 +308,32 @@ Result<Fd> open_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return sys_fail<Fd>(errno, "file", "open " + path);
   return Fd(fd);
+}
+
+Result<std::size_t> pread_file(int fd, std::uint64_t offset, std::span<std::uint8_t> out) {
+  const ssize_t n = ::pread(fd, out.data(), out.size(), static_cast<off_t>(offset));
+  if (n < 0) return sys_fail<std::size_t>(errno, "fd", "pread of fd " + std::to_string(fd));
+  return static_cast<std::size_t>(n);
+}
+
+Result<FileStat> file_stat(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    return sys_fail<FileStat>(errno, "fd", "fstat of fd " + std::to_string(fd));
+  }
+  return FileStat{.dev = st.st_dev,
+                  .ino = st.st_ino,
+                  .size = static_cast<std::uint64_t>(st.st_size),
+                  .blksize = static_cast<std::uint64_t>(st.st_blksize),
+                  .blocks = static_cast<std::uint64_t>(st.st_blocks),
+                  .mode = st.st_mode,
+                  .nlink = static_cast<std::uint32_t>(st.st_nlink),
+                  .uid = st.st_uid,
+                  .gid = st.st_gid,
+                  .rdev = static_cast<std::uint32_t>(st.st_rdev),
+                  .atime = st.st_atime,
+                  .mtime = st.st_mtime,
+                  .ctime = st.st_ctime};
 }
 
 }  // namespace hwarb::native

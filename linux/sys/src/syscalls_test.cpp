@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/user.h>
@@ -145,6 +146,32 @@ TEST(Syscalls, OpenFileIsCloseOnExecAndNamesAMissingFile) {
   auto missing = open_file("/nonexistent/hwarb");
   expect_error(missing, ErrorCode::kNoEnt, "file");
   EXPECT_NE(missing.error().message().find("/nonexistent/hwarb"), std::string::npos);
+}
+
+TEST(Syscalls, PreadFileAndFileStatSeeTheFileAsItIs) {
+  char path[] = "/tmp/hwarb_pread_XXXXXX";
+  const int raw = ::mkstemp(path);
+  ASSERT_GE(raw, 0);
+  Fd owner(raw);
+  const std::string text = "0123456789abcdef";
+  ASSERT_EQ(::write(raw, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  auto fd = open_file(path);
+  ::unlink(path);
+  ASSERT_TRUE(fd) << fd.error().to_string();
+  std::vector<std::uint8_t> buf(8);
+  auto n = pread_file(fd->get(), 10, buf);
+  ASSERT_TRUE(n) << n.error().to_string();
+  EXPECT_EQ(*n, 6u);  // short at the end
+  EXPECT_EQ(std::string(buf.begin(), buf.begin() + 6), "abcdef");
+  auto end = pread_file(fd->get(), 16, buf);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(*end, 0u);
+  auto st = file_stat(fd->get());
+  ASSERT_TRUE(st) << st.error().to_string();
+  EXPECT_EQ(st->size, text.size());
+  EXPECT_TRUE(S_ISREG(st->mode));
+  expect_error(pread_file(-1, 0, buf), ErrorCode::kIo, "fd");
+  expect_error(file_stat(-1), ErrorCode::kIo, "fd");
 }
 
 // Arms SIGALRM with a handler that returns without SA_RESTART (as install_interrupt_flag's) to

@@ -19,7 +19,9 @@
 //     delivers hits and one is free, else an int3 reported as hwbreak; Z2/Z3/Z4 a watch of the
 //     session (any address and length). A Z that cannot be honoured answers E NN (with the
 //     message, E.text, when the client announced error-message support).
-//  6. D (detach) and k/vKill: every int3, protection and register of the session is undone
+//  6. Host I/O (vFile setfs/open/pread/fstat/close), read-only: gdb's default sysroot reads the
+//     executable and libraries through it.
+//  7. D (detach) and k/vKill: every int3, protection and register of the session is undone
 //     first; a detached program runs on unmodified.
 // Bad input (a malformed packet, a bad checksum, an unknown packet) gets the protocol's answer:
 // '-' (resend), an empty reply, or E NN; it never changes the process.
@@ -91,6 +93,7 @@ class GdbServer {
   // One packet while the process is stopped; nullopt: keep serving, else the end.
   Result<std::optional<GdbServerEnd>> on_packet(const std::string& packet);
   Result<std::string> query(const std::string& packet);
+  std::string file_request(std::string_view request);
   Result<std::string> xfer(std::string_view object, std::string_view annex, std::uint64_t offset,
                            std::uint64_t length);
   // A thread's registers as gdb sees them (general and FXSAVE), and back ("OK").
@@ -136,6 +139,7 @@ class GdbServer {
   std::map<std::uint64_t, Breakpoint> int3_;
   std::map<WatchKey, WatchId> watches_;
   std::map<WatchId, char> watch_type_;
+  std::map<int, Fd> files_;  // vFile descriptors
 };
 
 }  // namespace hwarb::native

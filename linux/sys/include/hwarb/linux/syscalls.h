@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -122,6 +123,18 @@ Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len
 // open(2) of `path` read-only and close-on-exec. The kernel's errno naming `file` (ENOENT,
 // EACCES, ...), the message "file: open <path>: <ERRNAME> (<text>)".
 [[nodiscard]] Result<Fd> open_file(const std::string& path);
+// One pread(2) of up to out.size() bytes at `offset`: how many were read (0 at the end). The
+// kernel's errno naming `fd`.
+[[nodiscard]] Result<std::size_t> pread_file(int fd, std::uint64_t offset,
+                                             std::span<std::uint8_t> out);
+// What fstat(2) says of an open file (the fields a debugger's remote file access reports).
+struct FileStat {
+  std::uint64_t dev = 0, ino = 0, size = 0, blksize = 0, blocks = 0;
+  std::uint32_t mode = 0, nlink = 0, uid = 0, gid = 0, rdev = 0;
+  std::int64_t atime = 0, mtime = 0, ctime = 0;
+};
+// The kernel's errno naming `fd`.
+[[nodiscard]] Result<FileStat> file_stat(int fd);
 
 }  // namespace hwarb::native
 
