@@ -132,6 +132,32 @@ for mode in "${modes[@]}"; do
   expect "$tmp/tcp$m.prog" '^total=936$' "$m: tcp: after the detach the program ran on to its end"
 done
 
+# 5b. -p: attach to a running program, watch, detach: it runs on untouched (its text as in the
+# file), in both modes.
+for mode in "${modes[@]}"; do
+  m=${mode:-default}
+  "$P/prog_spin" >"$tmp/spin$m.out" &
+  spin=$!
+  for _ in $(seq 50); do grep -q ready "$tmp/spin$m.out" && break; sleep 0.05; done
+  timeout 60 gdb -nx -batch -ex 'set confirm off' \
+    -ex "target remote | $hwarb gdbserver $mode --stdio -p $spin" -ex 'watch ticks' -ex 'continue' \
+    -ex 'continue' -ex 'detach' >"$tmp/att$m.out" 2>&1
+  count "$tmp/att$m.out" '^New value = ' 2 "$m: attach: two watch stops"
+  old=$(sed -n 's/^Old value = //p' "$tmp/att$m.out" | head -1)
+  new=$(sed -n 's/^New value = //p' "$tmp/att$m.out" | head -1)
+  [[ -n $old && $new == $((old + 1)) ]] || bad "$m: attach: values $old -> $new"
+  sleep 0.3
+  if kill -0 "$spin" 2>/dev/null; then
+    python3 "$(dirname "${BASH_SOURCE[0]}")/text_matches.py" "$spin" "$P/prog_spin" ||
+      bad "$m: attach: the program's text changed"
+    grep -q 'TracerPid:.0' "/proc/$spin/status" || bad "$m: attach: still traced after the detach"
+    kill "$spin"
+  else
+    bad "$m: attach: the program died after the detach"
+  fi
+  wait "$spin" 2>/dev/null
+done
+
 # 6. lldb (Debian's) as the client, over TCP: breakpoint, registers, threads, a watchpoint.
 if command -v lldb >/dev/null; then
   ( "$hwarb" gdbserver 127.0.0.1:0 -- "$prog" 2>"$tmp/lldb.err" >"$tmp/lldb.prog" ) &

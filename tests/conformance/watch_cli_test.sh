@@ -244,31 +244,7 @@ sleep 0.1
 state=$(awk '{print $3}' "/proc/$spin/stat")
 [[ $state == S || $state == R ]] || { echo "FAIL: target state '$state' after detach" >&2; fail=1; }
 grep -q TracerPid:.0 "/proc/$spin/status" || { echo "FAIL: target still traced" >&2; fail=1; }
-python3 - "$spin" "$programs/prog_spin" <<'PY' || fail=1
-import sys
-pid, exe = sys.argv[1], sys.argv[2]
-data = open(exe, "rb").read()
-checked = 0
-with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb") as mem:
-    for line in maps:
-        parts = line.split()
-        if len(parts) < 6 or parts[5] != exe and not parts[5].endswith("/prog_spin"):
-            continue
-        start, end = (int(x, 16) for x in parts[0].split("-"))
-        offset = int(parts[2], 16)
-        if "x" not in parts[1]:
-            continue
-        mem.seek(start)
-        live = mem.read(end - start)
-        want = data[offset:offset + len(live)]
-        if live[:len(want)] != want:
-            print("FAIL: text of the target differs from the file after detach", file=sys.stderr)
-            sys.exit(1)
-        checked += len(want)
-if checked == 0:
-    print("FAIL: no text mapping of prog_spin found", file=sys.stderr)
-    sys.exit(1)
-PY
+python3 "$(dirname "${BASH_SOURCE[0]}")/text_matches.py" "$spin" "$programs/prog_spin" || fail=1
 kill -9 "$spin"
 wait "$spin" 2>/dev/null
 spin=
