@@ -57,6 +57,20 @@ for mode in "${modes[@]}"; do
   expect "$tmp/w$m.out" 'exited with code 07' "$m: watch counter: the exit code"
   expect "$tmp/w$m.err" '^total=936$' "$m: watch counter: the program's output"
 
+  # ... and what gdb's own hardware watchpoints report natively, where this machine delivers
+  # their hits.
+  if [[ -z $mode ]]; then
+    if "$hwarb" probe --json | grep -q '"hits_delivered":true'; then
+      timeout 120 gdb -nx -batch -ex 'set confirm off' -ex 'set pagination off' -ex 'break main' \
+        -ex run -ex 'watch counter' -ex continue -ex continue -ex continue -ex continue \
+        -ex continue -ex delete -ex continue --args "$prog" >"$tmp/native.out" 2>&1
+      native=$(new_values "$tmp/native.out")
+      [[ $got == "$native" ]] || bad "watch counter: gdb + hwarb '$got', native gdb '$native'"
+    else
+      echo "note: native gdb comparison skipped: this machine does not deliver breakpoint hits"
+    fi
+  fi
+
   # 1b. A breakpoint on the store itself: gdb steps over it with the watch in place, and the
   # write is still a watch stop (a debug register's trap must not vanish into the step's).
   gdb_run "bw$m" "$mode" 'break bump' 'continue' 'watch counter' continue continue continue continue
