@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <regex>
 #include <span>
 #include <sstream>
 #include <string>
@@ -373,14 +372,22 @@ TEST(GdbRegs, TargetXmlIsWellFormedWithConsecutiveRegnums) {
   for (const char* type : {"id=\"i386_eflags\"", "id=\"vec128\"", "id=\"i386_mxcsr\""}) {
     EXPECT_NE(xml.find(type), std::string::npos) << type;
   }
-  const std::regex reg_re(
-      R"re(<reg name="([a-z0-9_]+)" bitsize="([0-9]+)" [^>]*regnum="([0-9]+)")re");
+  // Every <reg .../> in order: its name, bitsize and regnum attributes.
+  const auto attribute = [](std::string_view tag, std::string_view name) {
+    const std::string key = " " + std::string(name) + "=\"";
+    const std::size_t at = tag.find(key);
+    if (at == std::string_view::npos) return std::string();
+    const std::size_t from = at + key.size();
+    return std::string(tag.substr(from, tag.find('"', from) - from));
+  };
   int expected = 0;
-  for (auto it = std::sregex_iterator(xml.begin(), xml.end(), reg_re); it != std::sregex_iterator();
-       ++it, ++expected) {
-    EXPECT_EQ(std::stoi((*it)[3]), expected);
-    EXPECT_EQ((*it)[1].str(), gdb_register_name(expected));
-    EXPECT_EQ(std::stoi((*it)[2]), gdb_register_size(expected) * 8) << (*it)[1].str();
+  for (std::size_t at = xml.find("<reg "); at != std::string::npos;
+       at = xml.find("<reg ", at + 1), ++expected) {
+    const std::string_view tag = std::string_view(xml).substr(at, xml.find('>', at) - at);
+    EXPECT_EQ(attribute(tag, "regnum"), std::to_string(expected));
+    EXPECT_EQ(attribute(tag, "name"), gdb_register_name(expected));
+    EXPECT_EQ(attribute(tag, "bitsize"), std::to_string(gdb_register_size(expected) * 8))
+        << attribute(tag, "name");
   }
   EXPECT_EQ(expected, kGdbRegisterCount);
 }
