@@ -105,6 +105,11 @@ Result<bool> GdbServer::receive(bool block) {
 std::string GdbServer::stop_reply(int signal, pid_t tid, const std::string& reason) const {
   std::string out =
       "T" + hex_byte(signal) + "thread:" + hex_u64(static_cast<std::uint64_t>(tid)) + ";" + reason;
+  // rbp, rsp and rip (gdb's 6, 7, 16): gdb then needs no 'g' to show where the thread is.
+  if (auto regs = inferior_.get_regs(tid)) {
+    out += "06:" + hex_le(regs->rbp, 8) + ";07:" + hex_le(regs->rsp, 8) +
+           ";10:" + hex_le(regs->rip, 8) + ";";
+  }
   if (list_threads_) {
     out += "threads:";
     bool first = true;
@@ -675,7 +680,10 @@ Result<std::string> GdbServer::insert_point(char type, std::uint64_t addr, std::
     spec.access = kWatchRead | kWatchWrite;
   }
   const WatchKey key{type, addr, spec.len};
+  removed_.erase(key);  // a removal not applied yet is undone
   if (watches_.contains(key)) return std::string("OK");
+  // A new watch: the removed ones give their registers back first.
+  if (auto r = flush_removed(); !r) return std::unexpected(r.error());
   auto info = session_.insert(spec);
   if (!info) {
     if (type == '1') return plant(false);
@@ -706,12 +714,23 @@ Result<std::string> GdbServer::remove_point(char type, std::uint64_t addr, std::
     len = 1;
   }
   const WatchKey key{type, addr, len};
-  auto it = watches_.find(key);
-  if (it == watches_.end()) return std::string("OK");  // gdb removes what it never got
-  if (auto r = session_.remove(it->second); !r) return std::unexpected(r.error());
-  watch_type_.erase(it->second);
-  watches_.erase(it);
+  if (!watches_.contains(key)) return std::string("OK");  // gdb removes what it never got
+  // Taken off at the next resume, unless inserted again before: gdb removes and re-inserts every
+  // watchpoint at each stop (breakpoint always-inserted off), and a removal rebuilds the
+  // session's paths (perf events reopened, pages restored and protected again).
+  removed_.insert(key);
   return std::string("OK");
+}
+
+Result<void> GdbServer::flush_removed() {
+  for (auto key = removed_.begin(); key != removed_.end(); key = removed_.erase(key)) {
+    auto it = watches_.find(*key);
+    if (it == watches_.end()) continue;
+    if (auto r = session_.remove(it->second); !r) return r;
+    watch_type_.erase(it->second);
+    watches_.erase(it);
+  }
+  return {};
 }
 
 Result<std::string> GdbServer::resume(const std::string& actions) {
@@ -748,6 +767,7 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
     list.push_back(a);
   }
   if (list.empty()) return make_error(ErrorCode::kInval, "vCont: no action");
+  if (auto r = flush_removed(); !r) return std::unexpected(r.error());
   interrupt_ = false;
   stepping_ = 0;
   const Resume mode = session_.resume_mode();

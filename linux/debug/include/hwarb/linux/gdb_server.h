@@ -103,6 +103,8 @@ class GdbServer {
   Result<void> write_memory(std::uint64_t addr, const std::vector<std::uint8_t>& bytes);
   Result<std::string> insert_point(char type, std::uint64_t addr, std::uint64_t len);
   Result<std::string> remove_point(char type, std::uint64_t addr, std::uint64_t len);
+  // Applies the watch removals gdb asked for since the last resume (see remove_point).
+  Result<void> flush_removed();
 
   // Resumes as the vCont actions say, then waits until the process stops again; the stop reply.
   Result<std::string> resume(const std::string& actions);
@@ -138,6 +140,7 @@ class GdbServer {
   std::map<pid_t, int> pending_signal_;  // reported to the client, delivered if it resumes with it
   std::map<std::uint64_t, Breakpoint> int3_;
   std::map<WatchKey, WatchId> watches_;
+  std::set<WatchKey> removed_;  // z packets not applied yet (flush_removed)
   std::map<WatchId, char> watch_type_;
   std::map<int, Fd> files_;  // vFile descriptors
 };

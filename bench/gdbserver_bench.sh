@@ -1,0 +1,316 @@
+#!/usr/bin/env bash
+# bench/gdbserver_bench.sh — gdb + `hwarb gdbserver` against gdb + Debian gdbserver and native gdb,
+# in the same run (issue 17's targets).
+#   bench/gdbserver_bench.sh BUILD_DIR [--reps N] [--writes W] [--sparse-writes S] [--work K] [--cpu C]
+# BUILD_DIR holds tools/hwarb/hwarb and tests/programs/prog_bench_watch (bench/run gdbserver builds
+# them in Release). Every gdb runs in batch mode with one command file: `set sysroot /` (gdb reads
+# the libraries locally in every configuration), `break main`, run or continue to it, `watch EXPR`
+# with a `commands` list (`silent`, a Python counter, `continue`), continue to the exit, print the
+# count. The repetitions (default 3) are interleaved; the median wall time (launch to exit, from
+# this shell) is reported. --cpu C runs every command under `taskset -c C`.
+#   1. hardware watch, dense writes: `prog_bench_watch counter W 1` (W writes of a 4-byte global,
+#      default 2000, ~31 instructions apart): gdb + `hwarb gdbserver` against gdb + `gdbserver`
+#      and native gdb (a debug register). Target: hwarb within 1.2x of gdb + gdbserver. Skipped,
+#      with the reason, when `hwarb probe --json` does not report "hits_delivered":true.
+#   2. software watch: gdb + `hwarb gdbserver --software` against native gdb with
+#      `set can-use-hw-watchpoints 0` (gdb single-steps the program), on the dense program of part 1
+#      and on a sparse one, `prog_bench_watch counter S K` (default 200 writes, K = 32 rounds: ~500
+#      instructions apart). Target: >= 20x faster.
+#   3. 64-byte watch: `watch block` (eight longs) on `prog_bench_watch block S K`: native gdb cannot
+#      place it on the four debug registers and single-steps the program; gdb + `hwarb gdbserver`
+#      (default mode). Target: >= 30x faster.
+# gdb's single-stepping time grows with the instructions run (S x (16 + 15 K)), hwarb's with the
+# writes (S), so the ratios of parts 2 and 3 grow with K; S bounds the single-stepping runs.
+# Exit status 1 when a run fails, times out (300 s), counts a number of hits other than the
+# number of writes, does not run the program to its end, or the program's output differs from its
+# native run; 2 on usage errors or missing tools. A missed target does not change the exit status.
+set -uo pipefail
+export LC_ALL=C
+
+usage() {
+  echo "usage: $0 BUILD_DIR [--reps N] [--writes W] [--sparse-writes S] [--work K] [--cpu C]" >&2
+  exit 2
+}
+
+[[ $# -ge 1 ]] || usage
+build="$1"
+shift
+reps=3
+writes=2000
+sparse=200
+work=32
+pin=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --reps) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || usage; reps="$2"; shift 2 ;;
+    --writes) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || usage; writes="$2"; shift 2 ;;
+    --sparse-writes) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || usage; sparse="$2"; shift 2 ;;
+    --work) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || usage; work="$2"; shift 2 ;;
+    --cpu) [[ $# -ge 2 && "$2" =~ ^[0-9]+$ ]] || usage; pin=(taskset -c "$2"); shift 2 ;;
+    *) usage ;;
+  esac
+done
+
+hwarb="$build/tools/hwarb/hwarb"
+prog="$build/tests/programs/prog_bench_watch"
+for f in "$hwarb" "$prog"; do
+  [[ -x "$f" ]] || { echo "gdbserver_bench: $f: not built (bench/run gdbserver builds it)" >&2; exit 2; }
+done
+for tool in gdb python3 timeout ${pin[0]+"${pin[0]}"}; do
+  command -v "$tool" >/dev/null || { echo "gdbserver_bench: $tool: not installed" >&2; exit 2; }
+done
+have_gdbserver=1
+command -v gdbserver >/dev/null || have_gdbserver=0
+limit=300
+
+work_dir="$(mktemp -d /tmp/gdbserver_bench.XXXXXX)"
+trap 'rm -rf "$work_dir"' EXIT
+
+# Whether this machine delivers hardware breakpoint hits decides part 1.
+probe_json="$("$hwarb" probe --json 2>&1)"
+probe_rc=$?
+delivered=0
+[[ $probe_rc -eq 0 && "$probe_json" == *'"hits_delivered":true'* ]] && delivered=1
+
+# gdb_script START EXPR [SETTING]: a gdb command file. START is `run` (native: the program and its
+# arguments are on gdb's command line) or `target remote | SERVER ...` (then `continue`).
+gdb_script() {
+  local start="$1" expr="$2" setting="${3:-}" go=continue
+  [[ "$start" == run ]] && go=run
+  cat <<EOF
+set pagination off
+set confirm off
+set sysroot /
+$setting
+python bench_hits = 0
+EOF
+  [[ "$start" != run ]] && echo "$start"
+  cat <<EOF
+break main
+$go
+watch $expr
+commands
+silent
+python bench_hits += 1
+continue
+end
+continue
+python print("gdbserver_bench_hits=%d" % bench_hits)
+EOF
+}
+
+# Configurations: KEY|PROGRAM ARGS|WATCH EXPR|EXPECTED GDB WATCHPOINT KIND|EXPECTED hwarb MODE
+# (the last two are checked in the output: gdb's "Hardware watchpoint N" / "Watchpoint N", and
+# hwarb's "watchpoints: ..." line on stderr). The gdb command files are written below.
+dense_args="counter $writes 1"
+sparse_args="counter $sparse $work"
+block_args="block $sparse $work"
+configs=()
+add() {  # add KEY ARGS EXPR START [SETTING]
+  local key="$1" args="$2" expr="$3" start="$4" setting="${5:-}"
+  if [[ "$start" == run ]]; then
+    gdb_script run "$expr" "$setting" >"$work_dir/$key.gdb"
+  else
+    gdb_script "target remote | $start -- $prog $args" "$expr" "$setting" >"$work_dir/$key.gdb"
+  fi
+  echo "$args" >"$work_dir/$key.args"
+  configs+=("$key")
+}
+if [[ $delivered == 1 ]]; then
+  add p1.native "$dense_args" counter run
+  [[ $have_gdbserver == 1 ]] && add p1.gdbserver "$dense_args" counter "gdbserver -"
+  add p1.hwarb "$dense_args" counter "$hwarb gdbserver --stdio"
+fi
+add p2d.native "$dense_args" counter run "set can-use-hw-watchpoints 0"
+add p2d.hwarb "$dense_args" counter "$hwarb gdbserver --software --stdio"
+add p2s.native "$sparse_args" counter run "set can-use-hw-watchpoints 0"
+add p2s.hwarb "$sparse_args" counter "$hwarb gdbserver --software --stdio"
+add p3.native "$block_args" block run
+add p3.hwarb "$block_args" block "$hwarb gdbserver --stdio"
+
+# timed KEY REP: runs configuration KEY (bounded by $limit, stdin from /dev/null) and appends
+# "KEY REP RC MICROSECONDS" to the manifest; output to $work_dir/KEY.REP.{out,err}.
+timed() {
+  local key="$1" rep="$2" args rc=0
+  read -r -a args <"$work_dir/$key.args"
+  local cmd=(gdb -nx -batch -x "$work_dir/$key.gdb")
+  if [[ "$key" == *.native ]]; then cmd+=(--args "$prog" "${args[@]}"); else cmd+=("$prog"); fi
+  echo "gdbserver_bench: rep $rep/$reps: $key ($(basename "$prog") ${args[*]})" >&2
+  local t0="$EPOCHREALTIME"
+  timeout -k 5 "$limit" "${pin[@]}" "${cmd[@]}" >"$work_dir/$key.$rep.out" 2>"$work_dir/$key.$rep.err" </dev/null || rc=$?
+  local t1="$EPOCHREALTIME"
+  echo "$key $rep $rc $((${t1/./} - ${t0/./}))" >>"$work_dir/manifest"
+}
+
+: >"$work_dir/manifest"
+# The program's own output, natively, for every argument set.
+for args in "$dense_args" "$sparse_args" "$block_args"; do
+  # shellcheck disable=SC2086
+  "$prog" $args >"$work_dir/native.${args// /_}.out" 2>&1 ||
+    { echo "gdbserver_bench: $prog $args failed natively" >&2; exit 1; }
+done
+t_start="$EPOCHREALTIME"
+for ((rep = 1; rep <= reps; ++rep)); do
+  for key in "${configs[@]}"; do timed "$key" "$rep"; done
+done
+t_end="$EPOCHREALTIME"
+
+python3 - "$work_dir" "$reps" "$delivered" "$have_gdbserver" "$probe_rc" "$probe_json" "$limit" \
+  "${pin[*]}" "$writes" "$sparse" "$work" "$(((${t_end/./} - ${t_start/./}) / 1000000))" <<'PYEOF'
+import json
+import statistics
+import sys
+
+(work, reps, delivered, have_gdbserver, probe_rc, probe_json, limit, pin, writes, sparse, k,
+ total) = sys.argv[1:13]
+reps, limit, writes, sparse, k = int(reps), int(limit), int(writes), int(sparse), int(k)
+delivered, have_gdbserver = delivered == "1", have_gdbserver == "1"
+
+runs = {}  # key -> [(rep, rc, seconds)]
+with open(f"{work}/manifest") as f:
+    for line in f:
+        key, rep, rc, us = line.split()
+        runs.setdefault(key, []).append((rep, int(rc), int(us) / 1e6))
+
+failures = []
+
+
+def text(key, rep, stream):
+    with open(f"{work}/{key}.{rep}.{stream}", errors="replace") as f:
+        return f.read()
+
+
+def args_of(key):
+    with open(f"{work}/{key}.args") as f:
+        return f.read().split()
+
+
+def expected_hits(key):
+    return int(args_of(key)[1])
+
+
+def native_line(key):
+    with open(f"{work}/native.{'_'.join(args_of(key))}.out") as f:
+        return next((l for l in f.read().splitlines() if l.startswith("checksum=")), None)
+
+
+def check(key, gdb_kind, hwarb_mode):
+    """Every run of KEY: exit 0, the program ran to its end with its native output, gdb counted one
+    stop per write, gdb placed the expected kind of watchpoint, hwarb served in the expected mode."""
+    want_hits = expected_hits(key)
+    want_line = native_line(key)
+    for rep, rc, _ in runs[key]:
+        out, err = text(key, rep, "out"), text(key, rep, "err")
+        both = out + err
+        if rc != 0:
+            reason = f"timed out after {limit} s" if rc == 124 else f"exit status {rc}"
+            tail = " | ".join(err.strip().splitlines()[-3:])
+            failures.append(f"{key} rep {rep}: {reason}: {tail}")
+            continue
+        got = [l for l in out.splitlines() if l.startswith("gdbserver_bench_hits=")]
+        if got != [f"gdbserver_bench_hits={want_hits}"]:
+            failures.append(f"{key} rep {rep}: gdb counted {got or 'nothing'}, expected "
+                            f"{want_hits} (one stop per write, every write changes the value)")
+        if "exited normally" not in out:
+            failures.append(f"{key} rep {rep}: the program did not run to its end under gdb")
+        lines = [l for l in both.splitlines() if l.startswith("checksum=")]
+        if want_line is None or lines != [want_line]:
+            failures.append(f"{key} rep {rep}: program output {lines}, natively {want_line!r}")
+        if f"{gdb_kind} 2: " not in out or (gdb_kind == "Watchpoint" and "Hardware watchpoint 2" in out):
+            failures.append(f"{key} rep {rep}: gdb did not set a '{gdb_kind}'")
+        if hwarb_mode and f"watchpoints: {hwarb_mode}" not in err:
+            failures.append(f"{key} rep {rep}: hwarb gdbserver did not say 'watchpoints: {hwarb_mode}'")
+
+
+checks = {
+    "p1.native": ("Hardware watchpoint", None),
+    "p1.gdbserver": ("Hardware watchpoint", None),
+    "p1.hwarb": ("Hardware watchpoint", "debug registers while they last"),
+    "p2d.native": ("Watchpoint", None),
+    "p2d.hwarb": ("Hardware watchpoint", "software (--software)"),
+    "p2s.native": ("Watchpoint", None),
+    "p2s.hwarb": ("Hardware watchpoint", "software (--software)"),
+    "p3.native": ("Watchpoint", None),
+    "p3.hwarb": ("Hardware watchpoint", ""),
+}
+for key in runs:
+    check(key, *checks[key])
+
+
+def med(key):
+    return statistics.median(s for _, _, s in runs[key])
+
+
+def secs(s):
+    return f"{s:.2f}"
+
+
+def prog(key):
+    return "prog_bench_watch " + " ".join(args_of(key))
+
+
+rows = []  # (part, configuration, program, hits, seconds, ratio, target, met)
+skip_notes = []
+if delivered:
+    n, h = med("p1.native"), med("p1.hwarb")
+    hits = expected_hits("p1.hwarb")
+    rows.append(("1", "gdb (native), hardware watchpoint", prog("p1.native"), hits, secs(n), "-", "-", "-"))
+    if have_gdbserver:
+        g = med("p1.gdbserver")
+        rows.append(("1", "gdb + Debian gdbserver", prog("p1.gdbserver"), hits, secs(g), "-", "-", "-"))
+        r = h / g
+        rows.append(("1", "gdb + hwarb gdbserver (debug registers)", prog("p1.hwarb"), hits, secs(h),
+                     f"{r:.2f}x gdbserver's time ({h / n:.1f}x native gdb's)", "≤ 1.2x",
+                     "yes" if r <= 1.2 else "NO"))
+    else:
+        rows.append(("1", "gdb + hwarb gdbserver (debug registers)", prog("p1.hwarb"), hits, secs(h),
+                     f"{h / n:.1f}x native gdb's time", "≤ 1.2x gdbserver", "skipped"))
+        skip_notes.append("part 1, gdb + gdbserver: skipped: gdbserver is not installed "
+                          "(apt-get install gdbserver)")
+else:
+    if probe_rc != "0":
+        reason = f"`hwarb probe --json` failed (exit status {probe_rc}): {probe_json.strip()}"
+    else:
+        try:
+            p = json.loads(probe_json)
+            reason = (f"this machine does not deliver hardware breakpoint hits (`hwarb probe "
+                      f"--json`: hits_delivered {json.dumps(p.get('hits_delivered'))}, canary "
+                      f"{p.get('canary_hits')} hits of {p.get('canary_writes')} writes); native "
+                      f"gdb's and gdbserver's hardware watchpoints would not fire either")
+        except ValueError:
+            reason = f"`hwarb probe --json` said: {probe_json.strip()}"
+    skip_notes.append(f"part 1 (hardware watch, gdb + hwarb gdbserver / gdbserver / native gdb): "
+                      f"skipped: {reason}")
+for part, tag, what in (("2", "p2d", "dense"), ("2", "p2s", "sparse")):
+    n, h = med(f"{tag}.native"), med(f"{tag}.hwarb")
+    hits = expected_hits(f"{tag}.hwarb")
+    rows.append((part, f"gdb (native), software watchpoint ({what})", prog(f"{tag}.native"), hits,
+                 secs(n), "-", "-", "-"))
+    rows.append((part, f"gdb + hwarb gdbserver --software ({what})", prog(f"{tag}.hwarb"), hits,
+                 secs(h), f"{n / h:.1f}x faster", "≥ 20x", "yes" if n / h >= 20 else "NO"))
+n, h = med("p3.native"), med("p3.hwarb")
+hits = expected_hits("p3.hwarb")
+rows.append(("3", "gdb (native), 64-byte watch: single-steps", prog("p3.native"), hits, secs(n),
+             "-", "-", "-"))
+rows.append(("3", "gdb + hwarb gdbserver, 64-byte watch", prog("p3.hwarb"), hits, secs(h),
+             f"{n / h:.1f}x faster", "≥ 30x", "yes" if n / h >= 30 else "NO"))
+
+print(f"\ngdb + hwarb gdbserver against gdb + gdbserver and native gdb: median of {reps} interleaved "
+      f"runs, wall seconds from launch to exit; {('all under `' + pin + '`') if pin else 'not pinned'}; "
+      f"{total} s in all\n")
+print("| part | configuration | program | hits | seconds | ratio | target | met |")
+print("|---|---|---|---:|---:|---|---|---|")
+for r in rows:
+    print("| " + " | ".join(str(c) for c in r) + " |")
+print()
+print(f"dense: a write every ~31 instructions; sparse: {k} rounds between writes, "
+      f"~{16 + 15 * k} instructions apart. Single-stepping costs grow with the instructions run, "
+      f"hwarb's with the writes: the ratios of parts 2 and 3 grow with --work.")
+for note in skip_notes:
+    print(note)
+if failures:
+    print("\nFAILED (correctness):")
+    for f in failures:
+        print(f"  {f}")
+    sys.exit(1)
+PYEOF
