@@ -56,6 +56,9 @@ Result<pid_t> parse_thread(std::string_view text) {
   if (text == "-1") return -1;
   auto v = parse_hex_u64(text);
   if (!v) return std::unexpected(v.error());
+  if (*v > 0x7fffffff) {
+    return make_error(ErrorCode::kInval, "thread: " + std::string(text) + " is not a thread id");
+  }
   return static_cast<pid_t>(*v);
 }
 
@@ -145,10 +148,13 @@ Result<GdbServerEnd> GdbServer::serve() {
         case RspItem::Kind::kInterrupt:
           break;  // the process is stopped already
         case RspItem::Kind::kBadChecksum:
+          // With acknowledgments: a resend is asked for. Without (a reliable transport, as
+          // gdbserver takes it), the packet is served as it came.
           if (ack_) {
             if (auto r = write_all(out_fd_, "-"); !r) return std::unexpected(r.error());
+            break;
           }
-          break;
+          [[fallthrough]];
         case RspItem::Kind::kPacket: {
           if (ack_) {
             if (auto r = write_all(out_fd_, "+"); !r) return std::unexpected(r.error());
@@ -236,6 +242,10 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
       if (rest.empty()) return answer(make_error(ErrorCode::kInval, "packet: H without a thread"));
       auto t = parse_thread(rest.substr(1));
       if (!t) return answer(std::unexpected(t.error()));
+      const auto threads = inferior_.threads();
+      if (*t > 0 && std::find(threads.begin(), threads.end(), *t) == threads.end()) {
+        return answer(make_error(ErrorCode::kSrch, "thread: no such thread"));
+      }
       (rest[0] == 'g' ? g_thread_ : c_thread_) = *t;
       return answer(std::string("OK"));
     }
@@ -275,6 +285,11 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
       const std::size_t eq = spec.find('=');
       auto regno = parse_hex_u64(spec.substr(0, eq));
       if (!regno) return answer(std::unexpected(regno.error()));
+      if (*regno >= static_cast<std::uint64_t>(kGdbRegisterCount)) {
+        return answer(make_error(ErrorCode::kInval, "regno: " + hex_u64(*regno) +
+                                                        " is not a register (0-" +
+                                                        hex_u64(kGdbRegisterCount - 1) + ")"));
+      }
       auto regs = read_registers(tid);
       if (!regs) return answer(std::unexpected(regs.error()));
       if (c == 'p') {
@@ -350,6 +365,11 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
         sig = std::string(tail.substr(0, tail.find(';')));
         tail = tail.find(';') == std::string_view::npos ? std::string_view()
                                                         : tail.substr(tail.find(';') + 1);
+      }
+      // Resuming at another address (c ADDR, Csig;ADDR) is not served: gdb never asks for it.
+      if (!tail.empty() || ((c == 'c' || c == 's') && !rest.empty())) {
+        return answer(
+            make_error(ErrorCode::kInval, "packet: resuming at an address is not served"));
       }
       const pid_t tid = thread_for(c_thread_);
       if (c == 's' || c == 'S') {
@@ -754,7 +774,13 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
     if (a.kind == 'C' || a.kind == 'S') {
       auto sig = parse_hex_u64(arg.substr(0, colon));
       if (!sig) return std::unexpected(sig.error());
+      if (*sig > 64) {
+        return make_error(ErrorCode::kInval,
+                          "vCont: signal " + hex_u64(*sig) + " is not a signal number");
+      }
       a.signal = static_cast<int>(*sig);
+    } else if (colon != 0 && !arg.empty()) {
+      return make_error(ErrorCode::kInval, "vCont: action '" + std::string(one) + "' is malformed");
     }
     if (colon != std::string_view::npos) {
       auto t = parse_thread(arg.substr(colon + 1));
@@ -771,11 +797,21 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
   interrupt_ = false;
   stepping_ = 0;
   const Resume mode = session_.resume_mode();
-  for (pid_t tid : inferior_.threads()) {
+  // Each thread an action names must exist: else nothing is resumed (and nothing would stop).
+  const std::vector<pid_t> threads = inferior_.threads();
+  for (const Action& a : list) {
+    if (a.tid > 0 && std::find(threads.begin(), threads.end(), a.tid) == threads.end()) {
+      return make_error(ErrorCode::kSrch,
+                        "vCont: no thread " + hex_u64(static_cast<std::uint64_t>(a.tid)));
+    }
+  }
+  std::size_t going = 0;  // threads resumed, or with an event to report
+  for (pid_t tid : threads) {
     const auto it = std::find_if(list.begin(), list.end(), [&](const Action& a) {
       return a.tid == tid || a.tid == -1 || a.tid == 0;
     });
     if (it == list.end() || it->kind == 't') continue;
+    ++going;
     if (!inferior_.is_stopped(tid) || inferior_.has_queued(tid)) continue;  // its event comes first
     const bool step = it->kind == 's' || it->kind == 'S';
     if (step) {
@@ -796,6 +832,7 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
       return std::unexpected(r.error());
     }
   }
+  if (going == 0) return make_error(ErrorCode::kInval, "vCont: the actions resume no thread");
   for (;;) {
     auto got = inferior_.wait_or_poll(std::span<const int>(&in_fd_, 1), -1);
     if (!got) {

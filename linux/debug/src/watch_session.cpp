@@ -13,6 +13,7 @@ namespace hwarb::native {
 namespace {
 
 constexpr std::uint64_t kPage = 4096;
+constexpr std::uint64_t kMaxWatchLen = std::uint64_t{1} << 30;
 
 bool is_exec(const WatchSpec& s) {
   return s.access == kWatchExec;
@@ -47,6 +48,10 @@ Result<void> check_spec(const WatchSpec& s) {
                       "access: " + std::to_string(s.access) + " is not r, w, rw or x alone");
   }
   if (s.len == 0) return make_error(ErrorCode::kInval, "len: 0 (a watch covers at least a byte)");
+  if (s.len > kMaxWatchLen) {
+    return make_error(ErrorCode::kInval,
+                      "len: " + std::to_string(s.len) + " is more than a watch covers (1 GiB)");
+  }
   if (is_exec(s) && s.len != 1) {
     return make_error(ErrorCode::kInval, "len: " + std::to_string(s.len) +
                                              " for an execute watch (it is one instruction: 1)");
@@ -153,6 +158,11 @@ struct WatchSession::State {
     };
     if (!options.hardware) return refuse(ErrorCode::kNoDev, options.no_hardware);
     if (!arbiter) return refuse(ErrorCode::kNoSpc, arbiter_error);
+    // Past 8 bytes a register, more than the registers there are: not split at all.
+    if (!is_exec(spec) && spec.len > 8 * static_cast<std::uint64_t>(options.slots) + 8) {
+      return refuse(ErrorCode::kNoSpc, "it needs more than the " + std::to_string(options.slots) +
+                                           " debug registers there are");
+    }
     auto pieces = plan_pieces({range_of(w.info)}, options.slots);
     if (!pieces) return refuse(ErrorCode::kNoSpc, pieces.error().message());
     const arbiter::Request request{

@@ -167,6 +167,8 @@ TEST(WatchSession, BadInputIsRefusedNamingTheFieldAndChangesNothing) {
       {{.addr = target, .len = 4, .access = 8}, "access:"},
       {{.addr = target, .len = 4, .access = kWatchExec | kWatchWrite}, "access:"},
       {{.addr = target, .len = 8, .access = kWatchExec}, "len:"},
+      {{.addr = 0, .len = ~std::uint64_t{0}, .access = kWatchWrite}, "len:"},
+      {{.addr = target, .len = (std::uint64_t{1} << 30) + 1, .access = kWatchWrite}, "len:"},
       {{.addr = ~std::uint64_t{0} - 2, .len = 8, .access = kWatchWrite}, "addr:"},
   };
   for (const Case& c : bad) {

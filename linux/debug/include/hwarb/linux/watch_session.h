@@ -43,8 +43,8 @@
 //    restored and set again): a watch's old value at its next hit is read at the rebuild. A
 //    forked process that was being followed is not watched after a rebuild (its changes are
 //    undone, it stays traced and runs on).
-//  - insert() checks the watch: len >= 1; access one of r, w, rw or x alone; the range does not
-//    wrap (EINVAL naming the field). An execute watch has len 1.
+//  - insert() checks the watch: 1 <= len <= 1 GiB; access one of r, w, rw or x alone; the range
+//    does not wrap (EINVAL naming the field). An execute watch has len 1.
 //  - handle() takes every event of the process: the hardware path's SIGTRAP stops (TRAP_PERF),
 //    the software path's faults, int3 and single-step traps, system-call stops, and the
 //    life-cycle events (new threads, forks, execs, exits) that both paths follow. handled: the
