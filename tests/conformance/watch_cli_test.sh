@@ -139,6 +139,19 @@ for sub in watch stat; do
   run 2 "$sub --hardware --software" $sub --hardware --software target:w -- "$programs/prog_writer" 3
   has "$tmp/err" "--hardware and --software are exclusive" "$sub: two modes named"
 done
+# stat -a / -C usage errors (exit 2, nothing run).
+run 2 "stat -a -p" stat -a -p 1 target:w
+has "$tmp/err" "not -p or -t" "stat -a -p: why"
+run 2 "stat -a --software" stat -a --software target:w -- "$programs/prog_writer" 3
+has "$tmp/err" "cannot count CPUs" "stat -a --software: why"
+run 2 "stat -a :r" stat -a target:r -- "$programs/prog_writer" 3
+has "$tmp/err" ":r cannot be counted on CPUs" "stat -a :r: why"
+run 2 "stat -C bad" stat -C x target:w -- "$programs/prog_writer" 3
+has "$tmp/err" "-C: cpus: 'x' is not a CPU list" "stat -C bad: the field"
+run 2 "stat -C offline" stat -C 1023 target:w -- "$programs/prog_writer" 3
+has "$tmp/err" "CPU 1023 is not online" "stat -C offline: why"
+run 2 "stat --user without -a" stat --user target:w -- "$programs/prog_writer" 3
+has "$tmp/err" "only with -a or -C" "stat --user: why"
 if "$hwarb" probe --json | grep -q '"hits_delivered":true'; then
   run 0 "watch --hardware" watch --hardware --json target:w -- "$programs/prog_writer" 10
   count "$tmp/out" '"event":"hit"' 10 "watch --hardware hits"
@@ -166,6 +179,35 @@ if "$hwarb" probe --json | grep -q '"hits_delivered":true'; then
   count "$tmp/out" '^near=1000 far=106$' 1 "mixed: the program's output"
   run 0 "stat mixed" stat --json near/4:r far/4:w far+8/16:w far+64/16:w -- "$programs/prog_two_pages"
   has "$tmp/out" '"hits":{"near/4:r":1,"far/4:w":6,"far+8/16:w":0,"far+64/16:w":0},"mode":"mixed"' "stat mixed: counts"
+  # stat -a / -C: per-CPU counting events. prog_syscalls has the kernel write `buffer` (read(2)
+  # from a pipe): counted with -a (user and kernel), not with --user, not by a process's watch.
+  run 0 "stat -a: kernel writes" stat -a --json buffer/8:w -- "$programs/prog_syscalls"
+  count "$tmp/out" '^kernel!$' 1 "stat -a: the program's output"
+  python3 - "$tmp/out" <<'PY' || { echo "FAIL: stat -a: kernel writes not counted" >&2; fail=1; }
+import json, os, sys
+line = [l for l in open(sys.argv[1]) if l.startswith("{")][-1]
+s = json.loads(line)
+c = s["counts"]["buffer/8:w"]
+cpus = sorted(int(x) for x in open("/sys/devices/system/cpu/online").read().replace("-", " ").split()) 
+assert s["kernel"] is True and s["target"]["exit"] == 0, s
+assert c["total"] >= 1 and c["total"] == sum(c["cpus"].values()), c
+assert len(c["cpus"]) == len(s["cpus"]) and s["cpus"][0] == 0, s
+PY
+  run 0 "stat -a --user" stat -a --user --json buffer/8:w -- "$programs/prog_syscalls"
+  has "$tmp/out" '"kernel":false' "stat -a --user: user only"
+  has "$tmp/out" '"total":0,' "stat -a --user: the kernel's writes not counted"
+  run 0 "stat -C 0" stat -C 0 target:w -- "$programs/prog_writer" 20
+  count "$tmp/out" '^ target:w +0x[0-9a-f]+ +0 ' 1 "stat -C 0: one CPU row"
+  count "$tmp/out" '^ target:w +0x[0-9a-f]+ +1 ' 0 "stat -C 0: no other CPU"
+  has "$tmp/err" 'on CPUs 0, user and kernel' "stat -C 0: the method"
+  # Without a command: until SIGINT; symbols from /proc/kallsyms.
+  timeout -s INT 0.5 "$hwarb" stat -a --json mem:0x7ffe0000/8:w >"$tmp/out" 2>"$tmp/err"
+  has "$tmp/out" '"mem:0x7ffe0000/8:w":{"address":"0x7ffe0000","len":8,"total":' "stat -a until SIGINT: a summary"
+  run 1 "stat -a on kernel text" stat -a schedule:x -- true
+  has "$tmp/err" 'execute breakpoint on kernel text' "stat -a: the kernel's refusal explained"
+  has "$tmp/err" "schedule:x" "stat -a: the refused expression named"
+  run 2 "stat -a unknown symbol" stat -a no_such_symbol_anywhere:w
+  has "$tmp/err" "no kernel symbol 'no_such_symbol_anywhere'" "stat -a: kallsyms looked up"
 else
   for sub in watch stat; do
     run 1 "$sub --hardware without hits" $sub --hardware target:w -- "$programs/prog_writer" 3
@@ -173,6 +215,9 @@ else
     has "$tmp/err" "hardware" "$sub --hardware refusal says why"
     [[ ! -s $tmp/out ]] || { echo "FAIL: $sub --hardware refused, yet the program ran" >&2; fail=1; }
   done
+  echo "note: stat -a counts not checked: this machine does not deliver breakpoint hits" >&2
+  run 1 "stat -a without hits" stat -a target:w -- "$programs/prog_writer" 3
+  has "$tmp/err" "system-wide counting has no software path" "stat -a refusal says why"
 fi
 
 # --count takes a whole number of hits: anything else is a usage error naming --count.

@@ -34,3 +34,12 @@ inline std::string skip_reason(const char* what, const Error& e) {
 }
 
 }  // namespace hwarb::native::testing
+
+// Spawns an Inferior of `argv` with its stdout into Capture `out` as `inf`; a refusal to trace
+// skips the test with the reason, any other failure fails it. (Needs hwarb/linux/inferior.h.)
+#define SPAWN_OR_SKIP(inf, argv, out)                                                      \
+  auto inf = ::hwarb::native::Inferior::spawn(argv, {.stdout_fd = (out).fd()});            \
+  if (!inf && ::hwarb::native::testing::refused(inf.error())) {                            \
+    GTEST_SKIP() << ::hwarb::native::testing::skip_reason("tracing a child", inf.error()); \
+  }                                                                                        \
+  ASSERT_TRUE(inf) << inf.error().to_string()

@@ -23,6 +23,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "hits_support.h"
 #include "hwarb/linux/probe.h"
 #include "hwarb/linux/symbols.h"
 #include "hwarb/x86/debugreg.h"
@@ -177,31 +178,6 @@ class Collector final : public WatchObserver {
   std::vector<WatchHit> hits;
   std::size_t limit = 0;
 };
-
-// Whether this machine delivers breakpoint hits (the probe, once per test program).
-std::optional<std::string> no_hits_reason() {
-  static const std::optional<std::string> reason = []() -> std::optional<std::string> {
-    auto report = probe();
-    if (!report) return "the probe failed: " + report.error().to_string();
-    if (report->hits_delivered) return std::nullopt;
-    return "this machine does not deliver breakpoint hits (" + std::to_string(report->canary_hits) +
-           " of " + std::to_string(report->canary_writes) + " canary writes counted)";
-  }();
-  return reason;
-}
-
-#define HITS_OR_SKIP()                                    \
-  if (auto reason_ = no_hits_reason()) {                  \
-    std::fprintf(stderr, "SKIP: %s\n", reason_->c_str()); \
-    GTEST_SKIP() << *reason_;                             \
-  }
-
-#define SPAWN_OR_SKIP(inf, argv, out)                                     \
-  auto inf = Inferior::spawn(argv, {.stdout_fd = (out).fd()});            \
-  if (!inf && testing::refused(inf.error())) {                            \
-    GTEST_SKIP() << testing::skip_reason("tracing a child", inf.error()); \
-  }                                                                       \
-  ASSERT_TRUE(inf) << inf.error().to_string()
 
 #define OPEN_OR_SKIP(perf, pid, ranges, stops)                                     \
   auto pieces_ = plan_pieces(ranges, x86::kSlots);                                 \

@@ -46,7 +46,8 @@ perf_event_attr watch_attr(const HwPiece& piece, const PerfWatchOptions& options
   return attr;
 }
 
-Result<void> check_pieces(const std::vector<HwPiece>& pieces) {
+// `exclude_kernel` false: a kernel address passes (a privileged caller's; the kernel decides).
+Result<void> check_pieces(const std::vector<HwPiece>& pieces, bool exclude_kernel = true) {
   if (pieces.empty()) return make_error(ErrorCode::kInval, "pieces: none given");
   for (std::size_t i = 0; i < pieces.size(); ++i) {
     pmu::EventAttr attr;
@@ -54,7 +55,8 @@ Result<void> check_pieces(const std::vector<HwPiece>& pieces) {
     attr.bp_addr = pieces[i].addr;
     attr.bp_len = pieces[i].len;
     attr.bp_type = pieces[i].type;
-    attr.exclude_kernel = true;
+    attr.exclude_kernel = exclude_kernel;
+    attr.privileged = !exclude_kernel;
     if (auto ok = breakpoints::check_reservable(attr); !ok) {
       return std::unexpected(ok.error().with_context("pieces[" + std::to_string(i) + "]"));
     }
@@ -65,7 +67,8 @@ Result<void> check_pieces(const std::vector<HwPiece>& pieces) {
   return {};
 }
 
-// hwarb's view: every piece is a pinned request of one task on all CPUs.
+// hwarb's view: every piece is a pinned request, of task `pid` on all CPUs (pid > 0) or bound
+// to one CPU (pid 0: every CPU has the same registers, so one stands for all).
 Result<int> account_slots(pid_t pid, const std::vector<HwPiece>& pieces) {
   const arbiter::ArchProfile profile = arbiter::ArchProfile::x86_64();
   auto arb = arbiter::Arbiter::create({.profile = profile, .cpus = 1});
@@ -76,8 +79,8 @@ Result<int> account_slots(pid_t pid, const std::vector<HwPiece>& pieces) {
         .kind = arbiter::ResourceKind::kBreakpoint,
         .type =
             pieces[i].type == pmu::BpType::kX ? arbiter::SlotType::kInst : arbiter::SlotType::kData,
-        .task = TaskId(pid),
-        .cpu = std::nullopt,
+        .task = pid > 0 ? std::optional<TaskId>(TaskId(pid)) : std::nullopt,
+        .cpu = pid > 0 ? std::nullopt : std::optional<CpuId>(CpuId(0)),
         .weight = 1,
         .pinned = true,
         .id = RequestId(i + 1),
@@ -88,7 +91,8 @@ Result<int> account_slots(pid_t pid, const std::vector<HwPiece>& pieces) {
   if (!held) {
     if (held.error().code() != ErrorCode::kNoSpc) return std::unexpected(held.error());
     return make_error(ErrorCode::kNoSpc, "slots: the expressions need " +
-                                             std::to_string(pieces.size()) + " debug registers; " +
+                                             std::to_string(pieces.size()) + " debug registers" +
+                                             (pid > 0 ? "" : " on each CPU") + "; " +
                                              profile.name() + " has " + std::to_string(pool));
   }
   held->clear();
@@ -314,6 +318,100 @@ Result<std::vector<PerfCount::Count>> PerfCount::counts() const {
     auto n = perf_read_count(e.fd.get());
     if (!n) return std::unexpected(n.error());
     out.push_back(Count{e.tid, e.piece, *n});
+  }
+  return out;
+}
+
+Result<PerfCpuCount> PerfCpuCount::open(std::vector<int> cpus, std::vector<HwPiece> pieces,
+                                        const CpuCountOptions& options) {
+  if (cpus.empty()) return make_error(ErrorCode::kInval, "cpus: none given");
+  std::sort(cpus.begin(), cpus.end());
+  if (std::adjacent_find(cpus.begin(), cpus.end()) != cpus.end()) {
+    return make_error(ErrorCode::kInval, "cpus: a CPU is listed twice");
+  }
+  auto online = online_cpus();
+  if (!online) return std::unexpected(online.error());
+  for (const int cpu : cpus) {
+    if (!std::binary_search(online->begin(), online->end(), cpu)) {
+      return make_error(ErrorCode::kNoDev,
+                        "cpus: CPU " + std::to_string(cpu) +
+                            " is not online (online: " + std::to_string(online->size()) + " CPUs)");
+    }
+  }
+  if (auto ok = check_pieces(pieces, options.exclude_kernel); !ok) {
+    return std::unexpected(ok.error());
+  }
+  if (auto ok = account_slots(0, pieces); !ok) return std::unexpected(ok.error());
+  PerfCpuCount count;
+  count.cpus_ = std::move(cpus);
+  count.pieces_ = std::move(pieces);
+  for (const int cpu : count.cpus_) {
+    for (std::size_t i = 0; i < count.pieces_.size(); ++i) {
+      perf_event_attr attr = count_attr(count.pieces_[i], false);
+      attr.exclude_kernel = options.exclude_kernel ? 1 : 0;
+      attr.disabled = 1;
+      auto fd = perf_event_open_attr(attr, -1, cpu, -1, 0);
+      if (!fd) {
+        const ErrorCode code = fd.error().code();
+        const std::string on = "CPU " + std::to_string(cpu);
+        // Every descriptor opened so far closes with `count`: all or nothing.
+        if (code == ErrorCode::kNoSpc) {
+          return make_error(ErrorCode::kNoSpc,
+                            "slots: the kernel has no breakpoint slot left on " + on +
+                                " although hwarb uses only " +
+                                std::to_string(count.pieces_.size()) +
+                                ": the others are held by another perf session or a debugger "
+                                "on that CPU");
+        }
+        if (code == ErrorCode::kAcces || code == ErrorCode::kPerm) {
+          return std::unexpected(
+              name_perf_permission(fd.error(),
+                                   "counting on CPUs needs CAP_PERFMON or a value <= 0; the "
+                                   "kernel's own accesses need CAP_PERFMON or a value <= 1")
+                  .with_context("cpus"));
+        }
+        if (code == ErrorCode::kInval && count.pieces_[i].type == pmu::BpType::kX &&
+            count.pieces_[i].addr >= breakpoints::task_size_max(breakpoints::Arch::kX86_64)) {
+          return make_error(ErrorCode::kInval,
+                            "pieces[" + std::to_string(i) +
+                                "]: the kernel refuses an execute breakpoint on kernel text "
+                                "here (EINVAL: the address is not one kprobes may use, or "
+                                "this kernel allows none)");
+        }
+        return std::unexpected(
+            fd.error().with_context("pieces[" + std::to_string(i) + "] on " + on));
+      }
+      count.entries_.push_back(Entry{cpu, i, std::move(*fd)});
+    }
+  }
+  return count;
+}
+
+Result<void> PerfCpuCount::enable() {
+  for (const Entry& e : entries_) {
+    if (auto on = perf_ioctl(e.fd.get(), PERF_EVENT_IOC_ENABLE, 0); !on) {
+      return std::unexpected(on.error());
+    }
+  }
+  return {};
+}
+
+Result<void> PerfCpuCount::disable() {
+  for (const Entry& e : entries_) {
+    if (auto off = perf_ioctl(e.fd.get(), PERF_EVENT_IOC_DISABLE, 0); !off) {
+      return std::unexpected(off.error());
+    }
+  }
+  return {};
+}
+
+Result<std::vector<PerfCpuCount::Count>> PerfCpuCount::counts() const {
+  std::vector<Count> out;
+  out.reserve(entries_.size());
+  for (const Entry& e : entries_) {
+    auto n = perf_read_count(e.fd.get());
+    if (!n) return std::unexpected(n.error());
+    out.push_back(Count{e.cpu, e.piece, *n});
   }
   return out;
 }

@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "hits_support.h"
 #include "hwarb/linux/fd.h"
 #include "hwarb/linux/probe.h"
 #include "hwarb/linux/stopped_child.h"
@@ -42,7 +44,7 @@ std::vector<HwPiece> one_slot_pieces(int n) {
 }
 
 // A stopped traced child, or a skip when this machine refuses tracing.
-#define SPAWN_OR_SKIP(child)                                                \
+#define SPAWN_STOPPED_OR_SKIP(child)                                        \
   auto child = StoppedChild::spawn();                                       \
   if (!child && testing::refused(child.error())) {                          \
     GTEST_SKIP() << testing::skip_reason("tracing a child", child.error()); \
@@ -74,7 +76,7 @@ int free_slots(pid_t pid) {
 }
 
 TEST(PerfWatch, FourOneSlotPiecesOpenOnAStoppedChild) {
-  SPAWN_OR_SKIP(child);
+  SPAWN_STOPPED_OR_SKIP(child);
   { OPEN_DIRECT_OR_SKIP(probe_fd, child->pid(), 1); }
   auto watch = PerfWatch::open(child->pid(), one_slot_pieces(4));
   ASSERT_TRUE(watch.has_value()) << watch.error().to_string();
@@ -98,7 +100,7 @@ TEST(PerfWatch, FourOneSlotPiecesOpenOnAStoppedChild) {
 }
 
 TEST(PerfWatch, FivePiecesAreEnospcNamingSlotsAndNothingStaysOpen) {
-  SPAWN_OR_SKIP(child);
+  SPAWN_STOPPED_OR_SKIP(child);
   { OPEN_DIRECT_OR_SKIP(probe_fd, child->pid(), 1); }
   auto watch = PerfWatch::open(child->pid(), one_slot_pieces(5));
   ASSERT_FALSE(watch.has_value());
@@ -109,7 +111,7 @@ TEST(PerfWatch, FivePiecesAreEnospcNamingSlotsAndNothingStaysOpen) {
 }
 
 TEST(PerfWatch, SlotsHeldOutsideAreNamedAndLeftIntact) {
-  SPAWN_OR_SKIP(child);
+  SPAWN_STOPPED_OR_SKIP(child);
   OPEN_DIRECT_OR_SKIP(outside, child->pid(), 2);
   auto watch = PerfWatch::open(child->pid(), one_slot_pieces(3));
   ASSERT_FALSE(watch.has_value());
@@ -130,7 +132,7 @@ TEST(PerfWatch, SlotsHeldOutsideAreNamedAndLeftIntact) {
 }
 
 TEST(PerfWatch, InvalidPiecesAreRefusedBeforeAnythingOpens) {
-  SPAWN_OR_SKIP(child);
+  SPAWN_STOPPED_OR_SKIP(child);
   auto none = PerfWatch::open(child->pid(), {});
   ASSERT_FALSE(none.has_value());
   EXPECT_EQ(none.error().code(), ErrorCode::kInval);
@@ -156,7 +158,7 @@ TEST(PerfWatch, InvalidPiecesAreRefusedBeforeAnythingOpens) {
 }
 
 TEST(PerfWatch, ExecuteAndReadWritePiecesOpen) {
-  SPAWN_OR_SKIP(child);
+  SPAWN_STOPPED_OR_SKIP(child);
   { OPEN_DIRECT_OR_SKIP(probe_fd, child->pid(), 1); }
   const std::vector<HwPiece> pieces = {
       {.addr = reinterpret_cast<std::uint64_t>(&free_slots),
@@ -258,15 +260,7 @@ TEST(PerfWatch, EveryThreadOfTheProcessGetsEveryPiece) {
 }
 
 TEST(PerfWatch, EveryWriteOfEveryThreadIsAHit) {
-  auto report = probe();
-  ASSERT_TRUE(report.has_value()) << report.error().to_string();
-  if (!report->hits_delivered) {
-    std::string reason = "this machine does not deliver breakpoint hits (" +
-                         std::to_string(report->canary_hits) + " of " +
-                         std::to_string(report->canary_writes) + " canary writes counted)";
-    std::fprintf(stderr, "SKIP: %s\n", reason.c_str());
-    GTEST_SKIP() << reason;
-  }
+  HITS_OR_SKIP();
   constexpr int kThreads = 2, kWrites = 300;
   CanaryProcess canary;
   ASSERT_TRUE(canary.start(kThreads, kWrites));
@@ -299,15 +293,7 @@ TEST(PerfWatch, EveryWriteOfEveryThreadIsAHit) {
 
 // A thread the process creates after open() is covered through inherit.
 TEST(PerfWatch, ThreadsCreatedLaterAreCoveredByInherit) {
-  auto report = probe();
-  ASSERT_TRUE(report.has_value()) << report.error().to_string();
-  if (!report->hits_delivered) {
-    std::string reason = "this machine does not deliver breakpoint hits (" +
-                         std::to_string(report->canary_hits) + " of " +
-                         std::to_string(report->canary_writes) + " canary writes counted)";
-    std::fprintf(stderr, "SKIP: %s\n", reason.c_str());
-    GTEST_SKIP() << reason;
-  }
+  HITS_OR_SKIP();
   constexpr int kWrites = 100;
   CanaryProcess canary;
   ASSERT_TRUE(canary.start(1, kWrites, /*late_threads=*/2));
@@ -373,15 +359,7 @@ TEST(PerfWatch, AForkedChildGetsNoCopyOfSigtrapEvents) {
 
 // Counting events: each thread's own exact count, read after the process exited.
 TEST(PerfCount, EveryThreadKeepsItsOwnExactCount) {
-  auto report = probe();
-  ASSERT_TRUE(report.has_value()) << report.error().to_string();
-  if (!report->hits_delivered) {
-    std::string reason = "this machine does not deliver breakpoint hits (" +
-                         std::to_string(report->canary_hits) + " of " +
-                         std::to_string(report->canary_writes) + " canary writes counted)";
-    std::fprintf(stderr, "SKIP: %s\n", reason.c_str());
-    GTEST_SKIP() << reason;
-  }
+  HITS_OR_SKIP();
   constexpr int kThreads = 3, kWrites = 5000;
   CanaryProcess canary;
   ASSERT_TRUE(canary.start(kThreads, kWrites));
@@ -403,7 +381,7 @@ TEST(PerfCount, EveryThreadKeepsItsOwnExactCount) {
 }
 
 TEST(PerfCount, RefusesWhatPerfWatchRefuses) {
-  SPAWN_OR_SKIP(child);
+  SPAWN_STOPPED_OR_SKIP(child);
   auto five = PerfCount::open(child->pid(), one_slot_pieces(5));
   ASSERT_FALSE(five.has_value());
   EXPECT_EQ(five.error().code(), ErrorCode::kNoSpc);
@@ -429,6 +407,127 @@ TEST(CpuList, ParsesRangesAndRefusesGarbage) {
   auto online = online_cpus();
   ASSERT_TRUE(online.has_value()) << online.error().to_string();
   EXPECT_FALSE(online->empty());
+}
+
+// PerfCpuCount (perf stat -a / -C): counting on CPUs, the kernel's accesses included unless
+// exclude_kernel. A thread pinned to CPU 0 writes a buffer itself and has the kernel write it
+// (read(2) from a pipe copies into it); the counts of that CPU see both or only its own.
+namespace cpu_count {
+
+alignas(64) std::uint64_t buffer[8];
+
+struct Run {
+  std::uint64_t count = 0;
+  bool ok = false;
+  std::string error;
+};
+
+Run count_on_cpu0(bool exclude_kernel, int user_writes, int kernel_writes) {
+  Run run;
+  std::thread worker([&] {
+    if (auto pinned = pin_to_cpu(0, 0); !pinned) {
+      run.error = pinned.error().to_string();
+      return;
+    }
+    auto count = PerfCpuCount::open({0},
+                                    {{.addr = reinterpret_cast<std::uint64_t>(&buffer[0]),
+                                      .len = 8,
+                                      .type = pmu::BpType::kW,
+                                      .expr = 0}},
+                                    {.exclude_kernel = exclude_kernel});
+    if (!count) {
+      run.error = count.error().to_string();
+      return;
+    }
+    int fds[2];
+    if (::pipe(fds) != 0) {
+      run.error = "pipe";
+      return;
+    }
+    if (auto on = count->enable(); !on) {
+      run.error = on.error().to_string();
+      return;
+    }
+    volatile std::uint64_t* target = &buffer[0];
+    for (int i = 0; i < user_writes; ++i) *target = static_cast<std::uint64_t>(i);
+    for (int i = 0; i < kernel_writes; ++i) {
+      const std::uint64_t v = 7;
+      if (::write(fds[1], &v, sizeof v) != sizeof v ||
+          ::read(fds[0], &buffer[0], sizeof v) != sizeof v) {
+        run.error = "pipe i/o";
+      }
+    }
+    (void)count->disable();
+    ::close(fds[0]);
+    ::close(fds[1]);
+    auto counts = count->counts();
+    if (!counts) {
+      run.error = counts.error().to_string();
+      return;
+    }
+    EXPECT_EQ(counts->size(), 1u);
+    EXPECT_EQ(counts->front().cpu, 0);
+    run.count = counts->front().count;
+    run.ok = run.error.empty();
+  });
+  worker.join();
+  return run;
+}
+
+}  // namespace cpu_count
+
+TEST(PerfCpuCount, CountsTheCpusAccessesAndTheKernelsUnlessExcluded) {
+  HITS_OR_SKIP();
+  constexpr int kUser = 200, kKernel = 50;
+  const cpu_count::Run user_only = cpu_count::count_on_cpu0(true, kUser, kKernel);
+  if (!user_only.ok && (user_only.error.find("EACCES") != std::string::npos ||
+                        user_only.error.find("EPERM") != std::string::npos)) {
+    std::fprintf(stderr, "SKIP: %s\n", user_only.error.c_str());
+    GTEST_SKIP() << user_only.error;
+  }
+  ASSERT_TRUE(user_only.ok) << user_only.error;
+  EXPECT_EQ(user_only.count, std::uint64_t{kUser});
+  const cpu_count::Run with_kernel = cpu_count::count_on_cpu0(false, kUser, kKernel);
+  ASSERT_TRUE(with_kernel.ok) << with_kernel.error;
+  // Each read(2) copies into the buffer in the kernel: at least one write each.
+  EXPECT_GE(with_kernel.count, std::uint64_t{kUser + kKernel});
+}
+
+TEST(PerfCpuCount, RefusalsNameTheFieldAndLeaveNothingOpen) {
+  const HwPiece piece{.addr = reinterpret_cast<std::uint64_t>(&cpu_count::buffer[0]),
+                      .len = 8,
+                      .type = pmu::BpType::kW,
+                      .expr = 0};
+  auto none = PerfCpuCount::open({}, {piece});
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().code(), ErrorCode::kInval);
+  EXPECT_THAT(none.error().message(), ::testing::StartsWith("cpus:"));
+  auto twice = PerfCpuCount::open({0, 0}, {piece});
+  ASSERT_FALSE(twice.has_value());
+  EXPECT_EQ(twice.error().code(), ErrorCode::kInval);
+  auto offline = PerfCpuCount::open({1023}, {piece});
+  ASSERT_FALSE(offline.has_value());
+  EXPECT_EQ(offline.error().code(), ErrorCode::kNoDev);
+  EXPECT_THAT(offline.error().message(), ::testing::HasSubstr("CPU 1023 is not online"));
+  std::vector<HwPiece> five(5, piece);
+  for (std::size_t i = 0; i < five.size(); ++i) five[i].addr += 8 * i;
+  auto enospc = PerfCpuCount::open({0}, five);
+  ASSERT_FALSE(enospc.has_value());
+  EXPECT_EQ(enospc.error().code(), ErrorCode::kNoSpc);
+  EXPECT_THAT(enospc.error().message(), ::testing::HasSubstr("on each CPU"));
+  HwPiece misaligned = piece;
+  misaligned.addr += 1;
+  auto bad = PerfCpuCount::open({0}, {misaligned});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code(), ErrorCode::kInval);
+  EXPECT_THAT(bad.error().message(), ::testing::StartsWith("pieces[0]"));
+  // A kernel address with exclude_kernel is the breakpoint check's EINVAL, before any open.
+  HwPiece kernel = piece;
+  kernel.addr = 0xffffffff81000000ULL;
+  auto excluded = PerfCpuCount::open({0}, {kernel}, {.exclude_kernel = true});
+  ASSERT_FALSE(excluded.has_value());
+  EXPECT_EQ(excluded.error().code(), ErrorCode::kInval);
+  EXPECT_THAT(excluded.error().message(), ::testing::HasSubstr("exclude_kernel"));
 }
 
 }  // namespace

@@ -22,13 +22,6 @@ namespace {
 using testing::Capture;
 using testing::program;
 
-#define SPAWN_OR_SKIP(inf, argv, out)                                     \
-  auto inf = Inferior::spawn(argv, {.stdout_fd = (out).fd()});            \
-  if (!inf && testing::refused(inf.error())) {                            \
-    GTEST_SKIP() << testing::skip_reason("tracing a child", inf.error()); \
-  }                                                                       \
-  ASSERT_TRUE(inf) << inf.error().to_string()
-
 // An engine that takes nothing: run_target alone decides everything.
 class Passive : public Engine {
  public:

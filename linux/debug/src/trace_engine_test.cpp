@@ -85,13 +85,6 @@ TEST(BranchStore, DrainsItselfBeforeTheContextFillsAndLosesNothing) {
   EXPECT_FALSE((*store)->error());
 }
 
-#define SPAWN_OR_SKIP(inf, argv, out)                                     \
-  auto inf = Inferior::spawn(argv, {.stdout_fd = (out).fd()});            \
-  if (!inf && testing::refused(inf.error())) {                            \
-    GTEST_SKIP() << testing::skip_reason("tracing a child", inf.error()); \
-  }                                                                       \
-  ASSERT_TRUE(inf) << inf.error().to_string()
-
 Symbol symbol(pid_t pid, const char* name) {
   auto table = SymbolTable::load(pid);
   EXPECT_TRUE(table) << table.error().to_string();

@@ -20,6 +20,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "hits_support.h"
 #include "hwarb/linux/symbols.h"
 #include "hwarb/linux/syscalls.h"
 #include "test_programs.h"
@@ -31,30 +32,6 @@ namespace {
 using testing::Capture;
 using ::testing::HasSubstr;
 using testing::program;
-
-std::optional<std::string> no_hits_reason() {
-  static const std::optional<std::string> reason = []() -> std::optional<std::string> {
-    auto report = probe();
-    if (!report) return "the probe failed: " + report.error().to_string();
-    if (report->hits_delivered) return std::nullopt;
-    return "this machine does not deliver breakpoint hits (" + std::to_string(report->canary_hits) +
-           " of " + std::to_string(report->canary_writes) + " canary writes counted)";
-  }();
-  return reason;
-}
-
-#define HITS_OR_SKIP()                                    \
-  if (auto reason_ = no_hits_reason()) {                  \
-    std::fprintf(stderr, "SKIP: %s\n", reason_->c_str()); \
-    GTEST_SKIP() << *reason_;                             \
-  }
-
-#define SPAWN_OR_SKIP(inf, argv, out)                                     \
-  auto inf = Inferior::spawn(argv, {.stdout_fd = (out).fd()});            \
-  if (!inf && testing::refused(inf.error())) {                            \
-    GTEST_SKIP() << testing::skip_reason("tracing a child", inf.error()); \
-  }                                                                       \
-  ASSERT_TRUE(inf) << inf.error().to_string()
 
 std::uint64_t address_of(pid_t pid, const char* name) {
   auto table = SymbolTable::load(pid);

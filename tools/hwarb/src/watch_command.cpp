@@ -45,6 +45,7 @@
 #include "hwarb/x86/insn.h"
 #include "number_scan.h"
 #include "session.h"
+#include "system_wide.h"
 
 namespace hwarb::cli {
 namespace {
@@ -61,6 +62,9 @@ struct WatchArgs {
   std::string output;
   bool json = false;
   TargetOptions target;
+  bool all_cpus = false;  // stat -a
+  std::string cpu_list;   // stat -C
+  bool user_only = false;
 };
 
 struct Watched {
@@ -580,6 +584,22 @@ int run_watch(WatchArgs& args) {
   if (args.hardware && args.software) {
     return usage_error(name, "mode: --hardware and --software are exclusive");
   }
+  if (args.all_cpus || !args.cpu_list.empty()) {
+    SystemWideArgs wide{.exprs = std::move(exprs),
+                        .all_cpus = args.all_cpus,
+                        .cpu_list = args.cpu_list,
+                        .user_only = args.user_only,
+                        .software = args.software,
+                        .json = args.json,
+                        .output = args.output,
+                        .target = args.target};
+    return run_system_wide(wide);
+  }
+  if (args.user_only) {
+    return usage_error(name,
+                       "--user: only with -a or -C (a process's watches never count the "
+                       "kernel's accesses)");
+  }
   if (auto t = check_target(args.target); !t) return usage_error(name, t.error().to_string());
 
   // Hardware or software: what the machine really does decides (the probe), unless --software
@@ -731,9 +751,21 @@ CommandRunner setup(CLI::App& app, bool stat) {
   add_output_option(*sub, args->output);
   sub->add_flag("--json", args->json, "one JSON object per line");
   add_target_options(*sub, args->target);
+  if (stat) {
+    sub->add_flag("-a,--all-cpus", args->all_cpus,
+                  "count on every online CPU (per-CPU events: every task and the kernel), while "
+                  "a command runs or, with none, until Ctrl-C");
+    sub->add_option("-C,--cpu", args->cpu_list, "count on these CPUs only, e.g. 0 or 0-1,3")
+        ->type_name("LIST");
+    sub->add_flag("--user", args->user_only,
+                  "with -a/-C: count user-space accesses only (exclude_kernel, perf's :u)");
+  }
   sub->footer(
-      "Target: -p PID | -t TID | -- COMMAND [ARGS]. Exit status: 0 done (the target's own "
-      "status is reported), 1 the target could not be traced, 2 usage error.");
+      stat ? "Target: -p PID | -t TID | -- COMMAND [ARGS]; with -a or -C: a command or none "
+             "(symbols then from /proc/kallsyms). Exit status: 0 done (the target's own status "
+             "is reported), 1 the target could not be traced, 2 usage error."
+           : "Target: -p PID | -t TID | -- COMMAND [ARGS]. Exit status: 0 done (the target's own "
+             "status is reported), 1 the target could not be traced, 2 usage error.");
   return [args]() { return run_watch(*args); };
 }
 

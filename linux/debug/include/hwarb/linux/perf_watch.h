@@ -38,6 +38,18 @@
 //    (same errors), the events counting from their open. A thread that exited still reads its
 //    final count. counts() reads every event: one entry per (thread or process, piece) in the
 //    order they were added. The events never send a signal and outlive an exec (as perf stat's).
+//  - PerfCpuCount counts on CPUs, as `perf stat -a` / `-C`: one counting event per (CPU, piece),
+//    pid -1, so every task that runs there is counted, and (unless exclude_kernel) the kernel's
+//    own accesses too — e.g. copy_to_user writing a watched user buffer. A CPU-bound breakpoint
+//    takes a slot that every task on that CPU then lacks (Linux's constraint). open() checks the
+//    pieces (exclude_kernel as asked; kernel addresses pass hwarb's check and the kernel decides:
+//    this VM refuses execute breakpoints on kernel text with EINVAL), accounts them per CPU with
+//    the arbiter (more than the registers: ENOSPC naming `slots`), then opens every event
+//    disabled, all or nothing; enable() starts them all, disable() stops them all, so every CPU
+//    counts the same interval. counts() reads one entry per (CPU, piece), CPUs ascending. The
+//    kernel's refusals are named: ENOSPC (`slots`: held by other sessions on that CPU),
+//    EACCES/EPERM (`cpus`, with perf_event_paranoid), EINVAL (`pieces[i]`), ENODEV (`cpus`:
+//    offline).
 #pragma once
 
 #include <sys/types.h>
@@ -158,6 +170,51 @@ class PerfCount {
   std::vector<HwPiece> pieces_;
   struct Entry {
     pid_t tid = 0;
+    std::size_t piece = 0;
+    Fd fd;
+  };
+  std::vector<Entry> entries_;
+};
+
+struct CpuCountOptions {
+  // False (as `perf stat -a` for a privileged user): the kernel's accesses count too.
+  bool exclude_kernel = false;
+};
+
+// Counting breakpoint events on CPUs (see the contract).
+class PerfCpuCount {
+ public:
+  // `cpus`: the CPUs to count on, each online (none given: EINVAL naming `cpus`).
+  static Result<PerfCpuCount> open(std::vector<int> cpus, std::vector<HwPiece> pieces,
+                                   const CpuCountOptions& options = {});
+
+  PerfCpuCount(PerfCpuCount&&) noexcept = default;
+  PerfCpuCount& operator=(PerfCpuCount&&) noexcept = default;
+  PerfCpuCount(const PerfCpuCount&) = delete;
+  PerfCpuCount& operator=(const PerfCpuCount&) = delete;
+  ~PerfCpuCount() = default;
+
+  [[nodiscard]] Result<void> enable();
+  [[nodiscard]] Result<void> disable();
+
+  struct Count {
+    int cpu = 0;
+    std::size_t piece = 0;
+    std::uint64_t count = 0;
+    friend bool operator==(const Count&, const Count&) = default;
+  };
+  [[nodiscard]] Result<std::vector<Count>> counts() const;
+  const std::vector<int>& cpus() const { return cpus_; }
+  const std::vector<HwPiece>& pieces() const { return pieces_; }
+  std::size_t events() const { return entries_.size(); }
+
+ private:
+  PerfCpuCount() = default;
+
+  std::vector<int> cpus_;
+  std::vector<HwPiece> pieces_;
+  struct Entry {
+    int cpu = 0;
     std::size_t piece = 0;
     Fd fd;
   };

@@ -1,0 +1,33 @@
+// hits_support.h (tests that need breakpoint hits delivered) — whether this machine delivers
+// them, decided by the probe once per test program; HITS_OR_SKIP() skips a test where it does
+// not, printing the probe's numbers (never silently).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "hwarb/linux/probe.h"
+
+namespace hwarb::native::testing {
+
+inline std::optional<std::string> no_hits_reason() {
+  static const std::optional<std::string> reason = []() -> std::optional<std::string> {
+    auto report = probe();
+    if (!report) return "the probe failed: " + report.error().to_string();
+    if (report->hits_delivered) return std::nullopt;
+    return "this machine does not deliver breakpoint hits (" + std::to_string(report->canary_hits) +
+           " of " + std::to_string(report->canary_writes) + " canary writes counted)";
+  }();
+  return reason;
+}
+
+}  // namespace hwarb::native::testing
+
+#define HITS_OR_SKIP()                                             \
+  if (auto reason_ = ::hwarb::native::testing::no_hits_reason()) { \
+    std::fprintf(stderr, "SKIP: %s\n", reason_->c_str());          \
+    GTEST_SKIP() << *reason_;                                      \
+  }

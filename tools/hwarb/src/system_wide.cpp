@@ -1,0 +1,336 @@
+// `hwarb stat -a` / `-C LIST` (system_wide.h): perf's counting breakpoint events on CPUs.
+//
+// The steps, in order (a failure at any step leaves nothing open and nothing started):
+//  1. the options: --software, -p, -t and `:r` are usage errors; the CPU list is parsed;
+//  2. the machine: the probe must show that breakpoint hits are delivered (else exit 1, saying
+//     why: there is no software path for CPUs);
+//  3. the command, if any, is started stopped at its first instruction (symbols need its maps);
+//  4. each expression is resolved: an address as given; a symbol in the command's ELF symbols,
+//     else in /proc/kallsyms;
+//  5. the pieces are planned (aligned 1/2/4/8-byte registers) and opened on every CPU, disabled,
+//     then enabled together;
+//  6. the command runs to its end (it is traced only for its exit status), or, without one,
+//     hwarb waits for SIGINT/SIGTERM/SIGHUP;
+//  7. the events are disabled together and read: one row per expression and CPU, and a total.
+#include "system_wide.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include "commands.h"
+#include "hwarb/base/format.h"
+#include "hwarb/linux/hard_watch.h"
+#include "hwarb/linux/kallsyms.h"
+#include "hwarb/linux/perf_watch.h"
+#include "hwarb/linux/symbols.h"
+#include "hwarb/linux/syscalls.h"
+
+namespace hwarb::cli {
+namespace {
+
+constexpr const char* kName = "stat";
+
+int usage(const std::string& message) {
+  std::cerr << "hwarb stat: " << message << "\n";
+  return kExitUsage;
+}
+
+int failure(const std::string& message) {
+  std::cerr << "hwarb stat: " << message << "\n";
+  return kExitFailure;
+}
+
+unsigned access_of(WatchAccess a) {
+  switch (a) {
+    case WatchAccess::kRead:
+      return native::kWatchRead;
+    case WatchAccess::kWrite:
+      return native::kWatchWrite;
+    case WatchAccess::kReadWrite:
+      return native::kWatchRead | native::kWatchWrite;
+    case WatchAccess::kExec:
+      return native::kWatchExec;
+  }
+  return 0;
+}
+
+// The command's process while it runs: nothing to do but let it run (traced for its status).
+class LetRun final : public native::Engine {
+ public:
+  Result<bool> handle(const native::Event&) override { return false; }
+  native::Resume resume_mode() const override { return native::Resume::kCont; }
+  Result<void> finish() override { return {}; }
+};
+
+struct Resolved {
+  native::WatchRange range;
+  std::string where;  // "kernel", "command" or "address"
+};
+
+// Step 4.
+Result<std::vector<Resolved>> resolve(const std::vector<WatchExpr>& exprs,
+                                      native::Inferior* inferior,
+                                      std::optional<native::KernelSymbols>& kernel) {
+  std::optional<native::SymbolTable> table;
+  bool ran_to_entry = false;
+  std::vector<Resolved> out;
+  for (const WatchExpr& e : exprs) {
+    Resolved r;
+    r.range.id = out.size();
+    r.range.access = access_of(e.access);
+    std::optional<std::uint64_t> size;
+    if (e.address) {
+      r.range.addr = *e.address;
+      r.where = "address";
+    } else {
+      std::optional<Error> user_error;
+      if (inferior != nullptr) {
+        if (!table) {
+          auto loaded = native::SymbolTable::load(inferior->pid());
+          if (!loaded) return std::unexpected(loaded.error());
+          table.emplace(std::move(*loaded));
+        }
+        auto sym = native::find_symbol(*inferior, *table, ran_to_entry, e.symbol);
+        if (sym) {
+          r.range.addr = sym->address + static_cast<std::uint64_t>(e.offset);
+          size = sym->size;
+          r.where = "command";
+        } else if (sym.error().code() != ErrorCode::kNoEnt) {
+          return std::unexpected(sym.error().with_context("expression '" + e.text + "'"));
+        } else {
+          user_error = sym.error();
+        }
+      }
+      if (r.where.empty()) {
+        if (!kernel) {
+          auto loaded = native::KernelSymbols::load();
+          if (!loaded) return std::unexpected(loaded.error().with_context("kernel symbols"));
+          kernel.emplace(std::move(*loaded));
+        }
+        auto sym = kernel->find(e.symbol);
+        if (!sym) {
+          std::string why = sym.error().message();
+          if (user_error) why = user_error->message() + "; " + why;
+          return make_error(sym.error().code(), "expression '" + e.text + "': " + why);
+        }
+        r.range.addr = sym->address + static_cast<std::uint64_t>(e.offset);
+        const std::uint64_t upto = kernel->size_of(*sym);
+        if (upto != 0 && sym->type != 't' && sym->type != 'T') size = upto;
+        r.where = "kernel";
+      }
+    }
+    r.range.len = e.access == WatchAccess::kExec ? 1 : default_length(e, size);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string cpus_text(const std::vector<int>& cpus) {
+  std::string out;
+  for (std::size_t i = 0; i < cpus.size();) {
+    std::size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += std::to_string(cpus[i]);
+    if (j > i) out += "-" + std::to_string(cpus[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int run_system_wide(SystemWideArgs& args) {
+  // Step 1.
+  (void)check_target(args.target);  // fills the command; "none given" is fine here
+  if (args.target.pid != 0 || args.target.tid != 0) {
+    return usage(
+        "target: -a/-C count everything that runs on the CPUs: give a command (counted while it "
+        "runs) or none (counted until Ctrl-C), not -p or -t");
+  }
+  if (args.software) {
+    return usage(
+        "mode: -a/-C count with the CPUs' debug registers; --software watches one traced "
+        "process and cannot count CPUs");
+  }
+  for (const WatchExpr& e : args.exprs) {
+    if (e.access == WatchAccess::kRead) {
+      return usage("expression '" + e.text +
+                   "': :r cannot be counted on CPUs (x86 has no read-only breakpoint, and no "
+                   "thread is stopped to tell reads from writes); use :rw");
+    }
+  }
+  auto online = native::online_cpus();
+  if (!online) return failure(online.error().to_string());
+  std::vector<int> cpus = *online;
+  if (!args.cpu_list.empty()) {
+    auto parsed = native::parse_cpu_list(args.cpu_list);
+    if (!parsed) return usage("-C: " + parsed.error().message());
+    for (const int cpu : *parsed) {
+      if (!std::binary_search(online->begin(), online->end(), cpu)) {
+        return usage("-C: CPU " + std::to_string(cpu) +
+                     " is not online (online: " + cpus_text(*online) + ")");
+      }
+    }
+    cpus = std::move(*parsed);
+  }
+  auto report = Report::open(args.output);
+  if (!report) return usage(report.error().to_string());
+
+  // Step 2.
+  const native::WatchSessionOptions options = watch_options(false);
+  if (!options.hardware) {
+    return failure("-a/-C: this machine cannot count on CPUs: " + options.no_hardware +
+                   " (system-wide counting has no software path)");
+  }
+
+  // Step 3.
+  std::optional<native::Inferior> inferior;
+  if (!args.target.command.empty()) {
+    auto started = native::open_target(args.target);
+    if (!started) return failure(started.error().to_string());
+    inferior.emplace(std::move(*started));
+  }
+
+  // Step 4.
+  std::optional<native::KernelSymbols> kernel;
+  auto resolved = resolve(args.exprs, inferior ? &*inferior : nullptr, kernel);
+  if (!resolved) {
+    const ErrorCode code = resolved.error().code();
+    std::cerr << "hwarb stat: " << resolved.error().to_string() << "\n";
+    return code == ErrorCode::kNoEnt || code == ErrorCode::kInval ? kExitUsage : kExitFailure;
+  }
+  std::vector<native::WatchRange> ranges;
+  for (const Resolved& r : *resolved) ranges.push_back(r.range);
+
+  // Step 5.
+  auto pieces = native::plan_pieces(ranges, options.slots);
+  if (!pieces) return failure(pieces.error().to_string());
+  auto count = native::PerfCpuCount::open(cpus, *pieces, {.exclude_kernel = args.user_only});
+  if (!count) {
+    // "pieces[i]: ..." names the expression the piece is of.
+    std::string text = count.error().to_string();
+    for (std::size_t i = 0; i < pieces->size(); ++i) {
+      const std::string name = "pieces[" + std::to_string(i) + "]";
+      if (const std::size_t at = text.find(name); at != std::string::npos) {
+        text.replace(at, name.size(), "expression '" + args.exprs[(*pieces)[i].expr].text + "'");
+        break;
+      }
+    }
+    return failure(text);
+  }
+  const std::string method = std::to_string(pieces->size()) + " debug registers on CPUs " +
+                             cpus_text(count->cpus()) +
+                             (args.user_only ? ", user only" : ", user and kernel");
+  std::cerr << "hwarb stat: hardware mode, " << count->events() << " perf counting events ("
+            << method << "), " << (inferior ? "while the command runs" : "until interrupted")
+            << "\n";
+  if (auto on = count->enable(); !on) return failure(on.error().to_string());
+  const auto start = std::chrono::steady_clock::now();
+
+  // Step 6.
+  std::string ended;
+  std::optional<native::RunResult> end;
+  if (inferior) {
+    LetRun engine;
+    auto ran = native::run_target(*inferior, engine);
+    if (!ran) return failure(ran.error().to_string());
+    end = *ran;
+    ended = target_name(args.target) + " " + describe_end(*ran, true);
+  } else {
+    native::arm_interrupt();
+    while (!native::interrupted()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ended = "counted until interrupted";
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  // Step 7.
+  (void)count->disable();
+  auto counts = count->counts();
+  if (!counts) return failure(counts.error().to_string());
+  // [expression][cpu index]
+  std::vector<std::vector<std::uint64_t>> per(args.exprs.size(),
+                                              std::vector<std::uint64_t>(count->cpus().size()));
+  for (const native::PerfCpuCount::Count& c : *counts) {
+    const std::size_t e = (*pieces)[c.piece].expr;
+    const std::size_t at = static_cast<std::size_t>(
+        std::find(count->cpus().begin(), count->cpus().end(), c.cpu) - count->cpus().begin());
+    per[e][at] += c.count;
+  }
+  std::uint64_t total = 0;
+  std::vector<std::uint64_t> sums(args.exprs.size(), 0);
+  for (std::size_t e = 0; e < per.size(); ++e) {
+    for (std::uint64_t n : per[e]) sums[e] += n;
+    total += sums[e];
+  }
+  std::FILE* out = report->out();
+  if (args.json) {
+    std::string line = "{\"event\":\"summary\",\"mode\":\"hardware\",\"cpus\":[";
+    for (std::size_t i = 0; i < count->cpus().size(); ++i) {
+      line += (i ? "," : "") + std::to_string(count->cpus()[i]);
+    }
+    line += std::string("],\"kernel\":") + (args.user_only ? "false" : "true") + ",\"counts\":{";
+    for (std::size_t e = 0; e < per.size(); ++e) {
+      line += (e ? "," : "") + json_string(args.exprs[e].text) + ":{\"address\":\"" +
+              hex(ranges[e].addr) + "\",\"len\":" + std::to_string(ranges[e].len) +
+              ",\"total\":" + std::to_string(sums[e]) + ",\"cpus\":{";
+      for (std::size_t i = 0; i < per[e].size(); ++i) {
+        line += (i ? "," : "") + std::string("\"") + std::to_string(count->cpus()[i]) +
+                "\":" + std::to_string(per[e][i]);
+      }
+      line += "}}";
+    }
+    line += "},\"seconds\":" + std::to_string(seconds);
+    if (end) {
+      line += ",\"target\":{\"pid\":" + std::to_string(end->pid);
+      if (end->exited && end->signal == 0) line += ",\"exit\":" + std::to_string(end->status);
+      if (end->signal != 0) line += ",\"signal\":" + std::to_string(end->signal);
+      line += "}";
+    }
+    line += "}";
+    report->line(line);
+    return kExitOk;
+  }
+  std::fprintf(out, "\n Watch counts on CPUs %s (hardware: %s), %.3f s:\n\n",
+               cpus_text(count->cpus()).c_str(), method.c_str(), seconds);
+  std::fprintf(out, " %-28s %-20s %8s %10s %10s %10s %10s\n", "EXPRESSION", "ADDRESS", "CPU",
+               "READS", "WRITES", "EXECS", "TOTAL");
+  for (std::size_t e = 0; e < per.size(); ++e) {
+    const unsigned a = ranges[e].access;
+    const bool rw = a == (native::kWatchRead | native::kWatchWrite);
+    const std::string address = (*resolved)[e].where == "kernel" && kernel
+                                    ? kernel->describe(ranges[e].addr)
+                                    : hex(ranges[e].addr);
+    // An rw register does not tell reads from writes: those columns are "-".
+    const auto row = [&](const std::string& cpu, std::uint64_t n) {
+      const std::string v = std::to_string(n);
+      const std::string reads = rw ? "-" : "0";
+      const std::string writes = rw ? "-" : a == native::kWatchWrite ? v : "0";
+      const std::string execs = a == native::kWatchExec ? v : "0";
+      std::fprintf(out, " %-28s %-20s %8s %10s %10s %10s %10s\n", args.exprs[e].text.c_str(),
+                   address.c_str(), cpu.c_str(), reads.c_str(), writes.c_str(), execs.c_str(),
+                   v.c_str());
+    };
+    for (std::size_t i = 0; i < per[e].size(); ++i) {
+      row(std::to_string(count->cpus()[i]), per[e][i]);
+    }
+    row("all", sums[e]);
+  }
+  std::fprintf(out, "\n");
+  std::fflush(out);
+  std::string line = "hwarb stat: " + std::to_string(total) + (total == 1 ? " hit" : " hits");
+  for (std::size_t e = 0; e < per.size(); ++e) {
+    line += (e == 0 ? " (" : ", ") + args.exprs[e].text + ": " + std::to_string(sums[e]);
+  }
+  line += ") in hardware mode [" + method + "]; " + ended + "\n";
+  std::fputs(line.c_str(), report->summary());
+  std::fflush(report->summary());
+  return kExitOk;
+}
+
+}  // namespace hwarb::cli
