@@ -31,11 +31,11 @@ struct CommandSpec {
 std::span<const CommandSpec> commands();
 
 // One per subcommand file.
-CommandRunner setup_sim(CLI::App& app);    // sim_command.cpp
-CommandRunner setup_probe(CLI::App& app);  // probe_command.cpp
-CommandRunner setup_watch(CLI::App& app);  // watch_command.cpp
-CommandRunner setup_stat(CLI::App& app);   // watch_command.cpp
-CommandRunner setup_trace(CLI::App& app);  // trace_command.cpp
+CommandRunner setup_sim(CLI::App& app);        // sim_command.cpp
+CommandRunner setup_probe(CLI::App& app);      // probe_command.cpp
+CommandRunner setup_watch(CLI::App& app);      // watch_command.cpp
+CommandRunner setup_stat(CLI::App& app);       // watch_command.cpp
+CommandRunner setup_trace(CLI::App& app);      // trace_command.cpp
 CommandRunner setup_gdbserver(CLI::App& app);  // gdbserver_command.cpp
 
 }  // namespace hwarb::cli

@@ -130,4 +130,18 @@ native::WatchSessionOptions watch_options(bool software) {
   return native::session_options(*report);
 }
 
+unsigned access_bits(WatchAccess access) {
+  switch (access) {
+    case WatchAccess::kRead:
+      return native::kWatchRead;
+    case WatchAccess::kWrite:
+      return native::kWatchWrite;
+    case WatchAccess::kReadWrite:
+      return native::kWatchRead | native::kWatchWrite;
+    case WatchAccess::kExec:
+      return native::kWatchExec;
+  }
+  return 0;
+}
+
 }  // namespace hwarb::cli

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "hwarb/base/error.h"
+#include "hwarb/cli/watch_expr.h"
 #include "hwarb/linux/session.h"
 #include "hwarb/linux/watch_session.h"
 
@@ -72,6 +73,8 @@ class Report {
 // register count), or software alone with `software` (--software) or when the probe failed
 // (no_hardware says why).
 native::WatchSessionOptions watch_options(bool software);
+// The watch path's access bits (native::kWatchRead | ...) of an expression's access.
+unsigned access_bits(WatchAccess access);
 
 // "command 'prog'" / "process 1234" / "thread 1234" for messages.
 std::string target_name(const TargetOptions& target);

@@ -44,20 +44,6 @@ int failure(const std::string& message) {
   return kExitFailure;
 }
 
-unsigned access_of(WatchAccess a) {
-  switch (a) {
-    case WatchAccess::kRead:
-      return native::kWatchRead;
-    case WatchAccess::kWrite:
-      return native::kWatchWrite;
-    case WatchAccess::kReadWrite:
-      return native::kWatchRead | native::kWatchWrite;
-    case WatchAccess::kExec:
-      return native::kWatchExec;
-  }
-  return 0;
-}
-
 // The command's process while it runs: nothing to do but let it run (traced for its status).
 class LetRun final : public native::Engine {
  public:
@@ -81,7 +67,7 @@ Result<std::vector<Resolved>> resolve(const std::vector<WatchExpr>& exprs,
   for (const WatchExpr& e : exprs) {
     Resolved r;
     r.range.id = out.size();
-    r.range.access = access_of(e.access);
+    r.range.access = access_bits(e.access);
     std::optional<std::uint64_t> size;
     if (e.address) {
       r.range.addr = *e.address;

@@ -72,20 +72,6 @@ struct Watched {
   std::string label;         // the expression as given
 };
 
-unsigned access_bits(WatchAccess a) {
-  switch (a) {
-    case WatchAccess::kRead:
-      return native::kWatchRead;
-    case WatchAccess::kWrite:
-      return native::kWatchWrite;
-    case WatchAccess::kReadWrite:
-      return native::kWatchRead | native::kWatchWrite;
-    case WatchAccess::kExec:
-      return native::kWatchExec;
-  }
-  return 0;
-}
-
 std::string access_letters(unsigned bits) {
   std::string out;
   if ((bits & native::kWatchRead) != 0) out += 'r';
