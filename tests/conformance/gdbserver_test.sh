@@ -114,6 +114,10 @@ for mode in "${modes[@]}"; do
   expect "$tmp/br$m.out" 'Remote target\) killed' "$m: kill"
   # gdb's default sysroot reads the libraries through the server (vFile).
   expect "$tmp/br$m.out" 'Yes .*target:/.*libc\.so\.6' "$m: libraries read through the server"
+  # The library list comes from the server's walk of the dynamic linker's link_map chain.
+  gdb_run "lib$m" "$mode" 'set debug remote 1' 'break main' 'continue' 'info sharedlibrary' 'kill'
+  expect "$tmp/lib$m.err" 'received: l<library-list-svr4 version="1\.0" main-lm="0x[0-9a-f]+">.*<library name="[^"]*/libc\.so\.6" lm="0x' "$m: qXfer:libraries-svr4"
+  expect "$tmp/lib$m.out" 'Yes .*target:/.*libc\.so\.6' "$m: libraries-svr4: libc listed"
 
 done
 

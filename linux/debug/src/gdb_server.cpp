@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "hwarb/linux/gdb_regs.h"
+#include "hwarb/linux/link_map.h"
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/socket.h"
 #include "hwarb/linux/syscalls.h"
@@ -529,6 +530,7 @@ Result<std::string> GdbServer::query(const std::string& p) {
     error_messages_ = p.find("error-message+") != std::string::npos;
     return "PacketSize=" + hex_u64(kPacketSize) +
            ";qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:read+;qXfer:threads:read+"
+           ";qXfer:libraries-svr4:read+"
            ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+" +
            std::string(error_messages_ ? ";error-message+" : "");
   }
@@ -616,6 +618,18 @@ Result<std::string> GdbServer::xfer(std::string_view object, std::string_view an
     auto auxv = read_proc_file(inferior_.pid(), "auxv");
     if (!auxv) return std::unexpected(auxv.error());
     return xfer_slice(*auxv, offset, length);
+  }
+  if (object == "libraries-svr4") {
+    // The whole list at every offset 0 (no augmented-libraries-svr4-read: the annex is empty).
+    auto auxv = read_proc_file(inferior_.pid(), "auxv");
+    if (!auxv) return std::unexpected(auxv.error());
+    auto map = read_link_map(std::span<const std::uint8_t>(
+                                 reinterpret_cast<const std::uint8_t*>(auxv->data()), auxv->size()),
+                             [this](std::uint64_t addr, std::span<std::uint8_t> out) {
+                               return inferior_.read_memory(addr, out);
+                             });
+    if (!map) return std::unexpected(map.error());
+    return xfer_slice(svr4_library_xml(*map), offset, length);
   }
   if (object == "exec-file") {
     auto path = executable_path(inferior_.pid());
