@@ -307,12 +307,37 @@ Result<bool> HardWatchEngine::on_hit(const Event& ev) {
   auto regs = inferior_.get_regs(ev.tid);
   if (!regs) return std::unexpected(regs.error());
   const std::uint64_t time = since(start_);
-  // The instruction bytes before the stop, for the accessor (fewer near address 0).
+  // One gathered read (one system call) of the instruction bytes before the stop, for the
+  // accessor (none near address 0), and of the value of every range the hit touched; each
+  // part alone where that fails (a part unreadable, or a page the software path protects).
   std::array<std::uint8_t, kMaxInsn> window{};
+  const bool want_code = regs->rip >= window.size();
+  std::vector<std::vector<std::uint8_t>> values(ranges_.size());
+  std::vector<RemoteRead> parts;
+  if (want_code) parts.push_back({regs->rip - window.size(), window});
+  for (const HwPiece& piece : pieces_) {
+    if (ev.fault_addr < piece.addr || ev.fault_addr >= piece.addr + piece.len) continue;
+    const WatchRange& w = ranges_[piece.expr];
+    if (w.access == kWatchExec || !values[piece.expr].empty()) continue;
+    values[piece.expr].resize(w.len);
+    parts.push_back({w.addr, values[piece.expr]});
+  }
   std::span<const std::uint8_t> code;
-  if (regs->rip >= window.size() &&
-      inferior_.read_memory(regs->rip - window.size(), window, process)) {
-    code = window;
+  if (inferior_.read_memory(parts, process)) {
+    if (want_code) code = window;
+  } else {
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      const bool ok = inferior_.read_memory(parts[k].addr, parts[k].out, process).has_value();
+      if (want_code && k == 0) {
+        if (ok) code = window;
+        continue;
+      }
+      if (!ok) {
+        for (auto& v : values) {
+          if (v.data() == parts[k].out.data()) v.clear();  // unknown
+        }
+      }
+    }
   }
   std::vector<bool> seen(ranges_.size(), false);
   bool reported = false;
@@ -335,8 +360,7 @@ Result<bool> HardWatchEngine::on_hit(const Event& ev) {
       continue;
     }
     h.ip = regs->rip;
-    std::vector<std::uint8_t> now(w.len);
-    if (!inferior_.read_memory(w.addr, now, process)) now.clear();
+    std::vector<std::uint8_t> now = std::move(values[i]);
     // The accessing instruction's operands say read or write; a write-only breakpoint fires on
     // writes only. An instruction that cannot be found is both (never guessed from the values).
     const bool write_only = piece.type == BpType::kW;

@@ -285,6 +285,10 @@ Result<void> Inferior::read_memory(std::uint64_t addr, std::span<std::uint8_t> o
   return pread_memory(mem_.get(), addr, out);
 }
 
+Result<void> Inferior::read_memory(std::span<const RemoteRead> parts, pid_t process) {
+  return read_process_memory(process != 0 ? process : pid_, parts);
+}
+
 Result<void> Inferior::write_memory(std::uint64_t addr, std::span<const std::uint8_t> data,
                                     pid_t process) {
   if (auto it = mems_.find(process); it != mems_.end()) {

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -242,6 +243,29 @@ Result<void> read_process_memory(pid_t pid, std::uint64_t addr, std::span<std::u
     return detail::sys_fail(
         n < 0 ? err : EFAULT, "addr",
         "read of " + std::to_string(out.size()) + " bytes of process " + std::to_string(pid));
+  }
+  return {};
+}
+
+Result<void> read_process_memory(pid_t pid, std::span<const RemoteRead> parts) {
+  std::vector<iovec> local(parts.size()), remote(parts.size());
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    local[i] = {parts[i].out.data(), parts[i].out.size()};
+    remote[i] = {reinterpret_cast<void*>(parts[i].addr), parts[i].out.size()};
+    total += parts[i].out.size();
+  }
+  const ssize_t n =
+      ::process_vm_readv(pid, local.data(), local.size(), remote.data(), remote.size(), 0);
+  if (n < 0) {
+    const int err = errno;
+    return detail::sys_fail(err, err == EFAULT ? "addr" : "pid",
+                            "process_vm_readv of process " + std::to_string(pid));
+  }
+  if (static_cast<std::size_t>(n) != total) {
+    return detail::sys_fail(EFAULT, "addr",
+                            "process_vm_readv of process " + std::to_string(pid) + ": " +
+                                std::to_string(n) + " of " + std::to_string(total) + " bytes");
   }
   return {};
 }

@@ -49,7 +49,8 @@ Result<Report> Report::open(const std::string& path) {
   return Report(file, true);
 }
 
-Report::Report(Report&& other) noexcept : out_(other.out_), to_file_(other.to_file_) {
+Report::Report(Report&& other) noexcept
+    : out_(other.out_), to_file_(other.to_file_), flushed_(other.flushed_) {
   other.to_file_ = false;
 }
 
@@ -60,7 +61,11 @@ Report::~Report() {
 void Report::line(const std::string& line) const {
   std::fputs(line.c_str(), out_);
   std::fputc('\n', out_);
-  std::fflush(out_);
+  const auto now = std::chrono::steady_clock::now();
+  if (!to_file_ || now - flushed_ >= std::chrono::milliseconds(100)) {
+    std::fflush(out_);
+    flushed_ = now;
+  }
 }
 
 Result<void> check_target(TargetOptions& target) {

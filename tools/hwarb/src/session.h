@@ -60,13 +60,17 @@ class Report {
   std::FILE* out() const { return out_; }
   // Where a human summary goes: stderr, or the file of -o.
   std::FILE* summary() const { return to_file_ ? out_ : stderr; }
-  // Writes `line` and a newline, and flushes (a reader may follow the file while hwarb runs).
+  // Writes `line` and a newline. On stdout (shared with a spawned program) each line is flushed,
+  // so that the program's lines and hwarb's keep their order; to a file (-o) at most every
+  // 100 ms (a reader following the file sees each line within that; one write(2) per hit would
+  // cost more than the hit) and at the end.
   void line(const std::string& line) const;
 
  private:
   Report(std::FILE* out, bool to_file) : out_(out), to_file_(to_file) {}
   std::FILE* out_;
   bool to_file_;
+  mutable std::chrono::steady_clock::time_point flushed_{};
 };
 
 // How watches may be placed: what the probe measured (hardware where hits are delivered, its

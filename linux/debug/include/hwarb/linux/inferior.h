@@ -59,6 +59,7 @@
 
 #include "hwarb/base/error.h"
 #include "hwarb/linux/fd.h"
+#include "hwarb/linux/proc_maps.h"
 #include "hwarb/x86/insn.h"
 
 namespace hwarb::native {
@@ -124,6 +125,9 @@ class Inferior {
 
   // Memory of this process, or of `process` (a forked child being released, or followed).
   Result<void> read_memory(std::uint64_t addr, std::span<std::uint8_t> out, pid_t process = 0);
+  // Several parts in one system call (read_process_memory's gathered read), all or nothing: an
+  // error when any part cannot be read that way (e.g. a PROT_NONE page: read_memory still can).
+  [[nodiscard]] Result<void> read_memory(std::span<const RemoteRead> parts, pid_t process = 0);
   Result<void> write_memory(std::uint64_t addr, std::span<const std::uint8_t> data,
                             pid_t process = 0);
   Result<std::uint64_t> read_word(std::uint64_t addr, int size, pid_t process = 0);

@@ -60,6 +60,16 @@ Result<pid_t> thread_group(pid_t tid);
 // needed; the caller needs ptrace access to the process). EFAULT naming `addr` on a short read.
 Result<void> read_process_memory(pid_t pid, std::uint64_t addr, std::span<std::uint8_t> out);
 
+// One part of a gathered read: `out.size()` bytes at `addr`.
+struct RemoteRead {
+  std::uint64_t addr = 0;
+  std::span<std::uint8_t> out;
+};
+// process_vm_readv(2) of every part in one system call (the caller needs ptrace access). All or
+// nothing: EFAULT naming `addr` when any part is short — an unmapped page, or one the process
+// cannot read (PROT_NONE), which /proc/PID/mem would still read; ESRCH/EPERM naming `pid`.
+[[nodiscard]] Result<void> read_process_memory(pid_t pid, std::span<const RemoteRead> parts);
+
 // The whole of /proc/PID/LEAF (e.g. "auxv", "cmdline"): bytes as the kernel gives them. The
 // kernel's errno naming `pid` (ENOENT: no such process).
 [[nodiscard]] Result<std::string> read_proc_file(pid_t pid, std::string_view leaf);
