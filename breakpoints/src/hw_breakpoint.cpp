@@ -42,6 +42,29 @@ Result<BreakpointHandle> HwBreakpoints::register_cpu_hw_breakpoint(const pmu::Ev
   return core_.open(as_breakpoint(attr, true), {std::nullopt, cpu}, std::move(handler));
 }
 
+Result<BreakpointHandle> HwBreakpoints::perf_event_open(const pmu::EventAttr& attr,
+                                                        pmu::OverflowHandler handler,
+                                                        pmu::EventOwner owner, pmu::Credentials who,
+                                                        int paranoid) {
+  // 1. perf_allow_kernel, before the event exists.
+  if (auto r = pmu::check_open_permission(attr, who, paranoid); !r)
+    return std::unexpected(r.error());
+  // 2. the task.
+  if (owner.task) {
+    if (auto r = check_task(*owner.task); !r) return std::unexpected(r.error());
+  }
+  // 3. the event: slots, then fields, with the caller's CAP_SYS_ADMIN for kernel space.
+  // 4. perf_allow_cpu, when the event looks for its context: Linux has not installed it yet, so
+  // a refused one is opened disabled (its slots and fields checked, never scheduled) and closed.
+  pmu::EventAttr a = as_breakpoint(attr, who.sys_admin);
+  auto context = pmu::check_context_permission(owner, who, paranoid);
+  if (!context) a.disabled = true;
+  auto h = core_.open(a, owner, std::move(handler));
+  if (!h || context) return h;
+  (void)h->close();
+  return std::unexpected(context.error());
+}
+
 Result<WideBreakpointHandle> HwBreakpoints::register_wide_hw_breakpoint(
     const pmu::EventAttr& attr, pmu::OverflowHandler handler) {
   std::vector<pmu::Core::OpenRequest> requests;

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -165,6 +166,101 @@ TEST(HwBreakpoint, UserBreakpointsAreUnprivileged) {
   EXPECT_EQ(bad.error().code(), ErrorCode::kInval);
   cpu_bp->close();
   EXPECT_FALSE(s->arbiter().is_used());
+}
+
+// perf_event_open's answers, as measured on this project's kernel (6.18, x86_64, no kprobes;
+// tests/property/perf_permission_differential_test.cpp compares them with the kernel each run).
+TEST(HwBreakpoint, PerfEventOpenAnswersAsTheKernelInItsOrder) {
+  const std::uint64_t kernel = task_size_max(Arch::kX86_64);
+  const pmu::Credentials root = pmu::Credentials::root();
+  const pmu::Credentials user = pmu::Credentials::user();
+  struct Case {
+    pmu::Credentials who;
+    int paranoid;
+    bool cpu_event;
+    BpType type;
+    bool exclude_kernel;
+    std::uint64_t addr;
+    std::optional<ErrorCode> want;
+    const char* field;
+  };
+  const std::optional<ErrorCode> ok;
+  const Case cases[] = {
+      // root: only the breakpoint checks; no execute breakpoint in kernel space.
+      {root, 2, false, BpType::kRw, false, kernel, ok, ""},
+      {root, 2, true, BpType::kRw, false, kernel, ok, ""},
+      {root, 2, false, BpType::kRw, true, kernel, ErrorCode::kInval, "addr"},
+      {root, -1, true, BpType::kX, false, kernel, ErrorCode::kInval, "addr"},
+      // user, paranoid 2: a kernel-including event is EACCES before anything else.
+      {user, 2, false, BpType::kRw, false, 0x1000, ErrorCode::kAcces, "exclude_kernel"},
+      {user, 2, false, BpType::kX, false, kernel, ErrorCode::kAcces, "exclude_kernel"},
+      {user, 2, false, BpType::kRw, true, 0x1000, ok, ""},
+      {user, 2, false, BpType::kRw, true, kernel, ErrorCode::kInval, "addr"},
+      {user, 3, true, BpType::kRw, true, 0x1000, ErrorCode::kAcces, "cpu"},
+      // user, paranoid 1: kernel space is EPERM (no CAP_SYS_ADMIN), before the CPU's EACCES.
+      {user, 1, false, BpType::kRw, false, kernel, ErrorCode::kPerm, "addr"},
+      {user, 1, true, BpType::kRw, false, kernel, ErrorCode::kPerm, "addr"},
+      {user, 1, true, BpType::kRw, false, 0x1000, ErrorCode::kAcces, "cpu"},
+      {user, 1, true, BpType::kX, true, kernel, ErrorCode::kInval, "addr"},
+      // user, paranoid 0 and -1: CPU events too.
+      {user, 0, true, BpType::kRw, false, 0x1000, ok, ""},
+      {user, -1, true, BpType::kX, true, 0x1000, ok, ""},
+      {user, 0, true, BpType::kRw, false, kernel, ErrorCode::kPerm, "addr"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.who.sys_admin ? "root" : "user") + " paranoid " +
+                 std::to_string(c.paranoid) + (c.cpu_event ? " cpu " : " task ") +
+                 std::string(to_string(c.type)) + " ek " + std::to_string(c.exclude_kernel) +
+                 " addr " + std::to_string(c.addr));
+    auto s = make();
+    TaskId t = *s->machine().create_task();
+    pmu::EventAttr a = breakpoint_attr(c.addr, c.type == BpType::kX ? 8 : 4, c.type);
+    a.exclude_kernel = c.exclude_kernel;
+    const pmu::EventOwner owner =
+        c.cpu_event ? pmu::EventOwner{std::nullopt, CpuId(0)} : pmu::EventOwner{t, std::nullopt};
+    const State before = state(*s);
+    auto h = s->breakpoints().perf_event_open(a, {}, owner, c.who, c.paranoid);
+    if (!c.want) {
+      ASSERT_TRUE(h) << h.error().to_string();
+      EXPECT_EQ(h->event()->attr().privileged, c.who.sys_admin);
+      continue;
+    }
+    ASSERT_FALSE(h);
+    EXPECT_EQ(h.error().code(), *c.want) << h.error().to_string();
+    EXPECT_TRUE(h.error().message().starts_with(c.field)) << h.error().to_string();
+    EXPECT_EQ(state(*s), before);  // nothing held, not even the slots of step 3
+  }
+}
+
+TEST(HwBreakpoint, PerfEventOpenSlotsComeBetweenTheTwoPermissionChecks) {
+  // Measured: on a full CPU, a kernel-including event at paranoid 2 is EACCES (checked before
+  // the event exists), a CPU event at paranoid 1 is ENOSPC (checked after).
+  auto s = make();
+  std::vector<BreakpointHandle> fill;
+  for (int i = 0; i < 4; ++i) {
+    auto h = s->breakpoints().register_cpu_hw_breakpoint(
+        breakpoint_attr(0x1000 + 8 * i, 4, BpType::kRw), {}, CpuId(0));
+    ASSERT_TRUE(h);
+    fill.push_back(std::move(*h));
+  }
+  const pmu::EventOwner cpu0{std::nullopt, CpuId(0)};
+  const pmu::Credentials user = pmu::Credentials::user();
+  pmu::EventAttr a = breakpoint_attr(0x2000, 4, BpType::kRw);
+  EXPECT_EQ(s->breakpoints().perf_event_open(a, {}, cpu0, user, 2).error().code(),
+            ErrorCode::kAcces);
+  EXPECT_EQ(s->breakpoints().perf_event_open(a, {}, cpu0, user, 1).error().code(),
+            ErrorCode::kNoSpc);
+  a.exclude_kernel = true;
+  EXPECT_EQ(s->breakpoints().perf_event_open(a, {}, cpu0, user, 2).error().code(),
+            ErrorCode::kNoSpc);
+  // And a task of its own that no longer exists: ESRCH, after perf_allow_kernel.
+  s->breakpoints().set_task_lookup([](TaskId) { return false; });
+  a.exclude_kernel = false;
+  const pmu::EventOwner gone{TaskId(9), std::nullopt};
+  EXPECT_EQ(s->breakpoints().perf_event_open(a, {}, gone, user, 2).error().code(),
+            ErrorCode::kAcces);
+  EXPECT_EQ(s->breakpoints().perf_event_open(a, {}, gone, user, 1).error().code(),
+            ErrorCode::kSrch);
 }
 
 TEST(HwBreakpoint, CpuBreakpointIsInstalledAtOnceAndSeesEveryTaskOnItsCpu) {

@@ -29,7 +29,6 @@ Result<Arch> parse_arch(std::string_view name) {
                     "arch: '" + std::string(name) + "' is not x86_64, i386 or arm64");
 }
 
-
 Result<void> check_reservable(const pmu::EventAttr& attr) {
   constexpr unsigned kInvalid = 7;  // HW_BREAKPOINT_RW | HW_BREAKPOINT_X
   const unsigned type = static_cast<unsigned>(attr.bp_type);
@@ -64,6 +63,15 @@ Result<void> validate_breakpoint(Arch arch, const pmu::EventAttr& attr) {
   }
   // 2. len, 3. addr alignment
   if (attr.bp_type == pmu::BpType::kX) {
+    // x86's arch_build_bp_info refuses an execute breakpoint at or above TASK_SIZE_MAX that
+    // kprobes could not take (within_kprobe_blacklist), before it looks at the len; without
+    // CONFIG_KPROBES, as on the kernel hwarb is measured on, that is every such address.
+    if (x86 && attr.bp_addr >= task_size_max(arch)) {
+      return make_error(ErrorCode::kInval,
+                        "addr: " + hex(attr.bp_addr) +
+                            " is kernel space, where x86 takes no execute breakpoint (a kernel "
+                            "without kprobes)");
+    }
     if (len != exec_len(arch)) {
       return make_error(ErrorCode::kInval, "len " + len_s + ": an execute breakpoint on " +
                                                std::string(to_string(arch)) + " needs len " +

@@ -182,18 +182,18 @@ TEST(Validate, X86ExecuteAtAnyByteArm64ExecuteAlignedToFour) {
   }
 }
 
-TEST(Validate, X86ExecuteCoversOneByteSoNothingWraps) {
-  // Linux encodes an x86 execute breakpoint as LEN_1: near 2^64 it is kernel space (EINVAL or
-  // EPERM), never a wrap, and the register covers only the byte at addr.
+TEST(Validate, X86ExecuteInKernelSpaceIsEinvalNeverAWrap) {
+  // Near 2^64 an x86 execute breakpoint is kernel space, which takes no execute breakpoint (a
+  // kernel without kprobes): EINVAL naming addr for every caller, never a wrap.
   for (Arch a : {Arch::kX86_64, Arch::kI386}) {
     for (std::uint64_t back = 1; back < 8; ++back) {
       SCOPED_TRACE(back);
       const std::uint64_t addr = kMax - back + 1;
-      expect_error(validate_breakpoint(a, bp(addr, exec_len(a), BpType::kX, true, false)),
-                   ErrorCode::kInval, "addr", "exclude_kernel");
-      expect_error(validate_breakpoint(a, bp(addr, exec_len(a), BpType::kX, false, false)),
-                   ErrorCode::kPerm, "addr", "kernel");
-      expect_ok(validate_breakpoint(a, bp(addr, exec_len(a), BpType::kX, false, true)));
+      for (int flags = 0; flags < 4; ++flags) {
+        expect_error(
+            validate_breakpoint(a, bp(addr, exec_len(a), BpType::kX, flags & 1, flags & 2)),
+            ErrorCode::kInval, "addr", "kprobes");
+      }
     }
   }
   // The last bytes of the address space exactly, for a privileged caller.
@@ -229,6 +229,14 @@ TEST(Validate, KernelSpaceAtAndAboveTaskSizeMax) {
         expect_ok(validate_breakpoint(a, bp(c.addr, c.len, c.type, false, false)));
         continue;
       }
+      if (a != Arch::kArm64 && c.type == BpType::kX) {
+        // No x86 execute breakpoint in kernel space, for any caller (no kprobes).
+        for (int flags = 0; flags < 4; ++flags) {
+          expect_error(validate_breakpoint(a, bp(c.addr, c.len, c.type, flags & 1, flags & 2)),
+                       ErrorCode::kInval, "addr", "kprobes");
+        }
+        continue;
+      }
       expect_error(validate_breakpoint(a, bp(c.addr, c.len, c.type, true, false)),
                    ErrorCode::kInval, "addr", "exclude_kernel");
       // exclude_kernel wins over the privilege.
@@ -256,15 +264,18 @@ TEST(Validate, FirstFailingRuleWins) {
                "len");
   expect_error(validate_breakpoint(Arch::kArm64, bp(0x1001, 8, BpType::kX)), ErrorCode::kInval,
                "len");
-  expect_error(validate_breakpoint(Arch::kX86_64, bp(kMax, 4, BpType::kX, true, false)),
+  expect_error(validate_breakpoint(Arch::kX86_64, bp(0x1000, 4, BpType::kX, true, false)),
                ErrorCode::kInval, "len");
+  // x86 execute: the kernel-space address before the len (arch_build_bp_info's order).
+  expect_error(validate_breakpoint(Arch::kX86_64, bp(kMax, 4, BpType::kX, true, false)),
+               ErrorCode::kInval, "addr", "kprobes");
   // alignment before kernel space: a misaligned data range at the very top.
   expect_error(validate_breakpoint(Arch::kX86_64, bp(kMax - 2, 4, BpType::kW, false, false)),
                ErrorCode::kInval, "addr", "aligned");
   expect_error(validate_breakpoint(Arch::kArm64, bp(kMax - 1, 4, BpType::kX, false, false)),
                ErrorCode::kInval, "addr", "arm64");
-  // x86 execute near 2^64: kernel space (one byte), EPERM for an unprivileged caller.
-  expect_error(validate_breakpoint(Arch::kX86_64, bp(kMax - 3, 8, BpType::kX, false, false)),
+  // ... but a data breakpoint in kernel space passes the len and alignment first.
+  expect_error(validate_breakpoint(Arch::kX86_64, bp(kMax - 3, 4, BpType::kW, false, false)),
                ErrorCode::kPerm, "addr", "kernel");
 }
 
@@ -278,7 +289,11 @@ Verdict model(Arch a, const pmu::EventAttr& attr) {
   const unsigned t = static_cast<unsigned>(attr.bp_type);
   if (t == 0 || t > 4 || (x86 && attr.bp_type == BpType::kR)) return {ErrorCode::kInval, "type"};
   const std::uint64_t long_size = a == Arch::kX86_64 ? 8 : 4;
+  const std::uint64_t limit = a == Arch::kX86_64 ? 0x00007ffffffff000ULL
+                              : a == Arch::kI386 ? 0xc0000000ULL
+                                                 : 0x0001000000000000ULL;
   if (attr.bp_type == BpType::kX) {
+    if (x86 && attr.bp_addr >= limit) return {ErrorCode::kInval, "addr"};  // no kprobes
     if (attr.bp_len != long_size) return {ErrorCode::kInval, "len"};
     if (!x86 && attr.bp_addr % 4 != 0) return {ErrorCode::kInval, "addr"};
   } else {
@@ -297,9 +312,6 @@ Verdict model(Arch a, const pmu::EventAttr& attr) {
   }
   // Byte by byte over what the register covers (x86 execute: the one byte at addr): does any
   // byte lie past 2^64 or at/above the user limit?
-  const std::uint64_t limit = a == Arch::kX86_64 ? 0x00007ffffffff000ULL
-                              : a == Arch::kI386 ? 0xc0000000ULL
-                                                 : 0x0001000000000000ULL;
   bool kernel = false;
   const std::uint64_t covered = (x86 && attr.bp_type == BpType::kX) ? 1 : attr.bp_len;
   for (std::uint64_t i = 0; i < covered; ++i) {

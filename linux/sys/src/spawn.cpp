@@ -1,6 +1,7 @@
 #include "hwarb/linux/spawn.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/personality.h>
@@ -118,6 +119,54 @@ Result<void> start_gated(GatedChild& child) {
                     "write() of the go byte to pid " + std::to_string(child.pid));
   }
   return {};
+}
+
+Result<int> run_as_user(uid_t uid, gid_t gid, int (*body)(const void* arg), const void* arg) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return sys_fail<int>(errno, "pipe", "pipe2()");
+  Fd answer_read(pipe_fds[0]);
+  Fd answer_write(pipe_fds[1]);
+  const pid_t pid = ::fork();
+  if (pid < 0) return sys_fail<int>(errno, "fork", "fork()");
+  if (pid == 0) {
+    // The answer: {0, errno} when a drop failed (the step in `step`), {1, body's value}.
+    int out[3] = {1, 0, 0};
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::setgroups(1, &gid) != 0) {
+      out[0] = 0, out[1] = errno, out[2] = 1;
+    } else if (::setresgid(gid, gid, gid) != 0) {
+      out[0] = 0, out[1] = errno, out[2] = 2;
+    } else if (::setresuid(uid, uid, uid) != 0) {
+      out[0] = 0, out[1] = errno, out[2] = 3;
+    } else {
+      out[1] = body(arg);
+    }
+    const ssize_t n = ::write(pipe_fds[1], out, sizeof out);
+    ::_exit(n == static_cast<ssize_t>(sizeof out) ? 0 : 1);
+  }
+  answer_write = Fd();
+  int in[3] = {0, 0, 0};
+  std::size_t got = 0;
+  while (got < sizeof in) {
+    const ssize_t n = ::read(answer_read.get(), reinterpret_cast<char*>(in) + got, sizeof in - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (got != sizeof in) {
+    return sys_fail<int>(EIO, "fork",
+                         "the child of pid " + std::to_string(pid) + " ended without an answer");
+  }
+  if (in[0] == 0) {
+    static constexpr const char* kSteps[] = {"", "setgroups()", "setresgid()", "setresuid()"};
+    return sys_fail<int>(
+        in[1], "uid",
+        std::string(kSteps[in[2] & 3]) + " to " + std::to_string(uid) + ":" + std::to_string(gid));
+  }
+  return in[1];
 }
 
 Result<ForkSide> fork_detached(std::span<const int> keep) {

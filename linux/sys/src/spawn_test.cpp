@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -246,6 +247,60 @@ TEST(ForkGated, AClosedGoPipeEndsTheChildUnstarted) {
   EXPECT_EQ(st->value, kGatedNotStarted);
   // The go pipe is closed: there is nothing to write the byte to (EBADF).
   expect_error(start_gated(*child), ErrorCode::kIo, "pipe");
+}
+
+// run_as_user's child: 0 when every id is 65534 and the only group is 65534, else which is not
+// (1 uids, 2 gids, 4 groups).
+int ids_dropped(const void*) {
+  uid_t r = 0, e = 0, s = 0;
+  gid_t gr = 0, ge = 0, gs = 0;
+  gid_t groups[4] = {};
+  const int n = ::getgroups(4, groups);
+  int bad = 0;
+  if (::getresuid(&r, &e, &s) != 0 || r != 65534 || e != 65534 || s != 65534) bad |= 1;
+  if (::getresgid(&gr, &ge, &gs) != 0 || gr != 65534 || ge != 65534 || gs != 65534) bad |= 2;
+  if (n != 1 || groups[0] != 65534) bad |= 4;
+  return bad;
+}
+
+// run_as_user's child: the errno with which it may not set perf_event_paranoid (0: it could).
+int paranoid_refused(const void* value) {
+  auto r = set_perf_event_paranoid(*static_cast<const int*>(value));
+  return r ? 0 : static_cast<int>(r.error().code());
+}
+
+TEST(RunAsUser, TheChildRunsWithEveryIdDroppedAndItsAnswerComesBack) {
+  auto as_nobody = run_as_user(65534, 65534, ids_dropped, nullptr);
+  if (!as_nobody) {
+    // Only root may drop to another user: anyone else gets EPERM naming uid.
+    expect_error(as_nobody, ErrorCode::kPerm, "uid");
+    GTEST_SKIP() << "needs root: " << as_nobody.error().to_string();
+  }
+  EXPECT_EQ(*as_nobody, 0);
+  // No privilege is left: root's sysctl is refused, and the value stays.
+  const std::optional<int> before = perf_event_paranoid();
+  ASSERT_TRUE(before);
+  const int other = *before == 1 ? 2 : 1;
+  auto refused_errno = run_as_user(65534, 65534, paranoid_refused, &other);
+  ASSERT_TRUE(refused_errno) << refused_errno.error().to_string();
+  EXPECT_EQ(*refused_errno, EACCES);
+  EXPECT_EQ(perf_event_paranoid(), before);
+}
+
+TEST(PerfEventParanoid, RootSetsItAndReadsItBack) {
+  const std::optional<int> before = perf_event_paranoid();
+  ASSERT_TRUE(before);
+  auto same = set_perf_event_paranoid(*before);
+  if (!same) {
+    expect_error(same, same.error().code(), "perf_event_paranoid");
+    GTEST_SKIP() << "needs root: " << same.error().to_string();
+  }
+  EXPECT_EQ(perf_event_paranoid(), before);
+  const int other = *before == 1 ? 2 : 1;
+  ASSERT_TRUE(set_perf_event_paranoid(other));
+  EXPECT_EQ(perf_event_paranoid(), other);
+  ASSERT_TRUE(set_perf_event_paranoid(*before));
+  EXPECT_EQ(perf_event_paranoid(), before);
 }
 
 }  // namespace

@@ -409,6 +409,24 @@ std::optional<int> perf_event_paranoid() {
   return value;
 }
 
+Result<void> set_perf_event_paranoid(int value) {
+  const char* path = "/proc/sys/kernel/perf_event_paranoid";
+  const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return sys_fail(errno, "perf_event_paranoid", std::string("open ") + path);
+  const std::string text = std::to_string(value) + "\n";
+  ssize_t n = -1;
+  do {
+    n = ::write(fd, text.data(), text.size());
+  } while (n < 0 && errno == EINTR);
+  const int err = n < 0 ? errno : n != static_cast<ssize_t>(text.size()) ? EIO : 0;
+  ::close(fd);
+  if (err != 0) {
+    return sys_fail(err, "perf_event_paranoid",
+                    "write " + text.substr(0, text.size() - 1) + " to " + path);
+  }
+  return {};
+}
+
 Error name_perf_permission(const Error& error, std::string_view needs) {
   if (error.code() != ErrorCode::kAcces && error.code() != ErrorCode::kPerm) return error;
   const std::optional<int> knob = perf_event_paranoid();

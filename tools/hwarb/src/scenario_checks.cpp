@@ -262,6 +262,8 @@ Result<void> Parser::check_work(std::string_view command, const Keys& keys, cons
     }
     case CommandKind::kInject:
       return require("enomem");
+    case CommandKind::kSysctl:
+      return require("perf_event_paranoid");
     default:
       return {};
   }

@@ -111,10 +111,20 @@ std::vector<CommandSpec> make_table() {
        Creates::kRequest,
        {task_key("task-bound to T; without it CPU-bound"), as_required(cpu_any_key("")), type_key(),
         len_key(), addr_key(), pinned_flags(), disabled_flags(),
-        flags({"inherit"}, "off", "children forked later get a copy"), weight_key()},
+        flags({"inherit"}, "off", "children forked later get a copy"), weight_key(),
+        choice("caller", "root|user", {"root", "user"}, "",
+               "perf_event_open by root or by an unprivileged process (sysctl); without it the "
+               "in-kernel API"),
+        flags({"exclude_kernel", "include_kernel"}, "include_kernel",
+              "perf's exclude_kernel set or clear; neither: as perf's tool")},
        "One breakpoint. No task: CPU-bound on cpu N. With task: on cpu N, or on all CPUs with "
        "cpu=any. The slot check comes first (a bad bp on a full CPU gets ENOSPC), then the "
-       "fields (EINVAL; a task's breakpoint in kernel space: EPERM).",
+       "fields (EINVAL; a task's breakpoint in kernel space: EPERM; x in kernel space: EINVAL). "
+       "caller=root|user: perf_event_open by that process, in Linux's order: EACCES for "
+       "include_kernel at paranoid > 1, the slots, the fields (kernel space: EINVAL with "
+       "exclude_kernel, EPERM for user), EACCES for a CPU-bound user bp at paranoid > 0. "
+       "Neither exclude_kernel nor include_kernel: as perf's tool, the kernel included and, with "
+       "caller=, once more excluded after an EACCES at paranoid > 1.",
        kRequestPrints,
        true});
   t.push_back({"wide",
@@ -325,6 +335,16 @@ std::vector<CommandSpec> make_table() {
                "Per CPU: DR0-DR3, DR7, installed events; per breakpoint event: state, count, "
                "time_enabled, time_running; per traced task: its stop (or running), DR6, DR7.",
                "cpu N ... | event NAME ... | ptrace T ...",
+               false});
+  t.push_back({"sysctl",
+               CommandKind::kSysctl,
+               Operand::kNone,
+               Creates::kNothing,
+               {required("perf_event_paranoid", "N", V::kInteger,
+                         "kernel.perf_event_paranoid for later bp caller= requests")},
+               "Sets kernel.perf_event_paranoid (Linux's default 2; -1 and 0 act alike for "
+               "breakpoints, above 2 as 2) for the bp caller= requests that follow.",
+               "",
                false});
   t.push_back({"inject",
                CommandKind::kInject,

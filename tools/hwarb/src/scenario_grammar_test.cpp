@@ -38,7 +38,7 @@ TEST(Grammar, NamesAreUniqueAndFound) {
 TEST(Grammar, GeneratedListsAreTheMessagesOfBefore) {
   EXPECT_EQ(command_words(),
             "machine, task, bp, wide, modify, del, cpu, bts, pt, lbr, switch, tick, fork, exit, "
-            "access, exec, branch, run, watch, offline, online, show, inject or ptrace");
+            "access, exec, branch, run, watch, offline, online, show, sysctl, inject or ptrace");
   EXPECT_EQ(ptrace_op_words(),
             "attach, detach, peek, poke, wait, cont, step, bts-config, bts-status, bts-size, "
             "bts-get, bts-drain or bts-clear");
@@ -59,7 +59,8 @@ TEST(Grammar, GeneratedListsAreTheMessagesOfBefore) {
 TEST(Grammar, Synopses) {
   EXPECT_EQ(synopsis(command_spec(CommandKind::kBp)),
             "bp NAME [task=T] cpu=N|any [type=r|w|rw|x] [len=N] [addr=HEX] [pinned|flexible] "
-            "[disabled|enabled] [inherit] [weight=N]");
+            "[disabled|enabled] [inherit] [weight=N] [caller=root|user] "
+            "[exclude_kernel|include_kernel]");
   EXPECT_EQ(synopsis(command_spec(CommandKind::kBtsOpen)),
             "bts open NAME task=T|global [user] [kernel] [sched] size=BYTES "
             "[mode=aux|snapshot|wrap|signal]");

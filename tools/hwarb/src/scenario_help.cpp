@@ -127,8 +127,8 @@ std::string scenario_help() {
   }
   s += R"(
 Output: one line per bp, wide, modify, watch, fork, bts, bts open, pt, lbr: 'NAME ok' or
-  'NAME <ERRNO>' (ENOSPC, EBUSY, ENODEV, EINVAL, EPERM, ENOENT, ENOMEM); with --explain
-  refusals end in ' — reason'. Each hit: 'hit NAME task=T cpu=N ip=HEX addr=HEX access=r|w|x'
+  'NAME <ERRNO>' (ENOSPC, EBUSY, ENODEV, EINVAL, EPERM, EACCES, ENOENT, ENOMEM); with
+  --explain refusals end in ' — reason'. Each hit: 'hit NAME task=T cpu=N ip=HEX addr=HEX access=r|w|x'
   (+ ' old=HEX new=HEX' for watchpoints); a ptrace breakpoint's hit shows as T's stop.
   ptrace: 'poke dr7 ok', 'poke dr7 ENOSPC', 'poke 849 EIO' (an offset that is no debug
   register is printed as given), 'peek dr6 = 0x00000000ffff0ff0' (16 hex digits), wait:

@@ -258,6 +258,9 @@ Result<void> Parser::apply_args(const CommandSpec& spec, std::string_view comman
         if (std::ranges::find(p.choices, value) == p.choices.end()) return bad(one_of(p.choices));
         if (key == "type") cmd->type = parse_access_type(value);
         if (key == "mode") cmd->mode = parse_buffer_mode(value);
+        if (key == "caller") {
+          cmd->caller = value == "root" ? pmu::Credentials::root() : pmu::Credentials::user();
+        }
         break;
       case ValueKind::kPositive: {
         int n = 0;
@@ -274,6 +277,15 @@ Result<void> Parser::apply_args(const CommandSpec& spec, std::string_view comman
                       "' (expected OP VALUE, OP one of == != < <= > >=, e.g. if=>=0x10)");
         }
         break;
+      case ValueKind::kInteger: {
+        int n = 0;
+        if (!parse_number(value, 10, &n)) {
+          return bad(std::to_string(std::numeric_limits<int>::min()) + " .. " +
+                     std::to_string(std::numeric_limits<int>::max()));
+        }
+        cmd->paranoid = n;
+        break;
+      }
       case ValueKind::kCpuCount:
         break;  // machine cpus= (parse_machine)
     }
@@ -282,6 +294,8 @@ Result<void> Parser::apply_args(const CommandSpec& spec, std::string_view comman
   if (flags.contains("flexible")) cmd->pinned = false;
   if (flags.contains("disabled")) cmd->disabled = true;
   if (flags.contains("enabled")) cmd->disabled = false;
+  if (flags.contains("exclude_kernel")) cmd->exclude_kernel = true;
+  if (flags.contains("include_kernel")) cmd->exclude_kernel = false;
   cmd->inherit = flags.contains("inherit");
   cmd->write = flags.contains("w");
   cmd->global = flags.contains("global");

@@ -151,6 +151,9 @@ Result<void> Runner::execute(const Command& cmd) {
     case CommandKind::kInject:
       arbiter().inject_fault_at(cmd.inject_at);
       return {};
+    case CommandKind::kSysctl:
+      paranoid_ = cmd.paranoid;
+      return {};
     case CommandKind::kPtrace:
       return ptrace(cmd);
     case CommandKind::kMachine:
@@ -227,6 +230,7 @@ pmu::EventAttr Runner::new_attr(const Command& cmd) const {
   a.inherit = cmd.inherit;
   a.pinned = cmd.pinned.value_or(true);
   a.weight = cmd.weight.value_or(1);
+  a.exclude_kernel = cmd.exclude_kernel.value_or(false);
   return a;
 }
 
@@ -251,6 +255,21 @@ void Runner::bp(const Command& cmd) {
   if (!cmd.cpu->any) cpu = CpuId(cmd.cpu->index);
   h.request = slot_request(attr, task, cpu);
   breakpoints::HwBreakpoints& api = sys_->breakpoints();
+  if (cmd.caller) {
+    // perf_event_open by that process (a failed fork's task is ESRCH in its place); without
+    // exclude_kernel|include_kernel as perf's tool: kernel included, once more without it after
+    // an EACCES that paranoid > 1 explains.
+    auto open = [&](const pmu::EventAttr& a) {
+      return api.perf_event_open(a, hit_printer(cmd.name), {task, cpu}, *cmd.caller, paranoid_);
+    };
+    auto r = open(attr);
+    if (!r && !cmd.exclude_kernel && pmu::perf_tool_retries_user_only(attr, r.error(), paranoid_)) {
+      attr.exclude_kernel = true;
+      r = open(attr);
+    }
+    settle_open(cmd, std::move(h), std::move(r));
+    return;
+  }
   // The slot check comes first (a bad request on a full CPU gets ENOSPC), then the fields.
   auto r =
       task ? (task->value() < 0

@@ -124,6 +124,7 @@ class Runner {
   std::map<arbiter::ResourceKind, std::map<std::uint64_t, std::string>> live_;
   std::map<std::string, sim::SimTracee> tracees_;   // by task name; likewise (they detach)
   std::map<std::string, bts::ContextId> contexts_;  // `bts open` contexts by name
+  int paranoid_ = pmu::kDefaultParanoid;            // sysctl perf_event_paranoid=
   bool run_error_ = false;  // the error being returned is a run-time scenario error
   std::vector<std::string> out_;
   std::size_t out_bytes_ = 0;  // of every line emitted, dropped ones included

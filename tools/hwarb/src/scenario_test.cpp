@@ -59,7 +59,7 @@ TEST(Parse, ErrorsNameFileAndLine) {
   EXPECT_EQ(parse_error("bp a cpu=0\nfrob x\n"),
             "t.scn:2: unknown command 'frob' (expected machine, task, bp, wide, modify, del, cpu, "
             "bts, pt, lbr, switch, tick, fork, exit, access, exec, branch, run, watch, offline, "
-            "online, show, inject or ptrace)");
+            "online, show, sysctl, inject or ptrace)");
   EXPECT_EQ(parse_error("bp a cpu=0\nmachine cpus=4\n"),
             "t.scn:2: machine: must come before any other command");
   EXPECT_EQ(parse_error("machine\nmachine\n"),
@@ -274,6 +274,47 @@ TEST(Run, ExplainValidation) {
   auto lines = run("bp a cpu=0 type=r\n", /*explain=*/true);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_THAT(lines[0], HasSubstr("a EINVAL — type r"));
+}
+
+TEST(Parse, CallerExcludeKernelAndSysctl) {
+  auto s = parse_scenario(
+      "task t\nsysctl perf_event_paranoid=-1\nbp a task=t cpu=any caller=user exclude_kernel\n"
+      "bp b cpu=0 caller=root include_kernel\nbp c cpu=0\n",
+      "t.scn");
+  ASSERT_TRUE(s) << s.error().message();
+  ASSERT_EQ(s->commands.size(), 5u);
+  EXPECT_EQ(s->commands[1].kind, CommandKind::kSysctl);
+  EXPECT_EQ(s->commands[1].paranoid, -1);
+  EXPECT_EQ(s->commands[2].caller, pmu::Credentials::user());
+  EXPECT_EQ(s->commands[2].exclude_kernel, true);
+  EXPECT_EQ(s->commands[3].caller, pmu::Credentials::root());
+  EXPECT_EQ(s->commands[3].exclude_kernel, false);
+  EXPECT_FALSE(s->commands[4].caller);
+  EXPECT_FALSE(s->commands[4].exclude_kernel);
+  EXPECT_EQ(parse_error("bp a cpu=0 exclude_kernel include_kernel\n"),
+            "t.scn:1: bp: exclude_kernel and include_kernel are exclusive");
+  EXPECT_EQ(parse_error("bp a cpu=0 caller=admin\n"),
+            "t.scn:1: bp: bad caller 'admin' (expected root or user)");
+  EXPECT_EQ(parse_error("sysctl\n"), "t.scn:1: sysctl: perf_event_paranoid= is required");
+  EXPECT_EQ(parse_error("sysctl perf_event_paranoid=x\n"),
+            "t.scn:1: sysctl: bad perf_event_paranoid 'x' (expected -2147483648 .. 2147483647)");
+  EXPECT_EQ(parse_error("sysctl perf_event_paranoid=2147483648\n"),
+            "t.scn:1: sysctl: bad perf_event_paranoid '2147483648' (expected -2147483648 .. "
+            "2147483647)");
+}
+
+TEST(Run, CallerAndParanoid) {
+  // The default paranoid is 2; perf's tool falls back to exclude_kernel after EACCES.
+  EXPECT_THAT(run("task t\nbp a task=t cpu=any caller=user include_kernel\n"
+                  "bp b task=t cpu=any caller=user\nbp c cpu=0 caller=user exclude_kernel\n"
+                  "sysctl perf_event_paranoid=0\nbp d cpu=0 caller=user exclude_kernel\n"
+                  "bp e task=t cpu=any addr=0x7ffffffff000 caller=user\n"
+                  "bp f task=t cpu=any addr=0x7ffffffff000 caller=root\n"
+                  "bp g task=t cpu=any addr=0x7ffffffff000\n"),
+              ElementsAre("a EACCES", "b ok", "c EACCES", "d ok", "e EPERM", "f ok", "g EPERM"));
+  auto lines = run("bp a cpu=0 caller=user exclude_kernel\n", /*explain=*/true);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("a EACCES — cpu: a CPU event, and perf_event_paranoid 2"));
 }
 
 TEST(Run, PtraceLines) {

@@ -10,6 +10,12 @@
 //    for wide and CPU breakpoints (kernel users), not for user ones.
 //  - The order of checks is Linux's: the owner, then the slots (ENOSPC/ENODEV), then the fields
 //    (validate.h), so a bad request on a full CPU is ENOSPC.
+//  - perf_event_open(attr, handler, owner, who, paranoid): the system call of a process with
+//    credentials `who` while kernel.perf_event_paranoid is `paranoid` (pmu/permission.h), in
+//    Linux's order: 1. perf_allow_kernel (EACCES), 2. the task (ESRCH), 3. the slots and the
+//    fields as above (the kernel-space EPERM asks who.sys_admin), 4. perf_allow_cpu for an
+//    owner without a task (EACCES; the event of 3 is then opened disabled, so never installed,
+//    and released).
 //  - modify_user_hw_breakpoint(bp, attr): only bp_addr, bp_len, bp_type and disabled may differ
 //    from the event's attributes. Order as Linux's modify_user_hw_breakpoint_check: the new
 //    fields are validated (EINVAL/EPERM), then any other difference is EINVAL naming the field,
@@ -37,6 +43,7 @@
 #include "hwarb/base/ids.h"
 #include "hwarb/breakpoints/bp_pmu.h"
 #include "hwarb/pmu/core.h"
+#include "hwarb/pmu/permission.h"
 
 namespace hwarb::breakpoints {
 
@@ -72,6 +79,9 @@ class HwBreakpoints {
                                                        std::optional<CpuId> cpu = std::nullopt);
   Result<BreakpointHandle> register_cpu_hw_breakpoint(const pmu::EventAttr& attr,
                                                       pmu::OverflowHandler handler, CpuId cpu);
+  Result<BreakpointHandle> perf_event_open(const pmu::EventAttr& attr, pmu::OverflowHandler handler,
+                                           pmu::EventOwner owner, pmu::Credentials who,
+                                           int paranoid);
   Result<WideBreakpointHandle> register_wide_hw_breakpoint(const pmu::EventAttr& attr,
                                                            pmu::OverflowHandler handler);
 

@@ -7,10 +7,13 @@
 //
 //   1. type: r/w/rw/x. x86 has no read-only watchpoint (r: EINVAL); empty and values outside
 //      the enumeration: EINVAL.
-//   2. len: execute needs len == sizeof(long) of the arch (8 on x86_64, 4 on i386 and arm64);
-//      data needs 1, 2, 4 or 8 (no 8 on i386). On x86 any other power of two is an AMD range
-//      breakpoint to Linux: EINVAL when the address is not aligned to it, else EOPNOTSUPP (it
-//      needs X86_FEATURE_BPEXT, which hwarb's CPUs lack; so i386 len 8 is EOPNOTSUPP too).
+//   2. len; for an x86 execute breakpoint first its address: at or above TASK_SIZE_MAX it is
+//      EINVAL naming addr, whatever exclude_kernel and the privilege (Linux's arch_build_bp_info
+//      takes only addresses kprobes could probe, none without CONFIG_KPROBES: the kernel hwarb
+//      models, measured on 6.18). Execute needs len == sizeof(long) of the arch (8 on x86_64, 4 on
+//      i386 and arm64); data needs 1, 2, 4 or 8 (no 8 on i386). On x86 any other power of two is an
+//      AMD range breakpoint to Linux: EINVAL when the address is not aligned to it, else EOPNOTSUPP
+//      (it needs X86_FEATURE_BPEXT, which hwarb's CPUs lack; so i386 len 8 is EOPNOTSUPP too).
 //   3. addr: data aligned to len; arm64 execute aligned to 4. x86 execute breakpoints may start
 //      at any byte (Linux encodes them as LEN_1, whose alignment mask is 0).
 //   4. a range reaching user space's end (>= TASK_SIZE_MAX) is kernel space: EINVAL when

@@ -87,6 +87,15 @@ enum class ForkSide : std::uint8_t { kCaller, kDetached };
 // of the caller held an allocator lock across the fork (glibc's malloc is fork-safe).
 // Errors naming `fork`: fork's errno (EAGAIN, ENOMEM); EIO when the intermediate child failed.
 [[nodiscard]] Result<ForkSide> fork_detached(std::span<const int> keep);
+// Runs `body(arg)` in a forked child that first drops every privilege to `uid`/`gid`
+// (setgroups to {gid}, setresgid, setresuid: real, effective and saved ids, so no capability is
+// left) and asks to die with the caller; returns the int `body` returned, sent back through a
+// pipe. For asking the kernel what an unprivileged process gets (the caller must be root).
+// Errors: pipe2's errno naming `pipe`, fork's naming `fork`; the errno of the step that failed
+// naming `uid` when the child could not drop (EPERM when the caller is not root); EIO naming
+// `fork` when the child ended without an answer.
+[[nodiscard]] Result<int> run_as_user(uid_t uid, gid_t gid, int (*body)(const void* arg),
+                                      const void* arg);
 // Makes the calling process real-time (SCHED_FIFO at the lowest real-time priority): on a busy
 // machine it then runs as soon as it wakes. The errno of sched_setscheduler(2) naming `policy`
 // (EPERM without CAP_SYS_NICE or an RLIMIT_RTPRIO).

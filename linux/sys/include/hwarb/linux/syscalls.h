@@ -160,6 +160,10 @@ Result<Fd> perf_event_open_attr(const ::perf_event_attr& attr, pid_t pid, int cp
                                 unsigned long flags);
 // /proc/sys/kernel/perf_event_paranoid; nullopt when unreadable.
 std::optional<int> perf_event_paranoid();
+// Writes `value` to /proc/sys/kernel/perf_event_paranoid (root only). The errno of open(2) or
+// write(2) naming `perf_event_paranoid` (EACCES/EPERM without privilege, EINVAL for a value the
+// kernel refuses).
+[[nodiscard]] Result<void> set_perf_event_paranoid(int value);
 // An EACCES/EPERM of perf_event_open with the knob that decides it named: "perf_event_paranoid
 // is N (/proc/sys/kernel/perf_event_paranoid; NEEDS)", `needs` saying what needs which value.
 // Other errors are returned unchanged.

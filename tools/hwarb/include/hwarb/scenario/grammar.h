@@ -35,6 +35,7 @@ enum class ValueKind : std::uint8_t {
   kPositive,   // 1 .. 2147483647
   kCondition,  // OP VALUE (watch if=)
   kCpuCount,   // machine cpus=: 1 .. kMaxCpus
+  kInteger,    // a 32-bit signed decimal number (sysctl perf_event_paranoid=)
 };
 
 // One `key=VALUE`, or a group of bare flags (key empty).

@@ -44,6 +44,7 @@
 #include "hwarb/breakpoints/validate.h"
 #include "hwarb/breakpoints/watchpoint.h"
 #include "hwarb/bts/tracer.h"
+#include "hwarb/pmu/permission.h"
 #include "hwarb/ptrace_compat/user_area.h"
 
 namespace hwarb::scenario {
@@ -118,6 +119,7 @@ enum class CommandKind : std::uint8_t {
   kBtsStatus,
   kBranch,
   kRun,
+  kSysctl,
   kMachine,  // folded into Scenario::machine: never a Command's kind
 };
 // The command's name in the table: "bp", "bts open", "cpu".
@@ -166,6 +168,12 @@ struct Command {
   std::optional<bool> pinned;    // pinned (true) | flexible (false)
   std::optional<bool> disabled;  // disabled (true) | enabled (false)
   bool inherit = false;
+  // bp: caller=root|user (unset: the in-kernel API); exclude_kernel (true) | include_kernel
+  // (false) (unset: as perf's tool, see docs/scenarios.md).
+  std::optional<pmu::Credentials> caller;
+  std::optional<bool> exclude_kernel;
+  // sysctl: perf_event_paranoid=N
+  int paranoid = 0;
   // switch: task=idle
   bool idle = false;
   // access: w (true) | r (false); value=HEX
