@@ -3,8 +3,10 @@
 //
 // The host's per-CPU state. System keeps, per CPU, the image the breakpoint PMU programs (Linux's
 // per-CPU cpu_debugreg[0..3] and dr7): every PMU write goes to the image, and to the CPU's
-// registers unless the CPU is in a guest; the PMU composes DR7 from the image. The virtual DR6 of
-// a task is the ptrace emulation's (Linux's current->thread.debugreg6).
+// registers unless the CPU is in a guest; the PMU composes DR7 from the image, as Linux composes it
+// from its per-CPU dr7, so bits programmed into a CPU's DR7 behind the driver's back are dropped at
+// the PMU's next DR7 write there. The virtual DR6 of a task is the ptrace emulation's (Linux's
+// current->thread.debugreg6).
 //
 // System::guest_enter(cpu, regs), in this order, all or nothing:
 //  1. not on arm64 (EOPNOTSUPP: the machine has x86 registers only);
