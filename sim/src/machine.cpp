@@ -172,13 +172,14 @@ Result<Machine::Task*> Machine::find_running(CpuId cpu, TaskId task) {
                                              std::to_string(cpu.value()) +
                                              " (running: " + task_name((*c)->current) + ")");
   }
+  if (auto g = not_in_guest(cpu, "work"); !g) return std::unexpected(g.error());
   return t;
 }
 
 Machine::Task* Machine::running_task(CpuId cpu, TaskId task) {
   if (cpu.value() < 0 || cpu.value() >= possible_cpus()) return nullptr;
   Cpu& c = cpus_[static_cast<std::size_t>(cpu.value())];
-  if (!c.online || c.current != task) return nullptr;
+  if (!c.online || c.current != task || c.guest) return nullptr;
   return c.running;
 }
 
@@ -264,6 +265,7 @@ Result<void> Machine::exit(TaskId task) {
   if (!t) return std::unexpected(t.error());
   std::optional<CpuId> cpu = (*t)->running_on;
   if (cpu) {
+    if (auto g = not_in_guest(*cpu, "exit"); !g) return g;
     Cpu& c = cpus_[static_cast<std::size_t>(cpu->value())];
     c.current.reset();
     c.running = nullptr;
@@ -333,6 +335,7 @@ Result<void> Machine::switch_to(CpuId cpu, TaskId task) {
   if (!c) return std::unexpected(c.error());
   auto t = find_task(task);
   if (!t) return std::unexpected(t.error());
+  if (auto g = not_in_guest(cpu, "switch_to"); !g) return g;
   Cpu& s = **c;
   if (s.current == task) return {};
   if ((*t)->running_on) {
@@ -354,6 +357,7 @@ Result<void> Machine::switch_to_idle(CpuId cpu) {
   auto c = find_online_cpu(cpu);
   if (!c) return std::unexpected(c.error());
   Cpu& s = **c;
+  if (auto g = not_in_guest(cpu, "switch_to_idle"); !g) return g;
   if (!s.current) return {};
   std::optional<TaskId> prev = s.current;
   tasks_.at(prev->value()).running_on.reset();

@@ -58,6 +58,7 @@ Result<std::unique_ptr<System>> System::create(const SystemConfig& config) {
 
   std::unique_ptr<System> s(new System(config));
   s->machine_ = std::move(*machine);
+  s->host_regs_.resize(static_cast<std::size_t>(config.cpus));
   s->clock_ = std::make_unique<MachineClock>(*s->machine_);
   s->arbiter_ = std::move(*arb);
   const bool x86 = config.arch != breakpoints::Arch::kArm64;
@@ -304,17 +305,21 @@ void System::on_bts_full(bts::ContextId context, std::optional<TaskId> task) {
               "stop a task whose BTS buffer filled");
 }
 
+// The PMU programs the host image; the CPU's registers follow unless a guest runs there.
 std::uint64_t System::dr7(CpuId cpu) const {
-  auto v = machine_->dr7(cpu);
-  HWARB_CHECK(v.has_value(), "dr7 of a possible CPU");
-  return *v;
+  return host_regs_.at(static_cast<std::size_t>(cpu.value())).dr7;
 }
 
 void System::set_dr7(CpuId cpu, std::uint64_t value) {
+  host_regs_.at(static_cast<std::size_t>(cpu.value())).dr7 = value;
+  if (*machine_->in_guest(cpu)) return;
   HWARB_CHECK(machine_->set_dr7(cpu, value).has_value(), "set dr7");
 }
 
 void System::set_address(CpuId cpu, int slot, std::uint64_t addr) {
+  HWARB_CHECK(slot >= 0 && slot < x86::kSlots, "DRn slot");
+  host_regs_.at(static_cast<std::size_t>(cpu.value())).dr[slot] = addr;
+  if (*machine_->in_guest(cpu)) return;
   HWARB_CHECK(machine_->set_debug_address(cpu, slot, addr).has_value(), "set DRn");
 }
 

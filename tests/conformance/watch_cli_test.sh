@@ -204,7 +204,7 @@ PY
   timeout -s INT 0.5 "$hwarb" stat -a --json mem:0x7ffe0000/8:w >"$tmp/out" 2>"$tmp/err"
   has "$tmp/out" '"mem:0x7ffe0000/8:w":{"address":"0x7ffe0000","len":8,"total":' "stat -a until SIGINT: a summary"
   run 1 "stat -a on kernel text" stat -a schedule:x -- true
-  has "$tmp/err" 'execute breakpoint on kernel text' "stat -a: the kernel's refusal explained"
+  has "$tmp/err" 'kernel space, where x86 takes no execute breakpoint' "stat -a: the refusal explained"
   has "$tmp/err" "schedule:x" "stat -a: the refused expression named"
   run 2 "stat -a unknown symbol" stat -a no_such_symbol_anywhere:w
   has "$tmp/err" "no kernel symbol 'no_such_symbol_anywhere'" "stat -a: kallsyms looked up"

@@ -322,6 +322,32 @@ Result<std::vector<PerfCount::Count>> PerfCount::counts() const {
   return out;
 }
 
+namespace {
+
+// ENODEV naming `cpus` for the first of `cpus` not in `online` (ascending).
+Result<void> check_online(const std::vector<int>& cpus, const std::vector<int>& online) {
+  for (const int cpu : cpus) {
+    if (!std::binary_search(online.begin(), online.end(), cpu)) {
+      return make_error(ErrorCode::kNoDev,
+                        "cpus: CPU " + std::to_string(cpu) +
+                            " is not online (online: " + std::to_string(online.size()) + " CPUs)");
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<int>> select_cpus(std::string_view list) {
+  auto online = online_cpus();
+  if (!online) return std::unexpected(online.error());
+  if (list.empty()) return online;
+  auto parsed = parse_cpu_list(list);
+  if (!parsed) return std::unexpected(parsed.error());
+  if (auto ok = check_online(*parsed, *online); !ok) return std::unexpected(ok.error());
+  return parsed;
+}
+
 Result<PerfCpuCount> PerfCpuCount::open(std::vector<int> cpus, std::vector<HwPiece> pieces,
                                         const CpuCountOptions& options) {
   if (cpus.empty()) return make_error(ErrorCode::kInval, "cpus: none given");
@@ -331,13 +357,7 @@ Result<PerfCpuCount> PerfCpuCount::open(std::vector<int> cpus, std::vector<HwPie
   }
   auto online = online_cpus();
   if (!online) return std::unexpected(online.error());
-  for (const int cpu : cpus) {
-    if (!std::binary_search(online->begin(), online->end(), cpu)) {
-      return make_error(ErrorCode::kNoDev,
-                        "cpus: CPU " + std::to_string(cpu) +
-                            " is not online (online: " + std::to_string(online->size()) + " CPUs)");
-    }
-  }
+  if (auto ok = check_online(cpus, *online); !ok) return std::unexpected(ok.error());
   if (auto ok = check_pieces(pieces, options.exclude_kernel); !ok) {
     return std::unexpected(ok.error());
   }
@@ -369,14 +389,6 @@ Result<PerfCpuCount> PerfCpuCount::open(std::vector<int> cpus, std::vector<HwPie
                                    "counting on CPUs needs CAP_PERFMON or a value <= 0; the "
                                    "kernel's own accesses need CAP_PERFMON or a value <= 1")
                   .with_context("cpus"));
-        }
-        if (code == ErrorCode::kInval && count.pieces_[i].type == pmu::BpType::kX &&
-            count.pieces_[i].addr >= breakpoints::task_size_max(breakpoints::Arch::kX86_64)) {
-          return make_error(ErrorCode::kInval,
-                            "pieces[" + std::to_string(i) +
-                                "]: the kernel refuses an execute breakpoint on kernel text "
-                                "here (EINVAL: the address is not one kprobes may use, or "
-                                "this kernel allows none)");
         }
         return std::unexpected(
             fd.error().with_context("pieces[" + std::to_string(i) + "] on " + on));

@@ -77,6 +77,50 @@ Param work_cpu() {
 
 constexpr std::string_view kRequestPrints = "NAME ok | NAME ERRNO";
 
+// guest enter|access|exit: a KVM guest with its own debug registers on a CPU (sim/guest.h).
+void add_guest_rows(std::vector<CommandSpec>& t) {
+  const Param cpu = required("cpu", "N", V::kCpuNumber, "the CPU; its task is the vCPU thread");
+  std::vector<Param> regs{cpu};
+  for (std::string_view r : {"dr0", "dr1", "dr2", "dr3"}) {
+    regs.push_back(key(r, "HEX", V::kHex, "0", "the guest's debug address register"));
+  }
+  regs.push_back(key("dr7", "HEX", V::kHex, "0", "the guest's DR7 (enabled slots decoded)"));
+  t.push_back({"guest enter", CommandKind::kGuestEnter, Operand::kNone, Creates::kNothing,
+               std::move(regs),
+               "VM entry on CPU N: the guest's DR0-DR3/DR7 replace the host's in the CPU. EINVAL "
+               "for a bad DR7 encoding (as ptrace decodes it) or an idle CPU, EBUSY when N is in "
+               "a guest. Until its exit, host work on CPU N (switch, exit, access, exec, branch, "
+               "run) is a run-time error; host breakpoint changes reach CPU N at the exit.",
+               "guest enter cpu=N ok | guest enter cpu=N ERRNO", false});
+  t.push_back({"guest access",
+               CommandKind::kGuestAccess,
+               Operand::kNone,
+               Creates::kNothing,
+               {cpu,
+                Param{.flags = {"r", "w", "x"},
+                      .required = true,
+                      .exclusive = true,
+                      .doc = "a read, a write or an instruction fetch"},
+                required("addr", "HEX", V::kHex, "the first byte"),
+                key("len", "1|2|4|8", V::kDecimal, "1", "bytes accessed (not with x)")},
+               "The guest on CPU N accesses addr: only the guest's breakpoints match; EINVAL when "
+               "N is not in a guest.",
+               "guest hit cpu=N addr=HEX access=r|w|x dr6=HEX | guest access cpu=N ERRNO",
+               false});
+  t.push_back({"guest exit",
+               CommandKind::kGuestExit,
+               Operand::kNone,
+               Creates::kNothing,
+               {cpu, choice("restore", "all|tif_debug", {"all", "tif_debug"}, "all",
+                            "tif_debug: the v3 patch (only for TIF_DEBUG tasks or guests with "
+                            "breakpoints)")},
+               "VM exit (DR7 becomes 0x400), then the host's DR0-DR3, DR7 and the task's "
+               "virtual DR6 are written back, for every kind of host breakpoint. EINVAL when N "
+               "is not in a guest.",
+               "guest exit cpu=N ok | guest exit cpu=N ERRNO",
+               false});
+}
+
 std::vector<CommandSpec> make_table() {
   const std::string_view exclusive_summary =
       "An exclusive facility: any number of one kind, another kind gets EBUSY; no breakpoint "
@@ -370,6 +414,7 @@ std::vector<CommandSpec> make_table() {
        "signal, cut-size or 0x hex bits. A full signal-mode buffer stops T with SIGIO.",
        "see the operations",
        false});
+  add_guest_rows(t);
   return t;
 }
 

@@ -134,14 +134,17 @@ Output: one line per bp, wide, modify, watch, fork, bts, bts open, pt, lbr: 'NAM
   register is printed as given), 'peek dr6 = 0x00000000ffff0ff0' (16 hex digits), wait:
   'stopped SIGTRAP dr6=0x...' or 'running'; attach, detach, cont and step print only a
   refusal ('cont ESRCH'). bts drain: 'NAME from=HEX to=HEX [predicted]' per record, then
-  'NAME drained K lost L'; run: 'T stopped after N branches' when cut short. Other
-  commands print nothing.
+  'NAME drained K lost L'; run: 'T stopped after N branches' when cut short. guest enter,
+  exit: 'guest enter cpu=N ok' or 'guest enter cpu=N <ERRNO>'; guest access: 'guest hit
+  cpu=N addr=HEX access=r|w|x dr6=HEX' per guest breakpoint match. Other commands print
+  nothing.
 Errors: the whole file is checked before anything runs; a scenario error (bad syntax,
   unknown command or key, bad value, duplicate or unknown name, cpu=any without task, CPU
   out of range, misplaced machine, a limit passed) prints 'FILE:LINE: message' on stderr,
   nothing on stdout, and exits 2. So does a run-time scenario error, which the file alone
   cannot decide: an access/exec/branch/run by a task in a ptrace stop, a task whose fork
-  failed, output past the limit.
+  failed, host work (switch, exit, access, exec, branch, run) on a CPU in a guest, output
+  past the limit.
 )";
   s += wrap(limits_text(), 0, 2, 94);
   s += "Exit status: 0 ran (refusals included), 1 internal error, 2 usage, unreadable file or\n"

@@ -89,6 +89,7 @@ void Runner::show() {
   for (int c = 0; c < machine().possible_cpus(); ++c) {
     const CpuId cpu(c);
     std::string line = "cpu " + std::to_string(c) + (*machine().is_online(cpu) ? "" : " offline");
+    if (*machine().in_guest(cpu)) line += " guest";
     auto cur = *machine().current(cpu);
     line += " task=" + (cur ? task_name(*cur) : std::string("idle"));
     if (hw) {

@@ -54,6 +54,7 @@ Result<std::vector<std::string>> Runner::run() {
 }
 
 Result<void> Runner::execute(const Command& cmd) {
+  if (auto g = guest_conflict(cmd); !g) return g;
   switch (cmd.kind) {
     case CommandKind::kTask:
     case CommandKind::kFork:
@@ -156,6 +157,10 @@ Result<void> Runner::execute(const Command& cmd) {
       return {};
     case CommandKind::kPtrace:
       return ptrace(cmd);
+    case CommandKind::kGuestEnter:
+    case CommandKind::kGuestAccess:
+    case CommandKind::kGuestExit:
+      return guest(cmd);
     case CommandKind::kMachine:
       return {};
   }

@@ -93,6 +93,12 @@ class Runner {
   Result<void> ptrace(const Command& cmd);
   void ptrace_bts(const Command& cmd, TaskId t);
 
+  // scenario_guest.cpp
+  Result<void> guest(const Command& cmd);
+  // A run-time scenario error for host work (switch, exit, access, exec, branch, run) on a CPU
+  // that is in a guest.
+  Result<void> guest_conflict(const Command& cmd);
+
   // scenario_output.cpp
   void emit(std::string line);
   void ok(const std::string& name);

@@ -59,7 +59,7 @@ TEST(Parse, ErrorsNameFileAndLine) {
   EXPECT_EQ(parse_error("bp a cpu=0\nfrob x\n"),
             "t.scn:2: unknown command 'frob' (expected machine, task, bp, wide, modify, del, cpu, "
             "bts, pt, lbr, switch, tick, fork, exit, access, exec, branch, run, watch, offline, "
-            "online, show, sysctl, inject or ptrace)");
+            "online, show, sysctl, inject, ptrace or guest)");
   EXPECT_EQ(parse_error("bp a cpu=0\nmachine cpus=4\n"),
             "t.scn:2: machine: must come before any other command");
   EXPECT_EQ(parse_error("machine\nmachine\n"),

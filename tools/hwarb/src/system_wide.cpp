@@ -27,7 +27,6 @@
 #include "hwarb/linux/kallsyms.h"
 #include "hwarb/linux/perf_watch.h"
 #include "hwarb/linux/symbols.h"
-#include "hwarb/linux/syscalls.h"
 
 namespace hwarb::cli {
 namespace {
@@ -150,20 +149,12 @@ int run_system_wide(SystemWideArgs& args) {
                    "thread is stopped to tell reads from writes); use :rw");
     }
   }
-  auto online = native::online_cpus();
-  if (!online) return failure(online.error().to_string());
-  std::vector<int> cpus = *online;
-  if (!args.cpu_list.empty()) {
-    auto parsed = native::parse_cpu_list(args.cpu_list);
-    if (!parsed) return usage("-C: " + parsed.error().message());
-    for (const int cpu : *parsed) {
-      if (!std::binary_search(online->begin(), online->end(), cpu)) {
-        return usage("-C: CPU " + std::to_string(cpu) +
-                     " is not online (online: " + cpus_text(*online) + ")");
-      }
-    }
-    cpus = std::move(*parsed);
+  auto selected = native::select_cpus(args.cpu_list);
+  if (!selected) {
+    if (selected.error().code() == ErrorCode::kNoEnt) return failure(selected.error().to_string());
+    return usage("-C: " + selected.error().message());
   }
+  const std::vector<int> cpus = std::move(*selected);
   auto report = Report::open(args.output);
   if (!report) return usage(report.error().to_string());
 

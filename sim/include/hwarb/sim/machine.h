@@ -62,6 +62,25 @@
 //    taken. The walk's format must be the machine's (EINVAL), so its addresses fit and its kernel
 //    blocks are kernel branches. A stopped or not-running task is refused before any branch.
 //
+// Guest mode (a KVM vCPU; sim/src/machine_guest.cpp):
+//  - enter_guest(cpu, regs) is VM entry on an online CPU that runs a task (the vCPU thread): the
+//    guest's DR0-DR3/DR6/DR7 are loaded into the CPU's registers (DR7 bits 32-63: EINVAL, as
+//    set_dr7). EBUSY when the CPU is already in a guest; EINVAL naming `cpu` when it is idle;
+//    ENODEV when it is offline.
+//  - While a CPU is in a guest, guest_access(cpu, kind, addr, size) is one access (kRead/kWrite,
+//    size 1, 2, 4 or 8) or instruction fetch (kExec, size ignored) by the guest: it matches the
+//    CPU's registers, which are the guest's, by the x86 rules above, ORs the raised B0-B3 into the
+//    CPU's DR6 (the guest's) and returns them. Nothing is delivered to the host's handler (the
+//    guest's #DB is the guest's), guest memory is not modelled and the host clock does not move.
+//    EINVAL when the CPU is not in a guest.
+//  - exit_guest(cpu) is VM exit: it returns the registers as the guest left them. As on VMX, the
+//    exit loads DR7 with kVmExitDr7 (0x400: every breakpoint disabled) and leaves DR0-DR3 and DR6
+//    as the guest left them: restoring the host's values is the host's job (System::guest_exit,
+//    Linux's hw_breakpoint_restore). EINVAL when the CPU is not in a guest.
+//  - The task of a CPU in a guest is busy in it: switch_to/switch_to_idle on that CPU, exit of
+//    that task, and access/exec/branch/run on that CPU are EBUSY (naming the CPU). tick, the
+//    register accessors and everything on other CPUs work as usual.
+//
 // Observers and reentrancy: observers are called synchronously, in registration order, after the
 // state change they report (inside on_switch, current(cpu) is already `next`). From inside any
 // callback a handler may read/write debug registers, read/write memory directly and query state;
@@ -98,6 +117,7 @@ class BranchWalk;  // hwarb/sim/branch_walk.h
 inline constexpr int kMaxCpus = 65536;
 inline constexpr std::uint64_t kTickNs = 1'000'000;  // one scheduler tick: 1 ms
 inline constexpr std::uint64_t kAccessNs = 1;        // one access(), exec() or branch(): 1 ns
+inline constexpr std::uint64_t kVmExitDr7 = 0x400;   // DR7 after a VM exit (VMX: 400H)
 
 // The first kernel address of a BTS format: Linux's TASK_SIZE_MAX (k64) or the 3G/1G split (k32).
 constexpr std::uint64_t kernel_start_of(x86::BtsFormat format) {
@@ -273,6 +293,12 @@ class Machine {
   // Up to `count` branches of `walk`; stops early when the task is stopped. Returns how many.
   Result<std::uint64_t> run(CpuId cpu, TaskId task, BranchWalk& walk, std::uint64_t count);
 
+  // --- Guest mode (see the header comment) ---------------------------------------------------
+  Result<void> enter_guest(CpuId cpu, const DebugRegisters& guest);
+  Result<std::uint64_t> guest_access(CpuId cpu, AccessKind kind, std::uint64_t addr, int size);
+  Result<DebugRegisters> exit_guest(CpuId cpu);
+  Result<bool> in_guest(CpuId cpu) const;
+
   // --- Observers (not owned; they must outlive the machine or be removed) ------------------
   Result<void> set_debug_handler(DebugExceptionHandler* handler);  // nullptr: none
   Result<void> add_observer(SchedulerObserver* observer);          // EEXIST if already added
@@ -302,6 +328,7 @@ class Machine {
     x86::DsArea ds;                   // meaningful when has_ds
     std::span<std::byte> bts_buffer;  // the memory of [bts_buffer_base, bts_absolute_maximum)
     std::uint64_t bts_dropped = 0;
+    bool guest = false;  // in guest mode (enter_guest .. exit_guest)
   };
   struct Task {
     std::optional<TaskId> parent;
@@ -332,6 +359,8 @@ class Machine {
   // branch() once its checks passed.
   Result<BranchOutcome> take_branch(CpuId cpu, Task& task, std::uint64_t from, std::uint64_t to,
                                     bool predicted);
+  // EBUSY when cpu (a valid index) is in guest mode; `op` names the refused call.
+  Result<void> not_in_guest(CpuId cpu, const char* op) const;
   void notify_switch(CpuId cpu, std::optional<TaskId> prev, std::optional<TaskId> next);
   void deliver(const DebugException& e);
 

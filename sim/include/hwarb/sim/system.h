@@ -32,6 +32,9 @@
 //         task and disarms single-step; it keeps the ptrace breakpoints (Linux flushes them only
 //         at exec and exit). A task's exit flushes them and ends its tracing; its tracer's next
 //         ptrace_wait reports the exit (then it is reaped: ESRCH).
+//  - Guests (hwarb/sim/guest.h): guest_enter / guest_exit run a KVM guest on a CPU with its own
+//    debug registers; the breakpoint PMU's writes go to a per-CPU host image, which guest_exit
+//    writes back.
 //  - BTS (pmu/bts, docs/architecture.md section 6): the Tracer owns every CPU's BTS facility and
 //    programs the machine's DS area and DEBUGCTL (System is its BtsHardware); the machine's BTS
 //    interrupt goes to Tracer::on_interrupt. A switch is, in this order: Core::sched_out(prev) (the
@@ -71,6 +74,7 @@
 #include "hwarb/ptrace_compat/bts_ptrace.h"
 #include "hwarb/ptrace_compat/debugreg_emulation.h"
 #include "hwarb/ptrace_compat/tracee.h"
+#include "hwarb/sim/guest.h"
 #include "hwarb/sim/machine.h"
 
 namespace hwarb::sim {
@@ -125,6 +129,14 @@ class System final : SchedulerObserver,
   // ESRCH unless the task is traced and in a stop: what PEEKUSER/POKEUSER require.
   Result<void> ptrace_check_stopped(TaskId task) const;
 
+  // Guests (guest.h; sim/src/system_guest.cpp).
+  Result<void> guest_enter(CpuId cpu, const DebugRegisters& guest);
+  Result<DebugRegisters> guest_exit(CpuId cpu, GuestRestore restore = GuestRestore::kAll);
+  // The host image of a CPU (cpu_debugreg[0..3], dr7; dr6 unused): EINVAL for a bad cpu.
+  Result<DebugRegisters> host_debug_registers(CpuId cpu) const;
+  // TIF_DEBUG: the task has an enabled ptrace breakpoint.
+  bool tif_debug(TaskId task) const;
+
  private:
   struct Traced {
     std::optional<int> stop;                            // the signal of the stop it is in
@@ -157,6 +169,8 @@ class System final : SchedulerObserver,
   void set_address(CpuId cpu, int slot, std::uint64_t addr) override;
   // Rule 2 for an exception of a traced task that is not stopped (or a queued one, rule 3).
   void take_effect(TaskId task, Traced& t, const ptrace_compat::DebugException& ex);
+  // Linux's hw_breakpoint_restore on cpu, whose current task is `task`.
+  void hw_breakpoint_restore(CpuId cpu, TaskId task);
 
   SystemConfig config_;
   std::mutex mu_;
@@ -175,6 +189,7 @@ class System final : SchedulerObserver,
   std::map<TaskId, Traced> traced_;
   // Traced tasks that exited, until their tracer's ptrace_wait reports it (or the tracer goes).
   std::set<TaskId> exited_;
+  std::vector<DebugRegisters> host_regs_;  // per CPU: the image the PMU programs (guest.h)
 };
 
 }  // namespace hwarb::sim

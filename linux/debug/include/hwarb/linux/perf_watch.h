@@ -42,8 +42,9 @@
 //    pid -1, so every task that runs there is counted, and (unless exclude_kernel) the kernel's
 //    own accesses too — e.g. copy_to_user writing a watched user buffer. A CPU-bound breakpoint
 //    takes a slot that every task on that CPU then lacks (Linux's constraint). open() checks the
-//    pieces (exclude_kernel as asked; kernel addresses pass hwarb's check and the kernel decides:
-//    this VM refuses execute breakpoints on kernel text with EINVAL), accounts them per CPU with
+//    pieces as this kernel does (exclude_kernel as asked; a kernel data address passes as for a
+//    privileged caller and the kernel decides; an execute breakpoint in kernel space is EINVAL,
+//    as on a kernel without kprobes such as this VM's), accounts them per CPU with
 //    the arbiter (more than the registers: ENOSPC naming `slots`), then opens every event
 //    disabled, all or nothing; enable() starts them all, disable() stops them all, so every CPU
 //    counts the same interval. counts() reads one entry per (CPU, piece), CPUs ascending. The
@@ -56,6 +57,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -180,6 +182,10 @@ struct CpuCountOptions {
   // False (as `perf stat -a` for a privileged user): the kernel's accesses count too.
   bool exclude_kernel = false;
 };
+
+// The CPUs a `-C LIST` names ("0", "0-1,3": EINVAL naming `cpus` otherwise), each online (else
+// ENODEV naming `cpus`); an empty list: every online CPU. Ascending.
+[[nodiscard]] Result<std::vector<int>> select_cpus(std::string_view list);
 
 // Counting breakpoint events on CPUs (see the contract).
 class PerfCpuCount {

@@ -99,7 +99,7 @@ const Param* find_flag(std::span<const Param> params, std::string_view flag);
 
 // "a, b or c" ("a" for one, "a or b" for two).
 std::string one_of(std::span<const std::string_view> words);
-// The distinct command words ("machine, task, ..., inject or ptrace") and the ptrace OPs.
+// The distinct command words ("machine, task, ..., ptrace or guest") and the ptrace OPs.
 std::string command_words();
 std::string ptrace_op_words();
 

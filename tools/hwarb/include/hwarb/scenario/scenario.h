@@ -19,11 +19,13 @@
 //    one "hit ..." line per delivered hit, the `show` report, the ptrace lines ("poke dr7
 //    ENOSPC", "peek dr6 = 0x00000000ffff0ff0", "stopped SIGTRAP dr6=0x...", "running", ...), and
 //    the BTS lines ("NAME ok" for `bts open`, the records of `bts drain`, the `bts status` line,
-//    the `ptrace T bts-...` lines, "T stopped after N branches" for a `run` cut short).
+//    the `ptrace T bts-...` lines, "T stopped after N branches" for a `run` cut short), and
+//    the guest lines ("guest enter cpu=N ok", "guest exit cpu=N EINVAL", "guest hit cpu=N ...").
 //    Refusals are normal output. Same scenario, same output.
 //  - Run-time scenario errors are what the file alone cannot decide: a command that uses a task
 //    whose fork failed (fault injection), an `access`/`exec`/`branch`/`run` by a task that is
 //    in a ptrace stop (whether a hit or a full BTS buffer stopped it is known only by running),
+//    host work (switch, exit, access, exec, branch, run) on a CPU whose `guest enter` succeeded,
 //    and output past Limits::output_bytes. Their Error message is "FILE:LINE: message", like a
 //    parse error. Any other error of run_scenario is internal (a bug in hwarb):
 //    is_internal_error() tells them apart; its message is "internal error: FILE:LINE: message".
@@ -31,6 +33,7 @@
 //    is at most linear in what the limits count).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -120,6 +123,9 @@ enum class CommandKind : std::uint8_t {
   kBranch,
   kRun,
   kSysctl,
+  kGuestEnter,  // guest enter|access|exit (scenario_guest.cpp)
+  kGuestAccess,
+  kGuestExit,
   kMachine,  // folded into Scenario::machine: never a Command's kind
 };
 // The command's name in the table: "bp", "bts open", "cpu".
@@ -208,6 +214,12 @@ struct Command {
   // ptrace bts-config: flags= (ptrace_compat::kBts* bits, unknown bits kept); bts-get: INDEX.
   std::uint64_t ptrace_bts_flags = 0;
   std::int64_t index = 0;
+  // guest enter: dr0..dr3, dr7 (unset: 0); guest access: r|w|x (`write`, guest_exec), addr=,
+  // len= (unset: 1); guest exit: restore=tif_debug (guest_tif_debug).
+  std::array<std::uint64_t, 4> guest_dr{};
+  std::uint64_t guest_dr7 = 0;
+  bool guest_exec = false;
+  bool guest_tif_debug = false;
 };
 
 // The condition of a watch command on the new value (cond_op empty: always true).
