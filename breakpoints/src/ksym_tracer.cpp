@@ -103,16 +103,22 @@ void KsymTracer::on_hit(Entry& e, const pmu::Sample& s) {
   sink_(hit);
 }
 
+KsymEntry KsymTracer::info(const Entry& e) {
+  KsymEntry out = e.info;
+  for (const BreakpointHandle& h : e.bp.per_cpu) out.events.push_back(h.id());
+  return out;
+}
+
 std::vector<KsymEntry> KsymTracer::entries() const {
   std::vector<KsymEntry> out;
   out.reserve(entries_.size());
-  for (const auto& e : entries_) out.push_back(e->info);
+  for (const auto& e : entries_) out.push_back(info(*e));
   return out;
 }
 
 std::optional<KsymEntry> KsymTracer::find(std::uint64_t addr) const {
   for (const auto& e : entries_) {
-    if (e->info.addr == addr) return e->info;
+    if (e->info.addr == addr) return info(*e);
   }
   return std::nullopt;
 }

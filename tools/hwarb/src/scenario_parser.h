@@ -78,6 +78,10 @@ class Parser {
                                 Command* cmd);
   Result<void> parse_register(const std::string& command, std::string_view reg, Command* cmd);
 
+  // scenario_parse_ksym.cpp: ksym, kallsyms, ksym_trace, ksym_trace_del, ksym_stats, kaccess.
+  static bool is_ksym(CommandKind kind);
+  Result<void> parse_ksym(const CommandSpec& spec, std::span<const std::string_view> words);
+
   // scenario_checks.cpp
   Result<void> check_names(std::string_view command, Command* cmd);
   Result<void> check_task(const std::string& command, const std::string& task);

@@ -153,6 +153,13 @@ Result<void> Runner::execute(const Command& cmd) {
       return {};
     case CommandKind::kPtrace:
       return ptrace(cmd);
+    case CommandKind::kKsym:
+    case CommandKind::kKallsyms:
+    case CommandKind::kKsymTrace:
+    case CommandKind::kKsymTraceDel:
+    case CommandKind::kKsymStats:
+    case CommandKind::kKaccess:
+      return ksym(cmd);
     case CommandKind::kMachine:
       return {};
   }

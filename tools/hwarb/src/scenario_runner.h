@@ -93,6 +93,9 @@ class Runner {
   Result<void> ptrace(const Command& cmd);
   void ptrace_bts(const Command& cmd, TaskId t);
 
+  // scenario_runner_ksym.cpp
+  Result<void> ksym(const Command& cmd);
+
   // scenario_output.cpp
   void emit(std::string line);
   void ok(const std::string& name);

@@ -59,7 +59,8 @@ TEST(Parse, ErrorsNameFileAndLine) {
   EXPECT_EQ(parse_error("bp a cpu=0\nfrob x\n"),
             "t.scn:2: unknown command 'frob' (expected machine, task, bp, wide, modify, del, cpu, "
             "bts, pt, lbr, switch, tick, fork, exit, access, exec, branch, run, watch, offline, "
-            "online, show, inject or ptrace)");
+            "online, show, inject, ptrace, ksym, kallsyms, ksym_trace, ksym_trace_del, ksym_stats "
+            "or kaccess)");
   EXPECT_EQ(parse_error("bp a cpu=0\nmachine cpus=4\n"),
             "t.scn:2: machine: must come before any other command");
   EXPECT_EQ(parse_error("machine\nmachine\n"),

@@ -56,7 +56,8 @@ struct KsymEntry {
   std::uint64_t addr = 0;
   pmu::BpType type = pmu::BpType::kW;
   std::uint64_t len = 4;
-  std::uint64_t count = 0;  // hits since the entry was added
+  std::uint64_t count = 0;           // hits since the entry was added
+  std::vector<pmu::EventId> events;  // its breakpoint: one event per CPU online when registered
 };
 
 struct KsymHit {
@@ -104,6 +105,7 @@ class KsymTracer {
   Result<WideBreakpointHandle> register_entry(Entry& e, pmu::BpType type);
   Result<void> change_type(Entry& e, pmu::BpType type);
   void on_hit(Entry& e, const pmu::Sample& s);
+  static KsymEntry info(const Entry& e);
 
   HwBreakpoints& api_;
   const KernelSymbols& symbols_;

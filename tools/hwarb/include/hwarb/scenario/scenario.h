@@ -118,6 +118,14 @@ enum class CommandKind : std::uint8_t {
   kBtsStatus,
   kBranch,
   kRun,
+  // The kernel symbol table and the ksym tracer (scenario_parse_ksym.cpp,
+  // scenario_runner_ksym.cpp).
+  kKsym,
+  kKallsyms,
+  kKsymTrace,
+  kKsymTraceDel,
+  kKsymStats,
+  kKaccess,
   kMachine,  // folded into Scenario::machine: never a Command's kind
 };
 // The command's name in the table: "bp", "bts open", "cpu".
@@ -200,6 +208,9 @@ struct Command {
   // ptrace bts-config: flags= (ptrace_compat::kBts* bits, unknown bits kept); bts-get: INDEX.
   std::uint64_t ptrace_bts_flags = 0;
   std::int64_t index = 0;
+  // ksym, kallsyms, ksym_trace, ksym_trace_del: the SYMBOL[+OFF] or FILE is `name`; ksym size=
+  // is `size`; kaccess ip=.
+  std::optional<std::uint64_t> ip;
 };
 
 // The condition of a watch command on the new value (cond_op empty: always true).
