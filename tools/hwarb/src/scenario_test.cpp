@@ -314,5 +314,28 @@ TEST(Run, BtsContextAndPtraceLines) {
                           "bts-get 0 EINVAL"));
 }
 
+// kallsyms FILE is relative to the scenario's directory, wherever hwarb runs.
+TEST(Run, KallsymsFileIsRelativeToTheScenario) {
+  const std::string file = std::string(HWARB_SOURCE_DIR) + "/tests/conformance/t.scn";
+  auto s = parse_scenario(
+      "kallsyms ksym_kallsyms.kallsyms\nksym_trace nr_files w\n"
+      "kaccess cpu=1 w addr=0xffffffff82a0b040 len=4 ip=0xffffffff81120004\nksym_stats\n",
+      file);
+  ASSERT_TRUE(s) << s.error().message();
+  auto lines = run_scenario(*s, {});
+  ASSERT_TRUE(lines) << lines.error().message();
+  EXPECT_EQ(*lines, (std::vector<std::string>{
+                        "kallsyms ksym_kallsyms.kallsyms 7 symbols",
+                        "nr_files ok",
+                        "ksym_hit nr_files+0x0 cpu=1 task=- ip=0xffffffff81120004 "
+                        "addr=0xffffffff82a0b040 access=w count=1",
+                        "ksym_stat nr_files+0x0 type=w count=1",
+                    }));
+  auto elsewhere = parse_scenario("kallsyms ksym_kallsyms.kallsyms\n", "/nonexistent/t.scn");
+  ASSERT_TRUE(elsewhere);
+  EXPECT_EQ(*run_scenario(*elsewhere, {}),
+            (std::vector<std::string>{"kallsyms ksym_kallsyms.kallsyms ENOENT"}));
+}
+
 }  // namespace
 }  // namespace hwarb::scenario

@@ -64,11 +64,11 @@ struct Limits {
   std::size_t line_bytes = 4096;                  // one line, without its newline
   // Breakpoint events and exclusive reservations the commands may create: bp, bts, pt, lbr 1;
   // wide one per CPU; watch one per piece (times the CPUs without task=); a fork or `task
-  // parent=` one per breakpoint it may inherit.
+  // parent=` one per breakpoint it may inherit; ksym_trace one per CPU.
   std::uint64_t events = std::uint64_t{1} << 19;
   // CPU steps: every command that acts on each CPU (wide, watch without task= per piece, show,
   // tick without cpu=, bts open global, a request or modify with cpu=any, a fork per inherited
-  // cpu=any breakpoint) counts the machine's cpus.
+  // cpu=any breakpoint, ksym_trace) counts the machine's cpus.
   std::uint64_t cpu_steps = std::uint64_t{1} << 20;
   // Flexible breakpoints created (bp/wide flexible (one per CPU), modify to flexible, inherited
   // copies). An install costs the same at any number (the core keeps the installed ones on a
