@@ -113,6 +113,21 @@ TEST(KsymTracer, TracesASymbolOnEveryCpuWithAKernelBreakpoint) {
   EXPECT_EQ(t.entries()[0].type, BpType::kRw);
 }
 
+// The seed's startup selftest (trace_selftest_startup_ksym): trace ksym_selftest_dummy rw, touch
+// it, and the tracer has recorded the access.
+TEST(KsymTracer, SelftestOfTheSeed) {
+  auto s = make(2);
+  constexpr std::uint64_t kDummy = 0xffffffff83000100;
+  ASSERT_TRUE(s->kernel_symbols().add(sym("ksym_selftest_dummy", kDummy, 4)));
+  ASSERT_TRUE(s->ksym_tracer().trace("ksym_selftest_dummy", BpType::kRw));
+  EXPECT_TRUE(kwrite(*s, 0, kDummy));  // ksym_selftest_dummy = 0
+  ASSERT_EQ(s->ksym_tracer().entries().size(), 1u);
+  EXPECT_EQ(s->ksym_tracer().entries()[0].count, 1u);
+  s->ksym_tracer().reset();
+  EXPECT_TRUE(s->ksym_tracer().entries().empty());
+  EXPECT_FALSE(s->arbiter().is_used());
+}
+
 // The seed's defect: process_new_ksym_entry set the handle to NULL before PTR_ERR(handle), so a
 // failed register_wide_hw_breakpoint returned 0 (success) with no entry. The error must come
 // back, and nothing may be left: no entry, no event, no slot, no register on any CPU.
