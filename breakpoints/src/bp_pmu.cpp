@@ -116,8 +116,9 @@ std::uint64_t BreakpointPmu::handle(const DebugTrap& trap) {
     // Case 1: an empty slot's bit (a stale or foreign trap): skip it, look at the next bit.
     if (!s.event) continue;
     consumed |= x86::dr6::trap_bit(n);
-    // Case 2: a stopped event, or one that excludes the (user) mode of the access: eaten.
-    if (!s.started || s.event->attr().exclude_user) continue;
+    // Case 2: a stopped event, or one that excludes the mode of the access: eaten.
+    const pmu::EventAttr& a = s.event->attr();
+    if (!s.started || (trap.kernel ? a.exclude_kernel : a.exclude_user)) continue;
     // Case 3: deliver.
     s.event->deliver(trap.sample);
   }

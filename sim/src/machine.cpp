@@ -536,6 +536,53 @@ Result<Outcome> Machine::access(CpuId cpu, TaskId task, AccessKind kind, std::ui
   return out;
 }
 
+Result<Outcome> Machine::kernel_access(CpuId cpu, AccessKind kind, std::uint64_t addr, int size,
+                                       std::uint64_t value, std::uint64_t ip) {
+  if (auto ok = not_in_callback("kernel_access"); !ok) return std::unexpected(ok.error());
+  if (kind != AccessKind::kRead && kind != AccessKind::kWrite) {
+    return make_error(ErrorCode::kInval, "kind: an access is a read or a write");
+  }
+  auto found = find_online_cpu(cpu);
+  if (!found) return std::unexpected(found.error());
+  if (addr < kernel_start_) {
+    return make_error(ErrorCode::kInval, "addr: " + hex(addr) +
+                                             " is a user-space address (kernel accesses are at or "
+                                             "above TASK_SIZE_MAX " +
+                                             hex(kernel_start_) + ")");
+  }
+  if (auto r = check_range(addr, size); !r) return std::unexpected(r.error());
+  Outcome out;
+  out.old_value = kernel_memory_.read(addr, size);
+  if (kind == AccessKind::kWrite) {
+    const std::uint64_t mask = size == 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * size)) - 1;
+    out.new_value = value & mask;
+    kernel_memory_.write(addr, size, out.new_value);
+  } else {
+    out.new_value = out.old_value;
+  }
+  now_ns_ += kAccessNs;
+  const Cpu& c = **found;
+  const std::uint8_t k = kind_bit(kind);
+  const std::uint64_t end = addr + static_cast<std::uint64_t>(size);
+  std::uint64_t bits = 0;
+  for (int i = 0; i < c.data_slots; ++i) {
+    const DataSlot& d = c.data[static_cast<std::size_t>(i)];
+    if ((d.kinds & k) != 0 && addr < d.hi && d.lo < end) bits |= d.trap_bit;
+  }
+  if (bits != 0) {
+    DebugException e{cpu,           c.current.value_or(TaskId{}),
+                     bits,          ip,
+                     addr,          size,
+                     kind,          out.old_value,
+                     out.new_value, now_ns_,
+                     true};
+    out.dr6 = bits;
+    out.exceptions = 1;
+    deliver(e);
+  }
+  return out;
+}
+
 Result<Machine::Task*> Machine::working_task(CpuId cpu, TaskId task, const char* op) {
   if (callback_depth_ > 0) return std::unexpected(not_in_callback(op).error());
   Task* running = running_task(cpu, task);

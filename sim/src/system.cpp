@@ -91,6 +91,8 @@ Result<std::unique_ptr<System>> System::create(const SystemConfig& config) {
   s->watch_ = std::make_unique<breakpoints::Watchpoints>(
       *s->api_, *s->arbiter_,
       [m](TaskId t, std::uint64_t addr, int size) { return m->read_memory(t, addr, size); });
+  s->ksyms_ = std::make_unique<breakpoints::KernelSymbols>(breakpoints::task_size_max(config.arch));
+  s->ksym_ = std::make_unique<breakpoints::KsymTracer>(*s->api_, *s->ksyms_);
   SchedulerObserver* observer = s.get();
   DebugExceptionHandler* handler = s.get();
   BtsInterruptHandler* pmi = s.get();
@@ -102,6 +104,7 @@ Result<std::unique_ptr<System>> System::create(const SystemConfig& config) {
 
 System::~System() {
   // Handles first (they close events on the core), then the core, then the machine.
+  ksym_.reset();
   watch_.reset();
   traced_.clear();
   api_.reset();
@@ -165,6 +168,16 @@ void System::on_debug_exception(const DebugException& e) {
   sample.size = e.size;
   sample.old_value = e.old_value;
   sample.new_value = e.new_value;
+  if (e.kernel) {
+    if (e.task == TaskId{}) sample.task.reset();
+    trap.kernel = true;
+    if (const std::uint64_t consumed = bp_pmu_->handle(trap); consumed != 0) {
+      auto dr6 = machine_->dr6(e.cpu);
+      HWARB_CHECK(dr6.has_value(), "dr6 of the trapping CPU");
+      HWARB_CHECK(machine_->set_dr6(e.cpu, *dr6 & ~consumed).has_value(), "clear DR6");
+    }
+    return;
+  }
   ptrace_->begin_exception(e.task);
   const std::uint64_t consumed = bp_pmu_->handle(trap);
   if (consumed != 0) {

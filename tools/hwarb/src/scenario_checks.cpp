@@ -357,6 +357,10 @@ Result<void> Parser::account(std::string_view command, const Command& cmd) {
         buffer = std::min<std::uint64_t>(*cmd.size, ptrace_compat::PtraceBtsOptions{}.max_bytes);
       }
       break;
+    case CommandKind::kKsymTrace:
+      events = cpus;
+      steps = cpus;
+      break;
     case CommandKind::kRun:
       if (auto r = charge(command, &branches_, cmd.branches, limits.branches, "branches"); !r) {
         return r;

@@ -121,6 +121,74 @@ void add_guest_rows(std::vector<CommandSpec>& t) {
                false});
 }
 
+// The kernel symbol table, the ksym tracer and kernel-mode accesses.
+void add_ksym_rows(std::vector<CommandSpec>& t) {
+  t.push_back({"ksym",
+               CommandKind::kKsym,
+               Operand::kSymbol,
+               Creates::kNothing,
+               {required("addr", "HEX", V::kHex, "the symbol's address (kernel space)"),
+                key("size", "N", V::kDecimal, "0", "bytes it covers; 0: up to the next symbol")},
+               "A kernel symbol of the machine's symbol table. An addr below TASK_SIZE_MAX "
+               "(user space) is EINVAL. Names may repeat: lookups take the first.",
+               "nothing; SYMBOL EINVAL if refused",
+               false});
+  t.push_back({"kallsyms",
+               CommandKind::kKallsyms,
+               Operand::kFile,
+               Creates::kNothing,
+               {},
+               "Loads a file of /proc/kallsyms lines (ADDR TYPE NAME [[module]]; FILE relative to "
+               "the scenario's directory), every symbol or none.",
+               "kallsyms FILE N symbols | kallsyms FILE ERRNO",
+               false});
+  t.push_back({"ksym_trace",
+               CommandKind::kKsymTrace,
+               Operand::kSymOff,
+               Creates::kNothing,
+               {Param{.flags = {"r", "w", "rw", "x"},
+                      .required = true,
+                      .exclusive = true,
+                      .doc = "the access type: w or rw (r and x: EINVAL)"}},
+               "The ksym tracer: a kernel breakpoint (len 4) on the symbol on every online CPU, "
+               "all or nothing. Again with the other type: the type changes (on failure the old "
+               "one stays). ENOSPC: a CPU has no free slot, or 4 symbols are traced; EINVAL: r, x, "
+               "the same request again, an address not aligned to 4; ENOENT: no such symbol.",
+               "SYMBOL[+OFF] ok | SYMBOL[+OFF] ERRNO",
+               false});
+  t.push_back({"ksym_trace_del",
+               CommandKind::kKsymTraceDel,
+               Operand::kSymOff,
+               Creates::kNothing,
+               {},
+               "Stops tracing the symbol: its breakpoint goes from every CPU.",
+               "nothing; SYMBOL[+OFF] ENOENT if it is not traced",
+               false});
+  t.push_back({"ksym_stats",
+               CommandKind::kKsymStats,
+               Operand::kNone,
+               Creates::kNothing,
+               {},
+               "The ksym tracer's symbols in the order added, with their hit counts.",
+               "ksym_stat SYMBOL+0xOFF type=w|rw count=N per symbol",
+               false});
+  t.push_back(
+      {"kaccess",
+       CommandKind::kKaccess,
+       Operand::kNone,
+       Creates::kNothing,
+       {required("cpu", "N", V::kCpuNumber, "the CPU"),
+        Param{.flags = {"r", "w"}, .required = true, .exclusive = true, .doc = "a read or a write"},
+        required("addr", "HEX", V::kHex, "the first byte, at or above TASK_SIZE_MAX"),
+        required("len", "1|2|4|8", V::kDecimal, "bytes accessed"),
+        key("value", "HEX", V::kHex, "0", "the value written (w only)"),
+        key("ip", "HEX", V::kHex, "0", "the accessing instruction")},
+       "A kernel-mode access by CPU N, whatever it runs (a task or idle), to kernel memory "
+       "(one for all CPUs).",
+       "hit lines; ksym_hit SYMBOL+0xOFF cpu=N task=T|- ip=HEX addr=HEX access=r|w count=N",
+       false});
+}
+
 std::vector<CommandSpec> make_table() {
   const std::string_view exclusive_summary =
       "An exclusive facility: any number of one kind, another kind gets EBUSY; no breakpoint "
@@ -415,6 +483,7 @@ std::vector<CommandSpec> make_table() {
        "see the operations",
        false});
   add_guest_rows(t);
+  add_ksym_rows(t);
   return t;
 }
 

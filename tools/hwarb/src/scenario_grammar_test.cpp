@@ -38,7 +38,8 @@ TEST(Grammar, NamesAreUniqueAndFound) {
 TEST(Grammar, GeneratedListsAreTheMessagesOfBefore) {
   EXPECT_EQ(command_words(),
             "machine, task, bp, wide, modify, del, cpu, bts, pt, lbr, switch, tick, fork, exit, "
-            "access, exec, branch, run, watch, offline, online, show, sysctl, inject, ptrace or guest");
+            "access, exec, branch, run, watch, offline, online, show, sysctl, inject, ptrace, "
+            "guest, ksym, kallsyms, ksym_trace, ksym_trace_del, ksym_stats or kaccess");
   EXPECT_EQ(ptrace_op_words(),
             "attach, detach, peek, poke, wait, cont, step, bts-config, bts-status, bts-size, "
             "bts-get, bts-drain or bts-clear");
@@ -69,6 +70,11 @@ TEST(Grammar, Synopses) {
   EXPECT_EQ(synopsis(command_spec(CommandKind::kCpu)), "cpu N offline|online");
   EXPECT_EQ(synopsis(command_spec(CommandKind::kGuestAccess)),
             "guest access cpu=N r|w|x addr=HEX [len=1|2|4|8]");
+  EXPECT_EQ(synopsis(command_spec(CommandKind::kKsym)), "ksym SYMBOL addr=HEX [size=N]");
+  EXPECT_EQ(synopsis(command_spec(CommandKind::kKallsyms)), "kallsyms FILE");
+  EXPECT_EQ(synopsis(command_spec(CommandKind::kKsymTrace)), "ksym_trace SYMBOL[+OFF] r|w|rw|x");
+  EXPECT_EQ(synopsis(command_spec(CommandKind::kKaccess)),
+            "kaccess cpu=N r|w addr=HEX len=1|2|4|8 [value=HEX] [ip=HEX]");
   EXPECT_EQ(synopsis(*find_ptrace_op("attach")), "ptrace T attach [layout=x86_64|i386]");
   EXPECT_EQ(synopsis(*find_ptrace_op("poke")), "ptrace T poke REG=HEX");
 }

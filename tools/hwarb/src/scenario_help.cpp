@@ -100,6 +100,15 @@ std::string synopsis(const CommandSpec& spec) {
     case Operand::kPtrace:
       s += " T OP ...";
       break;
+    case Operand::kSymbol:
+      s += " SYMBOL";
+      break;
+    case Operand::kSymOff:
+      s += " SYMBOL[+OFF]";
+      break;
+    case Operand::kFile:
+      s += " FILE";
+      break;
   }
   return s + params_text(spec.params);
 }
@@ -137,6 +146,10 @@ Output: one line per bp, wide, modify, watch, fork, bts, bts open, pt, lbr: 'NAM
   'NAME drained K lost L'; run: 'T stopped after N branches' when cut short. guest enter,
   exit: 'guest enter cpu=N ok' or 'guest enter cpu=N <ERRNO>'; guest access: 'guest hit
   cpu=N addr=HEX access=r|w|x dr6=HEX' per guest breakpoint match. Other commands print
+  'NAME drained K lost L'; run: 'T stopped after N branches' when cut short. ksym_trace:
+  'SYMBOL[+OFF] ok|ERRNO', each hit 'ksym_hit SYMBOL+0xOFF cpu=N task=T|- ip=HEX addr=HEX
+  access=r|w count=N'; ksym_stats: 'ksym_stat SYMBOL+0xOFF type=w|rw count=N'; kallsyms:
+  'kallsyms FILE N symbols|ERRNO'; ksym: 'SYMBOL EINVAL' if refused. Other commands print
   nothing.
 Errors: the whole file is checked before anything runs; a scenario error (bad syntax,
   unknown command or key, bad value, duplicate or unknown name, cpu=any without task, CPU

@@ -123,6 +123,7 @@ Result<void> Parser::parse_line(std::string_view line) {
   if (spec->operand == Operand::kCpuState) return parse_cpu(words);
   if (spec->operand == Operand::kPtrace) return parse_ptrace(words);
   if (is_guest(spec->kind)) return parse_guest(*spec, words);
+  if (is_ksym(spec->kind)) return parse_ksym(*spec, words);
   if (spec->name.find(' ') != std::string_view::npos) return parse_bts_context(*spec, words);
 
   const std::string_view command = spec->name;

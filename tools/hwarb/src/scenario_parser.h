@@ -81,6 +81,9 @@ class Parser {
   // scenario_guest.cpp
   static bool is_guest(CommandKind kind);
   Result<void> parse_guest(const CommandSpec& spec, std::span<const std::string_view> words);
+  // scenario_parse_ksym.cpp: ksym, kallsyms, ksym_trace, ksym_trace_del, ksym_stats, kaccess.
+  static bool is_ksym(CommandKind kind);
+  Result<void> parse_ksym(const CommandSpec& spec, std::span<const std::string_view> words);
 
   // scenario_checks.cpp
   Result<void> check_names(std::string_view command, Command* cmd);

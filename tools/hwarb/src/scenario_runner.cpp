@@ -161,6 +161,13 @@ Result<void> Runner::execute(const Command& cmd) {
     case CommandKind::kGuestAccess:
     case CommandKind::kGuestExit:
       return guest(cmd);
+    case CommandKind::kKsym:
+    case CommandKind::kKallsyms:
+    case CommandKind::kKsymTrace:
+    case CommandKind::kKsymTraceDel:
+    case CommandKind::kKsymStats:
+    case CommandKind::kKaccess:
+      return ksym(cmd);
     case CommandKind::kMachine:
       return {};
   }

@@ -98,6 +98,8 @@ class Runner {
   // A run-time scenario error for host work (switch, exit, access, exec, branch, run) on a CPU
   // that is in a guest.
   Result<void> guest_conflict(const Command& cmd);
+  // scenario_runner_ksym.cpp
+  Result<void> ksym(const Command& cmd);
 
   // scenario_output.cpp
   void emit(std::string line);

@@ -59,7 +59,8 @@ TEST(Parse, ErrorsNameFileAndLine) {
   EXPECT_EQ(parse_error("bp a cpu=0\nfrob x\n"),
             "t.scn:2: unknown command 'frob' (expected machine, task, bp, wide, modify, del, cpu, "
             "bts, pt, lbr, switch, tick, fork, exit, access, exec, branch, run, watch, offline, "
-            "online, show, sysctl, inject, ptrace or guest)");
+            "online, show, sysctl, inject, ptrace, guest, ksym, kallsyms, ksym_trace, "
+            "ksym_trace_del, ksym_stats or kaccess)");
   EXPECT_EQ(parse_error("bp a cpu=0\nmachine cpus=4\n"),
             "t.scn:2: machine: must come before any other command");
   EXPECT_EQ(parse_error("machine\nmachine\n"),
@@ -352,6 +353,29 @@ TEST(Run, BtsContextAndPtraceLines) {
                           "c state=active mode=aux task=t flags=user capacity=2 held=0 lost=0",
                           "bts-size ENXIO", "bts-config ok", "bts-status size=48 flags=trace",
                           "bts-get 0 EINVAL"));
+}
+
+// kallsyms FILE is relative to the scenario's directory, wherever hwarb runs.
+TEST(Run, KallsymsFileIsRelativeToTheScenario) {
+  const std::string file = std::string(HWARB_SOURCE_DIR) + "/tests/conformance/t.scn";
+  auto s = parse_scenario(
+      "kallsyms ksym_kallsyms.kallsyms\nksym_trace nr_files w\n"
+      "kaccess cpu=1 w addr=0xffffffff82a0b040 len=4 ip=0xffffffff81120004\nksym_stats\n",
+      file);
+  ASSERT_TRUE(s) << s.error().message();
+  auto lines = run_scenario(*s, {});
+  ASSERT_TRUE(lines) << lines.error().message();
+  EXPECT_EQ(*lines, (std::vector<std::string>{
+                        "kallsyms ksym_kallsyms.kallsyms 7 symbols",
+                        "nr_files ok",
+                        "ksym_hit nr_files+0x0 cpu=1 task=- ip=0xffffffff81120004 "
+                        "addr=0xffffffff82a0b040 access=w count=1",
+                        "ksym_stat nr_files+0x0 type=w count=1",
+                    }));
+  auto elsewhere = parse_scenario("kallsyms ksym_kallsyms.kallsyms\n", "/nonexistent/t.scn");
+  ASSERT_TRUE(elsewhere);
+  EXPECT_EQ(*run_scenario(*elsewhere, {}),
+            (std::vector<std::string>{"kallsyms ksym_kallsyms.kallsyms ENOENT"}));
 }
 
 }  // namespace

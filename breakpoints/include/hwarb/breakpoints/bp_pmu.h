@@ -19,7 +19,8 @@
 //    event must be installed on its active CPU (the core reads only active events): anything else
 //    is a bug of the caller, checked.
 //  - handle(exception): for each trap bit B0..B3 set in the exception's DR6 bits, in slot order,
-//    the event in that slot (if any, and started, and not excluding user mode) gets
+//    the event in that slot (if any, and started, and not excluding the access's mode: user,
+//    or kernel for a DebugTrap with `kernel` set) gets
 //    Event::deliver(sample). A bit of an empty slot is skipped, never hiding the bits after it.
 //    Returns the bits it consumed (the trap bits of occupied slots) so that the machine's handler
 //    can clear them from DR6; BS and other bits are left to their owners (ptrace, single-step).
@@ -62,6 +63,8 @@ class DebugRegisterFile {
 struct DebugTrap {
   std::uint64_t dr6 = 0;  // "set means happened" bits of this exception
   pmu::Sample sample;
+  bool kernel =
+      false;  // a kernel-mode access: events with exclude_kernel eat it (else exclude_user)
 };
 
 class BreakpointPmu final : public pmu::Pmu {

@@ -146,6 +146,9 @@ struct DebugException {
   std::uint64_t old_value = 0;  // memory before the access (reads: the value read)
   std::uint64_t new_value = 0;  // memory after the access (reads: the value read)
   std::uint64_t time = 0;
+  // A kernel-mode access (Machine::kernel_access): `task` is the task the CPU ran, or TaskId{}
+  // (0, never a task's id) when it was idle.
+  bool kernel = false;
   friend bool operator==(const DebugException&, const DebugException&) = default;
 };
 
@@ -266,6 +269,12 @@ class Machine {
   Result<Outcome> access(CpuId cpu, TaskId task, AccessKind kind, std::uint64_t addr, int size,
                          std::uint64_t value = 0);
   Result<Outcome> exec(CpuId cpu, TaskId task, std::uint64_t ip);
+  // A kernel-mode data access by CPU N (online), whatever it runs (a task, even a stopped one, or
+  // idle), at a kernel address: addr at or above kernel_start(), else EINVAL naming addr. Kernel
+  // memory is one sparse memory shared by every CPU (unset bytes read 0). The same trap
+  // semantics as access(), with `ip` as the exception's ip, `kernel` set, and no single-step.
+  Result<Outcome> kernel_access(CpuId cpu, AccessKind kind, std::uint64_t addr, int size,
+                                std::uint64_t value = 0, std::uint64_t ip = 0);
 
   // --- Branch Trace Store (see the header comment) ------------------------------------------
   x86::BtsFormat bts_format() const { return bts_format_; }
@@ -373,7 +382,8 @@ class Machine {
   BtsInterruptHandler* bts_handler_ = nullptr;
   x86::BtsFormat bts_format_ = x86::BtsFormat::k64;
   std::uint64_t kernel_start_ = kernel_start_of(x86::BtsFormat::k64);
-  int ds_areas_ = 0;  // CPUs with a DS area installed
+  SparseMemory kernel_memory_;  // kernel_access()
+  int ds_areas_ = 0;            // CPUs with a DS area installed
   std::vector<SchedulerObserver*> observers_;
   int callback_depth_ = 0;
 };

@@ -45,6 +45,11 @@
 //    traced task that is not in a stop fills, the task stops with SIGIO
 //    (ptrace_compat::kBtsFullSignal) and its tracer sees that stop in ptrace_wait. A task's exit
 //    frees its ptrace BTS buffer; its other task contexts stay readable.
+//  - Kernel symbols and the ksym tracer: kernel_symbols() is the machine's symbol table (kernel
+//    start: task_size_max of the arch), ksym_tracer() the tracer over it and breakpoints(). A
+//    Machine::kernel_access exception goes to BreakpointPmu::handle as a kernel-mode trap (events
+//    with exclude_kernel eat it; the sample's task is the CPU's task, none when idle); its
+//    consumed trap bits are cleared from DR6 and, being no user-mode #DB, it bypasses ptrace.
 //
 // Locking. The arbiter is thread-safe by itself; nothing else is. Rules:
 //  1. A System used from several threads is used under lock(): every call on machine(), core(),
@@ -67,6 +72,8 @@
 #include "hwarb/base/error.h"
 #include "hwarb/breakpoints/bp_pmu.h"
 #include "hwarb/breakpoints/hw_breakpoint.h"
+#include "hwarb/breakpoints/kallsyms.h"
+#include "hwarb/breakpoints/ksym_tracer.h"
 #include "hwarb/breakpoints/watchpoint.h"
 #include "hwarb/bts/bts_pmu.h"
 #include "hwarb/bts/tracer.h"
@@ -111,6 +118,8 @@ class System final : SchedulerObserver,
   bts::Tracer& tracer() { return *tracer_; }
   bts::BtsPmu& bts_pmu() { return *bts_pmu_; }
   ptrace_compat::PtraceBts& ptrace_bts() { return *ptrace_bts_; }
+  breakpoints::KernelSymbols& kernel_symbols() { return *ksyms_; }
+  breakpoints::KsymTracer& ksym_tracer() { return *ksym_; }
 
   // Tracing (rules 1-4 above). ESRCH for an unknown task.
   // attach: EPERM when the task is traced already. The task stops with SIGSTOP.
@@ -186,6 +195,8 @@ class System final : SchedulerObserver,
   std::unique_ptr<bts::Tracer> tracer_;
   std::unique_ptr<bts::BtsPmu> bts_pmu_;
   std::unique_ptr<ptrace_compat::PtraceBts> ptrace_bts_;
+  std::unique_ptr<breakpoints::KernelSymbols> ksyms_;
+  std::unique_ptr<breakpoints::KsymTracer> ksym_;
   std::map<TaskId, Traced> traced_;
   // Traced tasks that exited, until their tracer's ptrace_wait reports it (or the tracer goes).
   std::set<TaskId> exited_;

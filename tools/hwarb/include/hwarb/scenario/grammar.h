@@ -59,6 +59,9 @@ enum class Operand : std::uint8_t {
   kTask,      // T (exit)
   kCpuState,  // N offline|online (cpu)
   kPtrace,    // T OP [ARGS] (ptrace; see PtraceOpSpec)
+  kSymbol,    // SYMBOL (ksym)
+  kSymOff,    // SYMBOL[+OFF] (ksym_trace, ksym_trace_del)
+  kFile,      // FILE, relative to the scenario (kallsyms)
 };
 
 // What a command creates under its NAME (tasks, requests and contexts share one name space).
@@ -99,7 +102,7 @@ const Param* find_flag(std::span<const Param> params, std::string_view flag);
 
 // "a, b or c" ("a" for one, "a or b" for two).
 std::string one_of(std::span<const std::string_view> words);
-// The distinct command words ("machine, task, ..., ptrace or guest") and the ptrace OPs.
+// The distinct command words ("machine, task, ..., ksym_stats or kaccess") and the ptrace OPs.
 std::string command_words();
 std::string ptrace_op_words();
 

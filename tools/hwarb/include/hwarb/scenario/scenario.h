@@ -68,11 +68,11 @@ struct Limits {
   std::size_t line_bytes = 4096;                  // one line, without its newline
   // Breakpoint events and exclusive reservations the commands may create: bp, bts, pt, lbr 1;
   // wide one per CPU; watch one per piece (times the CPUs without task=); a fork or `task
-  // parent=` one per breakpoint it may inherit.
+  // parent=` one per breakpoint it may inherit; ksym_trace one per CPU.
   std::uint64_t events = std::uint64_t{1} << 19;
   // CPU steps: every command that acts on each CPU (wide, watch without task= per piece, show,
   // tick without cpu=, bts open global, a request or modify with cpu=any, a fork per inherited
-  // cpu=any breakpoint) counts the machine's cpus.
+  // cpu=any breakpoint, ksym_trace) counts the machine's cpus.
   std::uint64_t cpu_steps = std::uint64_t{1} << 20;
   // Flexible breakpoints created (bp/wide flexible (one per CPU), modify to flexible, inherited
   // copies). An install costs the same at any number (the core keeps the installed ones on a
@@ -126,6 +126,14 @@ enum class CommandKind : std::uint8_t {
   kGuestEnter,  // guest enter|access|exit (scenario_guest.cpp)
   kGuestAccess,
   kGuestExit,
+  // The kernel symbol table and the ksym tracer (scenario_parse_ksym.cpp,
+  // scenario_runner_ksym.cpp).
+  kKsym,
+  kKallsyms,
+  kKsymTrace,
+  kKsymTraceDel,
+  kKsymStats,
+  kKaccess,
   kMachine,  // folded into Scenario::machine: never a Command's kind
 };
 // The command's name in the table: "bp", "bts open", "cpu".
@@ -220,6 +228,9 @@ struct Command {
   std::uint64_t guest_dr7 = 0;
   bool guest_exec = false;
   bool guest_tif_debug = false;
+  // ksym, kallsyms, ksym_trace, ksym_trace_del: the SYMBOL[+OFF] or FILE is `name`; ksym size=
+  // is `size`; kaccess ip=.
+  std::optional<std::uint64_t> ip;
 };
 
 // The condition of a watch command on the new value (cond_op empty: always true).
