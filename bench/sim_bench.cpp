@@ -4,7 +4,8 @@
 //  access: Machine::access() on CPU 0 while a task with 4 breakpoints registered through
 //          System::breakpoints() runs there (DR0–DR3/DR7 really programmed), against a bare loop
 //          doing the same four range-overlap compares per access on plain arrays. Variants: every
-//          access misses; 1 in 16 hits; the same machine with DR7 = 0 (no armed slot).
+//          access misses; 1 in 16 hits; the same machine with DR7 = 0 (no armed slot); each once
+//          through access() per access and once through access_many() per stream of 4096.
 //  switch: Machine::switch_to() round-robin over N tasks forked from a parent with 2 inherit
 //          breakpoints (each child holds copies made by Core::fork), against the same over N
 //          tasks forked from a parent without breakpoints.

@@ -179,8 +179,24 @@ class HWARB_CAPABILITY("brlock") BigReaderLock {
   };
   static_assert(kPrivateSlots == 64, "the private-slot bitmap is one 64-bit word");
 
+  // The calling thread's slot: a plain thread-local read once claimed (no initialisation guard
+  // on the fast path); the first call claims it through the SlotOwner that hands it back.
   static std::size_t my_slot() {
+    const std::size_t cached = cached_slot();
+    if (cached != 0) [[likely]]
+      return cached - 1;
+    return claim_slot();
+  }
+  // Slot + 1, 0 before the thread's first claim.
+  static std::size_t& cached_slot() {
+    // initial-exec: one %fs-relative load (hwarb is linked into executables, or into libraries
+    // loaded at start-up), not a __tls_get_addr call.
+    [[gnu::tls_model("initial-exec")]] thread_local constinit std::size_t slot_plus_one = 0;
+    return slot_plus_one;
+  }
+  [[gnu::noinline]] static std::size_t claim_slot() {
     thread_local SlotOwner owner;
+    cached_slot() = owner.slot + 1;
     return owner.slot;
   }
 
