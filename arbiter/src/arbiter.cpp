@@ -55,8 +55,9 @@
 //   2. Shard::mutex (one of kShards task-table shards, by task id) is taken inside rule 1 and
 //      protects the shard's TaskStates (all, spec, node list) and the table itself. Operations
 //      on tasks in different shards never share a lock; there is no global task mutex.
-//   3. CpuState::holders_mutex protects a CPU's list of CPU-bound reservations. It is taken
-//      inside rule 1 (and never together with a shard mutex).
+//   3. CpuState::holders_mutex protects a CPU's list of CPU-bound reservations, and orders the
+//      fast paths' changes of that CPU's CP[c] with their moves in the CPU histograms (see
+//      below). It is taken inside rule 1 (and never together with a shard mutex).
 //   4. The counters CP, hist_all, tsk_hist, cpu_hist_* are atomics updated under the read side
 //      by concurrent fast paths; flexible reserves (Rl, Ra), online flags and exclusive-kind
 //      counts only change under the write side, so fast paths read them as constants.
@@ -65,7 +66,12 @@
 //
 //   A fast-path reservation publishes its weight (seq_cst read-modify-writes), then re-reads the
 //   counters of the invariant it affects. Histogram moves add to the new bucket before they
-//   take from the old, so a half-seen move can only make a reader overestimate.
+//   take from the old, so a half-seen move can only make a reader overestimate. Moves of one
+//   member never overlap: a task's are made under its shard mutex (rule 2), a CPU's under its
+//   holders_mutex (rule 3). Otherwise a release could take CPU c from 2 to 1 in the histogram
+//   (bucket 2 decremented) before the reservation that took c from 1 to 2 has incremented
+//   bucket 2, and a reader could meanwhile see bucket 2 one short — an underestimate, hiding
+//   another CPU at 2.
 //   Take the fast-path reservations that end up live and whose weight meets on one CPU and
 //   pool; the one whose first check-read is last in the seq_cst order was preceded by every
 //   other one's publication (each publishes before it reads), so its check saw all of them:
@@ -760,10 +766,10 @@ Result<Reservation> Arbiter::reserve(const Request& request) {
       if (created) s.drop_if_empty(shard, *ts);
     } else {
       const Effect& e = probe;
+      CpuState& cpu = s.cpus[request.cpu->value()];
+      std::lock_guard holders_guard(cpu.holders_mutex);  // rule 3: also orders CP[c]'s moves
       s.apply_cpu_pinned(e, +1);
       if (s.cpu_fits(e.cpu, e.pool)) {
-        CpuState& cpu = s.cpus[request.cpu->value()];
-        std::lock_guard holders_guard(cpu.holders_mutex);
         cpu.holders.push_back(*owned);
         return Reservation(this, owned.release());
       }
@@ -1003,9 +1009,9 @@ void Arbiter::release(Reservation& reservation) {
       ts->nodes.erase(NodeList::s_iterator_to(*node));
       s.drop_if_empty(shard, ts);
     } else {
-      s.apply_cpu_pinned(probe, -1);
       CpuState& cpu = s.cpus[r.cpu->value()];
-      std::lock_guard holders_guard(cpu.holders_mutex);
+      std::lock_guard holders_guard(cpu.holders_mutex);  // rule 3: also orders CP[c]'s moves
+      s.apply_cpu_pinned(probe, -1);
       cpu.holders.erase(NodeList::s_iterator_to(*node));
     }
     return;
