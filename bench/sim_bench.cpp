@@ -4,7 +4,8 @@
 //  access: Machine::access() on CPU 0 while a task with 4 breakpoints registered through
 //          System::breakpoints() runs there (DR0–DR3/DR7 really programmed), against a bare loop
 //          doing the same four range-overlap compares per access on plain arrays. Variants: every
-//          access misses; 1 in 16 hits; the same machine with DR7 = 0 (no armed slot).
+//          access misses; 1 in 16 hits; the same machine with DR7 = 0 (no armed slot); each once
+//          through access() per access and once through access_many() per stream of 4096.
 //  switch: Machine::switch_to() round-robin over N tasks forked from a parent with 2 inherit
 //          breakpoints (each child holds copies made by Core::fork), against the same over N
 //          tasks forked from a parent without breakpoints.
@@ -230,6 +231,24 @@ std::int64_t machine_pass(sim::Machine& m, CpuId cpu, TaskId task,
   return exceptions;
 }
 
+// The same pass through Machine::access_many (one call for the whole stream).
+std::int64_t machine_many_pass(sim::Machine& m, CpuId cpu, TaskId task,
+                               const std::vector<sim::AccessOp>& ops) {
+  auto r = m.access_many(cpu, task, ops);
+  if (!r || r->done != ops.size()) {
+    std::fprintf(stderr, "access_many: %s\n", r ? "stopped early" : r.error().to_string().c_str());
+    std::exit(1);
+  }
+  return r->exceptions;
+}
+
+std::vector<sim::AccessOp> as_ops(const std::vector<Access>& stream) {
+  std::vector<sim::AccessOp> ops;
+  ops.reserve(stream.size());
+  for (const Access& a : stream) ops.push_back({a.kind, a.size, a.addr, a.value});
+  return ops;
+}
+
 struct AccessRow {
   std::string variant;
   double machine;
@@ -253,11 +272,17 @@ bool run_access(const Options& opt, std::vector<AccessRow>& rows) {
   const std::int64_t m_miss = machine_pass(m, CpuId(0), rig.armed, miss);
   const std::int64_t m_hit = machine_pass(m, CpuId(0), rig.armed, hits);
   const std::int64_t m_off = machine_pass(m, CpuId(1), rig.disarmed, hits);
-  if (bare_miss != 0 || m_miss != 0) ok = failed("access: the miss stream hits");
-  if (bare_hit == 0 || m_hit != bare_hit || rig.handler_hits - before != bare_hit) {
-    ok = failed("access: machine, handlers and bare loop disagree on the hits");
+  const std::vector<sim::AccessOp> miss_ops = as_ops(miss), hit_ops = as_ops(hits);
+  const std::int64_t many_before = rig.handler_hits;
+  const std::int64_t many_miss = machine_many_pass(m, CpuId(0), rig.armed, miss_ops);
+  const std::int64_t many_hit = machine_many_pass(m, CpuId(0), rig.armed, hit_ops);
+  const std::int64_t many_off = machine_many_pass(m, CpuId(1), rig.disarmed, hit_ops);
+  if (bare_miss != 0 || m_miss != 0 || many_miss != 0) ok = failed("access: the miss stream hits");
+  if (bare_hit == 0 || m_hit != bare_hit || rig.handler_hits - before != 2 * bare_hit ||
+      many_hit != bare_hit || rig.handler_hits - many_before != bare_hit) {
+    ok = failed("access: machine (single and batched), handlers and bare loop disagree on hits");
   }
-  if (m_off != 0) ok = failed("access: an access on the disarmed CPU trapped");
+  if (m_off != 0 || many_off != 0) ok = failed("access: an access on the disarmed CPU trapped");
   if (*m.dr6(CpuId(0)) != 0) ok = failed("access: DR6 not cleared by the handler");
   std::printf("access check: %d accesses/pass, hit stream: %lld hits (bare = machine = handlers)\n",
               kStream, static_cast<long long>(bare_hit));
@@ -284,12 +309,26 @@ bool run_access(const Options& opt, std::vector<AccessRow>& rows) {
   Timed miss_t = timed(machine(CpuId(0), rig.armed, miss), opt);
   Timed hit_t = timed(machine(CpuId(0), rig.armed, hits), opt);
   Timed off_t = timed(machine(CpuId(1), rig.disarmed, miss), opt);
+  auto many = [&m](CpuId cpu, TaskId task, const std::vector<sim::AccessOp>& ops) {
+    return [&m, cpu, task, &ops](std::int64_t passes) {
+      std::int64_t e = 0;
+      for (std::int64_t p = 0; p < passes; ++p) e += machine_many_pass(m, cpu, task, ops);
+      escape(e);
+      return passes * kStream;
+    };
+  };
+  Timed many_miss_t = timed(many(CpuId(0), rig.armed, miss_ops), opt);
+  Timed many_hit_t = timed(many(CpuId(0), rig.armed, hit_ops), opt);
+  Timed many_off_t = timed(many(CpuId(1), rig.disarmed, miss_ops), opt);
   for (int r = 0; r < opt.reps; ++r) {
     bare_miss_t.rep();
     miss_t.rep();
+    many_miss_t.rep();
     bare_hit_t.rep();
     hit_t.rep();
+    many_hit_t.rep();
     off_t.rep();
+    many_off_t.rep();
   }
   auto row = [](std::string name, const Timed& mach, const Timed& bare_t) {
     return AccessRow{std::move(name), mach.median_rate(), bare_t.median_rate(), mach.min_rate(),
@@ -298,6 +337,9 @@ bool run_access(const Options& opt, std::vector<AccessRow>& rows) {
   rows.push_back(row("4 armed, all miss", miss_t, bare_miss_t));
   rows.push_back(row("4 armed, 1 in 16 hits", hit_t, bare_hit_t));
   rows.push_back(row("DR7 = 0 (no armed slot), miss stream", off_t, bare_miss_t));
+  rows.push_back(row("access_many, 4 armed, all miss", many_miss_t, bare_miss_t));
+  rows.push_back(row("access_many, 4 armed, 1 in 16 hits", many_hit_t, bare_hit_t));
+  rows.push_back(row("access_many, DR7 = 0, miss stream", many_off_t, bare_miss_t));
 
   rig.bps.clear();
   if (!m.exit(rig.armed) || !m.exit(rig.disarmed)) ok = failed("access: exit");

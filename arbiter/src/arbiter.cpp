@@ -11,27 +11,32 @@
 //   tsk_hist[c]     CpuPool::tsk_hist         tasks with spec(T,c) > 0, by TP(T,c)
 //   Rl[c], Ra       local / all-CPU flexible reserve: the largest flexible weight on exactly c,
 //                   and on all CPUs; R[c] = max(Rl[c], Ra)
-//   cpu_hist_cp     GlobalPool                CPUs by CP[c]
+//   cpu_hist_cp     GlobalPool                CPUs by CP[c], in kCpuShards histograms (CPU c
+//                                             in shard c % kCpuShards, each on its own cache
+//                                             line): CPU-bound operations on CPUs of different
+//                                             shards write different lines
 //   cpu_hist_flex   GlobalPool                CPUs with Rl[c] > 0, by CP[c] + Rl[c]
 //
 // Every histogram is cumulative: h[k] = how many members have a value >= k, for k = 1..N+1
 // (N+1 collects every value past N, which exists only for a moment on the fast path). Raising
-// a member by w is w increments, lowering it w decrements, and the largest value is found by
-// scanning up to the first empty bucket — one or two loads when usage is low.
+// a member by w is w increments, lowering it w decrements, and "the largest value is at most a"
+// is one load: h[a+1] == 0.
 //
 // From these, every admission check is cheap:
-//   max_T TP(T,c)            = max(top(hist_all), top(tsk_hist[c]))          O(N)
+//   max_T TP(T,c)            = max(top(hist_all), top(tsk_hist[c]))          O(1)
 //       A task with spec(T,c) = 0 has TP(T,c) = all(T), counted in hist_all. A task with
 //       spec(T,c) > 0 is also in hist_all, but there with all(T) <= TP(T,c), so it never raises
 //       the maximum above its true value. Unlike Linux, a task never has to be moved between
 //       the global and every per-CPU histogram when it goes from all-CPU-only to mixed: the
 //       transition costs O(1), and adding an all-CPU request costs O(CPUs the task has
 //       per-CPU requests on), never O(CPUs).
-//   max_c (CP[c] + R[c])     = max(top(cpu_hist_flex), top(cpu_hist_cp) + Ra) O(N)
+//   max_c (CP[c] + R[c])     = max(top(cpu_hist_flex), top(cpu_hist_cp) + Ra) O(1)
 //       (a CPU without local flexible requests has CP[c] + R[c] = CP[c] + Ra). A CPU-bound
 //       request on a CPU without local flexible requests updates one global histogram only.
-//       so a task-on-all-CPUs request of a task with no per-CPU requests costs O(N): nothing
+//       so a task-on-all-CPUs request of a task with no per-CPU requests costs O(1): nothing
 //       depends on the number of CPUs or tasks.
+//   A check "top(h) <= a" reads the one bucket h[a+1] (hist_at_most); publishing weight w is
+//   O(w) read-modify-writes.
 //   Only a flexible request on all CPUs loops over the CPUs.
 //
 // The checks are written "after publication": the request's weight is first added to the
@@ -50,8 +55,9 @@
 //   2. Shard::mutex (one of kShards task-table shards, by task id) is taken inside rule 1 and
 //      protects the shard's TaskStates (all, spec, node list) and the table itself. Operations
 //      on tasks in different shards never share a lock; there is no global task mutex.
-//   3. CpuState::holders_mutex protects a CPU's list of CPU-bound reservations. It is taken
-//      inside rule 1 (and never together with a shard mutex).
+//   3. CpuState::holders_mutex protects a CPU's list of CPU-bound reservations, and orders the
+//      fast paths' changes of that CPU's CP[c] with their moves in the CPU histograms (see
+//      below). It is taken inside rule 1 (and never together with a shard mutex).
 //   4. The counters CP, hist_all, tsk_hist, cpu_hist_* are atomics updated under the read side
 //      by concurrent fast paths; flexible reserves (Rl, Ra), online flags and exclusive-kind
 //      counts only change under the write side, so fast paths read them as constants.
@@ -60,7 +66,12 @@
 //
 //   A fast-path reservation publishes its weight (seq_cst read-modify-writes), then re-reads the
 //   counters of the invariant it affects. Histogram moves add to the new bucket before they
-//   take from the old, so a half-seen move can only make a reader overestimate.
+//   take from the old, so a half-seen move can only make a reader overestimate. Moves of one
+//   member never overlap: a task's are made under its shard mutex (rule 2), a CPU's under its
+//   holders_mutex (rule 3). Otherwise a release could take CPU c from 2 to 1 in the histogram
+//   (bucket 2 decremented) before the reservation that took c from 1 to 2 has incremented
+//   bucket 2, and a reader could meanwhile see bucket 2 one short — an underestimate, hiding
+//   another CPU at 2.
 //   Take the fast-path reservations that end up live and whose weight meets on one CPU and
 //   pool; the one whose first check-read is last in the seq_cst order was preceded by every
 //   other one's publication (each publishes before it reads), so its check saw all of them:
@@ -85,6 +96,7 @@
 #include <boost/intrusive/list.hpp>
 #include <map>
 #include <mutex>
+#include <new>
 #include <sstream>
 #include <unordered_map>
 #include <utility>
@@ -121,13 +133,73 @@ std::string to_string(const Request& r) {
   return out.str();
 }
 
+namespace {
+struct TaskState;
+}  // namespace
+
 struct ReservationNode {
   Request req;
+  // The task's state while the node is on its task's list (release finds it without a lookup;
+  // the state lives at least as long as its nodes); null otherwise.
+  TaskState* task = nullptr;
   // In exactly one list: its task's nodes, its CPU's holders, or the exclusive-kind list.
   bi::list_member_hook<> hook;
 };
 
 namespace {
+
+// A per-thread cache of free ReservationNode memory, so that a reserve/release pair does not go
+// through malloc and free (nodes are alike in every Arbiter, and a node may be released by
+// another thread than the one that reserved it: it then goes to the releasing thread's cache).
+// The cache is a plain thread-local (no initialisation guard on the fast path); the first push
+// registers a reaper that frees the cached memory when the thread exits.
+struct NodeCache {
+  static constexpr int kMax = 32;
+  std::array<void*, kMax> free;
+  int count;
+  bool registered;  // the reaper exists
+  bool reaped;      // the thread is exiting: free directly
+};
+// initial-exec: the arbiter is linked into executables (or libraries loaded at start-up), so the
+// cache is one %fs-relative access, not a __tls_get_addr call.
+[[gnu::tls_model("initial-exec")]] thread_local constinit NodeCache tls_nodes{};
+
+struct NodeCacheReaper {
+  ~NodeCacheReaper() {
+    for (int i = 0; i < tls_nodes.count; ++i) ::operator delete(tls_nodes.free[i]);
+    tls_nodes.count = 0;
+    tls_nodes.reaped = true;
+  }
+};
+
+[[gnu::noinline]] void register_node_reaper() {
+  thread_local NodeCacheReaper reaper;
+  (void)reaper;
+  tls_nodes.registered = true;
+}
+
+void* node_memory() {
+  NodeCache& c = tls_nodes;
+  if (c.count > 0) return c.free[--c.count];
+  return ::operator new(sizeof(ReservationNode));
+}
+
+void free_node(ReservationNode* node) {
+  node->~ReservationNode();
+  NodeCache& c = tls_nodes;
+  if (c.count < NodeCache::kMax && !c.reaped) [[likely]] {
+    if (!c.registered) [[unlikely]]
+      register_node_reaper();
+    c.free[c.count++] = node;
+    return;
+  }
+  ::operator delete(node);
+}
+
+struct NodeDeleter {
+  void operator()(ReservationNode* node) const { free_node(node); }
+};
+using NodePtr = std::unique_ptr<ReservationNode, NodeDeleter>;
 
 using NodeList =
     bi::list<ReservationNode,
@@ -149,11 +221,12 @@ using AtomicHist = std::array<std::atomic<int>, kHistSize>;
   for (int k = f; k > t; --k) h[k].fetch_sub(1);
 }
 
-// The largest value with a member (cap meaning "past N"); 0 when none.
-[[gnu::always_inline]] inline int hist_top(const AtomicHist& h, int cap) {
-  int k = 0;
-  while (k < cap && h[k + 1].load() > 0) ++k;
-  return k;
+// Whether no member has a value above a (values past N count as cap), in one load: a cumulative
+// histogram has no member above a exactly when its bucket a+1 is empty (every state, including
+// the intermediate ones of hist_move, is non-increasing in k).
+[[gnu::always_inline]] inline bool hist_at_most(const AtomicHist& h, int a, int cap) {
+  if (a < 0) return false;
+  return a >= cap || h[a + 1].load() == 0;
 }
 
 // A plain histogram of flexible weights, changed only under the write side.
@@ -226,9 +299,14 @@ struct alignas(64) CpuState {
   std::array<FlexHist, 2> flex;  // flexible weights on exactly this CPU; write side only
 };
 
+constexpr int kCpuShards = 8;
+struct alignas(64) CpuHistShard {
+  AtomicHist h{};
+};
+
 struct GlobalPool {
   alignas(64) AtomicHist hist_all{};
-  alignas(64) AtomicHist cpu_hist_cp{};
+  std::array<CpuHistShard, kCpuShards> cpu_hist_cp;
   alignas(64) AtomicHist cpu_hist_flex{};
   FlexHist flex_all;  // Ra = flex_all.max; write side only
   int flex_cpus = 0;  // CPUs with Rl[c] > 0; write side only
@@ -244,6 +322,9 @@ struct alignas(64) Shard {
   // a task coming and going does not allocate (perf bench breakpoint thread does exactly that).
   std::vector<Table::node_type> spare;
   static constexpr std::size_t kMaxSpare = 4;
+  // The state task_state() found or made last (a task's reservations tend to come together),
+  // forgotten when that state leaves the table.
+  TaskState* last = nullptr;
 };
 
 bool is_exclusive_kind(ResourceKind k) {
@@ -305,11 +386,6 @@ struct Arbiter::State {
   int reserve_flex(int cpu, int pool) const {
     return std::max(cpus[cpu].pool[pool].flex_max, global[pool].flex_all.max);
   }
-  int max_task_pinned(int cpu, int pool) const {
-    int cap = slots(pool) + 1;
-    return std::max(hist_top(global[pool].hist_all, cap),
-                    hist_top(cpus[cpu].pool[pool].tsk_hist, cap));
-  }
   [[gnu::always_inline]] Effect effect_of(const Request& r, TaskState* ts) const {
     bool pinned = r.pinned || config.flexible == FlexiblePolicy::kAsPinned;
     int cpu = r.cpu ? r.cpu->value() : kAllCpus;
@@ -321,6 +397,18 @@ struct Arbiter::State {
   void publish(const Effect& e) { apply(e, +1); }
   void retract(const Effect& e) { apply(e, -1); }
 
+  // apply() of a pinned CPU-bound effect, inlined into the fast paths.
+  [[gnu::always_inline]] void apply_cpu_pinned(const Effect& e, int sign) {
+    const int cap = slots(e.pool) + 1;
+    const int d = sign * e.weight;
+    CpuPool& p = cp(e.cpu, e.pool);
+    const int old = p.cpu_pinned.fetch_add(d);
+    hist_move(global[e.pool].cpu_hist_cp[e.cpu % kCpuShards].h, old, old + d, cap);
+    if (const int rl = p.flex_max; rl > 0) {
+      hist_move(global[e.pool].cpu_hist_flex, old + rl, old + d + rl, cap);
+    }
+  }
+
   void apply(const Effect& e, int sign) {
     const int cap = slots(e.pool) + 1;
     int d = sign * e.weight;
@@ -328,12 +416,7 @@ struct Arbiter::State {
       state_lock.assert_held();  // rule 4: flexible weight moves only under the write side
       apply_flexible(e, sign);
     } else if (!e.task) {
-      CpuPool& p = cp(e.cpu, e.pool);
-      int old = p.cpu_pinned.fetch_add(d);
-      hist_move(global[e.pool].cpu_hist_cp, old, old + d, cap);
-      if (int rl = p.flex_max; rl > 0) {
-        hist_move(global[e.pool].cpu_hist_flex, old + rl, old + d + rl, cap);
-      }
+      apply_cpu_pinned(e, sign);
     } else if (e.cpu != kAllCpus) {
       TaskState& t = *e.task;
       int a = t.all[e.pool];
@@ -377,11 +460,13 @@ struct Arbiter::State {
 
   // ---- checks, after publication -----------------------------------------------------------
 
-  // Case 1: CP[c] + max_T TP(T,c) + R[c] <= N (the flexible form, case 4, is the same check).
+  // Case 1: CP[c] + max_T TP(T,c) + R[c] <= N (the flexible form, case 4, is the same check),
+  // as max_T TP(T,c) <= N - CP[c] - R[c]: one bucket of each task histogram.
   bool cpu_fits(int cpu, int pool) const {
-    return cpus[cpu].pool[pool].cpu_pinned.load() + max_task_pinned(cpu, pool) +
-               reserve_flex(cpu, pool) <=
-           slots(pool);
+    const CpuPool& p = cpus[cpu].pool[pool];
+    const int cap = slots(pool) + 1;
+    const int room = slots(pool) - p.cpu_pinned.load() - reserve_flex(cpu, pool);
+    return hist_at_most(global[pool].hist_all, room, cap) && hist_at_most(p.tsk_hist, room, cap);
   }
   // Case 2 for task T on c.
   bool task_cpu_fits(const TaskState& t, int cpu, int pool) const {
@@ -391,11 +476,14 @@ struct Arbiter::State {
   }
   // Case 3: case 2 on every CPU, in O(N + CPUs where T has per-CPU requests).
   bool task_all_fits(const TaskState& t, int pool) const {
+    // max_c (CP[c] + R[c]) <= N - all(T), one bucket of each CPU histogram.
     const GlobalPool& g = global[pool];
-    int cap = slots(pool) + 1;
-    int worst = hist_top(g.cpu_hist_cp, cap) + g.flex_all.max;
-    if (g.flex_cpus > 0) worst = std::max(worst, hist_top(g.cpu_hist_flex, cap));
-    if (t.all[pool] + worst > slots(pool)) return false;
+    const int cap = slots(pool) + 1;
+    const int room = slots(pool) - t.all[pool];
+    for (const CpuHistShard& shard : g.cpu_hist_cp) {
+      if (!hist_at_most(shard.h, room - g.flex_all.max, cap)) return false;
+    }
+    if (g.flex_cpus > 0 && !hist_at_most(g.cpu_hist_flex, room, cap)) return false;
     for (const auto& s : t.spec[pool]) {
       if (!task_cpu_fits(t, s.cpu, pool)) return false;
     }
@@ -418,19 +506,28 @@ struct Arbiter::State {
 
   // Finds or creates T's state; *created tells which. ENOMEM on an injected fault.
   Result<TaskState*> task_state(Shard& shard, TaskId t, bool* created) {
+    if (shard.last != nullptr && shard.last->id == t) {
+      *created = false;
+      return shard.last;
+    }
     auto it = shard.tasks.find(t);
     if (it != shard.tasks.end()) {
       *created = false;
-      return &it->second;
+      shard.last = &it->second;
+      return shard.last;
     }
     if (fault("insert into the task table")) return injected("insert into the task table");
     *created = true;
-    if (shard.spare.empty()) return &shard.tasks.try_emplace(t, t).first->second;
+    if (shard.spare.empty()) {
+      shard.last = &shard.tasks.try_emplace(t, t).first->second;
+      return shard.last;
+    }
     Shard::Table::node_type node = std::move(shard.spare.back());
     shard.spare.pop_back();
     node.key() = t;
     node.mapped().id = t;
-    return &shard.tasks.insert(std::move(node)).position->second;
+    shard.last = &shard.tasks.insert(std::move(node)).position->second;
+    return shard.last;
   }
   TaskState* find_task(TaskId t) {
     Shard& s = shard_of(t);
@@ -449,13 +546,14 @@ struct Arbiter::State {
   // are already zero/empty; spec keeps its capacity).
   void drop_if_empty(Shard& shard, TaskState* t) {
     if (!t->empty()) return;
+    if (shard.last == t) shard.last = nullptr;
     auto node = shard.tasks.extract(t->id);
     if (shard.spare.size() < Shard::kMaxSpare) shard.spare.push_back(std::move(node));
   }
 
   Result<ReservationNode*> new_node(const Request& r) {
     if (fault("allocate the reservation")) return injected("allocate the reservation");
-    return new ReservationNode{r, {}};
+    return new (node_memory()) ReservationNode{r, nullptr, {}};
   }
 
   // ---- validation --------------------------------------------------------------------------
@@ -639,7 +737,7 @@ Result<Reservation> Arbiter::reserve(const Request& request) {
   }
   auto node = s.new_node(request);
   if (!node) return std::unexpected(node.error());
-  std::unique_ptr<ReservationNode> owned(*node);
+  NodePtr owned(*node);
 
   // Fast path: pinned breakpoints under the read side (locking rule 1).
   if (!is_exclusive_kind(request.kind) && probe.pinned) {
@@ -660,21 +758,22 @@ Result<Reservation> Arbiter::reserve(const Request& request) {
       Effect e = s.effect_of(request, *ts);
       s.publish(e);
       if (s.fits(e)) {
+        owned->task = *ts;
         (*ts)->nodes.push_back(*owned);
         return Reservation(this, owned.release());
       }
       s.retract(e);
       if (created) s.drop_if_empty(shard, *ts);
     } else {
-      Effect e = s.effect_of(request, nullptr);
-      s.publish(e);
-      if (s.fits(e)) {
-        CpuState& cpu = s.cpus[request.cpu->value()];
-        std::lock_guard holders_guard(cpu.holders_mutex);
+      const Effect& e = probe;
+      CpuState& cpu = s.cpus[request.cpu->value()];
+      std::lock_guard holders_guard(cpu.holders_mutex);  // rule 3: also orders CP[c]'s moves
+      s.apply_cpu_pinned(e, +1);
+      if (s.cpu_fits(e.cpu, e.pool)) {
         cpu.holders.push_back(*owned);
         return Reservation(this, owned.release());
       }
-      s.retract(e);
+      s.apply_cpu_pinned(e, -1);
     }
   }
 
@@ -713,6 +812,7 @@ Result<Reservation> Arbiter::reserve(const Request& request) {
     return s.refusal(request);
   }
   if (ts) {
+    owned->task = ts;
     ts->nodes.push_back(*owned);
   } else {
     s.cpus[request.cpu->value()].holders.push_back(*owned);
@@ -733,7 +833,7 @@ Result<std::vector<Reservation>> Arbiter::reserve_all(std::span<const Request> r
   detail::WriteGuard guard(s.state_lock);
 
   // Step 1: everything that can fail, before any counter changes.
-  std::vector<std::unique_ptr<ReservationNode>> nodes;
+  std::vector<NodePtr> nodes;
   std::vector<std::pair<Shard*, TaskState*>> created_tasks;
   std::vector<TaskState*> task_of(requests.size(), nullptr);
   auto undo_tasks = [&] {
@@ -821,6 +921,7 @@ Result<std::vector<Reservation>> Arbiter::reserve_all(std::span<const Request> r
     if (is_exclusive_kind(r.kind)) {
       s.exclusive_nodes.push_back(*node);
     } else if (task_of[i]) {
+      node->task = task_of[i];
       task_of[i]->nodes.push_back(*node);
     } else {
       s.cpus[r.cpu->value()].holders.push_back(*node);
@@ -892,7 +993,7 @@ void Arbiter::release(Reservation& reservation) {
   if (!reservation.valid()) return;
   HWARB_CHECK(reservation.arbiter_ == this, "released through another arbiter");
   State& s = *state_;
-  std::unique_ptr<ReservationNode> node(reservation.node_);
+  NodePtr node(reservation.node_);
   reservation.node_ = nullptr;
   reservation.arbiter_ = nullptr;
   const Request& r = node->req;
@@ -903,14 +1004,14 @@ void Arbiter::release(Reservation& reservation) {
     if (r.task) {
       Shard& shard = s.shard_of(*r.task);
       std::lock_guard task_guard(shard.mutex);
-      TaskState* ts = &shard.tasks.at(*r.task);
+      TaskState* ts = node->task;
       s.retract(s.effect_of(r, ts));
       ts->nodes.erase(NodeList::s_iterator_to(*node));
       s.drop_if_empty(shard, ts);
     } else {
-      s.retract(probe);
       CpuState& cpu = s.cpus[r.cpu->value()];
-      std::lock_guard holders_guard(cpu.holders_mutex);
+      std::lock_guard holders_guard(cpu.holders_mutex);  // rule 3: also orders CP[c]'s moves
+      s.apply_cpu_pinned(probe, -1);
       cpu.holders.erase(NodeList::s_iterator_to(*node));
     }
     return;
@@ -924,7 +1025,7 @@ void Arbiter::release(Reservation& reservation) {
   }
   if (r.task) {
     Shard& shard = s.shard_of(*r.task);
-    TaskState* ts = &shard.tasks.at(*r.task);
+    TaskState* ts = node->task;
     s.retract(s.effect_of(r, ts));
     ts->nodes.erase(NodeList::s_iterator_to(*node));
     s.drop_if_empty(shard, ts);
@@ -1097,7 +1198,8 @@ Result<void> Arbiter::check_consistency() const {
       }
       return true;
     };
-    Counts hist_all{}, cp_hist{}, flex_hist{};
+    Counts hist_all{}, flex_hist{};
+    std::array<Counts, kCpuShards> cp_hist{};
     std::vector<Counts> tsk(config_.cpus);
     for (const auto& [id, all] : rc.all) {
       add(hist_all, all[p]);
@@ -1113,7 +1215,7 @@ Result<void> Arbiter::check_consistency() const {
       if (cp.flex_max != rc.flex_max_local[c][p] || s.cpus[c].flex[p].max != cp.flex_max) {
         return bad("flexible reserve of cpu " + std::to_string(c));
       }
-      add(cp_hist, rc.cpu_pinned[c][p]);
+      add(cp_hist[c % kCpuShards], rc.cpu_pinned[c][p]);
       if (rc.flex_max_local[c][p] > 0) {
         ++flex_cpus;
         add(flex_hist, rc.cpu_pinned[c][p] + rc.flex_max_local[c][p]);
@@ -1121,7 +1223,11 @@ Result<void> Arbiter::check_consistency() const {
       if (!same(cp.tsk_hist, tsk[c])) return bad("task histogram of cpu " + std::to_string(c));
     }
     if (!same(g.hist_all, hist_all)) return bad("all-CPU task histogram");
-    if (!same(g.cpu_hist_cp, cp_hist)) return bad("CPU histogram (CP)");
+    for (int shard = 0; shard < kCpuShards; ++shard) {
+      if (!same(g.cpu_hist_cp[shard].h, cp_hist[shard])) {
+        return bad("CPU histogram (CP), shard " + std::to_string(shard));
+      }
+    }
     if (!same(g.cpu_hist_flex, flex_hist) || g.flex_cpus != flex_cpus) {
       return bad("CPU histogram (CP + local flexible reserve)");
     }
@@ -1149,17 +1255,21 @@ std::string Arbiter::dump() const {
   std::ostringstream out;
   out << "arbiter " << config_.profile.name() << " cpus=" << config_.cpus << " flexible="
       << (config_.flexible == FlexiblePolicy::kAsPinned ? "as_pinned" : "multiplexed") << "\n";
-  auto hist = [&](const AtomicHist& h) {
+  auto hist = [&](const auto& h) {
     std::ostringstream t;
     for (int k = 1; k < kHistSize; ++k) {
-      if (int n = h[k].load(); n != 0) t << " >=" << k << ":" << n;
+      if (int n = h[k]; n != 0) t << " >=" << k << ":" << n;
     }
     return t.str();
   };
   for (int p = 0; p < config_.profile.pool_count(); ++p) {
     const GlobalPool& g = s.global[p];
+    std::array<int, kHistSize> cp_sum{};  // the shards of cpu_hist_cp, summed
+    for (const CpuHistShard& shard : g.cpu_hist_cp) {
+      for (int k = 1; k < kHistSize; ++k) cp_sum[k] += shard.h[k].load();
+    }
     out << "pool " << config_.profile.pool_name(p) << " hist_all{" << hist(g.hist_all)
-        << " } cpu_hist_cp{" << hist(g.cpu_hist_cp) << " } cpu_hist_flex{" << hist(g.cpu_hist_flex)
+        << " } cpu_hist_cp{" << hist(cp_sum) << " } cpu_hist_flex{" << hist(g.cpu_hist_flex)
         << " } flex_cpus=" << g.flex_cpus << " flex_all max=" << g.flex_all.max
         << " n=" << g.flex_all.total << "\n";
     for (int c = 0; c < config_.cpus; ++c) {

@@ -50,33 +50,23 @@ class HWARB_CAPABILITY("brlock") BigReaderLock {
   // How many read holds one thread on a shared slot may have at once (nesting rule 1).
   static constexpr std::size_t kMaxSharedNesting = 8;
 
-  // Returns the slot index to pass to unlock_shared.
+  // Returns the slot index to pass to unlock_shared. The common case (a private slot, not nested,
+  // no writer) is inline; the rest is out of line.
   std::size_t lock_shared() HWARB_ACQUIRE_SHARED() {
     const std::size_t slot = my_slot();
+    if (slot >= kPrivateSlots) [[unlikely]]
+      return lock_shared_slow(slot);
     std::atomic<int>& readers = slots_[slot].readers;
-    if (slot < kPrivateSlots) {
-      const int held = readers.load(std::memory_order_relaxed);
-      if (held > 0) {  // rule 1: nested on a private slot
-        readers.store(held + 1, std::memory_order_relaxed);
-        return slot;
-      }
-    } else if (shared_holds().count(this) > 0) {  // rule 1: nested on a shared slot
-      readers.fetch_add(1, std::memory_order_relaxed);
-      shared_holds().push(this);
+    const int held = readers.load(std::memory_order_relaxed);
+    if (held > 0) {  // rule 1: nested on a private slot
+      readers.store(held + 1, std::memory_order_relaxed);
       return slot;
     }
-    for (;;) {
-      if (slot < kPrivateSlots) {
-        readers.exchange(readers.load(std::memory_order_relaxed) + 1);
-      } else {
-        readers.fetch_add(1);
-      }
-      if (!writer_.load()) break;
-      leave(slot);
-      while (writer_.load(std::memory_order_acquire)) std::this_thread::yield();
-    }
-    if (slot >= kPrivateSlots) shared_holds().push(this);
-    return slot;
+    readers.exchange(1);
+    if (!writer_.load()) [[likely]]
+      return slot;
+    leave(slot);
+    return lock_shared_slow(slot);
   }
   void unlock_shared(std::size_t slot) HWARB_RELEASE_SHARED() {
     if (slot >= kPrivateSlots) shared_holds().pop(this);
@@ -139,6 +129,29 @@ class HWARB_CAPABILITY("brlock") BigReaderLock {
     return holds;
   }
 
+  // lock_shared for a shared slot, or for a private one that backed off for a writer (its
+  // count is back to what it was, 0).
+  [[gnu::noinline]] std::size_t lock_shared_slow(std::size_t slot) {
+    std::atomic<int>& readers = slots_[slot].readers;
+    if (slot >= kPrivateSlots && shared_holds().count(this) > 0) {  // rule 1: nested, shared
+      readers.fetch_add(1, std::memory_order_relaxed);
+      shared_holds().push(this);
+      return slot;
+    }
+    for (;;) {
+      while (writer_.load(std::memory_order_acquire)) std::this_thread::yield();
+      if (slot < kPrivateSlots) {
+        readers.exchange(readers.load(std::memory_order_relaxed) + 1);
+      } else {
+        readers.fetch_add(1);
+      }
+      if (!writer_.load()) break;
+      leave(slot);
+    }
+    if (slot >= kPrivateSlots) shared_holds().push(this);
+    return slot;
+  }
+
   [[nodiscard]] bool holds_read_side() const {
     const std::size_t slot = my_slot();
     if (slot < kPrivateSlots) return slots_[slot].readers.load(std::memory_order_relaxed) > 0;
@@ -179,8 +192,24 @@ class HWARB_CAPABILITY("brlock") BigReaderLock {
   };
   static_assert(kPrivateSlots == 64, "the private-slot bitmap is one 64-bit word");
 
+  // The calling thread's slot: a plain thread-local read once claimed (no initialisation guard
+  // on the fast path); the first call claims it through the SlotOwner that hands it back.
   static std::size_t my_slot() {
+    const std::size_t cached = cached_slot();
+    if (cached != 0) [[likely]]
+      return cached - 1;
+    return claim_slot();
+  }
+  // Slot + 1, 0 before the thread's first claim.
+  static std::size_t& cached_slot() {
+    // initial-exec: one %fs-relative load (hwarb is linked into executables, or into libraries
+    // loaded at start-up), not a __tls_get_addr call.
+    [[gnu::tls_model("initial-exec")]] thread_local constinit std::size_t slot_plus_one = 0;
+    return slot_plus_one;
+  }
+  [[gnu::noinline]] static std::size_t claim_slot() {
     thread_local SlotOwner owner;
+    cached_slot() = owner.slot + 1;
     return owner.slot;
   }
 

@@ -387,18 +387,34 @@ Result<std::uint64_t> Machine::ticks(CpuId cpu) const {
 // --- debug registers -----------------------------------------------------------------------
 
 void Machine::decode_data_slots(Cpu& c) {
-  c.data_slots = 0;
+  c.data = DataSlots{};
   for (int slot = 0; slot < x86::kSlots; ++slot) {
     if (!x86::dr7::enabled(c.regs.dr7, slot)) continue;
     const std::uint8_t kinds = kinds_of(x86::dr7::type(c.regs.dr7, slot));
     if (kinds == 0) continue;
     const auto n = static_cast<std::uint64_t>(x86::len_bytes(x86::dr7::len(c.regs.dr7, slot)));
-    DataSlot& d = c.data[static_cast<std::size_t>(c.data_slots++)];
-    d.lo = c.regs.dr[slot] & ~(n - 1);
-    d.hi = d.lo + n;
-    d.trap_bit = x86::dr6::trap_bit(slot);
-    d.kinds = kinds;
+    const auto s = static_cast<std::size_t>(slot);
+    c.data.lo[s] = c.regs.dr[slot] & ~(n - 1);
+    c.data.hi[s] = c.data.lo[s] + n;
+    for (AccessKind kind : {AccessKind::kRead, AccessKind::kWrite}) {
+      if ((kinds & kind_bit(kind)) != 0) {
+        c.data.watch[static_cast<std::size_t>(kind)] |=
+            static_cast<std::uint8_t>(x86::dr6::trap_bit(slot));
+      }
+    }
   }
+}
+
+// data_breakpoint_hits(regs, kind, addr, size) on the decoded slots: four compares without a
+// branch, masked by the slots that watch this kind.
+std::uint64_t Machine::data_hits(const DataSlots& d, AccessKind kind, std::uint64_t addr,
+                                 int size) {
+  const std::uint64_t end = addr + static_cast<std::uint64_t>(size);
+  std::uint64_t bits = 0;
+  for (std::size_t slot = 0; slot < 4; ++slot) {
+    bits |= static_cast<std::uint64_t>((addr < d.hi[slot]) & (d.lo[slot] < end)) << slot;
+  }
+  return bits & d.watch[static_cast<std::size_t>(kind)];
 }
 
 Result<DebugRegisters> Machine::debug_registers(CpuId cpu) const {
@@ -487,6 +503,28 @@ void Machine::deliver(const DebugException& e) {
 
 // access() and exec() check in the order of the slow helpers (callback, kind, CPU, task, range)
 // but only call them, to build the error, when a check fails.
+[[gnu::always_inline]] inline Outcome Machine::do_access(CpuId cpu, TaskId task, Task& s,
+                                                         AccessKind kind, std::uint64_t addr,
+                                                         int size, std::uint64_t value) {
+  Outcome out;
+  const bool write = kind == AccessKind::kWrite;
+  out.old_value = s.memory.exchange(addr, size, write, value);
+  out.new_value = write ? value & SparseMemory::mask_of(size) : out.old_value;
+  now_ns_ += kAccessNs;
+
+  std::uint64_t bits =
+      data_hits(cpus_[static_cast<std::size_t>(cpu.value())].data, kind, addr, size);
+  if (s.single_step) bits |= x86::dr6::kSingleStep;
+  if (bits != 0) [[unlikely]] {
+    DebugException e{cpu,  task, bits,          s.ip,          addr,
+                     size, kind, out.old_value, out.new_value, now_ns_};
+    out.dr6 = bits;
+    out.exceptions = 1;
+    deliver(e);
+  }
+  return out;
+}
+
 Result<Outcome> Machine::access(CpuId cpu, TaskId task, AccessKind kind, std::uint64_t addr,
                                 int size, std::uint64_t value) {
   if (callback_depth_ > 0) return std::unexpected(not_in_callback("access").error());
@@ -503,37 +541,49 @@ Result<Outcome> Machine::access(CpuId cpu, TaskId task, AccessKind kind, std::ui
   if (!SparseMemory::valid_size(size) || !SparseMemory::valid_range(addr, size)) {
     return std::unexpected(check_range(addr, size).error());
   }
-  Task& s = *running;
+  return do_access(cpu, task, *running, kind, addr, size, value);
+}
 
-  Outcome out;
-  out.old_value = s.memory.read(addr, size);
-  if (kind == AccessKind::kWrite) {
-    const std::uint64_t mask = size == 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * size)) - 1;
-    out.new_value = value & mask;
-    s.memory.write(addr, size, out.new_value);
-  } else {
-    out.new_value = out.old_value;
+Result<BatchOutcome> Machine::access_many(CpuId cpu, TaskId task, std::span<const AccessOp> ops,
+                                          std::span<Outcome> outcomes) {
+  if (callback_depth_ > 0) return std::unexpected(not_in_callback("access_many").error());
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const AccessOp& op = ops[i];
+    if (op.kind != AccessKind::kRead && op.kind != AccessKind::kWrite) [[unlikely]] {
+      return std::unexpected(
+          Error(ErrorCode::kInval, "kind: an access is a read or a write (use exec)")
+              .with_context("ops[" + std::to_string(i) + "]"));
+    }
+    if (!SparseMemory::valid_size(op.size) || !SparseMemory::valid_range(op.addr, op.size))
+        [[unlikely]] {
+      return std::unexpected(
+          check_range(op.addr, op.size).error().with_context("ops[" + std::to_string(i) + "]"));
+    }
   }
-  now_ns_ += kAccessNs;
-
-  // data_breakpoint_hits(regs, kind, addr, size) on the decoded slots.
-  const Cpu& c = cpus_[static_cast<std::size_t>(cpu.value())];
-  const std::uint8_t k = kind_bit(kind);
-  const std::uint64_t end = addr + static_cast<std::uint64_t>(size);
-  std::uint64_t bits = 0;
-  for (int i = 0; i < c.data_slots; ++i) {
-    const DataSlot& d = c.data[static_cast<std::size_t>(i)];
-    if ((d.kinds & k) != 0 && addr < d.hi && d.lo < end) bits |= d.trap_bit;
+  if (!outcomes.empty() && outcomes.size() < ops.size()) {
+    return make_error(ErrorCode::kInval, "outcomes: " + std::to_string(outcomes.size()) +
+                                             " entries for " + std::to_string(ops.size()) +
+                                             " accesses (give none or at least one per access)");
   }
-  if (s.single_step) bits |= x86::dr6::kSingleStep;
-  if (bits != 0) {
-    DebugException e{cpu,  task, bits,          s.ip,          addr,
-                     size, kind, out.old_value, out.new_value, now_ns_};
-    out.dr6 = bits;
-    out.exceptions = 1;
-    deliver(e);
+  Task* running = running_task(cpu, task);
+  if (running == nullptr) {
+    auto t = find_running(cpu, task);
+    if (!t) return std::unexpected(t.error());
+    running = *t;
   }
-  return out;
+  if (running->stopped) return stopped_error(task);
+  BatchOutcome batch;
+  for (const AccessOp& op : ops) {
+    const Outcome out = do_access(cpu, task, *running, op.kind, op.addr, op.size, op.value);
+    if (!outcomes.empty()) outcomes[batch.done] = out;
+    ++batch.done;
+    if (out.exceptions != 0) [[unlikely]] {
+      batch.exceptions += out.exceptions;
+      batch.dr6 |= out.dr6;
+      if (running->stopped) break;
+    }
+  }
+  return batch;
 }
 
 Result<Outcome> Machine::kernel_access(CpuId cpu, AccessKind kind, std::uint64_t addr, int size,
@@ -562,13 +612,7 @@ Result<Outcome> Machine::kernel_access(CpuId cpu, AccessKind kind, std::uint64_t
   }
   now_ns_ += kAccessNs;
   const Cpu& c = **found;
-  const std::uint8_t k = kind_bit(kind);
-  const std::uint64_t end = addr + static_cast<std::uint64_t>(size);
-  std::uint64_t bits = 0;
-  for (int i = 0; i < c.data_slots; ++i) {
-    const DataSlot& d = c.data[static_cast<std::size_t>(i)];
-    if ((d.kinds & k) != 0 && addr < d.hi && d.lo < end) bits |= d.trap_bit;
-  }
+  const std::uint64_t bits = data_hits(c.data, kind, addr, size);
   if (bits != 0) {
     DebugException e{cpu,           c.current.value_or(TaskId{}),
                      bits,          ip,

@@ -3,21 +3,22 @@
 namespace hwarb::sim {
 
 const SparseMemory::Page* SparseMemory::find_page(std::uint64_t pn) const {
-  if (cached_ && cached_pn_ == pn) return cached_;
+  TlbEntry* e = tlb_ ? &(*tlb_)[pn % kTlbEntries] : nullptr;
+  if (e != nullptr && e->page != nullptr && e->pn == pn) return e->page;
   auto it = pages_.find(pn);
   if (it == pages_.end()) return nullptr;
-  cached_pn_ = pn;
-  cached_ = const_cast<Page*>(&it->second);
-  return cached_;
+  if (e != nullptr) *e = {pn, const_cast<Page*>(&it->second)};
+  return &it->second;
 }
 
 SparseMemory::Page& SparseMemory::page_for_write(std::uint64_t pn) {
-  if (cached_ && cached_pn_ == pn) return *cached_;
+  if (!tlb_) tlb_ = std::make_unique<Tlb>();
+  TlbEntry& e = (*tlb_)[pn % kTlbEntries];
+  if (e.page != nullptr && e.pn == pn) return *e.page;
   auto [it, inserted] = pages_.try_emplace(pn);
   if (inserted) it->second.fill(0);
-  cached_pn_ = pn;
-  cached_ = &it->second;
-  return *cached_;
+  e = {pn, &it->second};
+  return it->second;
 }
 
 std::uint8_t SparseMemory::read_byte(std::uint64_t addr) const {
@@ -29,7 +30,7 @@ void SparseMemory::write_byte(std::uint64_t addr, std::uint8_t value) {
   page_for_write(addr / kPageSize)[addr % kPageSize] = value;
 }
 
-std::uint64_t SparseMemory::read(std::uint64_t addr, int size) const {
+std::uint64_t SparseMemory::read_slow(std::uint64_t addr, int size) const {
   const std::uint64_t off = addr % kPageSize;
   std::uint64_t v = 0;
   if (off + static_cast<std::uint64_t>(size) <= kPageSize) {
@@ -47,7 +48,7 @@ std::uint64_t SparseMemory::read(std::uint64_t addr, int size) const {
   return v;
 }
 
-void SparseMemory::write(std::uint64_t addr, int size, std::uint64_t value) {
+void SparseMemory::write_slow(std::uint64_t addr, int size, std::uint64_t value) {
   const std::uint64_t off = addr % kPageSize;
   if (off + static_cast<std::uint64_t>(size) <= kPageSize) {
     Page& p = page_for_write(addr / kPageSize);

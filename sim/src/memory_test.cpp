@@ -55,5 +55,36 @@ TEST(SparseMemory, RangeValidation) {
   EXPECT_TRUE(SparseMemory::valid_range(0xffff'ffff'ffff'ffff, 1));
 }
 
+// Pages whose numbers share a page-cache entry (64 apart), read and written in turn, and the
+// cache after copy, copy-assignment and move: every value is where it was written.
+TEST(SparseMemory, PageCacheCollisionsCopiesAndMoves) {
+  SparseMemory m;
+  const std::uint64_t stride = 64 * SparseMemory::kPageSize;
+  for (std::uint64_t i = 0; i < 8; ++i) m.write(0x10 + i * stride, 8, 0x1000 + i);
+  for (int round = 0; round < 2; ++round) {
+    for (std::uint64_t i = 0; i < 8; ++i) EXPECT_EQ(m.read(0x10 + i * stride, 8), 0x1000 + i);
+  }
+  EXPECT_EQ(m.pages(), 8u);
+  SparseMemory copy(m);
+  copy.write(0x10, 4, 7);
+  EXPECT_EQ(m.read(0x10, 8), 0x1000u);
+  EXPECT_EQ(copy.read(0x10, 8), 7u);
+  SparseMemory assigned;
+  assigned.write(0x10 + stride, 1, 0xff);  // fills the cache entry that the copy must forget
+  assigned = copy;
+  EXPECT_EQ(assigned.read(0x10 + stride, 8), 0x1001u);
+  assigned.write(0x10 + stride, 1, 0x22);
+  EXPECT_EQ(copy.read(0x10 + stride, 8), 0x1001u);
+  SparseMemory moved(std::move(assigned));
+  EXPECT_EQ(moved.read(0x10 + stride, 8), 0x1022u);
+  EXPECT_EQ(moved.read(0x10, 8), 7u);
+  SparseMemory target;
+  target = std::move(moved);
+  EXPECT_EQ(target.read(0x10 + 7 * stride, 8), 0x1007u);
+  SparseMemory empty_copy(SparseMemory{});
+  EXPECT_EQ(empty_copy.read(0x10, 8), 0u);
+  EXPECT_EQ(empty_copy.pages(), 0u);
+}
+
 }  // namespace
 }  // namespace hwarb::sim

@@ -98,6 +98,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -197,6 +198,21 @@ struct Outcome {
   int exceptions = 0;           // exceptions delivered by this call
 };
 
+// One access of a batch (Machine::access_many): what access() takes.
+struct AccessOp {
+  AccessKind kind = AccessKind::kRead;  // kRead or kWrite
+  int size = 1;                         // 1, 2, 4 or 8
+  std::uint64_t addr = 0;
+  std::uint64_t value = 0;  // ignored for reads
+};
+
+// What one access_many() did.
+struct BatchOutcome {
+  std::size_t done = 0;   // accesses carried out: all of them unless the task was stopped
+  int exceptions = 0;     // exceptions delivered (at most one per access)
+  std::uint64_t dr6 = 0;  // union of the bits raised by these exceptions
+};
+
 // Pure x86 matching rules over one CPU's registers (what access()/exec() use): the B0–B3 bits of
 // the enabled slots that a data access (kRead/kWrite; kExec gives 0) or an instruction fetch at ip
 // matches.
@@ -275,6 +291,20 @@ class Machine {
   // semantics as access(), with `ip` as the exception's ip, `kernel` set, and no single-step.
   Result<Outcome> kernel_access(CpuId cpu, AccessKind kind, std::uint64_t addr, int size,
                                 std::uint64_t value = 0, std::uint64_t ip = 0);
+  // A batch of accesses by the task running on cpu: the same as calling access() for ops[0],
+  // ops[1], ... in order (same memory, clock, DR6, exceptions and handler calls, one after the
+  // other), without building a Result per access.
+  //  - All-or-nothing checks first, in this order: not in a callback (EBUSY); every op's kind,
+  //    size and range (EINVAL, access()'s message prefixed with "ops[i]"); `outcomes` empty or
+  //    at least ops.size() long (EINVAL); the task running on that online CPU; not stopped
+  //    (EBUSY). On an error no access has been made.
+  //  - Then the accesses. A debug-exception handler may stop the task (set_stopped): the batch
+  //    ends after that access (done < ops.size()), as run() does. Register writes by a handler
+  //    apply from the next access on.
+  //  - outcomes[i] receives access i's Outcome for i < done (nothing is written when empty).
+  // An empty batch succeeds after the checks with done = 0.
+  Result<BatchOutcome> access_many(CpuId cpu, TaskId task, std::span<const AccessOp> ops,
+                                   std::span<Outcome> outcomes = {});
 
   // --- Branch Trace Store (see the header comment) ------------------------------------------
   x86::BtsFormat bts_format() const { return bts_format_; }
@@ -315,23 +345,24 @@ class Machine {
 
  private:
   struct Task;
-  // The enabled data slots of a CPU's DR7 decoded for access(): a slot matches an access of
-  // `kind` when (kinds & kind_bit(kind)) and the byte ranges overlap (x86::data_match's
-  // half-open [lo, hi), with hi computed the same way). Rebuilt on every DR0–DR3/DR7 write.
-  struct DataSlot {
-    std::uint64_t lo = 0;
-    std::uint64_t hi = 0;
-    std::uint64_t trap_bit = 0;
-    std::uint8_t kinds = 0;
+  // A CPU's data slots decoded for access(), by slot number: slot s matches an access of `kind`
+  // when bit s of watch[kind] is set and the byte ranges overlap (x86::data_match's half-open
+  // [lo[s], hi[s]), with hi computed the same way). Only enabled data slots (L or G, RW = 01 or
+  // 11) have their bit in watch. Rebuilt on every DR0–DR3/DR7 write.
+  struct DataSlots {
+    std::array<std::uint64_t, 4> lo{};
+    std::array<std::uint64_t, 4> hi{};
+    std::array<std::uint8_t, 2> watch{};  // [kRead], [kWrite]: the B0–B3 bits of the slots
   };
+  // The B0–B3 bits of the slots an access of [addr, addr+size) of `kind` matches.
+  static std::uint64_t data_hits(const DataSlots& d, AccessKind kind, std::uint64_t addr, int size);
   struct Cpu {
     bool online = true;
     std::optional<TaskId> current;
     Task* running = nullptr;  // tasks_' node of `current` (std::map nodes are stable)
     DebugRegisters regs;
     std::uint64_t ticks = 0;
-    int data_slots = 0;  // the first data_slots entries of `data` are in use
-    std::array<DataSlot, 4> data;
+    DataSlots data;
     std::uint64_t debugctl = 0;
     bool has_ds = false;
     x86::DsArea ds;                   // meaningful when has_ds
@@ -362,6 +393,10 @@ class Machine {
   // (then find_running gives the error).
   Task* running_task(CpuId cpu, TaskId task);
   static void decode_data_slots(Cpu& c);
+  // One access once its checks passed (access() and access_many()): memory, clock, the match
+  // against the decoded slots and the exception, if any.
+  Outcome do_access(CpuId cpu, TaskId task, Task& s, AccessKind kind, std::uint64_t addr, int size,
+                    std::uint64_t value);
   // Checks what exec(), branch() and run() need, in this order: not in a callback (op names the
   // call), the task running on that online CPU, not stopped.
   Result<Task*> working_task(CpuId cpu, TaskId task, const char* op);
