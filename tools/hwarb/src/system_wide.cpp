@@ -23,8 +23,9 @@
 
 #include "commands.h"
 #include "hwarb/base/format.h"
+#include "hwarb/breakpoints/kallsyms.h"
+#include "hwarb/breakpoints/validate.h"
 #include "hwarb/linux/hard_watch.h"
-#include "hwarb/linux/kallsyms.h"
 #include "hwarb/linux/perf_watch.h"
 #include "hwarb/linux/symbols.h"
 
@@ -59,7 +60,7 @@ struct Resolved {
 // Step 4.
 Result<std::vector<Resolved>> resolve(const std::vector<WatchExpr>& exprs,
                                       native::Inferior* inferior,
-                                      std::optional<native::KernelSymbols>& kernel) {
+                                      std::optional<breakpoints::KernelSymbols>& kernel) {
   std::optional<native::SymbolTable> table;
   bool ran_to_entry = false;
   std::vector<Resolved> out;
@@ -92,19 +93,19 @@ Result<std::vector<Resolved>> resolve(const std::vector<WatchExpr>& exprs,
       }
       if (r.where.empty()) {
         if (!kernel) {
-          auto loaded = native::KernelSymbols::load();
-          if (!loaded) return std::unexpected(loaded.error().with_context("kernel symbols"));
-          kernel.emplace(std::move(*loaded));
+          kernel.emplace(breakpoints::task_size_max(breakpoints::Arch::kX86_64));
+          if (auto loaded = kernel->load_kallsyms_file("/proc/kallsyms"); !loaded) {
+            return std::unexpected(loaded.error().with_context("kernel symbols"));
+          }
         }
-        auto sym = kernel->find(e.symbol);
+        auto sym = kernel->lookup(e.symbol);
         if (!sym) {
           std::string why = sym.error().message();
-          if (user_error) why = user_error->message() + "; " + why;
+          if (user_error) why = user_error->message() + "; no kernel symbol either: " + why;
           return make_error(sym.error().code(), "expression '" + e.text + "': " + why);
         }
-        r.range.addr = sym->address + static_cast<std::uint64_t>(e.offset);
-        const std::uint64_t upto = kernel->size_of(*sym);
-        if (upto != 0 && sym->type != 't' && sym->type != 'T') size = upto;
+        r.range.addr = sym->addr + static_cast<std::uint64_t>(e.offset);
+        if (sym->size != 0) size = sym->size;
         r.where = "kernel";
       }
     }
@@ -174,7 +175,7 @@ int run_system_wide(SystemWideArgs& args) {
   }
 
   // Step 4.
-  std::optional<native::KernelSymbols> kernel;
+  std::optional<breakpoints::KernelSymbols> kernel;
   auto resolved = resolve(args.exprs, inferior ? &*inferior : nullptr, kernel);
   if (!resolved) {
     const ErrorCode code = resolved.error().code();
@@ -280,9 +281,10 @@ int run_system_wide(SystemWideArgs& args) {
   for (std::size_t e = 0; e < per.size(); ++e) {
     const unsigned a = ranges[e].access;
     const bool rw = a == (native::kWatchRead | native::kWatchWrite);
-    const std::string address = (*resolved)[e].where == "kernel" && kernel
-                                    ? kernel->describe(ranges[e].addr)
-                                    : hex(ranges[e].addr);
+    const std::string address =
+        (*resolved)[e].where == "kernel" && kernel
+            ? kernel->symbolize(ranges[e].addr).value_or(hex(ranges[e].addr))
+            : hex(ranges[e].addr);
     // An rw register does not tell reads from writes: those columns are "-".
     const auto row = [&](const std::string& cpu, std::uint64_t n) {
       const std::string v = std::to_string(n);
