@@ -208,6 +208,31 @@ PY
   has "$tmp/err" "schedule:x" "stat -a: the refused expression named"
   run 2 "stat -a unknown symbol" stat -a no_such_symbol_anywhere:w
   has "$tmp/err" "no_such_symbol_anywhere" "stat -a: kallsyms looked up"
+  # watch -a: each hit sampled on its CPU (no values): the kernel's copy into `buffer` named by
+  # its kernel symbol; the program's own writes by its symbols (other processes at the same
+  # address, e.g. a parallel test, are counted too: only the target's pid is checked).
+  run 0 "watch -a: kernel writes" watch -a --json buffer/8:w -- "$programs/prog_syscalls"
+  python3 - "$tmp/out" <<'PY' || { echo "FAIL: watch -a: kernel hits" >&2; fail=1; }
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+hits = [r for r in recs if r["event"] == "hit"]
+summary = recs[-1]
+pid = summary["target"]["pid"]
+mine = [h for h in hits if h["pid"] == pid]
+assert mine and all(h["kernel"] and h["access"] == "w" and h["symbol"] and not h["symbol"].startswith("0x") for h in mine), mine
+assert summary["hits"]["buffer/8:w"] == len(hits) and summary["target"]["exit"] == 0, summary
+PY
+  run 0 "watch -a: user writes" watch -a --json target:w -- "$programs/prog_writer" 5
+  python3 - "$tmp/out" <<'PY' || { echo "FAIL: watch -a: user hits" >&2; fail=1; }
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+pid = recs[-1]["target"]["pid"]
+mine = [r for r in recs if r["event"] == "hit" and r["pid"] == pid]
+assert len(mine) == 5, mine
+assert all(not h["kernel"] and h["symbol"].startswith("set_target") for h in mine), mine
+PY
+  run 2 "watch -a --count" watch -a --count 3 target:w -- "$programs/prog_writer" 3
+  has "$tmp/err" "--if and --count need each hit's values" "watch -a --count: why"
 else
   for sub in watch stat; do
     run 1 "$sub --hardware without hits" $sub --hardware target:w -- "$programs/prog_writer" 3

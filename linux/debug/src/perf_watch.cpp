@@ -211,8 +211,8 @@ Result<std::vector<PerfHit>> PerfWatch::poll(int timeout_ms) {
     if (readable || !hung_up) break;  // data, or the timeout passed
   }
   std::vector<PerfHit> hits;
-  for (PerfRing& ring : rings_) {
-    auto batch = ring.drain(kWatchSampleType);
+  for (std::size_t r = 0; r < rings_.size(); ++r) {
+    auto batch = rings_[r].drain(kWatchSampleType);
     if (!batch) return std::unexpected(batch.error());
     lost_ += batch->lost;
     for (const PerfSample& s : batch->samples) {
@@ -226,7 +226,9 @@ Result<std::vector<PerfHit>> PerfWatch::poll(int timeout_ms) {
                              .tid = static_cast<pid_t>(s.tid),
                              .ip = s.ip,
                              .addr = s.addr,
-                             .piece = it->second});
+                             .piece = it->second,
+                             .pid = static_cast<pid_t>(s.pid),
+                             .cpu = r < cpus_.size() ? cpus_[r] : -1});
     }
   }
   std::stable_sort(hits.begin(), hits.end(),
@@ -348,8 +350,12 @@ Result<std::vector<int>> select_cpus(std::string_view list) {
   return parsed;
 }
 
-Result<PerfCpuCount> PerfCpuCount::open(std::vector<int> cpus, std::vector<HwPiece> pieces,
-                                        const CpuCountOptions& options) {
+namespace {
+
+// The checks PerfCpuCount::open and PerfWatch::open_cpus share (all before any open): the CPUs
+// (given, each once, online; sorted in place), the pieces, the registers of one CPU.
+Result<void> check_cpu_events(std::vector<int>& cpus, const std::vector<HwPiece>& pieces,
+                              const CpuCountOptions& options) {
   if (cpus.empty()) return make_error(ErrorCode::kInval, "cpus: none given");
   std::sort(cpus.begin(), cpus.end());
   if (std::adjacent_find(cpus.begin(), cpus.end()) != cpus.end()) {
@@ -362,41 +368,94 @@ Result<PerfCpuCount> PerfCpuCount::open(std::vector<int> cpus, std::vector<HwPie
     return std::unexpected(ok.error());
   }
   if (auto ok = account_slots(0, pieces); !ok) return std::unexpected(ok.error());
+  return {};
+}
+
+// perf_event_open of piece `i` bound to `cpu` (pid -1), opened disabled; the kernel's refusal
+// named (the caller closes what it opened before: all or nothing).
+Result<Fd> open_on_cpu(perf_event_attr attr, int cpu, std::size_t i, std::size_t npieces,
+                       const CpuCountOptions& options) {
+  attr.exclude_kernel = options.exclude_kernel ? 1 : 0;
+  attr.disabled = 1;
+  attr.inherit = 0;
+  auto fd = perf_event_open_attr(attr, -1, cpu, -1, 0);
+  if (fd) return fd;
+  const ErrorCode code = fd.error().code();
+  const std::string on = "CPU " + std::to_string(cpu);
+  if (code == ErrorCode::kNoSpc) {
+    return make_error(ErrorCode::kNoSpc,
+                      "slots: the kernel has no breakpoint slot left on " + on +
+                          " although hwarb uses only " + std::to_string(npieces) +
+                          ": the others are held by another perf session or a debugger on that "
+                          "CPU");
+  }
+  if (code == ErrorCode::kAcces || code == ErrorCode::kPerm) {
+    return std::unexpected(
+        name_perf_permission(fd.error(),
+                             "events on CPUs need CAP_PERFMON or a value <= 0; the kernel's own "
+                             "accesses need CAP_PERFMON or a value <= 1")
+            .with_context("cpus"));
+  }
+  return std::unexpected(fd.error().with_context("pieces[" + std::to_string(i) + "] on " + on));
+}
+
+}  // namespace
+
+Result<PerfCpuCount> PerfCpuCount::open(std::vector<int> cpus, std::vector<HwPiece> pieces,
+                                        const CpuCountOptions& options) {
+  if (auto ok = check_cpu_events(cpus, pieces, options); !ok) return std::unexpected(ok.error());
   PerfCpuCount count;
   count.cpus_ = std::move(cpus);
   count.pieces_ = std::move(pieces);
   for (const int cpu : count.cpus_) {
     for (std::size_t i = 0; i < count.pieces_.size(); ++i) {
-      perf_event_attr attr = count_attr(count.pieces_[i], false);
-      attr.exclude_kernel = options.exclude_kernel ? 1 : 0;
-      attr.disabled = 1;
-      auto fd = perf_event_open_attr(attr, -1, cpu, -1, 0);
-      if (!fd) {
-        const ErrorCode code = fd.error().code();
-        const std::string on = "CPU " + std::to_string(cpu);
-        // Every descriptor opened so far closes with `count`: all or nothing.
-        if (code == ErrorCode::kNoSpc) {
-          return make_error(ErrorCode::kNoSpc,
-                            "slots: the kernel has no breakpoint slot left on " + on +
-                                " although hwarb uses only " +
-                                std::to_string(count.pieces_.size()) +
-                                ": the others are held by another perf session or a debugger "
-                                "on that CPU");
-        }
-        if (code == ErrorCode::kAcces || code == ErrorCode::kPerm) {
-          return std::unexpected(
-              name_perf_permission(fd.error(),
-                                   "counting on CPUs needs CAP_PERFMON or a value <= 0; the "
-                                   "kernel's own accesses need CAP_PERFMON or a value <= 1")
-                  .with_context("cpus"));
-        }
-        return std::unexpected(
-            fd.error().with_context("pieces[" + std::to_string(i) + "] on " + on));
-      }
+      auto fd =
+          open_on_cpu(count_attr(count.pieces_[i], false), cpu, i, count.pieces_.size(), options);
+      if (!fd) return std::unexpected(fd.error());
       count.entries_.push_back(Entry{cpu, i, std::move(*fd)});
     }
   }
   return count;
+}
+
+Result<PerfWatch> PerfWatch::open_cpus(std::vector<int> cpus, std::vector<HwPiece> pieces,
+                                       const CpuCountOptions& options) {
+  if (auto ok = check_cpu_events(cpus, pieces, options); !ok) return std::unexpected(ok.error());
+  PerfWatch watch;
+  const std::size_t npieces = pieces.size();
+  for (const int cpu : cpus) {
+    std::optional<PerfRing> ring;
+    int ring_fd = -1;
+    for (std::size_t i = 0; i < npieces; ++i) {
+      auto fd = open_on_cpu(watch_attr(pieces[i], {}), cpu, i, npieces, options);
+      if (!fd) return std::unexpected(fd.error());
+      auto id = perf_event_id(fd->get());
+      if (!id) return std::unexpected(id.error());
+      watch.piece_of_id_[*id] = i;
+      if (!ring) {
+        auto mapped = PerfRing::map(fd->get(), kRingPages);
+        if (!mapped) return std::unexpected(mapped.error());
+        ring.emplace(std::move(*mapped));
+        ring_fd = fd->get();
+        watch.poll_fds_.push_back(ring_fd);
+      } else if (auto out = perf_ioctl(fd->get(), PERF_EVENT_IOC_SET_OUTPUT,
+                                       static_cast<unsigned long>(ring_fd));
+                 !out) {
+        return std::unexpected(out.error());
+      }
+      watch.fds_.push_back(std::move(*fd));
+    }
+    watch.rings_.push_back(std::move(*ring));
+  }
+  for (const Fd& fd : watch.fds_) {
+    if (auto on = perf_ioctl(fd.get(), PERF_EVENT_IOC_ENABLE, 0); !on) {
+      return std::unexpected(on.error());
+    }
+  }
+  watch.cpus_ = std::move(cpus);
+  watch.live_ = watch.poll_fds_.size();
+  watch.pieces_ = std::move(pieces);
+  return watch;
 }
 
 Result<void> PerfCpuCount::enable() {

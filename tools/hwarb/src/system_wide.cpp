@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -32,15 +33,16 @@
 namespace hwarb::cli {
 namespace {
 
-constexpr const char* kName = "stat";
+// "stat" or "watch": the subcommand running (one per process).
+const char* g_name = "stat";
 
 int usage(const std::string& message) {
-  std::cerr << "hwarb stat: " << message << "\n";
+  std::cerr << "hwarb " << g_name << ": " << message << "\n";
   return kExitUsage;
 }
 
 int failure(const std::string& message) {
-  std::cerr << "hwarb stat: " << message << "\n";
+  std::cerr << "hwarb " << g_name << ": " << message << "\n";
   return kExitFailure;
 }
 
@@ -128,9 +130,172 @@ std::string cpus_text(const std::vector<int>& cpus) {
   return out;
 }
 
+// Step 6: the command runs to its end under `engine` (traced only for its exit status: `end`),
+// or, without one, `step` runs until SIGINT/SIGTERM/SIGHUP. Returns how it ended, in words.
+Result<std::string> run_or_wait(const SystemWideArgs& args, native::Inferior* inferior,
+                                native::Engine& engine, const std::function<Result<void>()>& step,
+                                std::optional<native::RunResult>& end) {
+  if (inferior != nullptr) {
+    auto ran = native::run_target(*inferior, engine);
+    if (!ran) return std::unexpected(ran.error());
+    end = *ran;
+    return target_name(args.target) + " " + describe_end(*ran, true);
+  }
+  native::arm_interrupt();
+  while (!native::interrupted()) {
+    if (auto ok = step(); !ok && ok.error().code() != ErrorCode::kIntr) {
+      return std::unexpected(ok.error());
+    }
+  }
+  return std::string(args.stat ? "counted" : "watched") + " until interrupted";
+}
+
+// "pieces[i]: ..." of an open's error, with the expression the piece is of named.
+std::string named_error(const Error& error, const std::vector<native::HwPiece>& pieces,
+                        const std::vector<WatchExpr>& exprs) {
+  std::string text = error.to_string();
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const std::string name = "pieces[" + std::to_string(i) + "]";
+    if (const std::size_t at = text.find(name); at != std::string::npos) {
+      text.replace(at, name.size(), "expression '" + exprs[pieces[i].expr].text + "'");
+      break;
+    }
+  }
+  return text;
+}
+
+// The command's process while hits are read from the rings: it runs untouched (traced only for
+// its exit status); each wake-up drains the rings into `print`.
+class DrainWhileRunning final : public native::Engine {
+ public:
+  DrainWhileRunning(native::PerfWatch& watch,
+                    std::function<void(const std::vector<native::PerfHit>&)> print)
+      : watch_(watch), print_(std::move(print)) {}
+  Result<bool> handle(const native::Event&) override { return false; }
+  native::Resume resume_mode() const override { return native::Resume::kCont; }
+  Result<void> finish() override { return {}; }
+  void tick() override {
+    if (auto hits = watch_.poll(0)) print_(*hits);
+  }
+  std::vector<int> wake_fds() const override { return watch_.ring_fds(); }
+  bool wants_wakeups() const override { return true; }
+
+ private:
+  native::PerfWatch& watch_;
+  std::function<void(const std::vector<native::PerfHit>&)> print_;
+};
+
+// `hwarb watch -a` / `-C`: every hit on the CPUs, as perf record -a samples them (no values:
+// nothing is stopped).
+int run_cpu_watch(const SystemWideArgs& args, const std::vector<int>& cpus,
+                  const std::vector<native::HwPiece>& pieces,
+                  const std::vector<native::WatchRange>& ranges, native::Inferior* inferior,
+                  std::optional<breakpoints::KernelSymbols>& kernel, const Report& report) {
+  auto watch = native::PerfWatch::open_cpus(cpus, pieces, {.exclude_kernel = args.user_only});
+  if (!watch) return failure(named_error(watch.error(), pieces, args.exprs));
+  const std::string method = std::to_string(pieces.size()) + " debug registers on CPUs " +
+                             cpus_text(watch->cpus()) +
+                             (args.user_only ? ", user only" : ", user and kernel");
+  std::cerr << "hwarb watch: hardware mode, " << watch->events() << " perf sampling events ("
+            << method << "), " << (inferior ? "while the command runs" : "until interrupted")
+            << "; nothing is stopped, so hits carry no values\n";
+  std::optional<native::SymbolTable> user;
+  if (inferior != nullptr) {
+    if (auto table = native::SymbolTable::load(inferior->pid())) user.emplace(std::move(*table));
+  }
+  const std::uint64_t kernel_start = breakpoints::task_size_max(breakpoints::Arch::kX86_64);
+  const auto symbol = [&](const native::PerfHit& h) -> std::string {
+    if (h.ip >= kernel_start) {
+      if (!kernel) {
+        kernel.emplace(kernel_start);
+        if (!kernel->load_kallsyms_file("/proc/kallsyms")) kernel.emplace(kernel_start);
+      }
+      return kernel->symbolize(h.ip).value_or(hex(h.ip));
+    }
+    if (user && inferior != nullptr && h.pid == inferior->pid()) return user->describe(h.ip);
+    return hex(h.ip);
+  };
+  const auto start_ns =
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+  std::vector<std::uint64_t> hits(args.exprs.size(), 0);
+  std::uint64_t total = 0;
+  const auto print = [&](const std::vector<native::PerfHit>& batch) {
+    for (const native::PerfHit& h : batch) {
+      const std::size_t e = pieces[h.piece].expr;
+      ++hits[e];
+      ++total;
+      const unsigned a = ranges[e].access;
+      const std::string access = a == native::kWatchExec    ? "x"
+                                 : a == native::kWatchWrite ? "w"
+                                                            : "rw";
+      const double t = static_cast<double>(h.time_ns >= start_ns ? h.time_ns - start_ns : 0) / 1e9;
+      char time[32];
+      if (args.json) {
+        std::snprintf(time, sizeof time, "%.6f", t);
+        report.line("{\"event\":\"hit\",\"expr\":" + json_string(args.exprs[e].text) +
+                    ",\"cpu\":" + std::to_string(h.cpu) + ",\"pid\":" + std::to_string(h.pid) +
+                    ",\"tid\":" + std::to_string(h.tid) + ",\"ip\":\"" + hex(h.ip) +
+                    "\",\"addr\":\"" + hex(h.addr) + "\",\"access\":\"" + access +
+                    "\",\"kernel\":" + (h.ip >= kernel_start ? "true" : "false") +
+                    ",\"time\":" + time + ",\"symbol\":" + json_string(symbol(h)) + "}");
+      } else {
+        std::snprintf(time, sizeof time, "%12.6f", t);
+        report.line(std::string(time) + "  cpu " + std::to_string(h.cpu) + "  pid " +
+                    std::to_string(h.pid) + " tid " + std::to_string(h.tid) + "  " + symbol(h) +
+                    (h.ip >= kernel_start ? " [kernel]" : "") + "  " + args.exprs[e].text + " " +
+                    hex(h.addr) + " " + access);
+      }
+    }
+  };
+  std::optional<native::RunResult> end;
+  DrainWhileRunning engine(*watch, print);
+  auto ended = run_or_wait(
+      args, inferior, engine,
+      [&]() -> Result<void> {
+        auto batch = watch->poll(100);
+        if (!batch) return std::unexpected(batch.error());
+        print(*batch);
+        return {};
+      },
+      end);
+  if (!ended) return failure(ended.error().to_string());
+  if (auto rest = watch->poll(0)) print(*rest);
+  if (args.json) {
+    std::string line = "{\"event\":\"summary\",\"hits\":{";
+    for (std::size_t e = 0; e < hits.size(); ++e) {
+      line += (e ? "," : "") + json_string(args.exprs[e].text) + ":" + std::to_string(hits[e]);
+    }
+    line += "},\"mode\":\"hardware\",\"method\":" + json_string(method);
+    if (watch->lost() != 0) line += ",\"lost\":" + std::to_string(watch->lost());
+    if (end) {
+      line += ",\"target\":{\"pid\":" + std::to_string(end->pid);
+      if (end->exited && end->signal == 0) line += ",\"exit\":" + std::to_string(end->status);
+      if (end->signal != 0) line += ",\"signal\":" + std::to_string(end->signal);
+      line += "}";
+    }
+    report.line(line + "}");
+  } else {
+    std::string line = "hwarb watch: " + std::to_string(total) + (total == 1 ? " hit" : " hits");
+    for (std::size_t e = 0; e < hits.size(); ++e) {
+      line += (e == 0 ? " (" : ", ") + args.exprs[e].text + ": " + std::to_string(hits[e]);
+    }
+    line += ") in hardware mode [" + method + "]; " + *ended + "\n";
+    std::fputs(line.c_str(), report.summary());
+    std::fflush(report.summary());
+  }
+  if (watch->lost() != 0) {
+    std::cerr << "hwarb watch: warning: the kernel dropped " << watch->lost()
+              << " samples (ring buffer full): the hits listed are a lower bound\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int run_system_wide(SystemWideArgs& args) {
+  g_name = args.stat ? "stat" : "watch";
   // Step 1.
   (void)check_target(args.target);  // fills the command; "none given" is fine here
   if (args.target.pid != 0 || args.target.tid != 0) {
@@ -179,7 +344,7 @@ int run_system_wide(SystemWideArgs& args) {
   auto resolved = resolve(args.exprs, inferior ? &*inferior : nullptr, kernel);
   if (!resolved) {
     const ErrorCode code = resolved.error().code();
-    std::cerr << "hwarb stat: " << resolved.error().to_string() << "\n";
+    std::cerr << "hwarb " << g_name << ": " << resolved.error().to_string() << "\n";
     return code == ErrorCode::kNoEnt || code == ErrorCode::kInval ? kExitUsage : kExitFailure;
   }
   std::vector<native::WatchRange> ranges;
@@ -188,17 +353,13 @@ int run_system_wide(SystemWideArgs& args) {
   // Step 5.
   auto pieces = native::plan_pieces(ranges, options.slots);
   if (!pieces) return failure(pieces.error().to_string());
+  if (!args.stat) {
+    return run_cpu_watch(args, cpus, *pieces, ranges, inferior ? &*inferior : nullptr, kernel,
+                         *report);
+  }
   auto count = native::PerfCpuCount::open(cpus, *pieces, {.exclude_kernel = args.user_only});
   if (!count) {
-    // "pieces[i]: ..." names the expression the piece is of.
-    std::string text = count.error().to_string();
-    for (std::size_t i = 0; i < pieces->size(); ++i) {
-      const std::string name = "pieces[" + std::to_string(i) + "]";
-      if (const std::size_t at = text.find(name); at != std::string::npos) {
-        text.replace(at, name.size(), "expression '" + args.exprs[(*pieces)[i].expr].text + "'");
-        break;
-      }
-    }
+    std::string text = named_error(count.error(), *pieces, args.exprs);
     return failure(text);
   }
   const std::string method = std::to_string(pieces->size()) + " debug registers on CPUs " +
@@ -211,19 +372,16 @@ int run_system_wide(SystemWideArgs& args) {
   const auto start = std::chrono::steady_clock::now();
 
   // Step 6.
-  std::string ended;
   std::optional<native::RunResult> end;
-  if (inferior) {
-    LetRun engine;
-    auto ran = native::run_target(*inferior, engine);
-    if (!ran) return failure(ran.error().to_string());
-    end = *ran;
-    ended = target_name(args.target) + " " + describe_end(*ran, true);
-  } else {
-    native::arm_interrupt();
-    while (!native::interrupted()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    ended = "counted until interrupted";
-  }
+  LetRun engine;
+  auto ended = run_or_wait(
+      args, inferior ? &*inferior : nullptr, engine,
+      []() -> Result<void> {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        return {};
+      },
+      end);
+  if (!ended) return failure(ended.error().to_string());
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -306,7 +464,7 @@ int run_system_wide(SystemWideArgs& args) {
   for (std::size_t e = 0; e < per.size(); ++e) {
     line += (e == 0 ? " (" : ", ") + args.exprs[e].text + ": " + std::to_string(sums[e]);
   }
-  line += ") in hardware mode [" + method + "]; " + ended + "\n";
+  line += ") in hardware mode [" + method + "]; " + *ended + "\n";
   std::fputs(line.c_str(), report->summary());
   std::fflush(report->summary());
   return kExitOk;

@@ -1,5 +1,6 @@
-// tools/hwarb/src/system_wide.h — `hwarb stat -a` and `hwarb stat -C LIST`: count accesses on
-// CPUs, as `perf stat -a -e mem:...` does, with no process traced.
+// tools/hwarb/src/system_wide.h — `hwarb stat -a` / `-C LIST` count accesses on CPUs, as
+// `perf stat -a -e mem:...` does; `hwarb watch -a` / `-C` prints each hit, as `perf record -a`
+// samples them. No process is traced (a command is traced only for its exit status).
 //
 // Contract:
 //  - The events are per (CPU, piece), pid -1 (native::PerfCpuCount): every task that runs on
@@ -27,6 +28,7 @@
 namespace hwarb::cli {
 
 struct SystemWideArgs {
+  bool stat = true;  // false: watch (every hit printed)
   std::vector<WatchExpr> exprs;
   bool all_cpus = false;
   std::string cpu_list;  // -C: a kernel CPU list ("0", "0-1,3")
@@ -37,7 +39,10 @@ struct SystemWideArgs {
   TargetOptions target;
 };
 
-// Runs `hwarb stat -a` / `-C`; returns the exit status.
+// Runs `hwarb stat|watch -a` / `-C`; returns the exit status.
+//  - watch: one sampling event per (CPU, piece); each hit prints its CPU, process, thread, the
+//    instruction (kernel ip: /proc/kallsyms symbol+off; the command's: its symbols) and the
+//    access (w, rw or x: an rw register does not say which); no values (nothing is stopped).
 int run_system_wide(SystemWideArgs& args);
 
 }  // namespace hwarb::cli

@@ -571,7 +571,13 @@ int run_watch(WatchArgs& args) {
     return usage_error(name, "mode: --hardware and --software are exclusive");
   }
   if (args.all_cpus || !args.cpu_list.empty()) {
-    SystemWideArgs wide{.exprs = std::move(exprs),
+    if (!condition.terms.empty() || args.count != 0) {
+      return usage_error(name,
+                         "-a/-C: --if and --count need each hit's values, which nothing "
+                         "stopped on a CPU can give");
+    }
+    SystemWideArgs wide{.stat = args.stat,
+                        .exprs = std::move(exprs),
                         .all_cpus = args.all_cpus,
                         .cpu_list = args.cpu_list,
                         .user_only = args.user_only,
@@ -737,21 +743,17 @@ CommandRunner setup(CLI::App& app, bool stat) {
   add_output_option(*sub, args->output);
   sub->add_flag("--json", args->json, "one JSON object per line");
   add_target_options(*sub, args->target);
-  if (stat) {
-    sub->add_flag("-a,--all-cpus", args->all_cpus,
-                  "count on every online CPU (per-CPU events: every task and the kernel), while "
-                  "a command runs or, with none, until Ctrl-C");
-    sub->add_option("-C,--cpu", args->cpu_list, "count on these CPUs only, e.g. 0 or 0-1,3")
-        ->type_name("LIST");
-    sub->add_flag("--user", args->user_only,
-                  "with -a/-C: count user-space accesses only (exclude_kernel, perf's :u)");
-  }
+  sub->add_flag("-a,--all-cpus", args->all_cpus,
+                "every online CPU (per-CPU events: every task and the kernel), while a command "
+                "runs or, with none, until Ctrl-C");
+  sub->add_option("-C,--cpu", args->cpu_list, "these CPUs only, e.g. 0 or 0-1,3")
+      ->type_name("LIST");
+  sub->add_flag("--user", args->user_only,
+                "with -a/-C: user-space accesses only (exclude_kernel, perf's :u)");
   sub->footer(
-      stat ? "Target: -p PID | -t TID | -- COMMAND [ARGS]; with -a or -C: a command or none "
-             "(symbols then from /proc/kallsyms). Exit status: 0 done (the target's own status "
-             "is reported), 1 the target could not be traced, 2 usage error."
-           : "Target: -p PID | -t TID | -- COMMAND [ARGS]. Exit status: 0 done (the target's own "
-             "status is reported), 1 the target could not be traced, 2 usage error.");
+      "Target: -p PID | -t TID | -- COMMAND [ARGS]; with -a or -C: a command or none (symbols "
+      "then from /proc/kallsyms). Exit status: 0 done (the target's own status is reported), 1 "
+      "the target could not be traced, 2 usage error.");
   return [args]() { return run_watch(*args); };
 }
 

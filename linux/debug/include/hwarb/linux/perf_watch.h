@@ -82,6 +82,8 @@ struct PerfHit {
   std::uint64_t ip = 0;
   std::uint64_t addr = 0;
   std::size_t piece = 0;  // index into the pieces given to open()
+  pid_t pid = 0;          // the hitting thread's process
+  int cpu = -1;           // the CPU whose ring had it
   friend bool operator==(const PerfHit&, const PerfHit&) = default;
 };
 
@@ -94,6 +96,11 @@ struct PerfWatchOptions {
   bool sigtrap = false;
 };
 
+struct CpuCountOptions {
+  // False (as `perf stat -a` for a privileged user): the kernel's accesses count too.
+  bool exclude_kernel = false;
+};
+
 class PerfWatch {
  public:
   // Data pages of each thread's ring (a power of two).
@@ -101,6 +108,12 @@ class PerfWatch {
 
   static Result<PerfWatch> open(pid_t pid, std::vector<HwPiece> pieces,
                                 const PerfWatchOptions& options = {});
+  // Every task on `cpus` (perf record -a / -C): one sampling event per (CPU, piece), pid -1,
+  // the kernel's accesses too unless options.exclude_kernel; checked, accounted and refused as
+  // PerfCpuCount::open (same errors). No signal, no stop: a hit carries its CPU, process,
+  // thread, ip and address. threads() is empty and exited() never becomes true.
+  static Result<PerfWatch> open_cpus(std::vector<int> cpus, std::vector<HwPiece> pieces,
+                                     const CpuCountOptions& options);
 
   PerfWatch(PerfWatch&&) noexcept = default;
   PerfWatch& operator=(PerfWatch&&) noexcept = default;
@@ -117,6 +130,8 @@ class PerfWatch {
   // The online CPUs at open(), one ring each.
   const std::vector<int>& cpus() const { return cpus_; }
   const std::vector<HwPiece>& pieces() const { return pieces_; }
+  // The descriptors poll() waits on (POLLIN: a ring has data), for a caller's own poll loop.
+  std::vector<int> ring_fds() const { return {poll_fds_.begin(), poll_fds_.begin() + live_}; }
   // True once every covered thread and its descendants exited (poll() saw them hang up).
   bool exited() const { return !fds_.empty() && live_ == 0; }
 
@@ -176,11 +191,6 @@ class PerfCount {
     Fd fd;
   };
   std::vector<Entry> entries_;
-};
-
-struct CpuCountOptions {
-  // False (as `perf stat -a` for a privileged user): the kernel's accesses count too.
-  bool exclude_kernel = false;
 };
 
 // The CPUs a `-C LIST` names ("0", "0-1,3": EINVAL naming `cpus` otherwise), each online (else
