@@ -227,6 +227,8 @@ std::vector<CommandSpec> make_table() {
         choice("caller", "root|user", {"root", "user"}, "",
                "perf_event_open by root or by an unprivileged process (sysctl); without it the "
                "in-kernel API"),
+        key("paranoid", "N", V::kInteger, "sysctl's",
+            "with caller=: kernel.perf_event_paranoid for this request only"),
         flags({"exclude_kernel", "include_kernel"}, "include_kernel",
               "perf's exclude_kernel set or clear; neither: as perf's tool")},
        "One breakpoint. No task: CPU-bound on cpu N. With task: on cpu N, or on all CPUs with "

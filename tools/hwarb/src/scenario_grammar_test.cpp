@@ -60,7 +60,7 @@ TEST(Grammar, GeneratedListsAreTheMessagesOfBefore) {
 TEST(Grammar, Synopses) {
   EXPECT_EQ(synopsis(command_spec(CommandKind::kBp)),
             "bp NAME [task=T] cpu=N|any [type=r|w|rw|x] [len=N] [addr=HEX] [pinned|flexible] "
-            "[disabled|enabled] [inherit] [weight=N] [caller=root|user] "
+            "[disabled|enabled] [inherit] [weight=N] [caller=root|user] [paranoid=N] "
             "[exclude_kernel|include_kernel]");
   EXPECT_EQ(synopsis(command_spec(CommandKind::kBtsOpen)),
             "bts open NAME task=T|global [user] [kernel] [sched] size=BYTES "

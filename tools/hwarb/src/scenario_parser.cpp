@@ -292,6 +292,9 @@ Result<void> Parser::apply_args(const CommandSpec& spec, std::string_view comman
         break;  // machine cpus= (parse_machine)
     }
   }
+  if (cmd->kind == CommandKind::kBp && cmd->paranoid && !cmd->caller) {
+    return fail(c + ": paranoid= needs caller=root|user (the in-kernel API has no paranoid)");
+  }
   if (flags.contains("pinned")) cmd->pinned = true;
   if (flags.contains("flexible")) cmd->pinned = false;
   if (flags.contains("disabled")) cmd->disabled = true;

@@ -153,7 +153,7 @@ Result<void> Runner::execute(const Command& cmd) {
       arbiter().inject_fault_at(cmd.inject_at);
       return {};
     case CommandKind::kSysctl:
-      paranoid_ = cmd.paranoid;
+      paranoid_ = cmd.paranoid.value_or(paranoid_);
       return {};
     case CommandKind::kPtrace:
       return ptrace(cmd);
@@ -271,11 +271,12 @@ void Runner::bp(const Command& cmd) {
     // perf_event_open by that process (a failed fork's task is ESRCH in its place); without
     // exclude_kernel|include_kernel as perf's tool: kernel included, once more without it after
     // an EACCES that paranoid > 1 explains.
+    const int paranoid = cmd.paranoid.value_or(paranoid_);
     auto open = [&](const pmu::EventAttr& a) {
-      return api.perf_event_open(a, hit_printer(cmd.name), {task, cpu}, *cmd.caller, paranoid_);
+      return api.perf_event_open(a, hit_printer(cmd.name), {task, cpu}, *cmd.caller, paranoid);
     };
     auto r = open(attr);
-    if (!r && !cmd.exclude_kernel && pmu::perf_tool_retries_user_only(attr, r.error(), paranoid_)) {
+    if (!r && !cmd.exclude_kernel && pmu::perf_tool_retries_user_only(attr, r.error(), paranoid)) {
       attr.exclude_kernel = true;
       r = open(attr);
     }

@@ -186,8 +186,8 @@ struct Command {
   // (false) (unset: as perf's tool, see docs/scenarios.md).
   std::optional<pmu::Credentials> caller;
   std::optional<bool> exclude_kernel;
-  // sysctl: perf_event_paranoid=N
-  int paranoid = 0;
+  // sysctl: perf_event_paranoid=N; bp: paranoid=N (with caller=; unset: the sysctl's value)
+  std::optional<int> paranoid;
   // switch: task=idle
   bool idle = false;
   // access: w (true) | r (false); value=HEX
