@@ -407,8 +407,8 @@ void Machine::decode_data_slots(Cpu& c) {
 
 // data_breakpoint_hits(regs, kind, addr, size) on the decoded slots: four compares without a
 // branch, masked by the slots that watch this kind.
-std::uint64_t Machine::data_hits(const DataSlots& d, AccessKind kind, std::uint64_t addr,
-                                 int size) {
+[[gnu::always_inline]] inline std::uint64_t Machine::data_hits(const DataSlots& d, AccessKind kind,
+                                                               std::uint64_t addr, int size) {
   const std::uint64_t end = addr + static_cast<std::uint64_t>(size);
   std::uint64_t bits = 0;
   for (std::size_t slot = 0; slot < 4; ++slot) {
