@@ -183,6 +183,18 @@ Machine::Task* Machine::running_task(CpuId cpu, TaskId task) {
   return c.running;
 }
 
+[[gnu::always_inline]] inline Result<Machine::Task*> Machine::running_unstopped(CpuId cpu,
+                                                                                TaskId task) {
+  Task* running = running_task(cpu, task);
+  if (running == nullptr) {
+    auto t = find_running(cpu, task);
+    if (!t) return t;
+    running = *t;
+  }
+  if (running->stopped) return stopped_error(task);
+  return running;
+}
+
 // --- CPUs ----------------------------------------------------------------------------------
 
 Result<bool> Machine::is_online(CpuId cpu) const {
@@ -531,17 +543,12 @@ Result<Outcome> Machine::access(CpuId cpu, TaskId task, AccessKind kind, std::ui
   if (kind != AccessKind::kRead && kind != AccessKind::kWrite) {
     return make_error(ErrorCode::kInval, "kind: an access is a read or a write (use exec)");
   }
-  Task* running = running_task(cpu, task);
-  if (running == nullptr) {
-    auto t = find_running(cpu, task);
-    if (!t) return std::unexpected(t.error());
-    running = *t;
-  }
-  if (running->stopped) return stopped_error(task);
+  auto running = running_unstopped(cpu, task);
+  if (!running) return std::unexpected(running.error());
   if (!SparseMemory::valid_size(size) || !SparseMemory::valid_range(addr, size)) {
     return std::unexpected(check_range(addr, size).error());
   }
-  return do_access(cpu, task, *running, kind, addr, size, value);
+  return do_access(cpu, task, **running, kind, addr, size, value);
 }
 
 Result<BatchOutcome> Machine::access_many(CpuId cpu, TaskId task, std::span<const AccessOp> ops,
@@ -565,13 +572,9 @@ Result<BatchOutcome> Machine::access_many(CpuId cpu, TaskId task, std::span<cons
                                              " entries for " + std::to_string(ops.size()) +
                                              " accesses (give none or at least one per access)");
   }
-  Task* running = running_task(cpu, task);
-  if (running == nullptr) {
-    auto t = find_running(cpu, task);
-    if (!t) return std::unexpected(t.error());
-    running = *t;
-  }
-  if (running->stopped) return stopped_error(task);
+  auto found = running_unstopped(cpu, task);
+  if (!found) return std::unexpected(found.error());
+  Task* running = *found;
   BatchOutcome batch;
   for (const AccessOp& op : ops) {
     const Outcome out = do_access(cpu, task, *running, op.kind, op.addr, op.size, op.value);
@@ -629,14 +632,7 @@ Result<Outcome> Machine::kernel_access(CpuId cpu, AccessKind kind, std::uint64_t
 
 Result<Machine::Task*> Machine::working_task(CpuId cpu, TaskId task, const char* op) {
   if (callback_depth_ > 0) return std::unexpected(not_in_callback(op).error());
-  Task* running = running_task(cpu, task);
-  if (running == nullptr) {
-    auto t = find_running(cpu, task);
-    if (!t) return t;
-    running = *t;
-  }
-  if (running->stopped) return stopped_error(task);
-  return running;
+  return running_unstopped(cpu, task);
 }
 
 Result<Outcome> Machine::exec(CpuId cpu, TaskId task, std::uint64_t ip) {

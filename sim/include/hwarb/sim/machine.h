@@ -392,13 +392,16 @@ class Machine {
   // access()/exec()'s fast path: the task when it is running on that online CPU, else nullptr
   // (then find_running gives the error).
   Task* running_task(CpuId cpu, TaskId task);
+  // The task running on that online CPU and not stopped (running_task, else find_running's
+  // error; then EBUSY when stopped): what access(), access_many() and working_task() check.
+  Result<Task*> running_unstopped(CpuId cpu, TaskId task);
   static void decode_data_slots(Cpu& c);
   // One access once its checks passed (access() and access_many()): memory, clock, the match
   // against the decoded slots and the exception, if any.
   Outcome do_access(CpuId cpu, TaskId task, Task& s, AccessKind kind, std::uint64_t addr, int size,
                     std::uint64_t value);
   // Checks what exec(), branch() and run() need, in this order: not in a callback (op names the
-  // call), the task running on that online CPU, not stopped.
+  // call), then running_unstopped.
   Result<Task*> working_task(CpuId cpu, TaskId task, const char* op);
   // branch() once its checks passed.
   Result<BranchOutcome> take_branch(CpuId cpu, Task& task, std::uint64_t from, std::uint64_t to,
