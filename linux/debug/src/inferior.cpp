@@ -23,6 +23,7 @@
 #include "hwarb/linux/signals.h"
 #include "hwarb/linux/spawn.h"
 #include "hwarb/linux/syscalls.h"
+#include "hwarb/linux/terminal.h"
 
 namespace hwarb::native {
 namespace {
@@ -86,7 +87,9 @@ Inferior::Inferior(Inferior&& other) noexcept
       raw_queue_(std::move(other.raw_queue_)),
       children_(std::move(other.children_)),
       gadgets_(std::move(other.gadgets_)),
-      mems_(std::move(other.mems_)) {
+      mems_(std::move(other.mems_)),
+      follow_execs_(other.follow_execs_),
+      spin_(other.spin_) {
   other.threads_.clear();
 }
 
@@ -103,6 +106,8 @@ Inferior& Inferior::operator=(Inferior&& other) noexcept {
     children_ = std::move(other.children_);
     gadgets_ = std::move(other.gadgets_);
     mems_ = std::move(other.mems_);
+    follow_execs_ = other.follow_execs_;
+    spin_ = other.spin_;
     other.threads_.clear();
   }
   return *this;
@@ -141,6 +146,7 @@ Result<Inferior> Inferior::spawn(const std::vector<std::string>& argv,
   if (!spawned) return std::unexpected(spawned.error());
   const pid_t pid = *spawned;
   Inferior inferior(pid, true);
+  inferior.set_spin(options.spin_us);
   const long options_bits = kOptions | (options.kill_on_exit ? PTRACE_O_EXITKILL : 0);
   if (auto seized = ptrace_seize(pid, static_cast<std::uint64_t>(options_bits)); !seized) {
     (void)send_signal(pid, SIGKILL);
@@ -172,7 +178,7 @@ Result<Inferior> Inferior::spawn(const std::vector<std::string>& argv,
   return inferior;
 }
 
-Result<Inferior> Inferior::attach(pid_t pid, const InferiorOptions&) {
+Result<Inferior> Inferior::attach(pid_t pid, const InferiorOptions& options) {
   if (pid <= 0) return make_error(ErrorCode::kInval, "pid: must be positive");
   if (pid == own_pid()) return make_error(ErrorCode::kInval, "pid: hwarb cannot trace itself");
   if (thread_group_of(pid) != pid) {
@@ -180,6 +186,7 @@ Result<Inferior> Inferior::attach(pid_t pid, const InferiorOptions&) {
                                             " (or it is a thread: give its process id)");
   }
   Inferior inferior(pid, false);
+  inferior.set_spin(options.spin_us);
   // Seize until no thread appears unseized: a thread created between the listing and the seize
   // of its creator is caught by the next listing (or by TRACECLONE once the creator is seized).
   for (bool more = true; more;) {
@@ -365,6 +372,35 @@ Result<std::uint64_t> Inferior::find_gadget(pid_t process) {
                     "text: no `syscall` instruction in the process's executable mappings");
 }
 
+void Inferior::set_spin(int spin_us) {
+  // Polling on a machine with one CPU only delays the tracee it waits for.
+  const bool worth_it = spin_us > 0 && std::thread::hardware_concurrency() > 1;
+  spin_ = SpinWindow(std::chrono::microseconds(worth_it ? spin_us : 0));
+}
+
+Result<std::pair<pid_t, int>> Inferior::wait_any() {
+  using Clock = std::chrono::steady_clock;
+  const auto begin = Clock::now();
+  const auto window = spin_.window();
+  if (window.count() > 0) {
+    const unsigned signals = interrupt_count();
+    for (;;) {
+      auto got = wait_once(-1, true);
+      if (!got) return std::unexpected(got.error());
+      if (got->pid != 0) {
+        spin_.record(Clock::now() - begin);
+        return std::pair{got->pid, got->status.raw};
+      }
+      if (interrupt_count() != signals) return make_error(ErrorCode::kIntr, "pid: interrupted");
+      if (Clock::now() - begin >= window) break;
+    }
+  }
+  auto got = wait_once(-1, false);
+  if (!got) return std::unexpected(got.error());
+  spin_.record(Clock::now() - begin);
+  return std::pair{got->pid, got->status.raw};
+}
+
 Result<int> Inferior::wait_stop(pid_t tid) {
   for (auto it = raw_queue_.begin(); it != raw_queue_.end(); ++it) {
     if (it->first == tid) {
@@ -383,13 +419,13 @@ Result<int> Inferior::wait_stop(pid_t tid) {
       return std::unexpected(own.error());
     }
     if (own->pid == tid) return own->status.raw;
-    auto any = wait_once(-1, false);
+    auto any = wait_any();
     if (!any) {
       if (any.error().code() == ErrorCode::kIntr) continue;
       return std::unexpected(any.error());
     }
-    if (any->pid == tid) return any->status.raw;
-    raw_queue_.emplace_back(any->pid, any->status.raw);
+    if (any->first == tid) return any->second;
+    raw_queue_.push_back(*any);
   }
 }
 
@@ -569,25 +605,45 @@ bool Inferior::signal_due_after_sigreturn(pid_t tid) {
     }
   }
   if (queued == 0) return false;
-  auto regs = get_regs(tid);
-  if (!regs) return false;
   // The handler's `ret` popped the restorer's address: the stack pointer is at the frame's
   // ucontext (the kernel's rt_sigreturn reads it there too), whose uc_sigmask follows uc_flags,
   // uc_link, uc_stack (24 bytes) and uc_mcontext (256 bytes). A frame that is no signal's (a
   // program calling rt_sigreturn itself) only makes the answer wrong, never the outcome: see
   // rerun_emulated_syscall.
   constexpr std::uint64_t kUcSigmask = 8 + 8 + 24 + 256;
-  auto mask = read_word(regs->rsp + kUcSigmask, 8, process_of(tid));
+  auto mask = read_word(thread(tid)->entry_sp + kUcSigmask, 8, process_of(tid));
   if (!mask) return false;
   const std::uint64_t unblockable = (1ULL << (SIGKILL - 1)) | (1ULL << (SIGSTOP - 1));
   return (queued & (~*mask | unblockable)) != 0;
+}
+
+bool Inferior::returns_to_a_call(pid_t tid) {
+  // The frame's uc_mcontext follows uc_flags, uc_link and uc_stack (40 bytes); its rip is the
+  // 17th register (r8-r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip). A call the handler
+  // interrupted that restarts (SA_RESTART) was rewound onto its `syscall` instruction (0f 05)
+  // when the frame was built. Unreadable: the answer that costs nothing if wrong.
+  constexpr std::uint64_t kUcRip = 8 + 8 + 24 + 16 * 8;
+  auto rip = read_word(thread(tid)->entry_sp + kUcRip, 8, process_of(tid));
+  if (!rip) return true;
+  auto insn = read_word(*rip, 2, process_of(tid));
+  return !insn || *insn == 0x050f;
 }
 
 Result<void> Inferior::resume_from_sigreturn(pid_t tid) {
   Thread* t = thread(tid);
   // A kept signal is raised again by resume(): the plain path (it may be the one due anyway).
   if (t == nullptr || !t->stopped || t->stop != StopKind::kSyscallEnter ||
-      t->entered != SYS_rt_sigreturn || t->kept_signal != 0 || !signal_due_after_sigreturn(tid)) {
+      t->entered != SYS_rt_sigreturn || t->kept_signal != 0) {
+    return resume(tid, Resume::kSyscall);
+  }
+  // Skipping the exit stop pays off (cases):
+  //  1. when a signal is due: its delivery stop comes first, and resuming from it leaves SYSEMU;
+  //  2. when the handler interrupted the program's own code: its next stop is most often a fault
+  //     or a signal (a storm of timers), rarely a system call (which then costs two stops more:
+  //     rerun_emulated_syscall);
+  //  3. not when it returns onto a restarted call: that call's entry comes at once, and would
+  //     cost those two stops every time; the plain path, unless case 1 holds.
+  if (returns_to_a_call(tid) && !signal_due_after_sigreturn(tid)) {
     return resume(tid, Resume::kSyscall);
   }
   // Resumed from the entry stop with PTRACE_SYSEMU, the call still runs (the kernel decided
@@ -656,7 +712,12 @@ Result<std::optional<Event>> Inferior::next_event(bool block, bool& idle) {
     return translate(tid, status);
   }
   if (exited_) return make_error(ErrorCode::kSrch, "pid: the process has exited");
-  auto waited = wait_once(-1, !block);
+  if (block) {
+    auto waited = wait_any();
+    if (!waited) return std::unexpected(waited.error());
+    return translate(waited->first, waited->second);
+  }
+  auto waited = wait_once(-1, true);
   if (!waited) return std::unexpected(waited.error());
   if (waited->pid == 0) {
     idle = true;
@@ -712,6 +773,9 @@ Result<std::optional<Event>> Inferior::wait_or_poll(std::span<const int> fds, in
   watched.reserve(fds.size() + 1);
   watched.push_back(*sigfd);
   watched.insert(watched.end(), fds.begin(), fds.end());
+  using Clock = std::chrono::steady_clock;
+  const auto begin = Clock::now();
+  bool spun = false;
   for (;;) {
     // The notification first, then the statuses: a SIGCHLD arriving after the waitpid keeps the
     // signalfd readable, so none is missed.
@@ -721,6 +785,26 @@ Result<std::optional<Event>> Inferior::wait_or_poll(std::span<const int> fds, in
     if (!ev) return ev;
     if (*ev) return ev;
     if (!idle) continue;  // a status that made no event
+    if (!spun) {
+      // Polled for a while first, as wait_any does (the rings can wait that long).
+      spun = true;
+      const unsigned signals = interrupt_count();
+      bool caught = false;
+      while (!caught && Clock::now() - begin < spin_.window()) {
+        auto got = wait_once(-1, true);
+        if (!got) return std::unexpected(got.error());
+        if (got->pid != 0) {
+          raw_queue_.emplace_back(got->pid, got->status.raw);
+          caught = true;
+        } else if (interrupt_count() != signals) {
+          return make_error(ErrorCode::kIntr, "pid: interrupted");
+        }
+      }
+      if (caught) {
+        spin_.record(Clock::now() - begin);
+        continue;
+      }
+    }
     int wait_ms = -1;
     if (timeout_ms >= 0) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -729,6 +813,7 @@ Result<std::optional<Event>> Inferior::wait_or_poll(std::span<const int> fds, in
       wait_ms = static_cast<int>(left.count());
     }
     auto revents = poll_in_once(watched, wait_ms);
+    spin_.record(Clock::now() - begin);
     if (!revents) {
       if (revents.error().code() == ErrorCode::kIntr) {
         return make_error(ErrorCode::kIntr, "pid: interrupted");
@@ -818,6 +903,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
       }
       t->stop = StopKind::kSyscallEnter;
       t->entered = static_cast<long>(info.entry.nr);
+      t->entry_sp = info.stack_pointer;
       ev.kind = EventKind::kSyscallEnter;
       ev.syscall = static_cast<long>(info.entry.nr);
       for (int i = 0; i < 6; ++i) ev.args[static_cast<std::size_t>(i)] = info.entry.args[i];

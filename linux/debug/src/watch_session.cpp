@@ -334,12 +334,29 @@ struct WatchSession::State {
     return built;
   }
 
-  // The software path's restore plan to the watchdog, when it changed.
+  // What the watchdog undoes if hwarb dies: the software path's changes; with hardware watches
+  // only, nothing in memory, but the processes are named all the same, so that its SIGSTOP
+  // reaches them before a hit of a perf event not closed yet (the kernel closes them late in
+  // hwarb's exit) leaves them a SIGTRAP to die of when they are detached.
+  RestorePlan plan() const {
+    if (soft) return soft->restore_plan();
+    RestorePlan p;
+    if (!hard) return p;
+    for (pid_t tid : inferior->threads()) {
+      const pid_t process = inferior->process_of(tid);
+      if (std::find(p.processes.begin(), p.processes.end(), process) == p.processes.end()) {
+        p.processes.push_back(process);
+      }
+    }
+    return p;
+  }
+
+  // The restore plan to the watchdog, when it changed.
   void publish() {
     if (watchdog == nullptr) return;
     const std::pair<std::uint64_t, std::uint64_t> now{rebuilds, soft ? soft->plan_generation() : 0};
     if (now == published) return;
-    if (auto r = watchdog->publish(soft ? soft->restore_plan() : RestorePlan{}); !r) {
+    if (auto r = watchdog->publish(plan()); !r) {
       watchdog_error = r.error();
       watchdog = nullptr;
       return;
@@ -583,7 +600,7 @@ std::uint64_t WatchSession::software_faults() const {
 
 Result<void> WatchSession::guard(Watchdog& watchdog) {
   State& s = *state_;
-  if (auto r = watchdog.publish(s.soft ? s.soft->restore_plan() : RestorePlan{}); !r) return r;
+  if (auto r = watchdog.publish(s.plan()); !r) return r;
   s.watchdog = &watchdog;
   s.published = {s.rebuilds, s.soft ? s.soft->plan_generation() : 0};
   return {};

@@ -9,9 +9,11 @@ namespace hwarb::native {
 namespace {
 
 volatile sig_atomic_t g_interrupted = 0;
+volatile sig_atomic_t g_interrupts = 0;
 
 void on_interrupt(int) {
   g_interrupted = 1;
+  g_interrupts = g_interrupts + 1;
 }
 
 }  // namespace
@@ -32,6 +34,10 @@ void install_interrupt_flag() {
 
 bool interrupt_requested() {
   return g_interrupted != 0;
+}
+
+unsigned interrupt_count() {
+  return static_cast<unsigned>(g_interrupts);
 }
 
 }  // namespace hwarb::native

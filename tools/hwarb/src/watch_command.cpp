@@ -678,9 +678,9 @@ int run_watch(WatchArgs& args) {
   } observer(reporter, expr_of);
 
   // An attached program outlives hwarb: a watchdog undoes the software path's changes if hwarb
-  // is killed.
+  // is killed, and (any mode) stops the program before a late hardware hit can kill it.
   std::optional<native::Watchdog> watchdog;
-  if (!inferior->spawned() && mode_of(*infos) != "hardware") {
+  if (!inferior->spawned()) {
     auto started = native::Watchdog::start();
     Result<void> guarded;
     if (started) {
@@ -693,7 +693,7 @@ int run_watch(WatchArgs& args) {
     }
     if (!guarded) {
       std::cerr << "hwarb " << name << ": warning: no watchdog (" << guarded.error().to_string()
-                << "): if hwarb is killed, the program keeps its protected pages\n";
+                << "): if hwarb is killed, its changes to the program stay\n";
     }
   }
   Progress progress;

@@ -38,7 +38,10 @@
 //    the process's text. A signal that arrives meanwhile is kept and delivered on the thread's
 //    next resume. The thread is in the same kind of stop afterwards.
 //  - wait() returns the next event of any traced thread (queued events first). EINTR (and
-//    nothing lost) when a signal handler of hwarb interrupted the wait.
+//    nothing lost) when a signal handler of hwarb interrupted the wait. Every wait for a stop
+//    first polls (waitpid WNOHANG) for up to a SpinWindow (options.spin_us at most), then
+//    sleeps: a stop that comes soon is seen without a cross-CPU wake-up. A signal of
+//    install_interrupt_flag taken while polling ends the wait with EINTR as a sleeping one.
 //  - The destructor kills a spawned process and detaches from an attached one (after stopping
 //    its threads). Undoing changes made to the tracee (breakpoints, protections) is the caller's
 //    job, before detach().
@@ -55,11 +58,13 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hwarb/base/error.h"
 #include "hwarb/linux/fd.h"
 #include "hwarb/linux/proc_maps.h"
+#include "hwarb/linux/spin_window.h"
 #include "hwarb/x86/insn.h"
 
 namespace hwarb::native {
@@ -102,6 +107,8 @@ struct InferiorOptions {
   int stdout_fd = -1;        // spawn only: the child's standard output (-1: inherited)
   bool disable_aslr = true;  // spawn only: personality(ADDR_NO_RANDOMIZE), as gdb and rr do, so
                              // addresses are the same from run to run
+  int spin_us = 100;  // the longest a wait polls for the next stop before it sleeps (adaptive:
+                      // spin_window.h); 0, or a machine with one CPU: it always sleeps
 };
 
 class Inferior {
@@ -155,13 +162,13 @@ class Inferior {
 
   Result<void> resume(pid_t tid, Resume how, int signal = 0);
   // resume(tid, kSyscall) for thread `tid` in the syscall-entry stop of rt_sigreturn (kSyscall
-  // otherwise), without the call's syscall-exit stop when a signal that the thread takes as soon
-  // as it is back in user mode is already pending (queued, and not blocked by the mask the call
-  // restores): nothing runs between that exit and the signal's delivery stop, so the exit stop
-  // is one stop per signal spent on nothing (a program flooded with signals, e.g. a 100 us
-  // timer, spends most of its time there). Should another thread take the signal first, the
-  // thread's next system call is still reported from its entry as after kSyscall, at the cost of
-  // two stops inside the Inferior.
+  // otherwise), without the call's syscall-exit stop (PTRACE_SYSEMU: the call still runs) when
+  // that stop is one spent on nothing: a signal that the thread takes as soon as it is back in
+  // user mode is already pending (queued, and not blocked by the mask the call restores), or the
+  // handler returns into the program's code rather than onto a restarted system call. A program
+  // flooded with signals (e.g. a 100 us timer) spends most of its stops there. Should the
+  // thread's next stop be a system call after all, it is still reported from its entry as after
+  // kSyscall, at the cost of two stops inside the Inferior.
   Result<void> resume_from_sigreturn(pid_t tid);
   // Resumes every stopped thread with `how` (their kept signals delivered).
   Result<void> resume_all(Resume how);
@@ -231,6 +238,7 @@ class Inferior {
     // Resumed by resume_from_sigreturn without the exit stop (PTRACE_SYSEMU): a syscall-entry
     // stop before any other is one the kernel will skip (see translate).
     bool sysemu = false;
+    std::uint64_t entry_sp = 0;  // the stack pointer at the last syscall-entry stop
     // The system call of the last syscall-entry stop reported, until its exit stop (-1: none):
     // the exit's number without reading the registers.
     long entered = -1;
@@ -249,10 +257,18 @@ class Inferior {
   Result<std::optional<Event>> next_event(bool block, bool& idle);
   Result<std::vector<pid_t>> stop_threads(pid_t except);
   Result<int> wait_stop(pid_t tid);
+  // waitpid(-1, __WALL) that polls for spin_.window() before it sleeps, and teaches spin_ how
+  // long it took: the tracee and its raw status. kIntr when a signal of install_interrupt_flag
+  // arrived while polling.
+  Result<std::pair<pid_t, int>> wait_any();
+  void set_spin(int spin_us);
   Result<std::uint64_t> find_gadget(pid_t process);
   // Whether a signal is queued for `tid` (or its process) that the mask rt_sigreturn will
   // restore does not block; `tid` is in rt_sigreturn's syscall-entry stop.
   bool signal_due_after_sigreturn(pid_t tid);
+  // Whether rt_sigreturn (`tid` in its syscall-entry stop) returns onto a `syscall` instruction:
+  // a call the handler interrupted and that restarts.
+  bool returns_to_a_call(pid_t tid);
   // A syscall-entry stop after resume_from_sigreturn's PTRACE_SYSEMU: the kernel skips the
   // call, so it is made to run again, traced as after kSyscall.
   Result<void> rerun_emulated_syscall(pid_t tid);
@@ -272,6 +288,7 @@ class Inferior {
   std::map<pid_t, std::uint64_t> gadgets_;       // per process: address of a `syscall` instruction
   std::map<pid_t, Fd> mems_;                     // followed processes' memory
   bool follow_execs_ = false;
+  SpinWindow spin_{std::chrono::nanoseconds(0)};
 };
 
 }  // namespace hwarb::native

@@ -7,6 +7,8 @@
 //    WITHOUT SA_RESTART, so a blocking waitpid in the tool returns EINTR and the tool can clean
 //    up (restore its tracee) instead of dying. Idempotent.
 //  - interrupt_requested() reads the flag (async-signal-safe, lock-free).
+//  - interrupt_count() counts the signals taken so far: a waiter that polls instead of blocking
+//    (and so gets no EINTR) compares it before and after to learn that one arrived meanwhile.
 // Thread-safety: both functions may be called from any thread.
 #pragma once
 
@@ -15,5 +17,6 @@ namespace hwarb::native {
 bool is_terminal(int fd);
 void install_interrupt_flag();
 bool interrupt_requested();
+unsigned interrupt_count();
 
 }  // namespace hwarb::native
