@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <span>
+#include <thread>
 #include <utility>
 
 #include "hwarb/linux/gdb_regs.h"
@@ -79,7 +81,11 @@ std::string hex_text(std::string_view text) {
 }  // namespace
 
 GdbServer::GdbServer(Inferior& inferior, WatchSession& session, int in_fd, int out_fd)
-    : inferior_(inferior), session_(session), in_fd_(in_fd), out_fd_(out_fd) {
+    : inferior_(inferior),
+      session_(session),
+      in_fd_(in_fd),
+      out_fd_(out_fd),
+      client_spin_(std::chrono::microseconds(std::thread::hardware_concurrency() > 1 ? 100 : 0)) {
   last_thread_ = inferior.pid();
   last_stop_ = stop_reply(SIGTRAP, last_thread_, "");
 }
@@ -91,12 +97,23 @@ Result<void> GdbServer::send(std::string_view payload) {
 
 Result<bool> GdbServer::receive(bool block) {
   std::array<char, 4096> buf;
+  const std::span<const int> in(&in_fd_, 1);
   if (!block) {
-    auto ready = poll_in_once(std::span<const int>(&in_fd_, 1), 0);
+    auto ready = poll_in_once(in, 0);
     if (!ready) return std::unexpected(ready.error());
     if ((*ready)[0] == 0) return true;
   }
+  // Blocking: polled for client_spin_'s window first (the header says why).
+  using Clock = std::chrono::steady_clock;
+  const auto begin = Clock::now();
+  while (block && Clock::now() - begin < client_spin_.window()) {
+    auto ready = poll_in_once(in, 0);
+    if (!ready && ready.error().code() == ErrorCode::kIntr) return true;
+    if (!ready) return std::unexpected(ready.error());
+    if ((*ready)[0] != 0) break;
+  }
   auto n = read_some(in_fd_, buf);
+  if (block) client_spin_.record(Clock::now() - begin);
   if (!n) {
     if (n.error().code() == ErrorCode::kIntr || n.error().code() == ErrorCode::kAgain) return true;
     return std::unexpected(n.error());
