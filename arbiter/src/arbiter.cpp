@@ -55,9 +55,13 @@
 //   2. Shard::mutex (one of kShards task-table shards, by task id) is taken inside rule 1 and
 //      protects the shard's TaskStates (all, spec, node list) and the table itself. Operations
 //      on tasks in different shards never share a lock; there is no global task mutex.
-//   3. CpuState::holders_mutex protects a CPU's list of CPU-bound reservations, and orders the
-//      fast paths' changes of that CPU's CP[c] with their moves in the CPU histograms (see
-//      below). It is taken inside rule 1 (and never together with a shard mutex).
+//   3. The CPU lock — bit kCpuLocked of pool 0's CP[c] word, not a separate mutex (see
+//      State::lock_cpu) — protects a CPU's list of CPU-bound reservations, and orders the fast
+//      paths' changes of that CPU's CP[c] with their moves in the CPU histograms (see below).
+//      Every change of a CP[c] is made by its holder. It is taken inside rule 1 (and never
+//      together with a shard mutex). Taking it publishes a pool-0 change of CP[c] in the same
+//      compare-and-swap, so a CPU-bound reserve or release costs one read-modify-write for
+//      rule 1, one for rule 3 and CP[c] together, and one per histogram bucket moved.
 //   4. The counters CP, hist_all, tsk_hist, cpu_hist_* are atomics updated under the read side
 //      by concurrent fast paths; flexible reserves (Rl, Ra), online flags and exclusive-kind
 //      counts only change under the write side, so fast paths read them as constants.
@@ -68,7 +72,7 @@
 //   counters of the invariant it affects. Histogram moves add to the new bucket before they
 //   take from the old, so a half-seen move can only make a reader overestimate. Moves of one
 //   member never overlap: a task's are made under its shard mutex (rule 2), a CPU's under its
-//   holders_mutex (rule 3). Otherwise a release could take CPU c from 2 to 1 in the histogram
+//   CPU lock (rule 3). Otherwise a release could take CPU c from 2 to 1 in the histogram
 //   (bucket 2 decremented) before the reservation that took c from 1 to 2 has incremented
 //   bucket 2, and a reader could meanwhile see bucket 2 one short — an underestimate, hiding
 //   another CPU at 2.
@@ -98,6 +102,7 @@
 #include <mutex>
 #include <new>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -283,18 +288,27 @@ struct TaskState {
   bool empty() const { return nodes.empty(); }
 };
 
+// The CPU lock of rule 3 is this bit of pool 0's `cpu_pinned` word (CP[c] itself is the rest of
+// the word: it never comes near 2^30). Taking the lock and publishing a pool-0 CP change is then
+// one compare-and-swap, and releasing it a plain store; see State::lock_cpu.
+constexpr int kCpuLocked = 1 << 30;
+
 // The hot part of a CPU's pool: a CPU-bound or task-on-this-CPU reservation on x86 reads and
 // writes only the first cache line of its CpuState (lock, holders, CP, Rl, low buckets).
 struct CpuPool {
-  std::atomic<int> cpu_pinned{0};  // rule 4: atomic, updated under the read side
-  int flex_max = 0;                // Rl[c] = CpuState::flex[pool].max; write side only (rule 4)
-  AtomicHist tsk_hist{};           // rule 4: atomic, updated under the read side
+  // CP[c]; in pool 0 also the CPU's lock bit (kCpuLocked, rule 3). Rule 4: atomic, changed
+  // under the read side, only by the holder of the CPU's lock.
+  std::atomic<int> cpu_pinned{0};
+  int flex_max = 0;       // Rl[c] = CpuState::flex[pool].max; write side only (rule 4)
+  AtomicHist tsk_hist{};  // rule 4: atomic, updated under the read side
+
+  // CP[c] without the lock bit.
+  int pinned() const { return cpu_pinned.load() & ~kCpuLocked; }
 };
 
 struct alignas(64) CpuState {
-  tbb::spin_mutex holders_mutex;  // rule 3: guards `holders`; inside rule 1, never with rule 2
-  bool online = true;             // changed under the write side only (rule 4)
-  NodeList holders;               // CPU-bound breakpoint reservations on this CPU
+  bool online = true;  // changed under the write side only (rule 4)
+  NodeList holders;    // CPU-bound breakpoint reservations on this CPU; rule 3 (the CPU lock)
   std::array<CpuPool, 2> pool;
   std::array<FlexHist, 2> flex;  // flexible weights on exactly this CPU; write side only
 };
@@ -397,16 +411,69 @@ struct Arbiter::State {
   void publish(const Effect& e) { apply(e, +1); }
   void retract(const Effect& e) { apply(e, -1); }
 
-  // apply() of a pinned CPU-bound effect, inlined into the fast paths.
-  [[gnu::always_inline]] void apply_cpu_pinned(const Effect& e, int sign) {
-    const int cap = slots(e.pool) + 1;
-    const int d = sign * e.weight;
-    CpuPool& p = cp(e.cpu, e.pool);
-    const int old = p.cpu_pinned.fetch_add(d);
-    hist_move(global[e.pool].cpu_hist_cp[e.cpu % kCpuShards].h, old, old + d, cap);
-    if (const int rl = p.flex_max; rl > 0) {
-      hist_move(global[e.pool].cpu_hist_flex, old + rl, old + d + rl, cap);
+  // ---- the CPU lock (rule 3) ----------------------------------------------------------------
+  //
+  // The lock is kCpuLocked in pool 0's CP word, so that on the fast path
+  //   1. a pool-0 change (every x86 breakpoint) takes the lock and publishes CP[c] + d in one
+  //      seq_cst compare-and-swap (the publication the fast-path argument needs), and
+  //   2. releasing it is a release store of the final CP[c] (which also retracts a refused
+  //      request: lowering CP[c] late only makes concurrent readers overestimate);
+  //   3. a change of another pool takes the lock with a CAS that adds nothing, then publishes
+  //      that pool's CP[c] with a seq_cst read-modify-write of its own.
+  // One read-modify-write per operation fewer than a separate spin lock. Under the write side no
+  // fast path runs, so there the lock is always free (taking it costs the same CAS).
+
+  // Takes CPU c's lock and adds d to CP[c] of `pool`; returns CP[c] of `pool` before.
+  [[gnu::always_inline]] int lock_cpu(int cpu, int pool, int d) {
+    std::atomic<int>& word = cpus[cpu].pool[0].cpu_pinned;
+    const int d0 = pool == 0 ? d : 0;
+    int v = word.load(std::memory_order_relaxed);
+    for (;;) {
+      if (v & kCpuLocked) [[unlikely]] {
+        v = wait_cpu_unlocked(word);
+        continue;
+      }
+      if (word.compare_exchange_weak(v, (v + d0) | kCpuLocked)) [[likely]]
+        break;
     }
+    if (pool == 0) return v;
+    return cpus[cpu].pool[pool].cpu_pinned.fetch_add(d);
+  }
+  // Adds d to CP[c] of `pool` (d != 0: a refused request is retracted) and releases the lock.
+  [[gnu::always_inline]] void unlock_cpu(int cpu, int pool, int d) {
+    std::atomic<int>& word = cpus[cpu].pool[0].cpu_pinned;
+    int v = word.load(std::memory_order_relaxed) & ~kCpuLocked;  // only the holder changes it
+    if (pool == 0) {
+      v += d;
+    } else if (d != 0) {
+      cpus[cpu].pool[pool].cpu_pinned.fetch_add(d);
+    }
+    word.store(v, std::memory_order_release);
+  }
+  [[gnu::noinline]] static int wait_cpu_unlocked(const std::atomic<int>& word) {
+    int v;
+    for (int i = 0; (v = word.load(std::memory_order_relaxed)) & kCpuLocked; ++i) {
+      if (i >= 64) std::this_thread::yield();  // the holder may have been preempted
+    }
+    return v;
+  }
+
+  // Moves CPU c from CP[c] = from to CP[c] = to (pool e.pool) in the CPU histograms. Under c's
+  // lock (rule 3), so that the moves of one CPU never overlap.
+  [[gnu::always_inline]] void move_cpu(const Effect& e, int from, int to) {
+    const int cap = slots(e.pool) + 1;
+    hist_move(global[e.pool].cpu_hist_cp[e.cpu % kCpuShards].h, from, to, cap);
+    if (const int rl = cp(e.cpu, e.pool).flex_max; rl > 0) {
+      hist_move(global[e.pool].cpu_hist_flex, from + rl, to + rl, cap);
+    }
+  }
+
+  // apply() of a pinned CPU-bound effect (the slow path; the fast paths inline the steps).
+  void apply_cpu_pinned(const Effect& e, int sign) {
+    const int d = sign * e.weight;
+    const int old = lock_cpu(e.cpu, e.pool, d);
+    move_cpu(e, old, old + d);
+    unlock_cpu(e.cpu, e.pool, 0);
   }
 
   void apply(const Effect& e, int sign) {
@@ -445,7 +512,7 @@ struct Arbiter::State {
         flex.add(e.weight);
       else
         flex.remove(e.weight);
-      int c = p.cpu_pinned.load();
+      int c = p.pinned();
       int new_rl = flex.max;
       p.flex_max = new_rl;
       GlobalPool& g = global[e.pool];
@@ -462,15 +529,15 @@ struct Arbiter::State {
 
   // Case 1: CP[c] + max_T TP(T,c) + R[c] <= N (the flexible form, case 4, is the same check),
   // as max_T TP(T,c) <= N - CP[c] - R[c]: one bucket of each task histogram.
-  bool cpu_fits(int cpu, int pool) const {
+  [[gnu::always_inline]] bool cpu_fits(int cpu, int pool) const {
     const CpuPool& p = cpus[cpu].pool[pool];
     const int cap = slots(pool) + 1;
-    const int room = slots(pool) - p.cpu_pinned.load() - reserve_flex(cpu, pool);
+    const int room = slots(pool) - p.pinned() - reserve_flex(cpu, pool);
     return hist_at_most(global[pool].hist_all, room, cap) && hist_at_most(p.tsk_hist, room, cap);
   }
   // Case 2 for task T on c.
   bool task_cpu_fits(const TaskState& t, int cpu, int pool) const {
-    return cpus[cpu].pool[pool].cpu_pinned.load() + t.all[pool] + t.spec_of(pool, cpu) +
+    return cpus[cpu].pool[pool].pinned() + t.all[pool] + t.spec_of(pool, cpu) +
                reserve_flex(cpu, pool) <=
            slots(pool);
   }
@@ -614,7 +681,7 @@ struct Arbiter::State {
     auto task_use = [&](const TaskState& t, int c) { return t.all[pool] + t.spec_of(pool, c); };
     for (int c = 0; c < config.cpus; ++c) {
       if (r.cpu && r.cpu->value() != c) continue;
-      int cpu_pinned = cp(c, pool).cpu_pinned.load();
+      int cpu_pinned = cp(c, pool).pinned();
       int rf = reserve_flex(c, pool);
       int task_load = 0;
       std::optional<TaskId> who;
@@ -765,15 +832,18 @@ Result<Reservation> Arbiter::reserve(const Request& request) {
       s.retract(e);
       if (created) s.drop_if_empty(shard, *ts);
     } else {
+      // Rule 3: the CPU lock orders CP[c]'s moves and guards the holders; taking it publishes
+      // CP[c] + w. A refusal is retracted when the lock is released.
       const Effect& e = probe;
-      CpuState& cpu = s.cpus[request.cpu->value()];
-      std::lock_guard holders_guard(cpu.holders_mutex);  // rule 3: also orders CP[c]'s moves
-      s.apply_cpu_pinned(e, +1);
+      const int old = s.lock_cpu(e.cpu, e.pool, e.weight);
+      s.move_cpu(e, old, old + e.weight);
       if (s.cpu_fits(e.cpu, e.pool)) {
-        cpu.holders.push_back(*owned);
+        s.cpus[e.cpu].holders.push_back(*owned);
+        s.unlock_cpu(e.cpu, e.pool, 0);
         return Reservation(this, owned.release());
       }
-      s.apply_cpu_pinned(e, -1);
+      s.move_cpu(e, old + e.weight, old);
+      s.unlock_cpu(e.cpu, e.pool, -e.weight);
     }
   }
 
@@ -1009,10 +1079,10 @@ void Arbiter::release(Reservation& reservation) {
       ts->nodes.erase(NodeList::s_iterator_to(*node));
       s.drop_if_empty(shard, ts);
     } else {
-      CpuState& cpu = s.cpus[r.cpu->value()];
-      std::lock_guard holders_guard(cpu.holders_mutex);  // rule 3: also orders CP[c]'s moves
-      s.apply_cpu_pinned(probe, -1);
-      cpu.holders.erase(NodeList::s_iterator_to(*node));
+      const int old = s.lock_cpu(probe.cpu, probe.pool, -probe.weight);  // rule 3
+      s.move_cpu(probe, old, old - probe.weight);
+      s.cpus[probe.cpu].holders.erase(NodeList::s_iterator_to(*node));
+      s.unlock_cpu(probe.cpu, probe.pool, 0);
     }
     return;
   }
@@ -1209,7 +1279,7 @@ Result<void> Arbiter::check_consistency() const {
     int flex_cpus = 0;
     for (int c = 0; c < config_.cpus; ++c) {
       const CpuPool& cp = s.cpus[c].pool[p];
-      if (cp.cpu_pinned.load() != rc.cpu_pinned[c][p]) {
+      if (cp.pinned() != rc.cpu_pinned[c][p]) {
         return bad("cpu_pinned of cpu " + std::to_string(c));
       }
       if (cp.flex_max != rc.flex_max_local[c][p] || s.cpus[c].flex[p].max != cp.flex_max) {
@@ -1274,7 +1344,7 @@ std::string Arbiter::dump() const {
         << " n=" << g.flex_all.total << "\n";
     for (int c = 0; c < config_.cpus; ++c) {
       const CpuPool& cp = s.cpus[c].pool[p];
-      out << "  cpu " << c << (s.cpus[c].online ? "" : " offline") << " cp=" << cp.cpu_pinned.load()
+      out << "  cpu " << c << (s.cpus[c].online ? "" : " offline") << " cp=" << cp.pinned()
           << " tsk_hist{" << hist(cp.tsk_hist) << " } flex max=" << cp.flex_max
           << " n=" << s.cpus[c].flex[p].total << "\n";
     }

@@ -52,7 +52,7 @@ class HWARB_CAPABILITY("brlock") BigReaderLock {
 
   // Returns the slot index to pass to unlock_shared. The common case (a private slot, not nested,
   // no writer) is inline; the rest is out of line.
-  std::size_t lock_shared() HWARB_ACQUIRE_SHARED() {
+  [[gnu::always_inline]] std::size_t lock_shared() HWARB_ACQUIRE_SHARED() {
     const std::size_t slot = my_slot();
     if (slot >= kPrivateSlots) [[unlikely]]
       return lock_shared_slow(slot);
@@ -68,8 +68,9 @@ class HWARB_CAPABILITY("brlock") BigReaderLock {
     leave(slot);
     return lock_shared_slow(slot);
   }
-  void unlock_shared(std::size_t slot) HWARB_RELEASE_SHARED() {
-    if (slot >= kPrivateSlots) shared_holds().pop(this);
+  [[gnu::always_inline]] void unlock_shared(std::size_t slot) HWARB_RELEASE_SHARED() {
+    if (slot >= kPrivateSlots) [[unlikely]]
+      forget_shared_hold();
     leave(slot);
   }
 
@@ -158,6 +159,7 @@ class HWARB_CAPABILITY("brlock") BigReaderLock {
     return shared_holds().count(this) > 0;
   }
 
+  [[gnu::noinline]] void forget_shared_hold() { shared_holds().pop(this); }
   void leave(std::size_t slot) {
     std::atomic<int>& readers = slots_[slot].readers;
     if (slot < kPrivateSlots) {
