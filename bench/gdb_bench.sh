@@ -57,27 +57,12 @@ limit=300
 work="$(mktemp -d /tmp/gdb_bench.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 
-# gdb software watchpoint: count every stop in Python, continue silently.
-watch_script() {
-  cat <<EOF
-set pagination off
-set confirm off
-set can-use-hw-watchpoints 0
-python gdb_bench_hits = 0
-break main
-run
-watch $1
-commands
-silent
-python gdb_bench_hits += 1
-continue
-end
-continue
-python print("gdb_bench_hits=%d" % gdb_bench_hits)
-EOF
-}
-watch_script counter >"$work/loop.gdb"
-watch_script rare.value >"$work/rare.gdb"
+# shellcheck source=bench/gdb_bench_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gdb_bench_lib.sh"
+
+# gdb software watchpoints: every stop counted in Python, continued silently.
+gdb_watch_script gdb_bench run counter "set can-use-hw-watchpoints 0" >"$work/loop.gdb"
+gdb_watch_script gdb_bench run rare.value "set can-use-hw-watchpoints 0" >"$work/rare.gdb"
 cat >"$work/trace.gdb" <<'EOF'
 set pagination off
 set confirm off
@@ -90,16 +75,11 @@ info record
 kill
 EOF
 
-# timed KEY REP CMD...: runs CMD (stdin from /dev/null, bounded by $limit) and appends
-# "KEY REP RC MICROSECONDS" to the manifest; stdout/stderr go to $work/KEY.REP.{out,err}.
+# timed KEY REP CMD...: one run of CMD (gdb_bench_lib.sh's run_timed) into $work.
 timed() {
   local key="$1" rep="$2"
   shift 2
-  echo "gdb_bench: rep $rep/$reps: $key" >&2
-  local t0="$EPOCHREALTIME" rc=0
-  timeout "$limit" "${pin[@]}" "$@" >"$work/$key.$rep.out" 2>"$work/$key.$rep.err" </dev/null || rc=$?
-  local t1="$EPOCHREALTIME"
-  echo "$key $rep $rc $((${t1/./} - ${t0/./}))" >>"$work/manifest"
+  run_timed "gdb_bench: rep $rep/$reps: $key" "$work" "$key" "$rep" "$@"
 }
 
 probe_json="$("$hwarb" probe --json 2>&1)" || true

@@ -72,32 +72,8 @@ probe_rc=$?
 delivered=0
 [[ $probe_rc -eq 0 && "$probe_json" == *'"hits_delivered":true'* ]] && delivered=1
 
-# gdb_script START EXPR [SETTING]: a gdb command file. START is `run` (native: the program and its
-# arguments are on gdb's command line) or `target remote | SERVER ...` (then `continue`).
-gdb_script() {
-  local start="$1" expr="$2" setting="${3:-}" go=continue
-  [[ "$start" == run ]] && go=run
-  cat <<EOF
-set pagination off
-set confirm off
-set sysroot /
-$setting
-python bench_hits = 0
-EOF
-  [[ "$start" != run ]] && echo "$start"
-  cat <<EOF
-break main
-$go
-watch $expr
-commands
-silent
-python bench_hits += 1
-continue
-end
-continue
-python print("gdbserver_bench_hits=%d" % bench_hits)
-EOF
-}
+# shellcheck source=bench/gdb_bench_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gdb_bench_lib.sh"
 
 # Configurations: KEY|PROGRAM ARGS|WATCH EXPR|EXPECTED GDB WATCHPOINT KIND|EXPECTED hwarb MODE
 # (the last two are checked in the output: gdb's "Hardware watchpoint N" / "Watchpoint N", and
@@ -109,9 +85,10 @@ configs=()
 add() {  # add KEY ARGS EXPR START [SETTING]
   local key="$1" args="$2" expr="$3" start="$4" setting="${5:-}"
   if [[ "$start" == run ]]; then
-    gdb_script run "$expr" "$setting" >"$work_dir/$key.gdb"
+    gdb_watch_script gdbserver_bench run "$expr" "$setting" >"$work_dir/$key.gdb"
   else
-    gdb_script "target remote | $start -- $prog $args" "$expr" "$setting" >"$work_dir/$key.gdb"
+    gdb_watch_script gdbserver_bench "target remote | $start -- $prog $args" "$expr" "$setting" \
+      >"$work_dir/$key.gdb"
   fi
   echo "$args" >"$work_dir/$key.args"
   configs+=("$key")
@@ -128,18 +105,14 @@ add p2s.hwarb "$sparse_args" counter "$hwarb gdbserver --software --stdio"
 add p3.native "$block_args" block run
 add p3.hwarb "$block_args" block "$hwarb gdbserver --stdio"
 
-# timed KEY REP: runs configuration KEY (bounded by $limit, stdin from /dev/null) and appends
-# "KEY REP RC MICROSECONDS" to the manifest; output to $work_dir/KEY.REP.{out,err}.
+# timed KEY REP: one run of configuration KEY (gdb_bench_lib.sh's run_timed) into $work_dir.
 timed() {
-  local key="$1" rep="$2" args rc=0
+  local key="$1" rep="$2" args
   read -r -a args <"$work_dir/$key.args"
   local cmd=(gdb -nx -batch -x "$work_dir/$key.gdb")
   if [[ "$key" == *.native ]]; then cmd+=(--args "$prog" "${args[@]}"); else cmd+=("$prog"); fi
-  echo "gdbserver_bench: rep $rep/$reps: $key ($(basename "$prog") ${args[*]})" >&2
-  local t0="$EPOCHREALTIME"
-  timeout -k 5 "$limit" "${pin[@]}" "${cmd[@]}" >"$work_dir/$key.$rep.out" 2>"$work_dir/$key.$rep.err" </dev/null || rc=$?
-  local t1="$EPOCHREALTIME"
-  echo "$key $rep $rc $((${t1/./} - ${t0/./}))" >>"$work_dir/manifest"
+  run_timed "gdbserver_bench: rep $rep/$reps: $key ($(basename "$prog") ${args[*]})" "$work_dir" \
+    "$key" "$rep" "${cmd[@]}"
 }
 
 : >"$work_dir/manifest"
