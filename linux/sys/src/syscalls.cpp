@@ -444,6 +444,14 @@ Result<void*> map_shared(int fd, std::size_t bytes, std::uint64_t offset) {
                            "mmap(" + std::to_string(bytes) + " bytes at offset " +
                                std::to_string(offset) + " of fd " + std::to_string(fd) + ")");
   }
+  // A mapping of a perf event holds the event as its descriptor does: a forked copy of this
+  // process (a watchdog, a child before its exec) must not keep it, and so the event, alive.
+  if (::madvise(p, bytes, MADV_DONTFORK) != 0) {
+    const int err = errno;
+    ::munmap(p, bytes);
+    return sys_fail<void*>(err, "bytes",
+                           "madvise(MADV_DONTFORK) of a mapping of fd " + std::to_string(fd));
+  }
   return p;
 }
 

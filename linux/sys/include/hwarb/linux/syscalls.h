@@ -181,7 +181,9 @@ Result<std::uint64_t> perf_read_count(int fd);
 // The system's page size (sysconf(_SC_PAGESIZE)).
 std::size_t page_size();
 // mmap(2) of `bytes` at `offset` of `fd`, shared, readable and writable (a perf ring whose
-// data_tail the reader advances; at aux_offset, an AUX area the kernel must not overwrite).
+// data_tail the reader advances; at aux_offset, an AUX area the kernel must not overwrite), and
+// not inherited by processes forked afterwards (MADV_DONTFORK: a mapping keeps a perf event
+// alive as its descriptor does).
 // Errors naming `bytes` (ENOMEM, EAGAIN, EPERM: over perf_event_mlock_kb) or `fd` (any other:
 // EBADF, EINVAL, ENODEV for a descriptor without mmap, EOPNOTSUPP for an AUX area of an event
 // without one).
