@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstring>
 #include <span>
-#include <thread>
 #include <utility>
 
 #include "hwarb/linux/gdb_regs.h"
@@ -85,7 +84,7 @@ GdbServer::GdbServer(Inferior& inferior, WatchSession& session, int in_fd, int o
       session_(session),
       in_fd_(in_fd),
       out_fd_(out_fd),
-      client_spin_(std::chrono::microseconds(std::thread::hardware_concurrency() > 1 ? 100 : 0)) {
+      client_spin_(inferior.spin_max()) {
   last_thread_ = inferior.pid();
   last_stop_ = stop_reply(SIGTRAP, last_thread_, "");
 }

@@ -378,22 +378,26 @@ void Inferior::set_spin(int spin_us) {
   spin_ = SpinWindow(std::chrono::microseconds(worth_it ? spin_us : 0));
 }
 
+Result<std::optional<std::pair<pid_t, int>>> Inferior::poll_status(
+    std::chrono::steady_clock::time_point begin) {
+  const unsigned signals = interrupt_count();
+  while (std::chrono::steady_clock::now() - begin < spin_.window()) {
+    auto got = wait_once(-1, true);
+    if (!got) return std::unexpected(got.error());
+    if (got->pid != 0) return std::pair{got->pid, got->status.raw};
+    if (interrupt_count() != signals) return make_error(ErrorCode::kIntr, "pid: interrupted");
+  }
+  return std::nullopt;
+}
+
 Result<std::pair<pid_t, int>> Inferior::wait_any() {
   using Clock = std::chrono::steady_clock;
   const auto begin = Clock::now();
-  const auto window = spin_.window();
-  if (window.count() > 0) {
-    const unsigned signals = interrupt_count();
-    for (;;) {
-      auto got = wait_once(-1, true);
-      if (!got) return std::unexpected(got.error());
-      if (got->pid != 0) {
-        spin_.record(Clock::now() - begin);
-        return std::pair{got->pid, got->status.raw};
-      }
-      if (interrupt_count() != signals) return make_error(ErrorCode::kIntr, "pid: interrupted");
-      if (Clock::now() - begin >= window) break;
-    }
+  auto polled = poll_status(begin);
+  if (!polled) return std::unexpected(polled.error());
+  if (*polled) {
+    spin_.record(Clock::now() - begin);
+    return **polled;
   }
   auto got = wait_once(-1, false);
   if (!got) return std::unexpected(got.error());
@@ -788,19 +792,10 @@ Result<std::optional<Event>> Inferior::wait_or_poll(std::span<const int> fds, in
     if (!spun) {
       // Polled for a while first, as wait_any does (the rings can wait that long).
       spun = true;
-      const unsigned signals = interrupt_count();
-      bool caught = false;
-      while (!caught && Clock::now() - begin < spin_.window()) {
-        auto got = wait_once(-1, true);
-        if (!got) return std::unexpected(got.error());
-        if (got->pid != 0) {
-          raw_queue_.emplace_back(got->pid, got->status.raw);
-          caught = true;
-        } else if (interrupt_count() != signals) {
-          return make_error(ErrorCode::kIntr, "pid: interrupted");
-        }
-      }
-      if (caught) {
+      auto polled = poll_status(begin);
+      if (!polled) return std::unexpected(polled.error());
+      if (*polled) {
+        raw_queue_.push_back(**polled);
         spin_.record(Clock::now() - begin);
         continue;
       }

@@ -35,7 +35,7 @@
 //    the client's next k, D or disconnect.
 //  - Reads from in_fd, writes to out_fd (the same socket, or a pipe pair for --stdio). While
 //    the process is stopped, the wait for the client's next packet polls in_fd for a
-//    SpinWindow (up to 100 us, adaptive; never on a one-CPU machine) before it sleeps: gdb
+//    SpinWindow (adaptive, up to the Inferior's spin_max()) before it sleeps: gdb
 //    answers each reply within tens of microseconds, and a wake-up across CPUs costs ~40 us here.
 // Thread-safety: none; the Inferior's thread only.
 #pragma once

@@ -52,6 +52,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -149,6 +150,9 @@ class Inferior {
   Result<void> follow(pid_t child);
   // Whether execs of vfork children and followed processes keep them traced (see the contract).
   void follow_execs(bool on) { follow_execs_ = on; }
+  // The longest a wait polls before it sleeps: options.spin_us, or 0 on a one-CPU machine. For
+  // a caller's own waits (the gdbserver's for its client) to follow the same rule.
+  [[nodiscard]] std::chrono::nanoseconds spin_max() const { return spin_.max(); }
 
   Result<x86::Regs> get_regs(pid_t tid);
   Result<void> set_regs(pid_t tid, const x86::Regs& regs);
@@ -261,6 +265,10 @@ class Inferior {
   // long it took: the tracee and its raw status. kIntr when a signal of install_interrupt_flag
   // arrived while polling.
   Result<std::pair<pid_t, int>> wait_any();
+  // waitpid(-1, __WALL | WNOHANG) until a status comes or spin_.window() has passed since
+  // `begin`: the tracee and its raw status, or nullopt. kIntr as for wait_any.
+  Result<std::optional<std::pair<pid_t, int>>> poll_status(
+      std::chrono::steady_clock::time_point begin);
   void set_spin(int spin_us);
   Result<std::uint64_t> find_gadget(pid_t process);
   // Whether a signal is queued for `tid` (or its process) that the mask rt_sigreturn will
