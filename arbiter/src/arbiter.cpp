@@ -45,37 +45,23 @@
 //
 // LOCKING RULES
 //
-//   1. state_lock (a BigReaderLock). Its read side is held by pinned task breakpoint
-//      reserve/release, the task fast path; its write side by everything else: flexible
-//      requests, exclusive kinds, reserve_all, modify, hotplug, explain, snapshot, dump, and the
-//      slow path of a refused fast-path reservation. Under the write side nothing else runs, so
-//      every value is exact. The read side nests; the write side does not, and is never taken
-//      with the read side held (big_reader_lock.h, NESTING). Functions that need the write side
-//      say so with HWARB_REQUIRES (checked by Clang's -Wthread-safety) and check it with
-//      assert_held(). The write side is always taken through State::Exclusive (rule 1a).
-//   1a. A pinned CPU-bound reserve/release (the CPU fast path) does not take the read side: its
-//      CPU lock (rule 3) stands in for it. After the compare-and-swap that takes the CPU lock it
-//      reads the writer's flag; if the flag is up it puts the word back and takes the read side
-//      instead (which waits for the writer). State::Exclusive, after the BigReaderLock's write
-//      side, waits until no CPU lock is held. Both sides are seq_cst (the CAS then the flag's
-//      load; the flag's store then the loads of the CPU words), so either the writer sees the
-//      CPU locked and waits, or the fast path sees the flag and backs off — never neither.
-//      A fast path that backs off has published CP[c] + w in pool 0 for a moment (the CAS does
-//      both); a writer reading a locked pool-0 word waits for it (State::cp_read), so under the
-//      write side every CP[c] read is still exact. In any other pool the fast path publishes
-//      only after it has seen the flag down. This saves the read side's exchange: a CPU-bound
-//      reserve + release costs 4 read-modify-writes, not 6.
+//   1. state_lock (a BigReaderLock). Its read side is held by pinned breakpoint reserve/release,
+//      the fast path; its write side by everything else: flexible requests, exclusive kinds,
+//      reserve_all, modify, hotplug, explain, snapshot, dump, and the slow path of a refused
+//      fast-path reservation. Under the write side nothing else runs, so every value is exact.
+//      The read side nests; the write side does not, and is never taken with the read side held
+//      (big_reader_lock.h, NESTING). Functions that need the write side say so with
+//      HWARB_REQUIRES (checked by Clang's -Wthread-safety) and check it with assert_held().
 //   2. Shard::mutex (one of kShards task-table shards, by task id) is taken inside rule 1 and
 //      protects the shard's TaskStates (all, spec, node list) and the table itself. Operations
 //      on tasks in different shards never share a lock; there is no global task mutex.
 //   3. The CPU lock — bit kCpuLocked of pool 0's CP[c] word, not a separate mutex (see
 //      State::lock_cpu) — protects a CPU's list of CPU-bound reservations, and orders the fast
 //      paths' changes of that CPU's CP[c] with their moves in the CPU histograms (see below).
-//      Every change of a CP[c] is made by its holder. It is taken inside rule 1 or in its place
-//      (rule 1a), and never together with a shard mutex. Taking it publishes a pool-0 change of
-//      CP[c] in the same compare-and-swap, so a CPU-bound reserve or release costs one
-//      read-modify-write for rule 3 and CP[c] together and one per histogram bucket moved (and
-//      one more for rule 1 when it backed off for a writer).
+//      Every change of a CP[c] is made by its holder. It is taken inside rule 1 (and never
+//      together with a shard mutex). Taking it publishes a pool-0 change of CP[c] in the same
+//      compare-and-swap, so a CPU-bound reserve or release costs one read-modify-write for
+//      rule 1, one for rule 3 and CP[c] together, and one per histogram bucket moved.
 //   4. The counters CP, hist_all, tsk_hist, cpu_hist_* are atomics updated under the read side
 //      by concurrent fast paths; flexible reserves (Rl, Ra), online flags and exclusive-kind
 //      counts only change under the write side, so fast paths read them as constants.
@@ -315,6 +301,9 @@ struct CpuPool {
   std::atomic<int> cpu_pinned{0};
   int flex_max = 0;       // Rl[c] = CpuState::flex[pool].max; write side only (rule 4)
   AtomicHist tsk_hist{};  // rule 4: atomic, updated under the read side
+
+  // CP[c] without the lock bit.
+  int pinned() const { return cpu_pinned.load() & ~kCpuLocked; }
 };
 
 struct alignas(64) CpuState {
@@ -392,21 +381,6 @@ struct Arbiter::State {
   std::array<int, 4> exclusive_count HWARB_GUARDED_BY(state_lock){};  // per ResourceKind
   std::atomic<int> fault_countdown{0};
 
-  // The write side (rule 1): the BigReaderLock's, then every CPU lock drained (rule 1a).
-  class HWARB_SCOPED_CAPABILITY Exclusive {
-   public:
-    explicit Exclusive(State& s) HWARB_ACQUIRE(s.state_lock) : s_(s) {
-      s_.state_lock.lock();
-      s_.drain_cpu_locks();
-    }
-    ~Exclusive() HWARB_RELEASE() { s_.state_lock.unlock(); }
-    Exclusive(const Exclusive&) = delete;
-    Exclusive& operator=(const Exclusive&) = delete;
-
-   private:
-    State& s_;
-  };
-
   // ---- fault injection -------------------------------------------------------------------
 
   // True when this fallible step must fail (test hook).
@@ -446,12 +420,22 @@ struct Arbiter::State {
   //      request: lowering CP[c] late only makes concurrent readers overestimate);
   //   3. a change of another pool takes the lock with a CAS that adds nothing, then publishes
   //      that pool's CP[c] with a seq_cst read-modify-write of its own.
-  // One read-modify-write per operation fewer than a separate spin lock. Under the write side the
-  // only other holders are CPU fast paths backing off (rule 1a), for a moment.
+  // One read-modify-write per operation fewer than a separate spin lock. Under the write side no
+  // fast path runs, so there the lock is always free (taking it costs the same CAS).
 
   // Takes CPU c's lock and adds d to CP[c] of `pool`; returns CP[c] of `pool` before.
   [[gnu::always_inline]] int lock_cpu(int cpu, int pool, int d) {
-    const int v = take_cpu_word(cpu, pool == 0 ? d : 0);
+    std::atomic<int>& word = cpus[cpu].pool[0].cpu_pinned;
+    const int d0 = pool == 0 ? d : 0;
+    int v = word.load(std::memory_order_relaxed);
+    for (;;) {
+      if (v & kCpuLocked) [[unlikely]] {
+        v = wait_cpu_unlocked(word);
+        continue;
+      }
+      if (word.compare_exchange_weak(v, (v + d0) | kCpuLocked)) [[likely]]
+        break;
+    }
     if (pool == 0) return v;
     return cpus[cpu].pool[pool].cpu_pinned.fetch_add(d);
   }
@@ -466,57 +450,9 @@ struct Arbiter::State {
     }
     word.store(v, std::memory_order_release);
   }
-  // The CPU fast path's lock (rule 1a): takes CPU c's lock and adds d to CP[c] of `pool`,
-  // unless a writer's flag is up; then nothing is held or changed and it returns false.
-  // *old is CP[c] of `pool` before.
-  [[gnu::always_inline]] bool lock_cpu_unless_writer(int cpu, int pool, int d, int* old) {
-    const int v = take_cpu_word(cpu, pool == 0 ? d : 0);
-    if (state_lock.writer_raised()) [[unlikely]] {
-      // Pool 0: retracts the d just published.
-      cpus[cpu].pool[0].cpu_pinned.store(v, std::memory_order_release);
-      return false;
-    }
-    *old = pool == 0 ? v : cpus[cpu].pool[pool].cpu_pinned.fetch_add(d);
-    return true;
-  }
-  // One seq_cst compare-and-swap: CPU c's lock bit set and d0 added to pool 0's CP[c]. Returns
-  // the word before (unlocked).
-  [[gnu::always_inline]] int take_cpu_word(int cpu, int d0) {
-    std::atomic<int>& word = cpus[cpu].pool[0].cpu_pinned;
-    int v = word.load(std::memory_order_relaxed);
-    for (;;) {
-      if (v & kCpuLocked) [[unlikely]] {
-        v = wait_cpu_unlocked(word);
-        continue;
-      }
-      if (word.compare_exchange_weak(v, (v + d0) | kCpuLocked)) [[likely]]
-        return v;
-    }
-  }
-  // The rest of the write side (rule 1a): waits until no CPU lock is held. The BigReaderLock's
-  // flag is up, so a fast path that takes a CPU lock from here on backs off at once.
-  void drain_cpu_locks() {
-    for (CpuState& c : cpus) {
-      std::atomic<int>& word = c.pool[0].cpu_pinned;
-      if (word.load() & kCpuLocked) [[unlikely]]
-        wait_cpu_unlocked(word);
-    }
-  }
-  // CP[c] of `pool`. On a fast path (the read side or a CPU lock held) it is the published
-  // value, raw. Under the write side it is exact: a locked pool-0 word there belongs to a CPU fast
-  // path backing off (rule 1a), whose weight is waited away.
-  int cp_read(int cpu, int pool) const {
-    const std::atomic<int>& word = cpus[cpu].pool[pool].cpu_pinned;
-    int v = word.load();
-    if (pool == 0 && (v & kCpuLocked) && state_lock.held_exclusively()) [[unlikely]] {
-      v = wait_cpu_unlocked(word);
-    }
-    return v & ~kCpuLocked;
-  }
-
   [[gnu::noinline]] static int wait_cpu_unlocked(const std::atomic<int>& word) {
     int v;
-    for (int i = 0; (v = word.load(std::memory_order_acquire)) & kCpuLocked; ++i) {
+    for (int i = 0; (v = word.load(std::memory_order_relaxed)) & kCpuLocked; ++i) {
       if (i >= 64) std::this_thread::yield();  // the holder may have been preempted
     }
     return v;
@@ -576,7 +512,7 @@ struct Arbiter::State {
         flex.add(e.weight);
       else
         flex.remove(e.weight);
-      int c = cp_read(e.cpu, e.pool);
+      int c = p.pinned();
       int new_rl = flex.max;
       p.flex_max = new_rl;
       GlobalPool& g = global[e.pool];
@@ -593,17 +529,16 @@ struct Arbiter::State {
 
   // Case 1: CP[c] + max_T TP(T,c) + R[c] <= N (the flexible form, case 4, is the same check),
   // as max_T TP(T,c) <= N - CP[c] - R[c]: one bucket of each task histogram.
-  // `cpu_pinned` is CP[c] (the holder of the CPU lock knows it).
-  [[gnu::always_inline]] bool cpu_fits(int cpu, int pool, int cpu_pinned) const {
+  [[gnu::always_inline]] bool cpu_fits(int cpu, int pool) const {
     const CpuPool& p = cpus[cpu].pool[pool];
     const int cap = slots(pool) + 1;
-    const int room = slots(pool) - cpu_pinned - reserve_flex(cpu, pool);
+    const int room = slots(pool) - p.pinned() - reserve_flex(cpu, pool);
     return hist_at_most(global[pool].hist_all, room, cap) && hist_at_most(p.tsk_hist, room, cap);
   }
-  bool cpu_fits(int cpu, int pool) const { return cpu_fits(cpu, pool, cp_read(cpu, pool)); }
   // Case 2 for task T on c.
   bool task_cpu_fits(const TaskState& t, int cpu, int pool) const {
-    return cp_read(cpu, pool) + t.all[pool] + t.spec_of(pool, cpu) + reserve_flex(cpu, pool) <=
+    return cpus[cpu].pool[pool].pinned() + t.all[pool] + t.spec_of(pool, cpu) +
+               reserve_flex(cpu, pool) <=
            slots(pool);
   }
   // Case 3: case 2 on every CPU, in O(N + CPUs where T has per-CPU requests).
@@ -746,7 +681,7 @@ struct Arbiter::State {
     auto task_use = [&](const TaskState& t, int c) { return t.all[pool] + t.spec_of(pool, c); };
     for (int c = 0; c < config.cpus; ++c) {
       if (r.cpu && r.cpu->value() != c) continue;
-      int cpu_pinned = cp_read(c, pool);
+      int cpu_pinned = cp(c, pool).pinned();
       int rf = reserve_flex(c, pool);
       int task_load = 0;
       std::optional<TaskId> who;
@@ -863,7 +798,7 @@ Result<Reservation> Arbiter::reserve(const Request& request) {
   if (auto v = s.validate(request); !v) return std::unexpected(v.error());
   Effect probe = s.effect_of(request, nullptr);
   if (!is_exclusive_kind(request.kind) && request.weight > s.slots(probe.pool)) {
-    State::Exclusive guard(s);
+    detail::WriteGuard guard(s.state_lock);
     if (auto v = s.check_online(request); !v) return std::unexpected(v.error());
     return s.refusal(request);
   }
@@ -871,27 +806,8 @@ Result<Reservation> Arbiter::reserve(const Request& request) {
   if (!node) return std::unexpected(node.error());
   NodePtr owned(*node);
 
-  // CPU fast path: a pinned CPU-bound breakpoint under its CPU lock alone (locking rule 1a).
-  // Taking the lock publishes CP[c] + w; a refusal is retracted when it is released.
-  int old = 0;
-  if (!is_exclusive_kind(request.kind) && probe.pinned && !request.task &&
-      s.lock_cpu_unless_writer(probe.cpu, probe.pool, probe.weight, &old)) [[likely]] {
-    const Effect& e = probe;
-    if (auto v = s.check_online(request); !v) [[unlikely]] {
-      s.unlock_cpu(e.cpu, e.pool, -e.weight);
-      return std::unexpected(v.error());
-    }
-    s.move_cpu(e, old, old + e.weight);
-    if (s.cpu_fits(e.cpu, e.pool, old + e.weight)) [[likely]] {
-      s.cpus[e.cpu].holders.push_back(*owned);
-      s.unlock_cpu(e.cpu, e.pool, 0);
-      return Reservation(this, owned.release());
-    }
-    s.move_cpu(e, old + e.weight, old);
-    s.unlock_cpu(e.cpu, e.pool, -e.weight);
-  } else if (!is_exclusive_kind(request.kind) && probe.pinned) {
-    // Task fast path under the read side (rule 1); a CPU-bound request comes here when the CPU
-    // fast path backed off for a writer.
+  // Fast path: pinned breakpoints under the read side (locking rule 1).
+  if (!is_exclusive_kind(request.kind) && probe.pinned) {
     detail::SharedGuard guard(s.state_lock);
     if (auto v = s.check_online(request); !v) return std::unexpected(v.error());
     if (request.task) {
@@ -919,9 +835,9 @@ Result<Reservation> Arbiter::reserve(const Request& request) {
       // Rule 3: the CPU lock orders CP[c]'s moves and guards the holders; taking it publishes
       // CP[c] + w. A refusal is retracted when the lock is released.
       const Effect& e = probe;
-      old = s.lock_cpu(e.cpu, e.pool, e.weight);
+      const int old = s.lock_cpu(e.cpu, e.pool, e.weight);
       s.move_cpu(e, old, old + e.weight);
-      if (s.cpu_fits(e.cpu, e.pool, old + e.weight)) {
+      if (s.cpu_fits(e.cpu, e.pool)) {
         s.cpus[e.cpu].holders.push_back(*owned);
         s.unlock_cpu(e.cpu, e.pool, 0);
         return Reservation(this, owned.release());
@@ -932,7 +848,7 @@ Result<Reservation> Arbiter::reserve(const Request& request) {
   }
 
   // Slow path: exact, under the write side.
-  State::Exclusive guard(s);
+  detail::WriteGuard guard(s.state_lock);
   if (auto v = s.check_online(request); !v) return std::unexpected(v.error());
   if (is_exclusive_kind(request.kind)) {
     auto k = static_cast<int>(request.kind);
@@ -984,7 +900,7 @@ Result<std::vector<Reservation>> Arbiter::reserve_all(std::span<const Request> r
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (auto v = s.validate(requests[i]); !v) return at(i, v.error());
   }
-  State::Exclusive guard(s);
+  detail::WriteGuard guard(s.state_lock);
 
   // Step 1: everything that can fail, before any counter changes.
   std::vector<NodePtr> nodes;
@@ -1102,7 +1018,7 @@ Result<void> Arbiter::modify(Reservation& reservation, const Request& next) {
   }
   if (auto v = s.validate(next); !v) return std::unexpected(v.error());
 
-  State::Exclusive guard(s);
+  detail::WriteGuard guard(s.state_lock);
   // ENODEV is for moving onto an offline CPU; a reservation that stays on its (offline) CPU may
   // change its type, weight or pinned-ness, as Linux's modify_bp_slot, which never looks at
   // whether the CPU is online.
@@ -1153,15 +1069,6 @@ void Arbiter::release(Reservation& reservation) {
   const Request& r = node->req;
   Effect probe = s.effect_of(r, nullptr);
 
-  // CPU fast path (locking rule 1a).
-  int old = 0;
-  if (!is_exclusive_kind(r.kind) && probe.pinned && !r.task &&
-      s.lock_cpu_unless_writer(probe.cpu, probe.pool, -probe.weight, &old)) [[likely]] {
-    s.move_cpu(probe, old, old - probe.weight);
-    s.cpus[probe.cpu].holders.erase(NodeList::s_iterator_to(*node));
-    s.unlock_cpu(probe.cpu, probe.pool, 0);
-    return;
-  }
   if (!is_exclusive_kind(r.kind) && probe.pinned) {
     detail::SharedGuard guard(s.state_lock);
     if (r.task) {
@@ -1172,7 +1079,7 @@ void Arbiter::release(Reservation& reservation) {
       ts->nodes.erase(NodeList::s_iterator_to(*node));
       s.drop_if_empty(shard, ts);
     } else {
-      old = s.lock_cpu(probe.cpu, probe.pool, -probe.weight);  // rule 3
+      const int old = s.lock_cpu(probe.cpu, probe.pool, -probe.weight);  // rule 3
       s.move_cpu(probe, old, old - probe.weight);
       s.cpus[probe.cpu].holders.erase(NodeList::s_iterator_to(*node));
       s.unlock_cpu(probe.cpu, probe.pool, 0);
@@ -1180,7 +1087,7 @@ void Arbiter::release(Reservation& reservation) {
     return;
   }
 
-  State::Exclusive guard(s);
+  detail::WriteGuard guard(s.state_lock);
   if (is_exclusive_kind(r.kind)) {
     --s.exclusive_count[static_cast<int>(r.kind)];
     s.exclusive_nodes.erase(NodeList::s_iterator_to(*node));
@@ -1201,13 +1108,13 @@ void Arbiter::release(Reservation& reservation) {
 // ---- queries ------------------------------------------------------------------------------------
 
 Explanation Arbiter::explain(const Request& request) const {
-  State::Exclusive guard(*state_);
+  detail::WriteGuard guard(state_->state_lock);
   return state_->explain_locked(request);
 }
 
 bool Arbiter::is_used() const {
   State& s = *state_;
-  State::Exclusive guard(s);
+  detail::WriteGuard guard(s.state_lock);
   if (!s.exclusive_nodes.empty()) return true;
   for (const auto& shard : s.shards) {
     if (!shard.tasks.empty()) return true;
@@ -1225,19 +1132,19 @@ Result<void> Arbiter::set_cpu_online(CpuId cpu, bool online) {
                                              " is not a possible CPU (0.." +
                                              std::to_string(config_.cpus - 1) + ")");
   }
-  State::Exclusive guard(s);
+  detail::WriteGuard guard(s.state_lock);
   s.cpus[cpu.value()].online = online;
   return {};
 }
 
 bool Arbiter::cpu_online(CpuId cpu) const {
   if (cpu.value() < 0 || cpu.value() >= config_.cpus) return false;
-  State::Exclusive guard(*state_);
+  detail::WriteGuard guard(state_->state_lock);
   return state_->cpus[cpu.value()].online;
 }
 
 std::vector<CpuId> Arbiter::online_cpus() const {
-  State::Exclusive guard(*state_);
+  detail::WriteGuard guard(state_->state_lock);
   std::vector<CpuId> out;
   for (int c = 0; c < config_.cpus; ++c) {
     if (state_->cpus[c].online) out.push_back(CpuId(c));
@@ -1329,7 +1236,7 @@ static Recount recount(const Arbiter::State& s) HWARB_REQUIRES(s.state_lock) {
 }
 
 Snapshot Arbiter::snapshot() const {
-  State::Exclusive guard(*state_);
+  detail::WriteGuard guard(state_->state_lock);
   Recount rc = recount(*state_);
   Snapshot snap;
   snap.usage = std::move(rc.usage);
@@ -1340,7 +1247,7 @@ Snapshot Arbiter::snapshot() const {
 
 Result<void> Arbiter::check_consistency() const {
   State& s = *state_;
-  State::Exclusive guard(s);
+  detail::WriteGuard guard(s.state_lock);
   Recount rc = recount(s);
   auto bad = [](std::string what) { return make_error(ErrorCode::kFault, std::move(what)); };
   for (int k = 1; k < 4; ++k) {
@@ -1372,7 +1279,7 @@ Result<void> Arbiter::check_consistency() const {
     int flex_cpus = 0;
     for (int c = 0; c < config_.cpus; ++c) {
       const CpuPool& cp = s.cpus[c].pool[p];
-      if (s.cp_read(c, p) != rc.cpu_pinned[c][p]) {
+      if (cp.pinned() != rc.cpu_pinned[c][p]) {
         return bad("cpu_pinned of cpu " + std::to_string(c));
       }
       if (cp.flex_max != rc.flex_max_local[c][p] || s.cpus[c].flex[p].max != cp.flex_max) {
@@ -1414,7 +1321,7 @@ Result<void> Arbiter::check_consistency() const {
 
 std::string Arbiter::dump() const {
   State& s = *state_;
-  State::Exclusive guard(s);
+  detail::WriteGuard guard(s.state_lock);
   std::ostringstream out;
   out << "arbiter " << config_.profile.name() << " cpus=" << config_.cpus << " flexible="
       << (config_.flexible == FlexiblePolicy::kAsPinned ? "as_pinned" : "multiplexed") << "\n";
@@ -1437,7 +1344,7 @@ std::string Arbiter::dump() const {
         << " n=" << g.flex_all.total << "\n";
     for (int c = 0; c < config_.cpus; ++c) {
       const CpuPool& cp = s.cpus[c].pool[p];
-      out << "  cpu " << c << (s.cpus[c].online ? "" : " offline") << " cp=" << s.cp_read(c, p)
+      out << "  cpu " << c << (s.cpus[c].online ? "" : " offline") << " cp=" << cp.pinned()
           << " tsk_hist{" << hist(cp.tsk_hist) << " } flex max=" << cp.flex_max
           << " n=" << s.cpus[c].flex[p].total << "\n";
     }

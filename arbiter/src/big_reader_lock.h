@@ -92,11 +92,6 @@ class HWARB_CAPABILITY("brlock") BigReaderLock {
 
   // Whether a writer has raised the flag (it may still be waiting for readers to drain).
   [[nodiscard]] bool writer_pending() const { return writer_.load(std::memory_order_acquire); }
-  // The same, as a seq_cst load: for a caller that guards shared state with its own seq_cst
-  // read-modify-write instead of the read side, and whose writers wait for that state after
-  // lock() (arbiter.cpp, locking rule 1a). Either such a caller sees the flag, or the writer,
-  // loading the caller's state after raising it, sees the caller's write.
-  [[nodiscard]] bool writer_raised() const { return writer_.load(); }
   // Whether the calling thread holds the write side (only that thread can make it true).
   [[nodiscard]] bool held_exclusively() const {
     return writer_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id();

@@ -306,14 +306,14 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(info.param.name);
     });
 
-// Locking rule 1a of arbiter.cpp: CPU-bound reservations take only their CPU's lock, and a
-// writer waits for it. Two threads fill and empty the pools of CPUs 0 and 1 with whole-pool
-// CPU-bound reservations (so a fast path's weight seen by a writer while it backs off, or a
-// writer running alongside a fast path, shows as a count of 2N, or of N with no holder), while
-// the checker takes the write side again and again: every consistency check must pass, every
+// CPU-bound reservations on the fast path (the read side and the CPU's lock, locking rules 1 and
+// 3 of arbiter.cpp) against a writer. Two threads fill and empty the pools of CPUs 0 and 1 with
+// whole-pool CPU-bound reservations, so that a writer running alongside a fast path, or seeing a
+// fast path's weight without its holder, reads a count of 2N, or N with no holder, while the
+// checker takes the write side again and again: every consistency check must pass, every
 // reservation must be admitted (the two threads use different CPUs), and the arbiter must be
 // empty at the end.
-TEST(ArbiterCpuFastPath, WritersSeeEveryCpuLockSettled) {
+TEST(ArbiterCpuFastPath, WriterSeesExactCounts) {
   for (ArchProfile profile : {ArchProfile::x86_64(), ArchProfile::arm64()}) {
     ArbiterConfig cfg;
     cfg.profile = profile;
