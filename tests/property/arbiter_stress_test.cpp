@@ -306,5 +306,76 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(info.param.name);
     });
 
+// CPU-bound reservations on the fast path (the read side and the CPU's lock, locking rules 1 and
+// 3 of arbiter.cpp) against a writer. Two threads fill and empty the pools of CPUs 0 and 1 with
+// whole-pool CPU-bound reservations, so that a writer running alongside a fast path, or seeing a
+// fast path's weight without its holder, reads a count of 2N, or N with no holder, while the
+// checker takes the write side again and again: every consistency check must pass, every
+// reservation must be admitted (the two threads use different CPUs), and the arbiter must be
+// empty at the end.
+TEST(ArbiterCpuFastPath, WriterSeesExactCounts) {
+  for (ArchProfile profile : {ArchProfile::x86_64(), ArchProfile::arm64()}) {
+    ArbiterConfig cfg;
+    cfg.profile = profile;
+    cfg.cpus = 2;
+    auto created = Arbiter::create(cfg);
+    ASSERT_TRUE(created.has_value());
+    Arbiter& a = **created;
+    std::atomic<int> running{2};
+    std::atomic<int> refused{0};
+    std::atomic<int> checks{0};
+    std::atomic<bool> checker_done{false};
+    {
+      std::vector<std::jthread> threads;
+      for (int cpu = 0; cpu < 2; ++cpu) {
+        threads.emplace_back([&, cpu] {
+          Request r;
+          r.cpu = CpuId(cpu);
+          // At least kIterationsPerThread / 4 rounds, and until the checker has run 1000 times
+          // (or has stopped on a failure).
+          for (int i = 0;
+               i < kIterationsPerThread / 4 || (checks.load() < 1000 && !checker_done.load());
+               ++i) {
+            r.type = i % 2 ? SlotType::kData : SlotType::kInst;
+            r.weight = cfg.profile.slots(r.type);
+            auto held = a.reserve(r);
+            if (!held) {
+              refused.fetch_add(1);
+              continue;
+            }
+            held->release();
+          }
+          running.fetch_sub(1);
+        });
+      }
+      threads.emplace_back([&] {
+        struct Done {
+          std::atomic<bool>& flag;
+          ~Done() { flag.store(true); }
+        } done{checker_done};
+        while (running.load() > 0) {
+          const auto ok = a.check_consistency();
+          ASSERT_TRUE(ok.has_value()) << ok.error().to_string();
+          const arbiter::Snapshot snap = a.snapshot();
+          for (const auto& per_pool : snap.usage) {
+            for (int p = 0; p < cfg.profile.pool_count(); ++p) {
+              ASSERT_LE(per_pool[static_cast<std::size_t>(p)].cpu_pinned,
+                        cfg.profile.pool_slots(p));
+            }
+          }
+          checks.fetch_add(1);
+        }
+      });
+    }
+    std::printf("%s: %d consistency checks alongside the CPU fast paths\n",
+                std::string(profile.name()).c_str(), checks.load());
+    EXPECT_EQ(refused.load(), 0);
+    EXPECT_GE(checks.load(), 1000);
+    EXPECT_FALSE(a.is_used());
+    const auto ok = a.check_consistency();
+    EXPECT_TRUE(ok.has_value()) << ok.error().to_string();
+  }
+}
+
 }  // namespace
 }  // namespace hwarb::model
