@@ -176,13 +176,6 @@ Result<Machine::Task*> Machine::find_running(CpuId cpu, TaskId task) {
   return t;
 }
 
-Machine::Task* Machine::running_task(CpuId cpu, TaskId task) {
-  if (cpu.value() < 0 || cpu.value() >= possible_cpus()) return nullptr;
-  Cpu& c = cpus_[static_cast<std::size_t>(cpu.value())];
-  if (!c.online || c.current != task || c.guest) return nullptr;
-  return c.running;
-}
-
 [[gnu::always_inline]] inline Result<Machine::Task*> Machine::running_unstopped(CpuId cpu,
                                                                                 TaskId task) {
   Task* running = running_task(cpu, task);
@@ -417,18 +410,6 @@ void Machine::decode_data_slots(Cpu& c) {
   }
 }
 
-// data_breakpoint_hits(regs, kind, addr, size) on the decoded slots: four compares without a
-// branch, masked by the slots that watch this kind.
-[[gnu::always_inline]] inline std::uint64_t Machine::data_hits(const DataSlots& d, AccessKind kind,
-                                                               std::uint64_t addr, int size) {
-  const std::uint64_t end = addr + static_cast<std::uint64_t>(size);
-  std::uint64_t bits = 0;
-  for (std::size_t slot = 0; slot < 4; ++slot) {
-    bits |= static_cast<std::uint64_t>((addr < d.hi[slot]) & (d.lo[slot] < end)) << slot;
-  }
-  return bits & d.watch[static_cast<std::size_t>(kind)];
-}
-
 Result<DebugRegisters> Machine::debug_registers(CpuId cpu) const {
   auto c = find_cpu(cpu);
   if (!c) return std::unexpected(c.error());
@@ -513,41 +494,15 @@ void Machine::deliver(const DebugException& e) {
   handler_->on_debug_exception(e);
 }
 
-// access() and exec() check in the order of the slow helpers (callback, kind, CPU, task, range)
-// but only call them, to build the error, when a check fails.
-[[gnu::always_inline]] inline Outcome Machine::do_access(CpuId cpu, TaskId task, Task& s,
-                                                         AccessKind kind, std::uint64_t addr,
-                                                         int size, std::uint64_t value) {
-  Outcome out;
-  const bool write = kind == AccessKind::kWrite;
-  out.old_value = s.memory.exchange(addr, size, write, value);
-  out.new_value = write ? value & SparseMemory::mask_of(size) : out.old_value;
-  now_ns_ += kAccessNs;
-
-  std::uint64_t bits =
-      data_hits(cpus_[static_cast<std::size_t>(cpu.value())].data, kind, addr, size);
-  if (s.single_step) bits |= x86::dr6::kSingleStep;
-  if (bits != 0) [[unlikely]] {
-    DebugException e{cpu,  task, bits,          s.ip,          addr,
-                     size, kind, out.old_value, out.new_value, now_ns_};
-    out.dr6 = bits;
-    out.exceptions = 1;
-    deliver(e);
-  }
-  return out;
-}
-
-Result<Outcome> Machine::access(CpuId cpu, TaskId task, AccessKind kind, std::uint64_t addr,
-                                int size, std::uint64_t value) {
-  if (callback_depth_ > 0) return std::unexpected(not_in_callback("access").error());
+Result<Outcome> Machine::access_checked(CpuId cpu, TaskId task, AccessKind kind, std::uint64_t addr,
+                                        int size, std::uint64_t value) {
+  if (auto ok = not_in_callback("access"); !ok) return std::unexpected(ok.error());
   if (kind != AccessKind::kRead && kind != AccessKind::kWrite) {
     return make_error(ErrorCode::kInval, "kind: an access is a read or a write (use exec)");
   }
   auto running = running_unstopped(cpu, task);
   if (!running) return std::unexpected(running.error());
-  if (!SparseMemory::valid_size(size) || !SparseMemory::valid_range(addr, size)) {
-    return std::unexpected(check_range(addr, size).error());
-  }
+  if (auto ok = check_range(addr, size); !ok) return std::unexpected(ok.error());
   return do_access(cpu, task, **running, kind, addr, size, value);
 }
 

@@ -110,6 +110,7 @@
 #include "hwarb/base/ids.h"
 #include "hwarb/sim/memory.h"
 #include "hwarb/x86/bts.h"
+#include "hwarb/x86/debugreg.h"
 
 namespace hwarb::sim {
 
@@ -281,7 +282,9 @@ class Machine {
   Result<void> write_memory(TaskId task, std::uint64_t addr, int size, std::uint64_t value);
 
   // --- Scripted work: the task must be running on cpu --------------------------------------
-  // kind is kRead or kWrite; value is ignored for reads.
+  // kind is kRead or kWrite; value is ignored for reads. Checks, in this order: not in a callback
+  // (EBUSY), kind (EINVAL), the task running on that online CPU, not stopped (EBUSY), size and
+  // range (EINVAL). Defined inline below: the successful call is inlined into its caller.
   Result<Outcome> access(CpuId cpu, TaskId task, AccessKind kind, std::uint64_t addr, int size,
                          std::uint64_t value = 0);
   Result<Outcome> exec(CpuId cpu, TaskId task, std::uint64_t ip);
@@ -354,7 +357,8 @@ class Machine {
     std::array<std::uint64_t, 4> hi{};
     std::array<std::uint8_t, 2> watch{};  // [kRead], [kWrite]: the B0–B3 bits of the slots
   };
-  // The B0–B3 bits of the slots an access of [addr, addr+size) of `kind` matches.
+  // The B0–B3 bits of the slots an access of [addr, addr+size) of `kind` matches: four compares
+  // without a branch, masked by the slots that watch this kind (inline below).
   static std::uint64_t data_hits(const DataSlots& d, AccessKind kind, std::uint64_t addr, int size);
   struct Cpu {
     bool online = true;
@@ -390,16 +394,21 @@ class Machine {
   Result<Task*> find_task(TaskId task);
   Result<Task*> find_running(CpuId cpu, TaskId task);
   // access()/exec()'s fast path: the task when it is running on that online CPU, else nullptr
-  // (then find_running gives the error).
+  // (then find_running gives the error). Inline below.
   Task* running_task(CpuId cpu, TaskId task);
   // The task running on that online CPU and not stopped (running_task, else find_running's
   // error; then EBUSY when stopped): what access(), access_many() and working_task() check.
   Result<Task*> running_unstopped(CpuId cpu, TaskId task);
   static void decode_data_slots(Cpu& c);
   // One access once its checks passed (access() and access_many()): memory, clock, the match
-  // against the decoded slots and the exception, if any.
+  // against the decoded slots and the exception, if any. Inline below.
   Outcome do_access(CpuId cpu, TaskId task, Task& s, AccessKind kind, std::uint64_t addr, int size,
                     std::uint64_t value);
+  // access() with each check made by the slow helpers, in access()'s order, that build its error.
+  // The inline access() calls it only when one of its own checks failed, so that out-of-line code
+  // builds the error; given arguments that pass every check it makes the access (do_access).
+  [[nodiscard]] Result<Outcome> access_checked(CpuId cpu, TaskId task, AccessKind kind,
+                                               std::uint64_t addr, int size, std::uint64_t value);
   // Checks what exec(), branch() and run() need, in this order: not in a callback (op names the
   // call), then running_unstopped.
   Result<Task*> working_task(CpuId cpu, TaskId task, const char* op);
@@ -425,5 +434,67 @@ class Machine {
   std::vector<SchedulerObserver*> observers_;
   int callback_depth_ = 0;
 };
+
+// --- access()'s fast path, inline so that a successful access() is inlined into its caller -----
+
+inline std::uint64_t Machine::data_hits(const DataSlots& d, AccessKind kind, std::uint64_t addr,
+                                        int size) {
+  const std::uint64_t end = addr + static_cast<std::uint64_t>(size);
+  std::uint64_t bits = 0;
+  for (std::size_t slot = 0; slot < 4; ++slot) {
+    const auto below = static_cast<std::uint64_t>(addr < d.hi[slot]);
+    const auto above = static_cast<std::uint64_t>(d.lo[slot] < end);
+    bits |= (below & above) << slot;
+  }
+  return bits & d.watch[static_cast<std::size_t>(kind)];
+}
+
+inline Machine::Task* Machine::running_task(CpuId cpu, TaskId task) {
+  // One unsigned compare: a negative id converts to a huge index.
+  const auto index = static_cast<std::size_t>(cpu.value());
+  if (index >= cpus_.size()) return nullptr;
+  Cpu& c = cpus_[index];
+  if (!c.online || c.current != task || c.guest) return nullptr;
+  return c.running;
+}
+
+inline Outcome Machine::do_access(CpuId cpu, TaskId task, Task& s, AccessKind kind,
+                                  std::uint64_t addr, int size, std::uint64_t value) {
+  Outcome out;
+  const bool write = kind == AccessKind::kWrite;
+  out.old_value = s.memory.exchange(addr, size, write, value);
+  out.new_value = write ? value & SparseMemory::mask_of(size) : out.old_value;
+  now_ns_ += kAccessNs;
+
+  std::uint64_t bits =
+      data_hits(cpus_[static_cast<std::size_t>(cpu.value())].data, kind, addr, size);
+  if (s.single_step) bits |= x86::dr6::kSingleStep;
+  if (bits != 0) [[unlikely]] {
+    DebugException e{cpu,  task, bits,          s.ip,          addr,
+                     size, kind, out.old_value, out.new_value, now_ns_};
+    out.dr6 = bits;
+    out.exceptions = 1;
+    deliver(e);
+  }
+  return out;
+}
+
+// The same checks as access_checked, in the same order, without building anything; any failure
+// goes to access_checked, which builds the error.
+inline Result<Outcome> Machine::access(CpuId cpu, TaskId task, AccessKind kind, std::uint64_t addr,
+                                       int size, std::uint64_t value) {
+  if (callback_depth_ > 0) [[unlikely]] {
+    return access_checked(cpu, task, kind, addr, size, value);
+  }
+  if (kind != AccessKind::kRead && kind != AccessKind::kWrite) [[unlikely]] {
+    return access_checked(cpu, task, kind, addr, size, value);
+  }
+  Task* running = running_task(cpu, task);
+  if (running == nullptr || running->stopped || !SparseMemory::valid_size(size) ||
+      !SparseMemory::valid_range(addr, size)) [[unlikely]] {
+    return access_checked(cpu, task, kind, addr, size, value);
+  }
+  return do_access(cpu, task, *running, kind, addr, size, value);
+}
 
 }  // namespace hwarb::sim
