@@ -460,15 +460,16 @@ inline Machine::Task* Machine::running_task(CpuId cpu, TaskId task) {
 
 inline Outcome Machine::do_access(CpuId cpu, TaskId task, Task& s, AccessKind kind,
                                   std::uint64_t addr, int size, std::uint64_t value) {
+  // The match and the clock come first: they read the machine's own fields, which the write to
+  // guest memory below could alias as far as the compiler knows (it would reload them).
+  std::uint64_t bits =
+      data_hits(cpus_[static_cast<std::size_t>(cpu.value())].data, kind, addr, size);
+  if (s.single_step) bits |= x86::dr6::kSingleStep;
+  now_ns_ += kAccessNs;
   Outcome out;
   const bool write = kind == AccessKind::kWrite;
   out.old_value = s.memory.exchange(addr, size, write, value);
   out.new_value = write ? value & SparseMemory::mask_of(size) : out.old_value;
-  now_ns_ += kAccessNs;
-
-  std::uint64_t bits =
-      data_hits(cpus_[static_cast<std::size_t>(cpu.value())].data, kind, addr, size);
-  if (s.single_step) bits |= x86::dr6::kSingleStep;
   if (bits != 0) [[unlikely]] {
     DebugException e{cpu,  task, bits,          s.ip,          addr,
                      size, kind, out.old_value, out.new_value, now_ns_};
