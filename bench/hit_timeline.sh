@@ -70,7 +70,9 @@ names = {5: "SIGTRAP", 11: "SIGSEGV"}
 
 
 def stops_of(mode):
-    """Per stop of the program: (signal, trap, stop, tracer) in us."""
+    """The program's hit signals as (time, signal), and its timed stops as (signal, trap, stop,
+    tracer) in us: the stops where it left the CPU and got it back (a tracer that polls can
+    resume it before it has left the CPU; such a stop has no phases, only its signal)."""
     events = []
     for line in open(f"{work}/{mode}.trace", errors="replace"):
         m = line_re.match(line)
@@ -83,7 +85,7 @@ def stops_of(mode):
         if s and int(s.group(1)) in names:
             counts[int(s.group(2))] = counts.get(int(s.group(2)), 0) + 1
     prog = max(counts, key=counts.get)
-    out, faults = [], 0
+    signals, timed, faults = [], [], 0
     on_cpu = sig = None
     cur = None  # [signal, trap, stop, tracer] of the stop in progress
     for t, pid, name, rest in events:
@@ -91,41 +93,48 @@ def stops_of(mode):
             prev = int(re.search(r"prev_pid=(\d+)", rest).group(1))
             nxt = int(re.search(r"next_pid=(\d+)", rest).group(1))
             if prev == prog and cur is not None and len(cur) == 2:
-                cur.append(t - sig[1])
-                sig = (sig[0], t)
+                cur.append(t - sig)
+                sig = t
             elif nxt == prog:
                 if cur is not None and len(cur) == 3:
-                    cur.append(t - sig[1])
-                    out.append(tuple(cur))
-                    cur = None
+                    cur.append(t - sig)
+                    timed.append(tuple(cur))
+                cur = None
                 on_cpu = t
         elif name == "signal_generate":
             s = re.search(r"sig=(\d+) .* pid=(\d+)", rest)
             if s and int(s.group(2)) == prog and int(s.group(1)) in names:
                 n = int(s.group(1))
+                signals.append((t, n))
                 cur = [n, t - on_cpu] if on_cpu is not None else None
-                sig, on_cpu = (n, t), None
+                sig, on_cpu = t, None
         elif name == "page_fault_user" and pid == prog:
             faults += 1
-    return out, faults
+    return signals, timed, faults
 
 
 def med(v):
     return statistics.median(v) if v else 0.0
 
 
-print("| path | signal | stops | per hit | trap us | stop us | tracer us | us per hit |")
-print("|---|---|---:|---:|---:|---:|---:|---:|")
+print("| path | signal | stops | per hit | timed | trap us | stop us | tracer us | to next signal us "
+      "| us per hit |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for mode in ("hardware", "software"):
-    stops, faults = stops_of(mode)
+    signals, timed, faults = stops_of(mode)
+    # From each hit signal to the program's next one: a whole stop, whatever it contained.
+    gaps = {}
+    for (t0, n), (t1, _) in zip(signals, signals[1:]):
+        gaps.setdefault(n, []).append(t1 - t0)
     total = 0.0
-    for n in sorted({s[0] for s in stops}):
-        mine = [s for s in stops if s[0] == n]
+    for n in sorted(gaps):
+        mine = [s for s in timed if s[0] == n]
         trap, stop, tracer = (med([s[i] for s in mine]) for i in (1, 2, 3))
-        per_hit = len(mine) / writes
-        total += per_hit * (trap + stop + tracer)
-        print(f"| {mode} | {names[n]} | {len(mine)} | {per_hit:.2f} | {trap:.1f} | {stop:.1f} | "
-              f"{tracer:.1f} | {per_hit * (trap + stop + tracer):.1f} |")
-    print(f"| {mode} | all ({faults} page faults of the program) | {len(stops)} | "
-          f"{len(stops) / writes:.2f} | | | | **{total:.1f}** |")
+        stops = sum(1 for _, m in signals if m == n)
+        per_hit = stops / writes
+        total += per_hit * med(gaps[n])
+        print(f"| {mode} | {names[n]} | {stops} | {per_hit:.2f} | {len(mine)} | {trap:.1f} | "
+              f"{stop:.1f} | {tracer:.1f} | {med(gaps[n]):.1f} | {per_hit * med(gaps[n]):.1f} |")
+    print(f"| {mode} | all ({faults} page faults of the program) | {len(signals)} | "
+          f"{len(signals) / writes:.2f} | {len(timed)} | | | | | **{total:.1f}** |")
 PYEOF
