@@ -31,12 +31,9 @@ struct rec {
 
 const std::string kProgram = std::string(HWARB_PROGRAMS_DIR) + "/prog_symbols";
 
-// tests/programs/symbols.c, found from this file's own path.
+// tests/programs/symbols.c.
 std::string program_source() {
-  const std::string self = __FILE__;
-  const std::string suffix = "linux/debug/src/symbols_test.cpp";
-  EXPECT_TRUE(self.ends_with(suffix)) << self;
-  return self.substr(0, self.size() - suffix.size()) + "tests/programs/symbols.c";
+  return std::string(HWARB_PROGRAMS_SOURCE_DIR) + "/symbols.c";
 }
 
 // The 1-based line of the source holding `marker`, 0 if none.
