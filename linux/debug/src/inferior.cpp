@@ -88,6 +88,7 @@ Inferior::Inferior(Inferior&& other) noexcept
       children_(std::move(other.children_)),
       gadgets_(std::move(other.gadgets_)),
       mems_(std::move(other.mems_)),
+      process_changes_(other.process_changes_),
       follow_execs_(other.follow_execs_),
       spin_(other.spin_) {
   other.threads_.clear();
@@ -106,6 +107,7 @@ Inferior& Inferior::operator=(Inferior&& other) noexcept {
     children_ = std::move(other.children_);
     gadgets_ = std::move(other.gadgets_);
     mems_ = std::move(other.mems_);
+    process_changes_ = other.process_changes_;
     follow_execs_ = other.follow_execs_;
     spin_ = other.spin_;
     other.threads_.clear();
@@ -277,6 +279,7 @@ Result<void> Inferior::follow(pid_t child) {
   t.process = child;
   threads_[child] = t;
   mems_[child] = std::move(*fd);
+  ++process_changes_;
   return {};
 }
 
@@ -859,6 +862,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
     if (t->process == tid) {  // a followed process's leader: the last of its threads
       mems_.erase(tid);
       gadgets_.erase(tid);
+      ++process_changes_;
     }
     threads_.erase(tid);
     if (vfork_child) end_vfork(tid);
@@ -972,6 +976,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
         auto fd = open_process_memory(group, true);
         if (!fd) return std::unexpected(fd.error());
         mems_[group] = std::move(*fd);
+        ++process_changes_;
         if (auto r = leave_exec_stop(group); !r) return std::unexpected(r.error());
         ev.kind = EventKind::kExec;
         ev.tid = group;
@@ -991,6 +996,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
         std::erase_if(threads_, [&](const auto& entry) { return entry.second.process == group; });
         mems_.erase(group);
         gadgets_.erase(group);
+        ++process_changes_;
         ev.kind = EventKind::kThreadExit;
         return std::optional<Event>(ev);
       }

@@ -1,6 +1,7 @@
 #include "hwarb/linux/watch_session.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "hwarb/arbiter/arbiter.h"
@@ -125,7 +126,9 @@ struct WatchSession::State {
   std::uint64_t rebuilds = 0;
   pid_t last_tid = 0;  // the thread of the last event: where the software path injects calls
   Watchdog* watchdog = nullptr;
-  std::pair<std::uint64_t, std::uint64_t> published{0, 0};  // (rebuilds, plan generation)
+  // What the published plan was made from: (rebuilds, the software plan's generation, the
+  // Inferior's process changes for a hardware-only plan, which names the processes).
+  std::tuple<std::uint64_t, std::uint64_t, std::uint64_t> published{0, 0, 0};
   std::optional<Error> watchdog_error;
 
   Result<void> check_stopped() const {
@@ -351,10 +354,16 @@ struct WatchSession::State {
     return p;
   }
 
-  // The restore plan to the watchdog, when it changed.
+  // What plan() depends on now (compared with `published`).
+  std::tuple<std::uint64_t, std::uint64_t, std::uint64_t> plan_key() const {
+    return {rebuilds, soft ? soft->plan_generation() : 0, soft ? 0 : inferior->process_changes()};
+  }
+
+  // The restore plan to the watchdog, when it changed: after a rebuild, a change of the software
+  // plan, or, with hardware watches only, a process followed or gone.
   void publish() {
     if (watchdog == nullptr) return;
-    const std::pair<std::uint64_t, std::uint64_t> now{rebuilds, soft ? soft->plan_generation() : 0};
+    const auto now = plan_key();
     if (now == published) return;
     if (auto r = watchdog->publish(plan()); !r) {
       watchdog_error = r.error();
@@ -602,7 +611,7 @@ Result<void> WatchSession::guard(Watchdog& watchdog) {
   State& s = *state_;
   if (auto r = watchdog.publish(s.plan()); !r) return r;
   s.watchdog = &watchdog;
-  s.published = {s.rebuilds, s.soft ? s.soft->plan_generation() : 0};
+  s.published = s.plan_key();
   return {};
 }
 

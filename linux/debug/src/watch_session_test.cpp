@@ -9,6 +9,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include "hits_support.h"
 #include "hwarb/linux/symbols.h"
 #include "hwarb/linux/syscalls.h"
+#include "hwarb/linux/watchdog.h"
 #include "test_programs.h"
 #include "test_support.h"
 
@@ -105,6 +107,7 @@ Result<OwnLoop> own_loop(Inferior& inf, WatchSession& session,
     Result<void> step;
     switch (ev->kind) {
       case EventKind::kExited:
+        if (ev->tid != inf.pid()) break;  // a followed process
         out.status = ev->status;
         return out;
       case EventKind::kKilled:
@@ -365,6 +368,46 @@ TEST(WatchSession, RegistersGoInOrderThroughTheArbiterAndTheRestIsSoftware) {
   EXPECT_EQ(session.describe(), "page protection (2 pages)");
   ASSERT_TRUE(session.uninstall());
   ASSERT_TRUE(inf->kill());
+}
+
+// Hardware watches only: the watchdog's plan names every process with breakpoints (its SIGSTOP
+// must reach them if hwarb dies), so a forked child that is followed is named from its first hit
+// on, not only after the next change of the watches.
+TEST(WatchSession, TheWatchdogNamesAFollowedChildWithHardwareWatches) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("forker"), "fork", "3"}), out);
+  const pid_t pid = inf->pid();
+  auto report = probe();
+  ASSERT_TRUE(report);
+  WatchSessionOptions options = session_options(*report);
+  options.stop_at_hits = true;
+  WatchSession session(*inf, options);
+  auto w = session.insert({.addr = address_of(pid, "counter"), .len = 8, .access = kWatchWrite});
+  ASSERT_TRUE(w) << w.error().to_string();
+  ASSERT_EQ(w->placement, Placement::kHardware) << w->why;
+  auto dog = Watchdog::start();
+  ASSERT_TRUE(dog) << dog.error().to_string();
+  ASSERT_TRUE(session.guard(*dog));
+  EXPECT_EQ(dog->published_plan().processes, std::vector<pid_t>{pid});
+  int child_hits = 0;
+  int parent_hits = 0;
+  auto loop = own_loop(*inf, session, [&](const StopVerdict& v) {
+    for (const WatchHit& h : v.hits) {
+      const pid_t process = inf->process_of(h.tid);
+      const std::vector<pid_t> named = dog->published_plan().processes;
+      EXPECT_NE(std::find(named.begin(), named.end(), process), named.end())
+          << "hit in process " << process << " not named by the watchdog's plan";
+      ++(process == pid ? parent_hits : child_hits);
+    }
+  });
+  ASSERT_TRUE(loop) << loop.error().to_string();
+  EXPECT_EQ(child_hits, 3);
+  EXPECT_EQ(parent_hits, 3);
+  EXPECT_EQ(loop->status, 0);
+  EXPECT_EQ(out.text(), "child exit 3\n");
+  ASSERT_TRUE(session.uninstall());
+  EXPECT_TRUE(dog->published_plan().processes.empty());
 }
 
 // A debug register for near, page protection for far, in one process: each hit once, with its

@@ -204,6 +204,11 @@ Result<void> Watchdog::publish(const RestorePlan& plan) {
   return {};
 }
 
+RestorePlan Watchdog::published_plan() const {
+  if (!shared_ || shared_->published.load(std::memory_order_acquire) == 0) return {};
+  return plan_of(shared_->slot[shared_->current.load(std::memory_order_acquire)]);
+}
+
 void Watchdog::release() {
   if (!shared_) return;
   shared_->published.store(0, std::memory_order_release);

@@ -145,6 +145,9 @@ class Inferior {
   Result<x86::Insn> decode_at(std::uint64_t addr, pid_t process = 0);
   // The process (thread-group id) thread `tid` belongs to: pid() or a followed child.
   pid_t process_of(pid_t tid) const;
+  // How many times the set of followed processes has changed (a follow, a followed process's
+  // exec or end): a caller that keeps something per process compares it to notice.
+  [[nodiscard]] std::uint64_t process_changes() const { return process_changes_; }
   // A forked child (kFork, not vfork; stopped, not released) becomes part of this Inferior: see
   // the contract. ESRCH naming `pid` when it is no such child.
   Result<void> follow(pid_t child);
@@ -295,6 +298,7 @@ class Inferior {
   std::map<pid_t, Thread> children_;             // forked children not yet released
   std::map<pid_t, std::uint64_t> gadgets_;       // per process: address of a `syscall` instruction
   std::map<pid_t, Fd> mems_;                     // followed processes' memory
+  std::uint64_t process_changes_ = 0;            // process_changes()
   bool follow_execs_ = false;
   SpinWindow spin_{std::chrono::nanoseconds(0)};
 };

@@ -85,6 +85,9 @@ class Watchdog {
   ~Watchdog();
 
   [[nodiscard]] Result<void> publish(const RestorePlan& plan);
+  // The plan the watchdog holds now: the last one published, empty before the first and once
+  // released (for tests and diagnostics).
+  [[nodiscard]] RestorePlan published_plan() const;
   // The watchdog exits without touching anything (idempotent).
   void release();
 
