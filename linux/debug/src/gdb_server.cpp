@@ -836,13 +836,18 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
     }
   }
   std::size_t going = 0;  // threads resumed, or with an event to report
+  deferred_.clear();
   for (pid_t tid : threads) {
     const auto it = std::find_if(list.begin(), list.end(), [&](const Action& a) {
       return a.tid == tid || a.tid == -1 || a.tid == 0;
     });
     if (it == list.end() || it->kind == 't') continue;
     ++going;
-    if (!inferior_.is_stopped(tid) || inferior_.has_queued(tid)) continue;  // its event comes first
+    if (!inferior_.is_stopped(tid)) continue;
+    if (inferior_.has_queued(tid)) {  // its event comes first
+      deferred_.insert(tid);
+      continue;
+    }
     const bool step = it->kind == 's' || it->kind == 'S';
     if (step) {
       stepping_ = tid;
@@ -1005,6 +1010,11 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
     }
     case EventKind::kFork:
       step = ev.vfork ? inferior_.resume(ev.child, mode) : inferior_.release(ev.child);
+      // A parent whose fork event was queued by a stop_all stayed stopped: it runs now.
+      if (step && deferred_.erase(ev.tid) != 0 && inferior_.is_stopped(ev.tid) &&
+          !inferior_.has_queued(ev.tid)) {
+        step = inferior_.resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);
+      }
       break;
     default:
       step = inferior_.resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);

@@ -1151,21 +1151,37 @@ Result<std::vector<Event>> Inferior::surface_pending(pid_t tid, std::uint64_t ma
 }
 
 Result<std::vector<pid_t>> Inferior::stop_threads(pid_t except) {
+  // PTRACE_INTERRUPT asks for one trap, and the kernel clears the request at *any* trap of the
+  // thread (ptrace_stop: "any trap clears pending STOP trap"). Three cases for a thread we wait
+  // for:
+  //  1. it reports PTRACE_EVENT_STOP: our interrupt (or a group-stop, as good while we hold it);
+  //  2. it reports another stop that leaves it stopped (a signal, a syscall stop): its event is
+  //     queued, and it counts as stopped;
+  //  3. it reports a stop that translate() resumes by itself (a clone or fork event, a rerun
+  //     system call): if that trap came after our interrupt it consumed it, and no stop would
+  //     ever follow. It is interrupted again; the kernel keeps one request however often it is
+  //     made, so at most one PTRACE_EVENT_STOP follows either way. A vfork parent asleep for its
+  //     child cannot stop and is left as it is.
+  const auto interrupt = [this](pid_t tid) -> Result<bool> {
+    if (auto r = ptrace_interrupt(tid); !r) {
+      if (r.error().code() == ErrorCode::kSrch) return false;
+      return std::unexpected(r.error());
+    }
+    thread(tid)->interrupt_pending = true;
+    return true;
+  };
   std::vector<pid_t> waiting;
   std::vector<pid_t> stopped;
   for (auto& [tid, t] : threads_) {
     if (tid == except || t.stopped || t.vfork_wait != 0) continue;
-    if (auto r = ptrace_interrupt(tid); !r) {
-      if (r.error().code() == ErrorCode::kSrch) continue;
-      return std::unexpected(r.error());
-    }
-    t.interrupt_pending = true;
-    waiting.push_back(tid);
+    auto sent = interrupt(tid);
+    if (!sent) return std::unexpected(sent.error());
+    if (*sent) waiting.push_back(tid);
   }
   for (pid_t tid : waiting) {
     for (;;) {
       Thread* t = thread(tid);
-      if (t == nullptr || t->stopped) break;
+      if (t == nullptr || t->stopped || t->vfork_wait != 0) break;
       auto status = wait_stop(tid);
       if (!status) {
         if (status.error().code() == ErrorCode::kChild) {
@@ -1191,6 +1207,11 @@ Result<std::vector<pid_t>> Inferior::stop_threads(pid_t except) {
       if (!ev) return std::unexpected(ev.error());
       if (*ev) queued_.push_back(**ev);
       if (exited_ && threads_.empty()) return stopped;
+      t = thread(tid);
+      if (t != nullptr && !t->stopped && t->vfork_wait == 0 && WIFSTOPPED(*status)) {
+        auto sent = interrupt(tid);  // case 3
+        if (!sent) return std::unexpected(sent.error());
+      }
     }
   }
   return stopped;

@@ -9,12 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <set>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -224,6 +226,66 @@ TEST(Inferior, ThreadsCreatedLaterAreReportedAndTraced) {
   EXPECT_EQ(fresh.size(), 3u);
   EXPECT_EQ(thread_exits, 3);
   EXPECT_EQ(out.text(), "done\n");
+}
+
+// PTRACE_INTERRUPT is consumed by whatever trap comes next: a thread interrupted just before
+// its clone event stop reports that event and no interrupt stop after it. stop_all must still
+// return with every thread stopped (it hung there: gdb's `continue` to a breakpoint in a new
+// thread never came back). Two creators churn threads; every new thread's stop interrupts the
+// rest, often while the other creator is inside clone(). A hung stop_all is ended by a kill
+// after 60 s and fails the test.
+TEST(Inferior, StopAllEndsWhenACloneEventTakesTheInterrupt) {
+  Capture out;
+  auto inf = Inferior::spawn({program("thread_churn"), "2", "400"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf) << inf.error().to_string();
+  const pid_t pid = inf->pid();
+  std::atomic<bool> done{false};
+  std::atomic<bool> killed{false};
+  std::thread guard([&] {
+    for (int i = 0; i < 300 && !done; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (!done) {
+      killed = true;
+      ::kill(pid, SIGKILL);
+    }
+  });
+  int fresh = 0;
+  int stops = 0;
+  Event end;
+  const auto drive = [&] {
+    ASSERT_TRUE(inf->resume_all(Resume::kCont));
+    for (;;) {
+      auto ev = inf->wait();
+      ASSERT_TRUE(ev) << ev.error().to_string();
+      if (ev->kind == EventKind::kExited || ev->kind == EventKind::kKilled) {
+        end = *ev;
+        return;
+      }
+      if (ev->kind == EventKind::kThreadExit) continue;
+      if (ev->kind == EventKind::kNewThread) ++fresh;
+      auto stopped = inf->stop_all(ev->tid);
+      ASSERT_TRUE(stopped) << stopped.error().to_string();
+      ASSERT_FALSE(killed) << "stop_all hung after " << stops << " calls";
+      ++stops;
+      for (pid_t tid : inf->threads()) {
+        if (tid != ev->tid && !inf->has_queued(tid)) {
+          ASSERT_TRUE(inf->is_stopped(tid)) << "thread " << tid << " runs after stop_all";
+        }
+      }
+      for (pid_t tid : *stopped) ASSERT_TRUE(inf->resume_as_before(tid));
+      ASSERT_TRUE(
+          inf->resume(ev->tid, Resume::kCont, ev->kind == EventKind::kSignal ? ev->signal : 0));
+    }
+  };
+  drive();
+  done = true;
+  guard.join();
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(end.kind, EventKind::kExited) << "killed by signal " << end.signal;
+  EXPECT_EQ(end.status, 0);
+  EXPECT_EQ(fresh, 2 + 2 * 400);
+  EXPECT_EQ(out.text(), "threads=800\n");
 }
 
 TEST(Inferior, StopAllHoldsEveryThreadUntilResumed) {

@@ -143,6 +143,9 @@ class GdbServer {
   GdbServerEnd end_;
   std::optional<GdbServerEnd> gone_;     // the client went away while the process ran
   std::map<pid_t, int> pending_signal_;  // reported to the client, delivered if it resumes with it
+  // Threads a resume asked to run that held an event first (queued by a stop_all): each runs
+  // once its event is handled, if the event did not resume it or stop the process.
+  std::set<pid_t> deferred_;
   std::map<std::uint64_t, Breakpoint> int3_;
   std::map<WatchKey, WatchId> watches_;
   std::set<WatchKey> removed_;  // z packets not applied yet (flush_removed)
