@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -91,12 +92,20 @@ TickerRun watched_ticker(bool killed) {
   const std::string out = ::testing::TempDir() + "watchdog_ticker.out";
   const std::string errors = ::testing::TempDir() + "watchdog_watcher.err";
   const std::string ticker = testing::program("ticker");
+  std::error_code ec;
   const pid_t target = ::fork();
   if (target == 0) {
     const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0 || ::dup2(fd, 1) < 0) ::_exit(30);
     ::execl(ticker.c_str(), ticker.c_str(), "/dev/null", "600", static_cast<char*>(nullptr));
     ::_exit(31);
+  }
+  // The watcher looks `ticks` up in the target's image: not before the exec (under load it can
+  // take longer than any fixed sleep), at most 10 s.
+  const std::string exe = "/proc/" + std::to_string(target) + "/exe";
+  const std::filesystem::path image = std::filesystem::canonical(ticker, ec);
+  for (int i = 0; i < 1000 && std::filesystem::read_symlink(exe, ec) != image; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const pid_t w = ::fork();
