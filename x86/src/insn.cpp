@@ -241,20 +241,26 @@ bool touches_no_memory(const Decoded& d) {
 // XSAVE and its variants write a state area whose size the decoder does not know (Zydis says
 // 576: the legacy region and the header): on this processor, up to what CPUID leaf 0xD says the
 // enabled state components take (sub-leaf 0 EBX; sub-leaf 1 EBX with the supervisor ones).
-bool is_xsave(ZydisMnemonic m) {
+XsaveForm xsave_form(ZydisMnemonic m) {
   switch (m) {
     case ZYDIS_MNEMONIC_XSAVE:
     case ZYDIS_MNEMONIC_XSAVE64:
-    case ZYDIS_MNEMONIC_XSAVEC:
-    case ZYDIS_MNEMONIC_XSAVEC64:
+      return XsaveForm::kStandard;
     case ZYDIS_MNEMONIC_XSAVEOPT:
     case ZYDIS_MNEMONIC_XSAVEOPT64:
+      return XsaveForm::kOptimized;
+    case ZYDIS_MNEMONIC_XSAVEC:
+    case ZYDIS_MNEMONIC_XSAVEC64:
     case ZYDIS_MNEMONIC_XSAVES:
     case ZYDIS_MNEMONIC_XSAVES64:
-      return true;
+      return XsaveForm::kCompacted;
     default:
-      return false;
+      return XsaveForm::kNone;
   }
+}
+
+bool is_xsave(ZydisMnemonic m) {
+  return xsave_form(m) != XsaveForm::kNone;
 }
 
 std::uint32_t xsave_area_bytes() {
@@ -630,6 +636,7 @@ Result<Insn> decode(std::span<const std::uint8_t> bytes, std::uint64_t ip) {
     insn.target = *target;
   }
   for (const MemSlot& slot : mem_slots(d)) insn.mem.push_back(slot.op);
+  insn.xsave = xsave_form(d.insn.mnemonic);
   insn.text = text_of(d, ip);
   insn.bytes.assign(bytes.begin(), bytes.begin() + d.insn.length);
   return insn;

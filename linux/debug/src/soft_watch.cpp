@@ -35,6 +35,28 @@ unsigned access_bits(x86::Access access) {
   return 0;
 }
 
+// What an XSAVE-family instruction (`form`, its area at `base`, run with `regs`) did to
+// [addr, addr + len), of `bits`: its operand is the whole state area, but the processor writes
+// only the components it saved, which the header it left tells (x86/xsave.h). `process`'s
+// memory is read after the instruction ran; on a failed read `bits` stay as they are.
+unsigned xsave_bits(Inferior& inferior, pid_t process, x86::XsaveForm form, std::uint64_t base,
+                    const x86::Regs& regs, std::uint64_t addr, std::uint64_t len, unsigned bits) {
+  if (form == x86::XsaveForm::kNone) return bits;
+  auto bv = inferior.read_word(base + 512, 8, process);
+  if (!bv) return bits;
+  const x86::XsaveLayout& layout = x86::host_xsave_layout();
+  const std::uint64_t rfbm = x86::xsave_rfbm(regs.rax, regs.rdx, layout);
+  const auto touches = [&](const std::vector<x86::AreaSpan>& spans) {
+    return std::any_of(spans.begin(), spans.end(), [&](const x86::AreaSpan& s) {
+      return overlaps(base + s.offset, s.size, addr, len);
+    });
+  };
+  unsigned out = 0;
+  if (touches(x86::xsave_written(form, rfbm, *bv, layout))) out |= kWatchWrite;
+  if (touches(x86::xsave_read(form))) out |= kWatchRead;
+  return bits & out;
+}
+
 // The system calls whose user buffer hwarb knows: where it is and whether the kernel reads it
 // (write-like) or writes it (read-like). Other calls are checked by their pointer arguments.
 struct BufferArgs {
@@ -770,7 +792,12 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
   }
   for (std::size_t k = 0; k < matches.size(); ++k) {
     // A REP string instruction: what its iterations did (none may have reached the range yet).
-    const unsigned access = string_op ? touched[k] : matches[k].access;
+    unsigned access = string_op ? touched[k] : matches[k].access;
+    if (insn && insn->xsave != x86::XsaveForm::kNone && !refs.empty()) {
+      const WatchRange& r = ranges_[matches[k].range];
+      access = xsave_bits(*inferior_, process, insn->xsave, refs[0].address, *regs, r.addr, r.len,
+                          access);
+    }
     if (access == 0) continue;
     auto now = read_range(matches[k].range, tid);
     if (!now) return std::unexpected(now.error());
@@ -1078,6 +1105,11 @@ Result<void> SoftWatch::prepare_step(pid_t tid) {
     x86::Regs one = *regs;
     if (check.rep) one.rcx = std::min<std::uint64_t>(one.rcx, 1);
     auto refs = x86::effective_addresses(*insn, one);
+    if (refs && insn->xsave != x86::XsaveForm::kNone && !refs->empty()) {
+      check.xsave = insn->xsave;
+      check.xsave_base = refs->front().address;
+      check.regs = *regs;
+    }
     if (refs) {
       for (const x86::MemRef& ref : *refs) {
         for (std::size_t i = 0; i < ranges_.size(); ++i) {
@@ -1142,7 +1174,10 @@ Result<bool> SoftWatch::on_step(pid_t tid, std::vector<WatchHit>& hits) {
     }
   } else {
     for (std::size_t k = 0; k < check.ranges.size(); ++k) {
-      const auto [range, bits] = check.ranges[k];
+      auto [range, bits] = check.ranges[k];
+      bits = xsave_bits(*inferior_, inferior_->process_of(tid), check.xsave, check.xsave_base,
+                        check.regs, ranges_[range].addr, ranges_[range].len, bits);
+      if (bits == 0) continue;
       auto now = read_range(range, tid);
       if (!now) return std::unexpected(now.error());
       if (check.syscall && *now == check.before[k]) continue;

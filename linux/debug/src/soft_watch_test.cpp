@@ -344,6 +344,31 @@ TEST(SoftWatch, AWatchFollowsItsAddressThroughMunmapAndMmap) {
   EXPECT_TRUE(watch->take_notes().empty());
 }
 
+// XSAVEC writes a state component only when it saves it (not in its initial configuration):
+// prog_xsave_init saves AVX three times, in use only the second time, into an area whose AVX
+// component is watched. One hit per execution that saved AVX (as the program reads each
+// XSTATE_BV), by both methods, where the operand alone would say three.
+TEST(SoftWatch, XsavecIsAHitOnlyWhereItSavedTheComponent) {
+  for (const bool single_step : {false, true}) {
+    Capture out;
+    auto inf = Inferior::spawn({program("xsave_init")}, {.stdout_fd = out.fd()});
+    ASSERT_TRUE(inf);
+    const Symbol area = symbol(inf->pid(), "area");
+    auto watch = SoftWatch::arm(*inf, {{area.address + 576, 8, kWatchWrite, 0}},
+                                {.force_single_step = single_step});
+    ASSERT_TRUE(watch) << watch.error().to_string();
+    Outcome got = run(*inf, *watch);
+    EXPECT_EQ(got.end.kind, EventKind::kExited) << "killed by signal " << got.end.signal;
+    const std::string text = out.text();
+    if (text == "saved=-1\n") GTEST_SKIP() << "this processor has no AVX or no XSAVEC";
+    ASSERT_EQ(text.rfind("saved=", 0), 0u) << text;
+    const std::size_t saved = std::stoul(text.substr(6));
+    EXPECT_GE(saved, 1u) << "ymm0 in use was not saved";
+    ASSERT_EQ(got.hits.size(), saved) << (single_step ? "single-step" : "page protection");
+    for (const WatchHit& h : got.hits) EXPECT_EQ(value_of(h.new_value), ~0ull);
+  }
+}
+
 // rep stos, rep movs and xsave over a buffer holding the watched word: one hit per instruction
 // (not per iteration), at the instruction, with the value before it and the value after it, as a
 // debug register reports them.

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "hwarb/base/error.h"
+#include "hwarb/x86/xsave.h"
 
 namespace hwarb::x86 {
 
@@ -76,6 +77,9 @@ struct Insn {
   std::optional<std::uint64_t> target;
   std::vector<MemOperand> mem;
   std::string text;  // Intel syntax, e.g. "mov dword ptr [rip+0x2edb], 0x5"
+  // XSAVE, XSAVEOPT, XSAVEC (XSAVES as XSAVEC): its one memory operand is the whole enabled
+  // state area; xsave_written() tells which bytes of it one execution wrote.
+  XsaveForm xsave = XsaveForm::kNone;
   // Decoder state kept for effective_addresses() and the emulation helpers (opaque to callers).
   std::vector<std::uint8_t> bytes;
 };

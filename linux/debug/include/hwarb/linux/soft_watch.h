@@ -177,6 +177,10 @@ class SoftWatch {
     std::vector<std::vector<std::uint8_t>> before;
     bool syscall = false;
     bool rep = false;  // a REP string instruction: one iteration per step
+    // An XSAVE-family instruction: its area and registers, for what it wrote (x86/xsave.h).
+    x86::XsaveForm xsave = x86::XsaveForm::kNone;
+    std::uint64_t xsave_base = 0;
+    x86::Regs regs{};
   };
   struct RepProgress {  // single-step method: a REP string instruction's iterations so far
     unsigned bits = 0;
