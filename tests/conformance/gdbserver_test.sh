@@ -121,6 +121,31 @@ for mode in "${modes[@]}"; do
 
 done
 
+# 4b. Stops while another thread forks: each stop holds the forking thread, often inside fork()
+# (its fork event then waits for the next resume); every thread runs on, nothing hangs, and the
+# program's output and exit status are its own.
+for mode in "${modes[@]}"; do
+  m=${mode:-default}
+  args=(-nx -batch -ex 'set confirm off' -ex 'set pagination off'
+        -ex "target remote | $hwarb gdbserver $mode --stdio -- $P/prog_fork_threads 100"
+        -ex 'break tick')
+  for _ in $(seq 40); do args+=(-ex continue); done
+  args+=(-ex delete -ex continue)
+  timeout 120 gdb "${args[@]}" >"$tmp/fk$m.out" 2>"$tmp/fk$m.err"
+  count "$tmp/fk$m.out" '^Thread .* hit Breakpoint 1, tick|^Breakpoint 1, tick' 40 "$m: forks: 40 breakpoint stops"
+  expect "$tmp/fk$m.out" 'exited normally' "$m: forks: the program's exit"
+  expect "$tmp/fk$m.err" '^forks=100 ticks=100$' "$m: forks: the program's output"
+done
+
+# 4c. Signals in gdb's numbering: the program's SIGUSR1 is reported as SIGUSR1 (Linux's 10 is
+# gdb's SIGBUS) and delivered to its handler when gdb continues.
+timeout 120 gdb -nx -batch -ex 'set confirm off' \
+  -ex "target remote | $hwarb gdbserver --stdio -- $P/prog_branches 100 signal" \
+  -ex continue -ex continue >"$tmp/sig.out" 2>"$tmp/sig.err"
+expect "$tmp/sig.out" 'received signal SIGUSR1' "signals: SIGUSR1 by its name"
+expect "$tmp/sig.out" 'exited normally' "signals: the program's exit"
+expect "$tmp/sig.err" '^signal=' "signals: the handler ran"
+
 # 5. Over TCP on 127.0.0.1 (the port said on stderr; the program's output on hwarb's stdout):
 # breakpoints, then a watch and a detach after two stops: the program runs on to its own end,
 # its output and exit status unchanged.

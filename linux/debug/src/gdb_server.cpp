@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "hwarb/linux/gdb_regs.h"
+#include "hwarb/linux/gdb_signals.h"
 #include "hwarb/linux/link_map.h"
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/socket.h"
@@ -122,9 +123,22 @@ Result<bool> GdbServer::receive(bool block) {
   return true;
 }
 
+int GdbServer::wire_signal(int signal) const {
+  return native_signals_ ? signal : gdb_signal_from_linux(signal);
+}
+
+std::optional<int> GdbServer::host_signal(std::uint64_t wire) const {
+  if (native_signals_) {
+    if (wire > 64) return std::nullopt;
+    return static_cast<int>(wire);
+  }
+  if (wire > 1000) return std::nullopt;
+  return linux_signal_from_gdb(static_cast<int>(wire));
+}
+
 std::string GdbServer::stop_reply(int signal, pid_t tid, const std::string& reason) const {
-  std::string out =
-      "T" + hex_byte(signal) + "thread:" + hex_u64(static_cast<std::uint64_t>(tid)) + ";" + reason;
+  std::string out = "T" + hex_byte(wire_signal(signal)) +
+                    "thread:" + hex_u64(static_cast<std::uint64_t>(tid)) + ";" + reason;
   // rbp, rsp and rip (gdb's 6, 7, 16): gdb then needs no 'g' to show where the thread is.
   if (auto regs = inferior_.get_regs(tid)) {
     out += "06:" + hex_le(regs->rbp, 8) + ";07:" + hex_le(regs->rsp, 8) +
@@ -587,6 +601,8 @@ Result<std::string> GdbServer::query(const std::string& p) {
     return std::string("OK");
   }
   if (p == "qHostInfo") {
+    // lldb: it takes the target's own signal numbers once it knows the target is Linux.
+    native_signals_ = true;
     return "triple:" + hex_text("x86_64-pc-linux-gnu") +
            ";ptrsize:8;endian:little;ostype:linux;vendor:pc;watchpoint_exceptions_received:after;";
   }
@@ -804,11 +820,12 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
     if (a.kind == 'C' || a.kind == 'S') {
       auto sig = parse_hex_u64(arg.substr(0, colon));
       if (!sig) return std::unexpected(sig.error());
-      if (*sig > 64) {
+      auto host = host_signal(*sig);
+      if (!host) {
         return make_error(ErrorCode::kInval,
-                          "vCont: signal " + hex_u64(*sig) + " is not a signal number");
+                          "vCont: signal " + hex_u64(*sig) + " is not a signal of this target");
       }
-      a.signal = static_cast<int>(*sig);
+      a.signal = *host;
     } else if (colon != 0 && !arg.empty()) {
       return make_error(ErrorCode::kInval, "vCont: action '" + std::string(one) + "' is malformed");
     }
@@ -837,11 +854,32 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
   }
   std::size_t going = 0;  // threads resumed, or with an event to report
   deferred_.clear();
+  // Signals already held for threads this resume leaves stopped (queued by a stop_all) wait
+  // until those threads run: gdb stepping one thread over a breakpoint must hear from that thread
+  // only (else gdb 13 fails an assertion in finish_step_over). They are queued again however
+  // this resume ends, in their order. Other events (exits, forks, new threads) are handled as
+  // they come: none of them is a stop of the thread.
+  struct Held {
+    Inferior& inferior;
+    std::vector<Event> events;
+    ~Held() {
+      for (auto ev = events.rbegin(); ev != events.rend(); ++ev) inferior.requeue(*ev);
+    }
+  } held{inferior_, {}};
   for (pid_t tid : threads) {
     const auto it = std::find_if(list.begin(), list.end(), [&](const Action& a) {
       return a.tid == tid || a.tid == -1 || a.tid == 0;
     });
-    if (it == list.end() || it->kind == 't') continue;
+    if (it == list.end() || it->kind == 't') {
+      for (Event& ev : inferior_.discard_queued(tid)) {
+        if (ev.kind == EventKind::kSignal) {
+          held.events.push_back(std::move(ev));
+        } else {
+          inferior_.requeue(ev);
+        }
+      }
+      continue;
+    }
     ++going;
     if (!inferior_.is_stopped(tid)) continue;
     if (inferior_.has_queued(tid)) {  // its event comes first
@@ -946,6 +984,14 @@ Result<std::string> GdbServer::stop_others(pid_t tid, const std::string& reply) 
 Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
   auto v = session_.handle(ev);
   if (!v) return std::unexpected(v.error());
+  // A parent whose fork event a stop_all queued stayed stopped (a fork stop otherwise resumes
+  // it at once): it runs on as it ran before, whoever follows the child.
+  if (ev.kind == EventKind::kFork && !v->stopped && deferred_.erase(ev.tid) != 0 &&
+      inferior_.is_stopped(ev.tid) && !inferior_.has_queued(ev.tid)) {
+    if (auto r = inferior_.resume_as_before(ev.tid); !r && r.error().code() != ErrorCode::kSrch) {
+      return std::unexpected(r.error());
+    }
+  }
   if (v->stopped) {
     // A watch's hit: the thread is stopped right after the access.
     std::string reason;
@@ -977,8 +1023,9 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
       end_.exited = true;
       end_.status = ev.status;
       end_.signal = ev.kind == EventKind::kKilled ? ev.signal : 0;
-      return std::optional<std::string>(ev.kind == EventKind::kExited ? "W" + hex_byte(ev.status)
-                                                                      : "X" + hex_byte(ev.signal));
+      return std::optional<std::string>(ev.kind == EventKind::kExited
+                                            ? "W" + hex_byte(ev.status)
+                                            : "X" + hex_byte(wire_signal(ev.signal)));
     }
     case EventKind::kThreadExit:
       return std::optional<std::string>();
@@ -1010,11 +1057,6 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
     }
     case EventKind::kFork:
       step = ev.vfork ? inferior_.resume(ev.child, mode) : inferior_.release(ev.child);
-      // A parent whose fork event was queued by a stop_all stayed stopped: it runs now.
-      if (step && deferred_.erase(ev.tid) != 0 && inferior_.is_stopped(ev.tid) &&
-          !inferior_.has_queued(ev.tid)) {
-        step = inferior_.resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);
-      }
       break;
     default:
       step = inferior_.resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);

@@ -12,8 +12,9 @@
 //  3. Memory m/M/x/X: the program's real bytes — an int3 planted by the server or by the software
 //     watch is shown as the byte it replaced, and a write over one keeps the int3 in place.
 //  4. Execution: vCont with c/C/s/S/t per thread, c, s, C; a signal of the program is reported
-//     (T with its number) and delivered when the client resumes with it; Ctrl-C (0x03) stops the
-//     process (T02). Stop replies carry thread:, and watch:/rwatch:/awatch:ADDR, swbreak: or
+//     (T with its number: gdb's numbering, gdb_signals.h, or Linux's once the client asked
+//     qHostInfo, as lldb does) and delivered when the client resumes with it; Ctrl-C (0x03) stops
+//     the process (T02). Stop replies carry thread:, and watch:/rwatch:/awatch:ADDR, swbreak: or
 //     hwbreak:; W/X when the process ends.
 //  5. Breakpoints: Z0 an int3; Z1 a debug register through the session where the machine
 //     delivers hits and one is free, else an int3 reported as hwbreak; Z2/Z3/Z4 a watch of the
@@ -120,6 +121,10 @@ class GdbServer {
 
   pid_t thread_for(pid_t selected) const;
   std::string stop_reply(int signal, pid_t tid, const std::string& reason) const;
+  // A Linux signal number as the client numbers signals (gdb_signals.h), and back (nullopt: no
+  // signal of this target).
+  int wire_signal(int signal) const;
+  std::optional<int> host_signal(std::uint64_t wire) const;
 
   Inferior& inferior_;
   WatchSession& session_;
@@ -131,6 +136,7 @@ class GdbServer {
   bool error_messages_ = false;             // the client announced error-message+
   bool thread_suffix_ = false;              // lldb's QThreadSuffixSupported
   bool list_threads_ = false;               // lldb's QListThreadsInStopReply
+  bool native_signals_ = false;             // Linux's signal numbers (lldb), not gdb's
   std::string last_sent_;                   // for a '-' from the client
   bool interrupt_ = false;                  // 0x03 seen while running
   std::string last_stop_;                   // the reply to '?'
