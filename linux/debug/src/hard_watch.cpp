@@ -104,20 +104,26 @@ bool hits_need_stops(const std::vector<WatchRange>& ranges, bool values) {
   return stops;
 }
 
-std::vector<Accessor> accessors_before(std::span<const std::uint8_t> code, std::uint64_t end,
-                                       std::uint64_t addr, std::uint64_t len,
-                                       const x86::Regs& regs) {
-  std::vector<Accessor> found;
+std::vector<x86::Insn> candidates_before(std::span<const std::uint8_t> code, std::uint64_t end) {
+  std::vector<x86::Insn> found;
   const std::size_t longest = std::min<std::uint64_t>({code.size(), kMaxInsn, end});
   for (std::size_t k = longest; k >= 1; --k) {
-    const std::uint64_t ip = end - k;
-    auto insn = x86::decode(code.last(k), ip);
-    if (!insn || insn->length != k) continue;
+    auto insn = x86::decode(code.last(k), end - k);
+    if (insn && insn->length == k) found.push_back(std::move(*insn));
+  }
+  return found;
+}
+
+std::vector<Accessor> accessors_of(std::span<const x86::Insn> candidates, std::uint64_t addr,
+                                   std::uint64_t len, const x86::Regs& regs) {
+  std::vector<Accessor> found;
+  for (const x86::Insn& insn : candidates) {
+    if (insn.mem.empty()) continue;  // touches no memory (most suffixes of the real instruction)
     x86::Regs at = regs;
-    at.rip = ip;
+    at.rip = insn.ip;
     // The registers are those after the instruction: one that pushed (push, call) or popped
     // (pop, ret) moved rsp, and its operands are computed with rsp as it was before.
-    for (const x86::MemOperand& m : insn->mem) {
+    for (const x86::MemOperand& m : insn.mem) {
       if (!m.stack || m.string_op) continue;
       if (m.access == x86::Access::kRead) {
         at.rsp -= m.size;
@@ -127,12 +133,18 @@ std::vector<Accessor> accessors_before(std::span<const std::uint8_t> code, std::
       break;
     }
     // A string instruction that ended here made its last iteration just before the stop.
-    if (is_string(*insn)) at = before_last_iteration(*insn, at);
-    if (const unsigned access = touching(*insn, at, addr, len); access != 0) {
-      found.push_back(Accessor{ip, access});
+    if (is_string(insn)) at = before_last_iteration(insn, at);
+    if (const unsigned access = touching(insn, at, addr, len); access != 0) {
+      found.push_back(Accessor{insn.ip, access});
     }
   }
   return found;
+}
+
+std::vector<Accessor> accessors_before(std::span<const std::uint8_t> code, std::uint64_t end,
+                                       std::uint64_t addr, std::uint64_t len,
+                                       const x86::Regs& regs) {
+  return accessors_of(candidates_before(code, end), addr, len, regs);
 }
 
 std::optional<Accessor> accessor_before(std::span<const std::uint8_t> code, std::uint64_t end,
@@ -214,10 +226,29 @@ std::optional<std::uint64_t> HardWatchEngine::start_before(pid_t process, Proces
   return start;
 }
 
+std::span<const x86::Insn> HardWatchEngine::candidates(Process& p,
+                                                       std::span<const std::uint8_t> code,
+                                                       std::uint64_t end) {
+  if (code.size() != kMaxInsn) {
+    p.tail_scratch = candidates_before(code, end);
+    return p.tail_scratch;
+  }
+  auto it = p.tails.find(end);
+  if (it != p.tails.end() && std::equal(code.begin(), code.end(), it->second.code.begin())) {
+    return it->second.insns;
+  }
+  if (it == p.tails.end() && p.tails.size() >= kMaxTails) p.tails.clear();
+  Process::Tail& tail = p.tails[end];
+  std::copy(code.begin(), code.end(), tail.code.begin());
+  tail.insns = candidates_before(code, end);
+  return tail.insns;
+}
+
 std::optional<Accessor> HardWatchEngine::accessor(pid_t process, Process& p,
                                                   std::span<const std::uint8_t> code,
                                                   const x86::Regs& regs, const WatchRange& w) {
-  const std::vector<Accessor> found = accessors_before(code, regs.rip, w.addr, w.len, regs);
+  const std::vector<Accessor> found =
+      accessors_of(candidates(p, code, regs.rip), w.addr, w.len, regs);
   if (found.size() == 1) return found.front();
   if (found.size() > 1) {
     // Decoding backwards is ambiguous (a prefix-less suffix of a store is often a store of the

@@ -139,6 +139,34 @@ TEST(AccessorsBefore, ARexPrefixedStoreAlsoEndsAsItsSuffixLongestFirst) {
             (std::vector<Accessor>{{kEnd - 2, kWatchWrite}, {kEnd - 1, kWatchWrite}}));
 }
 
+TEST(CandidatesBefore, DependOnTheBytesOnlyAndGiveTheSameAccessorsForAnyRegisters) {
+  constexpr std::uint64_t kEnd = 0x401010;
+  // add %eax, (%rdi) after nops: every start whose decoding ends at kEnd, longest first (the
+  // nops before it are instructions too, but none of them ends at kEnd).
+  const auto add = window({0x01, 0x07});
+  const std::vector<x86::Insn> cands = candidates_before(add, kEnd);
+  ASSERT_FALSE(cands.empty());
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    EXPECT_EQ(cands[i].ip + cands[i].length, kEnd);
+    if (i > 0) {
+      EXPECT_LT(cands[i].length, cands[i - 1].length) << "longest first";
+    }
+  }
+  // One decoding, reused with other registers: the same answers as decoding each time.
+  x86::Regs regs{};
+  for (std::uint64_t rdi : {0x5000ull, 0x6000ull, 0x4fffull, 0x5002ull}) {
+    regs.rdi = rdi;
+    EXPECT_EQ(accessors_of(cands, 0x5002, 1, regs), accessors_before(add, kEnd, 0x5002, 1, regs))
+        << "rdi " << rdi;
+  }
+  regs.rdi = 0x5000;
+  EXPECT_EQ(accessors_of(cands, 0x5002, 1, regs),
+            (std::vector<Accessor>{{kEnd - 2, kWatchRead | kWatchWrite}}));
+  regs.rdi = 0x6000;
+  EXPECT_TRUE(accessors_of(cands, 0x5002, 1, regs).empty());
+  EXPECT_TRUE(candidates_before({}, kEnd).empty());
+}
+
 TEST(InterruptedString, ARepStosStoppedBetweenIterationsIsTheAccessor) {
   constexpr std::uint64_t kIp = 0x401000;
   const std::array<std::uint8_t, 3> rep_stosq = {0xf3, 0x48, 0xab};
@@ -230,6 +258,30 @@ TEST(HardWatchEngine, ReportsEveryWriteWithItsInstructionAddressAndValues) {
   EXPECT_TRUE(end->exited);
   EXPECT_EQ(end->status, 3);
   EXPECT_EQ(out.text(), "sum=100\n");
+}
+
+TEST(HardWatchEngine, CodeRewrittenAtTheSameAddressIsDecodedAgain) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("patch"), "4"}), out);
+  const Symbol cell = symbol(inf->pid(), "cell");
+  const std::vector<WatchRange> ranges = {{cell.address, 4, kWatchRead | kWatchWrite, 0}};
+  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
+  Collector seen;
+  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  ASSERT_EQ(seen.hits.size(), 8u);
+  for (std::size_t i = 0; i < seen.hits.size(); ++i) {
+    SCOPED_TRACE(i);
+    const WatchHit& h = seen.hits[i];
+    // The same two bytes' address every time; a store, then a load of what it stored.
+    EXPECT_EQ(h.ip, seen.hits[0].ip);
+    EXPECT_EQ(h.access, i % 2 == 0 ? kWatchWrite : kWatchRead);
+    EXPECT_EQ(value_of(h.new_value), i / 2 + 1);
+  }
+  EXPECT_EQ(end->status, 3);
+  EXPECT_EQ(out.text(), "sum=10\n");
 }
 
 TEST(HardWatchEngine, AReadWatchKeepsTheReadsOnly) {

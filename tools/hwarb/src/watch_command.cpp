@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "commands.h"
@@ -421,18 +422,27 @@ class Reporter final : public native::WatchObserver {
   struct Counts {
     std::uint64_t reads = 0, writes = 0, execs = 0, total = 0;
   };
-  std::string describe(std::uint64_t ip) {
-    if (symbols_ == nullptr) return hex(ip);
-    native::Location loc = symbols_->locate(ip);
-    if (loc.module.empty() && reloads_ < 4) {
+  // The symbol and line of `ip`, kept per ip once it lies in a module (a hit in a loop is
+  // described once); an ip outside every module may be in a library mapped later, so it is not
+  // kept, and the table is reloaded (a few times at most).
+  const std::string& describe(std::uint64_t ip) {
+    if (auto it = described_.find(ip); it != described_.end()) return it->second;
+    if (symbols_ == nullptr) return unknown_ = hex(ip);
+    if (symbols_->locate(ip).module.empty() && reloads_ < 4) {
       // A library mapped after the table was loaded.
       ++reloads_;
       if (auto fresh = native::SymbolTable::load(pid_)) {
         *symbols_ = std::move(*fresh);
+        described_.clear();
       }
     }
-    return symbols_->describe(ip);
+    if (symbols_->locate(ip).module.empty()) return unknown_ = symbols_->describe(ip);
+    if (described_.size() >= kMaxDescribed) described_.clear();
+    return described_.emplace(ip, symbols_->describe(ip)).first->second;
   }
+  static constexpr std::size_t kMaxDescribed = 4096;
+  std::unordered_map<std::uint64_t, std::string> described_;
+  std::string unknown_;
 
   const WatchArgs& args_;
   const std::vector<Watched>& watched_;

@@ -63,6 +63,7 @@
 // Thread-safety: none; the Inferior's thread only.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -110,6 +111,12 @@ std::optional<Accessor> accessor_before(std::span<const std::uint8_t> code, std:
 std::vector<Accessor> accessors_before(std::span<const std::uint8_t> code, std::uint64_t end,
                                        std::uint64_t addr, std::uint64_t len,
                                        const x86::Regs& regs);
+// accessors_before in its two steps: the instructions among `code` (the bytes just before `end`)
+// that end exactly at `end`, longest first, which depend on the bytes only (so a caller can keep
+// them per stop address); then those of them whose operands touch the range with `regs`.
+std::vector<x86::Insn> candidates_before(std::span<const std::uint8_t> code, std::uint64_t end);
+std::vector<Accessor> accessors_of(std::span<const x86::Insn> candidates, std::uint64_t addr,
+                                   std::uint64_t len, const x86::Regs& regs);
 // `insn`, decoded at the stop's rip: a REP string instruction stopped between iterations (rcx
 // not 0) whose last iteration touched [addr, addr+len); nullopt otherwise.
 std::optional<Accessor> interrupted_string(const x86::Insn& insn, std::uint64_t addr,
@@ -140,7 +147,21 @@ class HardWatchEngine final : public Engine {
     std::optional<SymbolTable> symbols;
     int symbol_loads = 0;
     std::unordered_map<std::uint64_t, std::optional<std::uint64_t>> starts;
+    // candidates_before per stop address, with the code bytes they were decoded from: a hit at
+    // the same address over the same bytes decodes nothing (a hit in a loop is the common case;
+    // code that changed is decoded again).
+    struct Tail {
+      std::array<std::uint8_t, 15> code{};
+      std::vector<x86::Insn> insns;
+    };
+    std::unordered_map<std::uint64_t, Tail> tails;
+    std::vector<x86::Insn> tail_scratch;  // for a stop too near address 0 to have 15 bytes
   };
+  static constexpr std::size_t kMaxTails = 4096;  // tails are forgotten beyond this many
+
+  // candidates_before(code, end), from p.tails when `code` is what they were decoded from.
+  std::span<const x86::Insn> candidates(Process& p, std::span<const std::uint8_t> code,
+                                        std::uint64_t end);
 
   // `process`'s entry, its values read from its memory now.
   Process& watch_process(pid_t process);
