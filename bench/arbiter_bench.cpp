@@ -396,6 +396,7 @@ class Bench {
     run_rep(w_, cell_.threads, units_, 1);  // warm-up with every thread
   }
   void rep() { rates_.push_back(run_rep(w_, cell_.threads, units_, chunks_)); }
+  double last() const { return rates_.back(); }
   Measure finish() {
     Measure m;
     std::sort(rates_.begin(), rates_.end());
@@ -435,6 +436,46 @@ Row measure_all(const Cell& cell, const Options& opt) {
     sd.rep();
   }
   return Row{cell, hw.finish(), lx.finish(), sd.finish()};
+}
+
+// The thread workload's drop from few to many tasks, for hwarb and the Linux algorithm, each the
+// median of per-repetition ratios: the four (implementation, T) benches run their repetitions
+// interleaved, so a change in the machine's load hits both sides of every ratio alike (measuring
+// the two cells minutes apart, as the sweep does, mixes the drop with the load's drift).
+struct Drop {
+  int cpus = 0;
+  int small = 0, large = 0;
+  Measure hw_small, hw_large, lx_small, lx_large;
+  std::vector<double> hw_ratio, lx_ratio;  // per repetition, small/large, sorted
+};
+
+double median_of(const std::vector<double>& v) {
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+Drop measure_drop(int cpus, int small, int large, const Options& options) {
+  Options opt = options;
+  opt.max_chunk = 1e9;  // every repetition holds all T tasks' reservations at its peak (no window)
+  Bench<HwarbImpl, ThreadWorkload> hs(Cell{"thread", 1, cpus, small}, opt);
+  Bench<HwarbImpl, ThreadWorkload> hl(Cell{"thread", 1, cpus, large}, opt);
+  Bench<LinuxImpl, ThreadWorkload> ls(Cell{"thread", 1, cpus, small}, opt);
+  Bench<LinuxImpl, ThreadWorkload> ll(Cell{"thread", 1, cpus, large}, opt);
+  Drop d{cpus, small, large, {}, {}, {}, {}, {}, {}};
+  for (int r = 0; r < opt.reps; ++r) {
+    hs.rep();
+    hl.rep();
+    ls.rep();
+    ll.rep();
+    d.hw_ratio.push_back(hs.last() / hl.last());
+    d.lx_ratio.push_back(ls.last() / ll.last());
+  }
+  std::sort(d.hw_ratio.begin(), d.hw_ratio.end());
+  std::sort(d.lx_ratio.begin(), d.lx_ratio.end());
+  d.hw_small = hs.finish();
+  d.hw_large = hl.finish();
+  d.lx_small = ls.finish();
+  d.lx_large = ll.finish();
+  return d;
 }
 
 // ---- admission agreement --------------------------------------------------------------------
@@ -560,13 +601,14 @@ void write_json(const std::vector<Row>& rows, const std::string& path) {
 
 std::optional<Options> parse(int argc, char** argv) {
   Options opt;
-  const bool parsed = hwarb::bench::Args("arbiter_bench")
-                          .choice("workload", &opt.workload, {"thread", "cpu", "mixed", "all"})
-                          .number("threads", "1|2", &opt.threads, 1, 64)
-                          .number("reps", "N", &opt.reps, 1)
-                          .number("time", "SECONDS_PER_REP", &opt.rep_time, 0.001)
-                          .text("json", "FILE", &opt.json)
-                          .parse(argc, argv, &opt.quick);
+  const bool parsed =
+      hwarb::bench::Args("arbiter_bench")
+          .choice("workload", &opt.workload, {"thread", "cpu", "mixed", "drop", "all"})
+          .number("threads", "1|2", &opt.threads, 1, 64)
+          .number("reps", "N", &opt.reps, 1)
+          .number("time", "SECONDS_PER_REP", &opt.rep_time, 0.001)
+          .text("json", "FILE", &opt.json)
+          .parse(argc, argv, &opt.quick);
   if (!parsed) return std::nullopt;
   if (opt.quick) {
     opt.reps = 1;
@@ -621,6 +663,16 @@ int run(const Options& opt) {
       }
     }
   }
+  std::vector<Drop> drops;
+  if (opt.workload == "drop") {
+    const int large = opt.quick ? 1000 : 100000;
+    for (int cpus : sweep_cpus) {
+      drops.push_back(measure_drop(cpus, 10, large, opt));
+      const Drop& d = drops.back();
+      rows.push_back(Row{Cell{"drop", 1, cpus, d.small}, d.hw_small, d.lx_small, {}});
+      rows.push_back(Row{Cell{"drop", 1, cpus, d.large}, d.hw_large, d.lx_large, {}});
+    }
+  }
   std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
     auto key = [](const Row& r) {
       const int w = r.cell.workload == "thread" ? 0 : r.cell.workload == "cpu" ? 1 : 2;
@@ -628,7 +680,20 @@ int run(const Options& opt) {
     };
     return key(a) < key(b);
   });
-  print_table(rows);
+  if (drops.empty()) {
+    print_table(rows);
+  } else {
+    std::printf(
+        "\n| cpus | T | hwarb ops/s | linux ops/s | T | hwarb ops/s | linux ops/s | hwarb drop "
+        "(median [min-max]) | linux drop |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (const Drop& d : drops) {
+      std::printf("| %d | %d | %s | %s | %d | %s | %s | %.2fx [%.2f-%.2f] | %.2fx [%.2f-%.2f] |\n",
+                  d.cpus, d.small, rate(d.hw_small).c_str(), rate(d.lx_small).c_str(), d.large,
+                  rate(d.hw_large).c_str(), rate(d.lx_large).c_str(), median_of(d.hw_ratio),
+                  d.hw_ratio.front(), d.hw_ratio.back(), median_of(d.lx_ratio), d.lx_ratio.front(),
+                  d.lx_ratio.back());
+    }
+  }
   std::printf("\ntotal time %.1f s\n", seconds_since(t0));
 
   for (const auto& r : rows) {
