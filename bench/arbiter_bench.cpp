@@ -449,10 +449,6 @@ struct Drop {
   std::vector<double> hw_ratio, lx_ratio;  // per repetition, small/large, sorted
 };
 
-double median_of(const std::vector<double>& v) {
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 Drop measure_drop(int cpus, int small, int large, const Options& options) {
   Options opt = options;
   opt.max_chunk = 1e9;  // every repetition holds all T tasks' reservations at its peak (no window)
@@ -689,9 +685,9 @@ int run(const Options& opt) {
     for (const Drop& d : drops) {
       std::printf("| %d | %d | %s | %s | %d | %s | %s | %.2fx [%.2f-%.2f] | %.2fx [%.2f-%.2f] |\n",
                   d.cpus, d.small, rate(d.hw_small).c_str(), rate(d.lx_small).c_str(), d.large,
-                  rate(d.hw_large).c_str(), rate(d.lx_large).c_str(), median_of(d.hw_ratio),
-                  d.hw_ratio.front(), d.hw_ratio.back(), median_of(d.lx_ratio), d.lx_ratio.front(),
-                  d.lx_ratio.back());
+                  rate(d.hw_large).c_str(), rate(d.lx_large).c_str(),
+                  hwarb::bench::median(d.hw_ratio), d.hw_ratio.front(), d.hw_ratio.back(),
+                  hwarb::bench::median(d.lx_ratio), d.lx_ratio.front(), d.lx_ratio.back());
     }
   }
   std::printf("\ntotal time %.1f s\n", seconds_since(t0));

@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "hwarb/base/check.h"
 #include "hwarb/breakpoints/watchpoint.h"
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/syscalls.h"
@@ -229,10 +230,10 @@ std::optional<std::uint64_t> HardWatchEngine::start_before(pid_t process, Proces
 std::span<const x86::Insn> HardWatchEngine::candidates(Process& p,
                                                        std::span<const std::uint8_t> code,
                                                        std::uint64_t end) {
-  if (code.size() != kMaxInsn) {
-    p.tail_scratch = candidates_before(code, end);
-    return p.tail_scratch;
-  }
+  // on_hit reads the whole window before the stop or nothing (a stop near address 0, or text it
+  // could not read): without bytes there is no candidate.
+  if (code.empty()) return {};
+  HWARB_CHECK(code.size() == kMaxInsn, "the code window before a stop is read whole");
   auto it = p.tails.find(end);
   if (it != p.tails.end() && std::equal(code.begin(), code.end(), it->second.code.begin())) {
     return it->second.insns;

@@ -425,24 +425,28 @@ class Reporter final : public native::WatchObserver {
   // The symbol and line of `ip`, kept per ip once it lies in a module (a hit in a loop is
   // described once); an ip outside every module may be in a library mapped later, so it is not
   // kept, and the table is reloaded (a few times at most).
-  const std::string& describe(std::uint64_t ip) {
+  std::string describe(std::uint64_t ip) {
     if (auto it = described_.find(ip); it != described_.end()) return it->second;
-    if (symbols_ == nullptr) return unknown_ = hex(ip);
-    if (symbols_->locate(ip).module.empty() && reloads_ < 4) {
+    if (symbols_ == nullptr) return hex(ip);
+    bool in_module = !symbols_->locate(ip).module.empty();
+    if (!in_module && reloads_ < 4) {
       // A library mapped after the table was loaded.
       ++reloads_;
       if (auto fresh = native::SymbolTable::load(pid_)) {
         *symbols_ = std::move(*fresh);
         described_.clear();
+        in_module = !symbols_->locate(ip).module.empty();
       }
     }
-    if (symbols_->locate(ip).module.empty()) return unknown_ = symbols_->describe(ip);
-    if (described_.size() >= kMaxDescribed) described_.clear();
-    return described_.emplace(ip, symbols_->describe(ip)).first->second;
+    std::string text = symbols_->describe(ip);
+    if (in_module) {
+      if (described_.size() >= kMaxDescribed) described_.clear();
+      described_.emplace(ip, text);
+    }
+    return text;
   }
   static constexpr std::size_t kMaxDescribed = 4096;
   std::unordered_map<std::uint64_t, std::string> described_;
-  std::string unknown_;
 
   const WatchArgs& args_;
   const std::vector<Watched>& watched_;

@@ -155,11 +155,11 @@ class HardWatchEngine final : public Engine {
       std::vector<x86::Insn> insns;
     };
     std::unordered_map<std::uint64_t, Tail> tails;
-    std::vector<x86::Insn> tail_scratch;  // for a stop too near address 0 to have 15 bytes
   };
   static constexpr std::size_t kMaxTails = 4096;  // tails are forgotten beyond this many
 
   // candidates_before(code, end), from p.tails when `code` is what they were decoded from.
+  // `code` is the 15 bytes before `end`, or empty (none then).
   std::span<const x86::Insn> candidates(Process& p, std::span<const std::uint8_t> code,
                                         std::uint64_t end);
 
