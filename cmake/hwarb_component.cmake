@@ -49,23 +49,64 @@ function(hwarb_component name)
       set_property(GLOBAL APPEND PROPERTY HWARB_INSTALLED_INCLUDES ${include_dir})
     endif()
   endif()
-  if(ARG_TESTS AND HWARB_BUILD_TESTS AND NOT HWARB_RACE_ONLY)
+  if(ARG_TESTS AND HWARB_BUILD_TESTS)
     hwarb_test(${name}_test LABELS unit SOURCES ${ARG_TESTS} DEPS ${target} ${ARG_TEST_DEPS})
   endif()
 endfunction()
 
 # hwarb_test(NAME LABELS l1 l2 SOURCES ... DEPS ...): one gtest executable, one ctest entry
-# (nothing without HWARB_BUILD_TESTS).
+# (nothing without HWARB_BUILD_TESTS). Its main() is tests/support's (skips reported and logged).
 function(hwarb_test name)
   if(NOT HWARB_BUILD_TESTS)
     return()
   endif()
   cmake_parse_arguments(ARG "" "TIMEOUT" "LABELS;SOURCES;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} hwarb_test_main GTest::gtest GTest::gmock)
+  # The Check build type compiles test sources at -O0 (they are most of the compile time), except
+  # property tests: their generators and models run thousands of cases (-O0 made them 2.5-4x
+  # slower to run, more than it saved in compiling them).
+  if(NOT "property" IN_LIST ARG_LABELS)
+    target_compile_options(${name} PRIVATE $<$<CONFIG:Check>:-O0>)
+  endif()
   add_test(NAME ${name} COMMAND ${name})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 600)
   endif()
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+  hwarb_test_stage(${name} NEEDS ${name})
+endfunction()
+
+# hwarb_test_stage(TEST [NEEDS target ...]): the one build of scripts/test that runs TEST, from
+# the labels TEST already has, added to them as a label stage_<build>; the NEEDS targets (what the
+# test runs) become dependencies of the target hwarb_stage_<build>, which that build makes and
+# nothing more. Every test is given its stage where it is added; scripts/test fails when any
+# test has none, so that no test is left out of every build.
+#   1. `race`                        -> tsan     (ThreadSanitizer)
+#   2. `bench`, `timing`, `install`  -> release  (optimised code: speed is what they check, or
+#                                                 an installed, uninstrumented package)
+#   3. anything else                 -> asan     (AddressSanitizer + UBSan)
+function(hwarb_test_stage test)
+  if(NOT HWARB_BUILD_TESTS)
+    return()
+  endif()
+  cmake_parse_arguments(ARG "" "" "NEEDS" ${ARGN})
+  get_test_property(${test} LABELS labels)
+  if(NOT labels)
+    message(FATAL_ERROR "test ${test} has no labels: its stage is decided from them")
+  endif()
+  set(stage asan)
+  if("race" IN_LIST labels)
+    set(stage tsan)
+  else()
+    foreach(label bench timing install)
+      if(label IN_LIST labels)
+        set(stage release)
+      endif()
+    endforeach()
+  endif()
+  set_tests_properties(${test} PROPERTIES LABELS "${labels};stage_${stage}")
+  if(ARG_NEEDS)
+    add_dependencies(hwarb_stage_${stage} ${ARG_NEEDS})
+  endif()
 endfunction()

@@ -2,6 +2,8 @@
 # sourced after they set `hwarb`. Sets `tmp` (a directory removed at exit, with the process in
 # `spin`, if any, killed) and `fail` (0; any failed check sets 1).
 fail=0
+# shellcheck source=../support/skips.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/skips.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"; [[ -n "${spin:-}" ]] && kill -9 "$spin" 2>/dev/null' EXIT
 

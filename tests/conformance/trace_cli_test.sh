@@ -64,6 +64,7 @@ json_count=$(lines "$tmp/json.out" '"event":"branch"')
 run 2 "two modes" trace --hardware --software -- "$branches"
 has "$tmp/err" "--hardware and --software are exclusive" "two modes named"
 if ((no_bts)); then
+  skip_case bts "hardware branch tracing" "no intel_bts PMU on this machine"
   run 1 "hardware without intel_bts" trace --hardware -- "$branches" 100
   has "$tmp/err" "no intel_bts PMU on this machine" "hardware refusal names intel_bts"
   [[ ! -s "$tmp/out" ]] || { echo "FAIL: the program ran although --hardware was refused" >&2; fail=1; }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "hwarb/linux/probe.h"
+#include "skips.h"
 
 namespace hwarb::native::testing {
 
@@ -28,6 +29,5 @@ inline std::optional<std::string> no_hits_reason() {
 
 #define HITS_OR_SKIP()                                             \
   if (auto reason_ = ::hwarb::native::testing::no_hits_reason()) { \
-    std::fprintf(stderr, "SKIP: %s\n", reason_->c_str());          \
-    GTEST_SKIP() << *reason_;                                      \
+    HWARB_SKIP_UNLESS_REQUIRED("hits", *reason_);                  \
   }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "hwarb/base/error.h"
+#include "skips.h"
 
 namespace hwarb::native::testing {
 
@@ -28,9 +29,7 @@ inline bool refused(const Error& e) {
 }
 
 inline std::string skip_reason(const char* what, const Error& e) {
-  std::string reason = std::string(what) + " refused on this machine: " + e.to_string();
-  std::fprintf(stderr, "SKIP: %s\n", reason.c_str());
-  return reason;
+  return std::string(what) + " refused on this machine: " + e.to_string();
 }
 
 }  // namespace hwarb::native::testing

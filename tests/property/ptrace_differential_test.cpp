@@ -424,7 +424,6 @@ RC_GTEST_PROP(PtraceDifferential, RandomSequencesAgreeWithTheKernel, ()) {
   if (!refusal().empty()) {
     if (!skip_reported) {
       skip_reported = true;
-      std::fprintf(stderr, "SKIP: %s\n", refusal().c_str());
       GTEST_SKIP() << refusal();
     }
     return;
@@ -464,7 +463,6 @@ class PtraceDifferentialFixed : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!refusal().empty()) {
-      std::fprintf(stderr, "SKIP: %s\n", refusal().c_str());
       GTEST_SKIP() << refusal();
     }
   }

@@ -124,7 +124,7 @@ std::uint64_t software_count(const char* fn) {
 
 TEST(IntelBts, HardwareFindsTheSameTakenBranchesAsTheSoftwareTracer) {
   if (auto type = intel_bts_type(); !type) {
-    GTEST_SKIP() << testing::skip_reason("intel_bts", type.error());
+    HWARB_SKIP_UNLESS_REQUIRED("bts", testing::skip_reason("intel_bts", type.error()));
   }
   std::string out;
   IntelBtsStats stats;

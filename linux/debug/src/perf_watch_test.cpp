@@ -482,7 +482,6 @@ TEST(PerfCpuCount, CountsTheCpusAccessesAndTheKernelsUnlessExcluded) {
   const cpu_count::Run user_only = cpu_count::count_on_cpu0(true, kUser, kKernel);
   if (!user_only.ok && (user_only.error.find("EACCES") != std::string::npos ||
                         user_only.error.find("EPERM") != std::string::npos)) {
-    std::fprintf(stderr, "SKIP: %s\n", user_only.error.c_str());
     GTEST_SKIP() << user_only.error;
   }
   ASSERT_TRUE(user_only.ok) << user_only.error;

@@ -201,12 +201,14 @@ TEST_F(ProbeTest, ACanaryThatCountedNothingIsRunAgain) {
   }
   auto r = probe({.canary = silent_first_run});
   ASSERT_TRUE(r.has_value()) << r.error().to_string();
-  EXPECT_EQ(r->canary_runs, 2);
+  // The second run decides where hits arrive; where they do not, it counts 0 too and every run
+  // allowed is made, as with the default canary.
+  const int runs = report().hits_delivered ? 2 : kCanaryRuns;
+  EXPECT_EQ(r->canary_runs, runs);
   EXPECT_EQ(r->canary_writes, kCanaryWrites);
-  // The second run decides, as the default canary does on this machine.
   EXPECT_EQ(r->hits_delivered, report().hits_delivered);
   EXPECT_EQ(r->canary_hits, report().canary_hits);
-  EXPECT_THAT(probe_to_json(*r), HasSubstr("\"canary_runs\":2"));
+  EXPECT_THAT(probe_to_json(*r), HasSubstr("\"canary_runs\":" + std::to_string(runs)));
 }
 
 TEST_F(ProbeTest, CanariesThatNeverCountDecideNotDelivered) {
@@ -226,7 +228,8 @@ TEST_F(ProbeTest, CanariesThatNeverCountDecideNotDelivered) {
 
 TEST_F(ProbeTest, TheDefaultCanaryDecidesInOneRunWhereHitsArrive) {
   if (!report().hits_delivered) {
-    GTEST_SKIP() << "breakpoint hits are not delivered here: the canary may run again";
+    HWARB_SKIP_UNLESS_REQUIRED(
+        "hits", std::string("breakpoint hits are not delivered here: the canary may run again"));
   }
   EXPECT_EQ(report().canary_runs, 1);
 }

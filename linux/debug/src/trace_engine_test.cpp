@@ -162,8 +162,7 @@ TEST(BranchClassifier, TellsTheKindFromTheInstructionAtFrom) {
 TEST(BtsTraceEngine, FindsEveryCallWhereTheMachineHasIntelBts) {
   auto bts = IntelBtsTrace::open();
   if (!bts) {
-    std::fprintf(stderr, "SKIP: %s\n", bts.error().to_string().c_str());
-    GTEST_SKIP() << bts.error().to_string();
+    HWARB_SKIP_UNLESS_REQUIRED("bts", bts.error().to_string());
   }
   Capture out;
   SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("calls"), "7"}), out);
