@@ -82,10 +82,11 @@ endfunction()
 # test runs) become dependencies of the target hwarb_stage_<build>, which that build makes and
 # nothing more. Every test is given its stage where it is added; scripts/test fails when any
 # test has none, so that no test is left out of every build.
-#   1. `race`                        -> tsan     (ThreadSanitizer)
-#   2. `bench`, `timing`, `install`  -> release  (optimised code: speed is what they check, or
-#                                                 an installed, uninstrumented package)
-#   3. anything else                 -> asan     (AddressSanitizer + UBSan)
+#   1. `race`                         -> tsan     (ThreadSanitizer)
+#   2. `bench`, `timing`, `install`,  -> release  (optimised code: speed is what they check; or
+#      `uninstrumented`                           no sanitizer: an installed package, limits
+#                                                 that shadow memory defeats)
+#   3. anything else                  -> asan     (AddressSanitizer + UBSan)
 function(hwarb_test_stage test)
   if(NOT HWARB_BUILD_TESTS)
     return()
@@ -99,7 +100,7 @@ function(hwarb_test_stage test)
   if("race" IN_LIST labels)
     set(stage tsan)
   else()
-    foreach(label bench timing install)
+    foreach(label bench timing install uninstrumented)
       if(label IN_LIST labels)
         set(stage release)
       endif()

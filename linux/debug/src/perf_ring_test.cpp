@@ -226,11 +226,16 @@ TEST(PerfRingMap, RefusesBadPageCountsAndDescriptorsWithoutARing) {
 
 // A forked child that touches `rounds` x `per_round` pages of a mapping made before the fork
 // (each touch is one page fault at a known address), one round per byte on `go`, answering each
-// round with a byte on `done`; one more byte on `go` makes it exit. Raw system calls only.
+// round with a byte on `done`; one more byte on `go` makes it exit. It says it is ready with a
+// first byte on `done`, once what runs after a fork (the sanitizers' handlers, the first touches
+// of its code and stack) has faulted in its pages: those faults are not the test's. Raw system
+// calls only.
 [[noreturn]] void toucher(pid_t parent, int go, int done, volatile char* pages, std::size_t page,
                           int rounds, int per_round) {
   ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0L, 0L, 0L);
   if (::syscall(SYS_getppid) != parent) ::syscall(SYS_exit_group, 1);
+  char ready = 0;
+  if (::syscall(SYS_write, done, &ready, 1L) != 1) ::syscall(SYS_exit_group, 3);
   for (int r = 0; r < rounds; ++r) {
     char b = 0;
     if (::syscall(SYS_read, go, &b, 1L) != 1) ::syscall(SYS_exit_group, 2);
@@ -283,6 +288,8 @@ TEST(PerfRingKernel, PageFaultSamplesOfAChildComeThroughAWrappingRing) {
       (void)wait_for(pid, false);
     }
   } reaper{pid};
+  char ready = 0;
+  ASSERT_EQ(::read(done_r.get(), &ready, 1), 1);
 
   perf_event_attr attr;
   std::memset(&attr, 0, sizeof attr);
