@@ -30,7 +30,8 @@ modes=(--software)
 if "$hwarb" probe --json >"$tmp/probe" 2>/dev/null && grep -q '"hits_delivered":true' "$tmp/probe"; then
   modes+=(--hardware)
 else
-  skip_case hits "hardware mode (every case)" "$("$hwarb" probe 2>&1 | grep -m1 'hits delivered')"
+  skip_case hits "hardware mode (${only[*]:-every case})" \
+    "$("$hwarb" probe 2>&1 | grep -m1 'hits delivered')"
 fi
 
 # watched MODE OUT SUBCOMMAND ARGS...: runs `hwarb SUBCOMMAND MODE -o OUT ARGS...` (bounded), the
