@@ -53,5 +53,14 @@ run 2 "access in a ptrace stop" sim "$tmp/stopped.scn"
 has "$tmp/err" "stopped.scn:5: access: task 't' is in a ptrace stop (SIGSTOP)"
 [[ -s $tmp/out ]] && { echo "FAIL: a run-time scenario error printed on stdout" >&2; fail=1; }
 
+# Output that cannot be written (stdout on a full device) is an error: exit 1, stdout and the
+# errno named on stderr.
+run_to /dev/full 1 "sim >/dev/full" sim "$tmp/nonl.scn"
+count "$tmp/err" '^hwarb sim: stdout: ENOSPC: No space left on device$' 1 "sim >/dev/full: the output and the reason"
+for format in "" "--json"; do
+  run_to /dev/full 1 "probe $format >/dev/full" probe $format
+  count "$tmp/err" '^hwarb probe: stdout: ENOSPC: No space left on device$' 1 "probe $format >/dev/full: the output and the reason"
+done
+
 [[ $fail -eq 0 ]] && echo "ok"
 exit $fail

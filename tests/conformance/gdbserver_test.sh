@@ -6,8 +6,8 @@
 # what `hwarb watch` reports on the same program; the program's output and exit status are its
 # own; detach lets it run on unchanged.
 set -uo pipefail
-hwarb=$1
-P=$2
+hwarb=$(realpath "$1")  # absolute: a case runs gdb from another directory
+P=$(realpath "$2")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -203,6 +203,22 @@ for mode in "${modes[@]}"; do
   fi
   wait "$spin" 2>/dev/null
 done
+
+# 5c. A program named without a slash, as gdbserver takes it: a file of that name in the working
+# directory (run by its absolute path), before PATH; a name that is also in PATH is still the
+# file here. gdb_target says which ran (total=936, exit code 07); hello is the one in PATH.
+mkdir -p "$tmp/here" "$tmp/bin"
+cp "$prog" "$tmp/here/prog_here"
+cp "$prog" "$tmp/here/prog_both"
+cp "$P/prog_hello" "$tmp/bin/prog_both"
+(cd "$tmp/here" && prog=prog_here gdb_run here "" 'break main' continue 'print argv[0]' continue)
+expect "$tmp/here.out" "^\\\$1 = 0x[0-9a-f]+ \"$tmp/here/prog_here\"\$" "cwd: argv[0] is the absolute path"
+expect "$tmp/here.out" 'exited with code 07' "cwd: the program's exit"
+expect "$tmp/here.err" '^total=936$' "cwd: the program's output"
+(cd "$tmp/here" && PATH="$tmp/bin:$PATH" prog=prog_both gdb_run both "" continue)
+expect "$tmp/both.out" 'exited with code 07' "cwd before PATH: the file here ran"
+expect "$tmp/both.err" '^total=936$' "cwd before PATH: its output"
+count "$tmp/both.err" '^hello$' 0 "cwd before PATH: not the one in PATH"
 
 # 6. lldb (Debian's) as the client, over TCP: breakpoint, registers, threads, a watchpoint.
 if command -v lldb >/dev/null; then

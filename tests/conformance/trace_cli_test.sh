@@ -137,6 +137,20 @@ count "$tmp/report" "^hwarb trace: $json_count branches \(" 1 "trace --output: t
 count "$tmp/err" 'branches \(' 0 "trace --output: no summary on stderr"
 run 2 "-o unwritable" trace -o "$tmp/none/report" -- "$branches" 3
 has "$tmp/err" "$tmp/none/report" "trace -o names the file"
+# A report that cannot be written (a full device, as -o FILE or as stdout) is hwarb's failure:
+# exit 1, the output and the errno said on stderr at the end; the program runs to its end as it
+# does unwatched (its output on stdout with -o; its status in the summary on stderr without).
+for mode in "" "--software"; do
+  m=${mode:-default}
+  for format in "" "--json" "--perf-script"; do
+    run 1 "$m: trace $format -o /dev/full" trace $mode $format -o /dev/full --filter classify -- "$branches" 100
+    same "$(cat "$tmp/out")" "$expected" "$m: trace $format -o /dev/full: the program's output"
+    count "$tmp/err" '^hwarb trace: --output /dev/full: ENOSPC: No space left on device$' 1 "$m: trace $format -o /dev/full: the output and the reason"
+  done
+  run_to /dev/full 1 "$m: trace >/dev/full" trace $mode --filter classify -- "$branches" 100
+  count "$tmp/err" '^hwarb trace: stdout: ENOSPC: No space left on device$' 1 "$m: trace >/dev/full: the output and the reason"
+  count "$tmp/err" "^hwarb trace: [0-9]+ branches .*; command '.*prog_branches' exited with status 0\$" 1 "$m: trace >/dev/full: the program's status"
+done
 
 # Default start (main) vs --start=entry (the dynamic loader on): the first branch is main's.
 run 0 "default start" trace -- "$branches" 20

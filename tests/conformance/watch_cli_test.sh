@@ -133,6 +133,24 @@ has "$tmp/err" "$tmp/no/such/dir/report" "-o names the file"
 has "$tmp/err" "ENOENT" "-o names the error"
 [[ ! -s $tmp/out ]] || { echo "FAIL: -o unwritable: the program ran" >&2; fail=1; }
 run 2 "-o twice" stat -o "$tmp/a" -o "$tmp/b" target:w -- "$programs/prog_writer" 3
+# A report that cannot be written (a full device, as -o FILE or as stdout) is hwarb's failure:
+# exit 1, the output and the errno said on stderr at the end; the program runs to its end as it
+# does unwatched (its output on stdout with -o; its status in the summary on stderr without).
+for mode in "" "--software"; do
+  m=${mode:-default}
+  for sub in watch stat; do
+    for format in "" "--json"; do
+      run 1 "$m: $sub $format -o /dev/full" $sub $mode $format -o /dev/full target:w -- "$programs/prog_writer" 10
+      [[ $(cat "$tmp/out") == "sum=100" ]] || { echo "FAIL: $m: $sub $format -o /dev/full: the program's output changed" >&2; sed 's/^/  | /' "$tmp/out" >&2; fail=1; }
+      count "$tmp/err" "^hwarb $sub: --output /dev/full: ENOSPC: No space left on device\$" 1 "$m: $sub $format -o /dev/full: the output and the reason"
+    done
+    run_to /dev/full 1 "$m: $sub >/dev/full" $sub $mode target:w -- "$programs/prog_writer" 10
+    count "$tmp/err" "^hwarb $sub: stdout: ENOSPC: No space left on device\$" 1 "$m: $sub >/dev/full: the output and the reason"
+    count "$tmp/err" "^hwarb $sub: 10 hits \(target:w: 10\) in .*; command '.*prog_writer' exited with status 3\$" 1 "$m: $sub >/dev/full: the program's status"
+  done
+  run_to /dev/full 1 "$m: watch --json >/dev/full" watch $mode --json target:w -- "$programs/prog_writer" 10
+  count "$tmp/err" '^hwarb watch: stdout: ENOSPC: No space left on device$' 1 "$m: watch --json >/dev/full: the output and the reason"
+done
 
 # --hardware insists on the hardware path; with --software it is a usage error.
 for sub in watch stat; do
@@ -232,6 +250,16 @@ assert len(mine) == 5, mine
 assert all(not h["kernel"] and h["symbol"].startswith("set_target") for h in mine), mine
 PY
   run 2 "watch -a --count" watch -a --count 3 target:w -- "$programs/prog_writer" 3
+  # -a: a report that cannot be written is exit 1 with the output and the reason; the program
+  # runs to its end.
+  for sub in watch stat; do
+    run 1 "$sub -a -o /dev/full" $sub -a -o /dev/full target:w -- "$programs/prog_writer" 5
+    [[ $(cat "$tmp/out") == "sum=25" ]] || { echo "FAIL: $sub -a -o /dev/full: the program's output changed" >&2; fail=1; }
+    count "$tmp/err" "^hwarb $sub: --output /dev/full: ENOSPC: No space left on device\$" 1 "$sub -a -o /dev/full: the output and the reason"
+    run_to /dev/full 1 "$sub -a >/dev/full" $sub -a target:w -- "$programs/prog_writer" 5
+    count "$tmp/err" "^hwarb $sub: stdout: ENOSPC: No space left on device\$" 1 "$sub -a >/dev/full: the output and the reason"
+    has "$tmp/err" "prog_writer' exited with status 3" "$sub -a >/dev/full: the program's status"
+  done
   has "$tmp/err" "--if and --count need each hit's values" "watch -a --count: why"
 else
   for sub in watch stat; do

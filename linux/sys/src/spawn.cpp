@@ -82,6 +82,20 @@ Result<void> check_runnable(const std::string& path) {
   return {};
 }
 
+std::optional<std::string> in_working_directory(const std::string& name) {
+  if (name.empty() || name.find('/') != std::string::npos) return std::nullopt;
+  struct stat st {};
+  if (::stat(name.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  // getcwd(3) with a buffer that grows: a working directory may be deeper than PATH_MAX.
+  std::string dir(256, '\0');
+  while (::getcwd(dir.data(), dir.size()) == nullptr) {
+    if (errno != ERANGE) return "./" + name;  // still this file, named relative to here
+    dir.resize(dir.size() * 2);
+  }
+  dir.resize(std::char_traits<char>::length(dir.c_str()));
+  return (dir == "/" ? dir : dir + "/") + name;
+}
+
 Result<pid_t> spawn_stopped(const std::string& path, const std::vector<std::string>& argv,
                             const SpawnOptions& options) {
   std::vector<char*> args;

@@ -103,6 +103,31 @@ TEST(CheckRunnable, NamesTheCommandAndTheKernelsReason) {
   ::unlink(path);
 }
 
+TEST(InWorkingDirectory, ARegularFileHereIsItsAbsolutePathAnythingElseIsNot) {
+  char dir[] = "/tmp/hwarb_cwd_test_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  char before[4096];
+  ASSERT_NE(::getcwd(before, sizeof before), nullptr);
+  ASSERT_EQ(::chdir(dir), 0);
+  const std::string here(dir);
+  {
+    std::ofstream("prog") << "not even executable";  // gdbserver takes it all the same
+  }
+  ASSERT_EQ(::mkdir("subdir", 0755), 0);
+  ASSERT_EQ(::symlink("prog", "link"), 0);
+  EXPECT_EQ(in_working_directory("prog"), here + "/prog");
+  EXPECT_EQ(in_working_directory("link"), here + "/link");  // followed: a regular file
+  EXPECT_EQ(in_working_directory("subdir"), std::nullopt);
+  EXPECT_EQ(in_working_directory("absent"), std::nullopt);
+  EXPECT_EQ(in_working_directory("./prog"), std::nullopt);  // a slash: the path as given
+  EXPECT_EQ(in_working_directory(""), std::nullopt);
+  ::unlink("link");
+  ::unlink("prog");
+  ::rmdir("subdir");
+  ASSERT_EQ(::chdir(before), 0);
+  ::rmdir(dir);
+}
+
 TEST(SpawnStopped, StopsBeforeTheExecThenRunsTheProgram) {
   Capture out;
   auto pid = spawn_stopped(program("hello"), {"hello"}, {.stdout_fd = out.fd()});

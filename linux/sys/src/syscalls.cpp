@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -629,6 +630,46 @@ Result<Fd> create_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) return sys_fail<Fd>(errno, "file", "create " + path);
   return Fd(fd);
+}
+
+namespace {
+
+// "<output>: <ERRNAME>: <text>": the CLI prints it after its name, as the reason the report is
+// incomplete. A stream error without an errno (none of glibc's) reads EIO.
+Result<void> stream_fail(int err, std::string_view output) {
+  if (err == 0) err = EIO;
+  const char* name = strerrorname_np(err);
+  const char* text = strerrordesc_np(err);
+  std::string msg(output);
+  msg += ": ";
+  msg += name != nullptr ? name : "errno " + std::to_string(err);
+  if (text != nullptr) {
+    msg += ": ";
+    msg += text;
+  }
+  return std::unexpected(Error(from_errno(err), std::move(msg)));
+}
+
+}  // namespace
+
+Result<void> write_stream(std::FILE* stream, std::string_view text, std::string_view output) {
+  errno = 0;
+  if (std::fwrite(text.data(), 1, text.size(), stream) != text.size()) {
+    return stream_fail(errno, output);
+  }
+  return {};
+}
+
+Result<void> flush_stream(std::FILE* stream, std::string_view output) {
+  errno = 0;
+  if (std::fflush(stream) != 0) return stream_fail(errno, output);
+  return {};
+}
+
+Result<void> close_stream(std::FILE* stream, std::string_view output) {
+  errno = 0;
+  if (std::fclose(stream) != 0) return stream_fail(errno, output);
+  return {};
 }
 
 }  // namespace hwarb::native

@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstddef>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -487,6 +488,35 @@ TEST(Syscalls, CreateFileTruncatesIsCloseOnExecAndNamesAMissingDirectory) {
             std::string::npos);
   ::unlink(path.c_str());
   ::rmdir(dir);
+}
+
+// /dev/full takes nothing: every write(2) is ENOSPC. A failure is seen where it happens (stdio
+// then drops the bytes, and a later fflush has nothing left to fail on).
+TEST(Syscalls, StreamFailuresNameTheOutputAndTheErrno) {
+  const std::string want = "--output /dev/full: ENOSPC: No space left on device";
+  std::FILE* full = std::fopen("/dev/full", "w");
+  ASSERT_NE(full, nullptr);
+  ASSERT_TRUE(write_stream(full, "buffered\n", "--output /dev/full"));
+  auto flushed = flush_stream(full, "--output /dev/full");
+  ASSERT_FALSE(flushed);
+  EXPECT_EQ(flushed.error().code(), ErrorCode::kNoSpc);
+  EXPECT_EQ(flushed.error().message(), want);
+  EXPECT_TRUE(flush_stream(full, "--output /dev/full"));  // nothing left to write
+  // More than the buffer: the write itself fails.
+  auto written = write_stream(full, std::string(1 << 20, 'x'), "--output /dev/full");
+  ASSERT_FALSE(written);
+  EXPECT_EQ(written.error().code(), ErrorCode::kNoSpc);
+  EXPECT_EQ(written.error().message(), want);
+  ASSERT_TRUE(write_stream(full, "pending", "--output /dev/full"));
+  auto closed = close_stream(full, "--output /dev/full");  // closed all the same
+  ASSERT_FALSE(closed);
+  EXPECT_EQ(closed.error().code(), ErrorCode::kNoSpc);
+  EXPECT_EQ(closed.error().message(), want);
+  std::FILE* null = std::fopen("/dev/null", "w");
+  ASSERT_NE(null, nullptr);
+  EXPECT_TRUE(write_stream(null, "x", "stdout"));
+  EXPECT_TRUE(flush_stream(null, "stdout"));
+  EXPECT_TRUE(close_stream(null, "stdout"));
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ namespace hwarb::cli {
 
 // Exit statuses of hwarb.
 inline constexpr int kExitOk = 0;       // success (refusals in a scenario are normal output)
-inline constexpr int kExitFailure = 1;  // an internal error (a bug in hwarb)
+inline constexpr int kExitFailure = 1;  // a bug, an untraceable target, output not written
 inline constexpr int kExitUsage = 2;    // bad command line, unreadable file, scenario error
 
 // Runs a parsed subcommand; returns the exit status. Never throws.

@@ -3,6 +3,9 @@
 //
 //   hwarb gdbserver [--software] [--once] (HOST:PORT | --stdio | -) (-- CMD ARGS | -p PID)
 //
+// The program: a name without a slash is a file of the working directory when there is one (run
+// by its absolute path, which is its argv[0]), else it is searched in PATH, as gdbserver 13.1
+// does (its program_path); watch, stat and trace search PATH alone, as perf and execvp(3) do.
 // The connection: HOST:PORT listens for one client on TCP (":1234" and "localhost:1234" are
 // 127.0.0.1; port 0 picks one, said on stderr); --stdio (or "-") talks on standard input and
 // output, as `target remote | hwarb gdbserver --stdio -- prog` wants: the program's standard
@@ -25,6 +28,7 @@
 #include "hwarb/linux/session.h"
 #include "hwarb/linux/signals.h"
 #include "hwarb/linux/socket.h"
+#include "hwarb/linux/spawn.h"
 #include "hwarb/linux/watch_session.h"
 #include "number_scan.h"
 #include "session.h"
@@ -95,6 +99,11 @@ int run_server(ServerArgs& args) {
   }
   std::optional<native::Inferior> inferior;
   if (!args.target.command.empty()) {
+    // As gdbserver: `prog` alone is ./prog when there is such a file here (run by its absolute
+    // path), before PATH; watch, stat and trace search PATH only, as perf and execvp do.
+    if (auto here = native::in_working_directory(args.target.command[0])) {
+      args.target.command[0] = *here;
+    }
     // With --stdio, standard output is the protocol: the program writes to standard error.
     auto spawned =
         native::Inferior::spawn(args.target.command, {.kill_on_exit = false,

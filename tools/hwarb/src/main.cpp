@@ -29,8 +29,8 @@ constexpr const char* kUsage =
 )";
 
 constexpr const char* kExitStatus =
-    R"(Exit status: 0 success, 1 internal error or a target that could not be traced, 2 usage error,
-unreadable file or scenario error.)";
+    R"(Exit status: 0 success, 1 internal error, a target that could not be traced or output that
+could not be written (said on stderr), 2 usage error, unreadable file or scenario error.)";
 
 // The footer of `hwarb --help`; the scenario commands come from their table (grammar.h).
 std::string footer() {

@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "hwarb/linux/probe.h"
+#include "session.h"
 
 namespace hwarb::cli {
 namespace {
@@ -15,13 +16,9 @@ int run_probe(bool json) {
     std::cerr << "hwarb probe: " << report.error().to_string() << "\n";
     return kExitFailure;
   }
-  if (json) {
-    std::cout << native::probe_to_json(*report) << "\n";
-  } else {
-    std::cout << native::probe_to_text(*report);
-  }
-  std::cout.flush();
-  return std::cout ? kExitOk : kExitFailure;
+  Report out = Report::standard_output();
+  out.write(json ? native::probe_to_json(*report) + "\n" : native::probe_to_text(*report));
+  return finish_report("probe", out, kExitOk);
 }
 
 }  // namespace
@@ -37,7 +34,8 @@ CommandRunner setup_probe(CLI::App& app) {
       "Output (text): one line per finding ('breakpoint PMU: yes (4 slots per thread)', 'hits "
       "delivered: NO (0 of 1000 canary writes)', ...), then the paths hwarb will use ('watch: "
       "hardware|software ...', 'trace: ...') and notes.\n"
-      "Exit status: 0 probed (absent capabilities are findings), 1 the probe could not run.");
+      "Exit status: 0 probed (absent capabilities are findings), 1 the probe could not run or "
+      "its report could not be written.");
   return [json] { return run_probe(*json); };
 }
 

@@ -160,8 +160,8 @@ Errors: the whole file is checked before anything runs; a scenario error (bad sy
   past the limit.
 )";
   s += wrap(limits_text(), 0, 2, 94);
-  s += "Exit status: 0 ran (refusals included), 1 internal error, 2 usage, unreadable file or\n"
-       "  scenario error.";
+  s += "Exit status: 0 ran (refusals included), 1 internal error or output that could not be\n"
+       "  written, 2 usage, unreadable file or scenario error.";
   return s;
 }
 

@@ -1,8 +1,10 @@
 #include "session.h"
 
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 
+#include "commands.h"
 #include "hwarb/linux/files.h"
 #include "hwarb/linux/probe.h"
 #include "hwarb/linux/terminal.h"
@@ -38,7 +40,7 @@ void add_output_option(CLI::App& sub, std::string& path) {
 }
 
 Result<Report> Report::open(const std::string& path) {
-  if (path.empty()) return Report(stdout, false);
+  if (path.empty()) return standard_output();
   auto fd = native::create_file(path);
   if (!fd) return std::unexpected(fd.error().with_context("--output"));
   std::FILE* file = ::fdopen(fd->get(), "w");
@@ -46,26 +48,105 @@ Result<Report> Report::open(const std::string& path) {
     return make_error(ErrorCode::kNoMem, "--output: no stream for " + path);
   }
   (void)fd->release();
-  return Report(file, true);
+  return Report(file, true, "--output " + path);
 }
 
 Report::Report(Report&& other) noexcept
-    : out_(other.out_), to_file_(other.to_file_), flushed_(other.flushed_) {
+    : out_(other.out_),
+      to_file_(other.to_file_),
+      name_(std::move(other.name_)),
+      error_(std::move(other.error_)),
+      flushed_(other.flushed_) {
+  other.out_ = nullptr;
   other.to_file_ = false;
 }
 
 Report::~Report() {
-  if (to_file_) std::fclose(out_);
+  if (to_file_ && out_ != nullptr) std::fclose(out_);
+}
+
+bool Report::keep(Result<void> result) const {
+  if (!result && !error_) error_.emplace(std::move(result.error()));
+  return !error_;
 }
 
 void Report::line(const std::string& line) const {
-  std::fputs(line.c_str(), out_);
-  std::fputc('\n', out_);
+  if (error_) return;
+  if (!keep(native::write_stream(out_, line, name_)) ||
+      !keep(native::write_stream(out_, "\n", name_))) {
+    return;
+  }
   const auto now = std::chrono::steady_clock::now();
   if (!to_file_ || now - flushed_ >= std::chrono::milliseconds(100)) {
-    std::fflush(out_);
+    keep(native::flush_stream(out_, name_));
     flushed_ = now;
   }
+}
+
+void Report::write(std::string_view text) const {
+  if (!error_) keep(native::write_stream(out_, text, name_));
+}
+
+void Report::print(const char* format, ...) const {
+  if (error_) return;
+  std::va_list args;
+  va_start(args, format);
+  std::va_list again;
+  va_copy(again, args);
+  char small[512];
+  const int n = std::vsnprintf(small, sizeof small, format, args);
+  va_end(args);
+  if (n < 0) {
+    va_end(again);
+    keep(make_error(ErrorCode::kInval, name_ + ": EINVAL: a format hwarb could not print"));
+    return;
+  }
+  if (static_cast<std::size_t>(n) < sizeof small) {
+    va_end(again);
+    write(std::string_view(small, static_cast<std::size_t>(n)));
+    return;
+  }
+  std::string text(static_cast<std::size_t>(n) + 1, '\0');
+  std::vsnprintf(text.data(), text.size(), format, again);
+  va_end(again);
+  text.pop_back();
+  write(text);
+}
+
+void Report::flush() const {
+  if (!error_) keep(native::flush_stream(out_, name_));
+}
+
+void Report::summary(const std::string& text) const {
+  if (to_file_) {
+    write(text);
+    flush();
+    return;
+  }
+  std::fputs(text.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+Result<void> Report::close() {
+  if (out_ != nullptr) {
+    if (to_file_) {
+      // Closed whether or not an earlier write failed: the descriptor is not kept.
+      keep(native::close_stream(out_, name_));
+      out_ = nullptr;
+      to_file_ = false;
+    } else {
+      flush();
+    }
+  }
+  if (error_) return std::unexpected(*error_);
+  return {};
+}
+
+int finish_report(const char* command, Report& report, int status) {
+  auto closed = report.close();
+  if (closed) return status;
+  std::fprintf(stderr, "hwarb %s: %s\n", command, closed.error().message().c_str());
+  return status == kExitOk ? kExitFailure : status;
 }
 
 Result<void> check_target(TargetOptions& target) {

@@ -7,12 +7,20 @@
 // Contract:
 //  - Exactly one of -p, -t or a command: check_target() says which is wrong (a usage error).
 //  - Exit statuses of the three commands: 0 (done, whatever the tracee's own status, which is
-//    reported), 1 (the target could not be traced or tracing failed), 2 (usage).
+//    reported), 1 (the target could not be traced, tracing failed, or the report could not be
+//    written), 2 (usage).
 //  - The report (hits, JSON lines, tables, summaries) goes to stdout, where a spawned target's
 //    own output goes too; with -o FILE / --output FILE it goes to FILE alone, created (or
 //    truncated) before the target starts, and a human summary that would go to stderr goes there
 //    too. Status lines (the mode chosen, warnings) stay on stderr. A FILE that cannot be created
 //    is a usage error (exit 2) naming it; nothing is run then.
+//  - A report that cannot be written (a full disk, -o /dev/full, stdout on a full device) is
+//    the command's failure, not the target's: the run goes on to its usual end (a spawned
+//    program runs to its exit, an attached one is detached), because the program must not behave
+//    otherwise for being watched; then finish_report() says on stderr which output failed and
+//    why ("hwarb watch: --output /dev/full: ENOSPC: No space left on device") and the exit
+//    status is 1. After the first failure nothing more is written there: the report is
+//    incomplete from that point on.
 //  - Progress draws on stderr only when it is a terminal; WithProgress adds it to an engine
 //    without changing what the engine does.
 #pragma once
@@ -21,7 +29,9 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hwarb/base/error.h"
@@ -43,35 +53,58 @@ void add_target_options(CLI::App& sub, TargetOptions& target);
 // Adds -o/--output FILE to `sub`.
 void add_output_option(CLI::App& sub, std::string& path);
 
-// Where the report goes (see the contract). Moving is cheap; the file is closed (flushed) on
-// destruction.
+// Where the report goes (see the contract; probe and sim print through it too, to stdout). Moving
+// is cheap; every write is checked, the first failure kept (error()); close() flushes and closes,
+// and says whether the report was written.
 class Report {
  public:
   // stdout when `path` is empty, else FILE created or truncated; create_file's errors.
   [[nodiscard]] static Result<Report> open(const std::string& path);
+  // stdout (sim and probe, which have no -o).
+  static Report standard_output() { return Report(stdout, false, "stdout"); }
 
   Report(Report&& other) noexcept;
   Report& operator=(Report&&) = delete;
   Report(const Report&) = delete;
   Report& operator=(const Report&) = delete;
+  // Closes a file that close() did not (its error is then lost: close() is the way to know).
   ~Report();
 
-  // The report's stream.
-  std::FILE* out() const { return out_; }
-  // Where a human summary goes: stderr, or the file of -o.
-  std::FILE* summary() const { return to_file_ ? out_ : stderr; }
   // Writes `line` and a newline. On stdout (shared with a spawned program) each line is flushed,
   // so that the program's lines and hwarb's keep their order; to a file (-o) at most every
   // 100 ms (a reader following the file sees each line within that; one write(2) per hit would
   // cost more than the hit) and at the end.
   void line(const std::string& line) const;
+  // Writes `text` as it is, buffered (tables, batches of branches; flush() or close() after).
+  void write(std::string_view text) const;
+  // write() of printf-formatted text.
+  void print(const char* format, ...) const __attribute__((format(printf, 2, 3)));
+  void flush() const;
+  // A human summary: to stderr (as a status line, unchecked: there is nowhere left to say that
+  // it failed), or, with -o, to the file as the report.
+  void summary(const std::string& text) const;
+  // The first failure to write, if any: "<output>: <ERRNAME>: <text>".
+  const std::optional<Error>& error() const { return error_; }
+  // Flushes stdout, or closes the file (where a file system may first say ENOSPC or EIO); the
+  // first failure of the whole report. Once only.
+  [[nodiscard]] Result<void> close();
 
  private:
-  Report(std::FILE* out, bool to_file) : out_(out), to_file_(to_file) {}
+  Report(std::FILE* out, bool to_file, std::string name)
+      : out_(out), to_file_(to_file), name_(std::move(name)) {}
+  // Keeps the first failure; false once there is one (nothing more is written then).
+  bool keep(Result<void> result) const;
   std::FILE* out_;
   bool to_file_;
+  std::string name_;  // "--output FILE" or "stdout", for messages
+  mutable std::optional<Error> error_;
   mutable std::chrono::steady_clock::time_point flushed_{};
 };
+
+// The exit status of a command that wrote `report`, ending with `status`: closes the report and,
+// when it could not be written, says so on stderr ("hwarb COMMAND: <output>: <ERRNAME>:
+// <text>") and returns kExitFailure unless `status` already says the command failed.
+int finish_report(const char* command, Report& report, int status);
 
 // How watches may be placed: what the probe measured (hardware where hits are delivered, its
 // register count), or software alone with `software` (--software) or when the probe failed

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "hwarb/scenario/grammar.h"
 #include "hwarb/scenario/scenario.h"
+#include "session.h"
 
 namespace hwarb::cli {
 namespace {
@@ -31,9 +32,13 @@ int run_sim(const std::string& file, bool explain) {
     std::cerr << "hwarb sim: " << lines.error().to_string() << "\n";
     return kExitFailure;
   }
-  for (const std::string& line : *lines) std::cout << line << "\n";
-  std::cout.flush();
-  return std::cout ? kExitOk : kExitFailure;
+  // Buffered (a scenario may print 32 MiB); a failed write is said once, at the end (exit 1).
+  Report out = Report::standard_output();
+  for (const std::string& line : *lines) {
+    out.write(line);
+    out.write("\n");
+  }
+  return finish_report("sim", out, kExitOk);
 }
 
 }  // namespace

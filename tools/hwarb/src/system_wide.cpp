@@ -282,8 +282,7 @@ int run_cpu_watch(const SystemWideArgs& args, const std::vector<int>& cpus,
       line += (e == 0 ? " (" : ", ") + args.exprs[e].text + ": " + std::to_string(hits[e]);
     }
     line += ") in hardware mode [" + method + "]; " + *ended + "\n";
-    std::fputs(line.c_str(), report.summary());
-    std::fflush(report.summary());
+    report.summary(line);
   }
   if (watch->lost() != 0) {
     std::cerr << "hwarb watch: warning: the kernel dropped " << watch->lost()
@@ -292,38 +291,9 @@ int run_cpu_watch(const SystemWideArgs& args, const std::vector<int>& cpus,
   return kExitOk;
 }
 
-}  // namespace
-
-int run_system_wide(SystemWideArgs& args) {
-  g_name = args.stat ? "stat" : "watch";
-  // Step 1.
-  (void)check_target(args.target);  // fills the command; "none given" is fine here
-  if (args.target.pid != 0 || args.target.tid != 0) {
-    return usage(
-        "target: -a/-C count everything that runs on the CPUs: give a command (counted while it "
-        "runs) or none (counted until Ctrl-C), not -p or -t");
-  }
-  if (args.software) {
-    return usage(
-        "mode: -a/-C count with the CPUs' debug registers; --software watches one traced "
-        "process and cannot count CPUs");
-  }
-  for (const WatchExpr& e : args.exprs) {
-    if (e.access == WatchAccess::kRead) {
-      return usage("expression '" + e.text +
-                   "': :r cannot be counted on CPUs (x86 has no read-only breakpoint, and no "
-                   "thread is stopped to tell reads from writes); use :rw");
-    }
-  }
-  auto selected = native::select_cpus(args.cpu_list);
-  if (!selected) {
-    if (selected.error().code() == ErrorCode::kNoEnt) return failure(selected.error().to_string());
-    return usage("-C: " + selected.error().message());
-  }
-  const std::vector<int> cpus = std::move(*selected);
-  auto report = Report::open(args.output);
-  if (!report) return usage(report.error().to_string());
-
+// Steps 2 to 7, once the report is open: the exit status of the run, to which finish_report
+// adds the report's own failure.
+int run_on_cpus(const SystemWideArgs& args, const std::vector<int>& cpus, const Report& report) {
   // Step 2.
   const native::WatchSessionOptions options = watch_options(false);
   if (!options.hardware) {
@@ -355,7 +325,7 @@ int run_system_wide(SystemWideArgs& args) {
   if (!pieces) return failure(pieces.error().to_string());
   if (!args.stat) {
     return run_cpu_watch(args, cpus, *pieces, ranges, inferior ? &*inferior : nullptr, kernel,
-                         *report);
+                         report);
   }
   auto count = native::PerfCpuCount::open(cpus, *pieces, {.exclude_kernel = args.user_only});
   if (!count) {
@@ -404,7 +374,6 @@ int run_system_wide(SystemWideArgs& args) {
     for (std::uint64_t n : per[e]) sums[e] += n;
     total += sums[e];
   }
-  std::FILE* out = report->out();
   if (args.json) {
     std::string line = "{\"event\":\"summary\",\"mode\":\"hardware\",\"cpus\":[";
     for (std::size_t i = 0; i < count->cpus().size(); ++i) {
@@ -429,13 +398,13 @@ int run_system_wide(SystemWideArgs& args) {
       line += "}";
     }
     line += "}";
-    report->line(line);
+    report.line(line);
     return kExitOk;
   }
-  std::fprintf(out, "\n Watch counts on CPUs %s (hardware: %s), %.3f s:\n\n",
+  report.print("\n Watch counts on CPUs %s (hardware: %s), %.3f s:\n\n",
                cpus_text(count->cpus()).c_str(), method.c_str(), seconds);
-  std::fprintf(out, " %-28s %-20s %8s %10s %10s %10s %10s\n", "EXPRESSION", "ADDRESS", "CPU",
-               "READS", "WRITES", "EXECS", "TOTAL");
+  report.print(" %-28s %-20s %8s %10s %10s %10s %10s\n", "EXPRESSION", "ADDRESS", "CPU", "READS",
+               "WRITES", "EXECS", "TOTAL");
   for (std::size_t e = 0; e < per.size(); ++e) {
     const unsigned a = ranges[e].access;
     const bool rw = a == (native::kWatchRead | native::kWatchWrite);
@@ -449,7 +418,7 @@ int run_system_wide(SystemWideArgs& args) {
       const std::string reads = rw ? "-" : "0";
       const std::string writes = rw ? "-" : a == native::kWatchWrite ? v : "0";
       const std::string execs = a == native::kWatchExec ? v : "0";
-      std::fprintf(out, " %-28s %-20s %8s %10s %10s %10s %10s\n", args.exprs[e].text.c_str(),
+      report.print(" %-28s %-20s %8s %10s %10s %10s %10s\n", args.exprs[e].text.c_str(),
                    address.c_str(), cpu.c_str(), reads.c_str(), writes.c_str(), execs.c_str(),
                    v.c_str());
     };
@@ -458,16 +427,49 @@ int run_system_wide(SystemWideArgs& args) {
     }
     row("all", sums[e]);
   }
-  std::fprintf(out, "\n");
-  std::fflush(out);
+  report.write("\n");
+  report.flush();
   std::string line = "hwarb stat: " + std::to_string(total) + (total == 1 ? " hit" : " hits");
   for (std::size_t e = 0; e < per.size(); ++e) {
     line += (e == 0 ? " (" : ", ") + args.exprs[e].text + ": " + std::to_string(sums[e]);
   }
   line += ") in hardware mode [" + method + "]; " + *ended + "\n";
-  std::fputs(line.c_str(), report->summary());
-  std::fflush(report->summary());
+  report.summary(line);
   return kExitOk;
+}
+
+}  // namespace
+
+int run_system_wide(SystemWideArgs& args) {
+  g_name = args.stat ? "stat" : "watch";
+  // Step 1.
+  (void)check_target(args.target);  // fills the command; "none given" is fine here
+  if (args.target.pid != 0 || args.target.tid != 0) {
+    return usage(
+        "target: -a/-C count everything that runs on the CPUs: give a command (counted while it "
+        "runs) or none (counted until Ctrl-C), not -p or -t");
+  }
+  if (args.software) {
+    return usage(
+        "mode: -a/-C count with the CPUs' debug registers; --software watches one traced "
+        "process and cannot count CPUs");
+  }
+  for (const WatchExpr& e : args.exprs) {
+    if (e.access == WatchAccess::kRead) {
+      return usage("expression '" + e.text +
+                   "': :r cannot be counted on CPUs (x86 has no read-only breakpoint, and no "
+                   "thread is stopped to tell reads from writes); use :rw");
+    }
+  }
+  auto selected = native::select_cpus(args.cpu_list);
+  if (!selected) {
+    if (selected.error().code() == ErrorCode::kNoEnt) return failure(selected.error().to_string());
+    return usage("-C: " + selected.error().message());
+  }
+  const std::vector<int> cpus = std::move(*selected);
+  auto report = Report::open(args.output);
+  if (!report) return usage(report.error().to_string());
+  return finish_report(g_name, *report, run_on_cpus(args, cpus, *report));
 }
 
 }  // namespace hwarb::cli

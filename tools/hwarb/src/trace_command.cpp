@@ -19,8 +19,8 @@
 // target's own output alone to stdout. JSON branches carry the symbols of both ends as the human
 // format prints them; --perf-script lines are perf script's for branch samples (with its period
 // column; PLT stubs are NAME@plt as perf names them). Exit status: 0 traced (the target's own
-// status is reported), 1 the target could not be traced, 2 usage (unknown symbols with near
-// matches).
+// status is reported), 1 the target could not be traced or the report could not be written (the
+// target still runs as usual), 2 usage (unknown symbols with near matches).
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -135,7 +135,7 @@ class Output {
   void print(std::span<const native::StoredBranch> batch) {
     symbols_.allow_reload();
     for (const native::StoredBranch& b : batch) print(b);
-    std::fflush(report_.out());
+    report_.flush();
   }
 
   std::uint64_t printed() const { return printed_; }
@@ -147,7 +147,6 @@ class Output {
     if (only_tid_ != 0 && b.tid != only_tid_) return;
     ++printed_;
     ++by_kind_[b.kind];
-    std::FILE* out = report_.out();
     switch (format_) {
       case Format::kJson: {
         const std::string f = symbols_.names(b.from).described;
@@ -156,14 +155,14 @@ class Output {
             "{\"event\":\"branch\",\"from\":\"" + hex(b.from) + "\",\"to\":\"" + hex(b.to) +
             "\",\"from_sym\":" + json_string(f) + ",\"to_sym\":" + json_string(t) + ",\"kind\":\"" +
             x86::branch_kind_name(b.kind) + "\",\"tid\":" + std::to_string(b.tid) + "}\n";
-        std::fputs(line.c_str(), out);
+        report_.write(line);
         break;
       }
       case Format::kHuman: {
         const std::string f = symbols_.names(b.from).described;
         const std::string& t = symbols_.names(b.to).described;
-        std::fprintf(out, "  %7d  %s => %s  %s\n", static_cast<int>(b.tid), f.c_str(), t.c_str(),
-                     x86::branch_kind_name(b.kind));
+        report_.print("  %7d  %s => %s  %s\n", static_cast<int>(b.tid), f.c_str(), t.c_str(),
+                      x86::branch_kind_name(b.kind));
         break;
       }
       case Format::kPerfScript: {
@@ -171,10 +170,10 @@ class Output {
         // (DSO) => ADDR SYM+OFF (DSO); every record is one branch (period 1).
         const Symbolizer::Names f = symbols_.names(b.from);
         const Symbolizer::Names& t = symbols_.names(b.to);
-        std::fprintf(out, "%16s %7d %12.6f: %10d branches: %16llx %s (%s) => %16llx %s (%s)\n",
-                     comm_.c_str(), static_cast<int>(b.tid), b.time, 1,
-                     static_cast<unsigned long long>(b.from), f.sym_off.c_str(), f.dso.c_str(),
-                     static_cast<unsigned long long>(b.to), t.sym_off.c_str(), t.dso.c_str());
+        report_.print("%16s %7d %12.6f: %10d branches: %16llx %s (%s) => %16llx %s (%s)\n",
+                      comm_.c_str(), static_cast<int>(b.tid), b.time, 1,
+                      static_cast<unsigned long long>(b.from), f.sym_off.c_str(), f.dso.c_str(),
+                      static_cast<unsigned long long>(b.to), t.sym_off.c_str(), t.dso.c_str());
         break;
       }
     }
@@ -208,7 +207,7 @@ struct RunFacts {
 void summary(const TraceArgs& args, Format format, const Output& output, std::uint64_t lost,
              const RunFacts& facts, const native::RunResult& end, bool spawned, double seconds) {
   const native::BranchTracerStats& stats = facts.stats;
-  std::fflush(output.report().out());
+  output.report().flush();
   const double per_taken =
       stats.taken == 0 ? 0.0 : static_cast<double>(stats.stops) / static_cast<double>(stats.taken);
   if (format == Format::kJson) {
@@ -277,8 +276,7 @@ void summary(const TraceArgs& args, Format format, const Output& output, std::ui
     text << ", " << stats.ambiguous << " arrivals from untraced code (branches may be missing)";
   }
   text << "; " << target_name(args.target) << " " << describe_end(end, spawned) << "\n";
-  std::fputs(text.str().c_str(), output.report().summary());
-  std::fflush(output.report().summary());
+  output.report().summary(text.str());
 }
 
 // Hardware mode (see the file comment). The process is stopped: spawned at its first
@@ -326,34 +324,10 @@ int symbol_error(const Error& error, const char* option) {
   return target_error(error);
 }
 
-int run_trace(TraceArgs& args) {
-  if (auto t = check_target(args.target); !t) return usage_error(t.error().to_string());
-  if (args.json && args.perf_script) {
-    return usage_error("format: --json and --perf-script are exclusive");
-  }
-  if (args.hardware && args.software) {
-    return usage_error("mode: --hardware and --software are exclusive");
-  }
-  // Hardware where intel_bts exists (or when asked for: then its absence is the error).
-  bool hardware = false;
-  std::string why_software = "--software";
-  if (!args.software) {
-    auto type = native::intel_bts_type();
-    if (type) {
-      hardware = true;
-    } else if (args.hardware) {
-      return target_error(type.error().with_context("--hardware"));
-    } else {
-      why_software = type.error().code() == ErrorCode::kNoEnt ? "no BTS on this machine"
-                                                              : type.error().to_string();
-    }
-  }
-  const Format format = args.json          ? Format::kJson
-                        : args.perf_script ? Format::kPerfScript
-                                           : Format::kHuman;
-  auto report = Report::open(args.output);
-  if (!report) return usage_error(report.error().to_string());
-
+// `hwarb trace` once the report is open (run_trace): the exit status of the run, to which
+// finish_report adds the report's own failure.
+int trace_target(const TraceArgs& args, Format format, bool hardware,
+                 const std::string& why_software, const Report& report) {
   auto inferior = native::open_target(args.target);
   if (!inferior) return target_error(inferior.error());
   const bool spawned = inferior->spawned();
@@ -390,7 +364,7 @@ int run_trace(TraceArgs& args) {
   if (auto exe = native::executable_path(pid)) comm = basename_of(*exe);
   if (comm.size() > 15) comm.resize(15);  // as the kernel's comm
   Symbolizer symbols(*inferior, std::move(*table));
-  Output output(format, args.target.tid, comm, symbols, *report);
+  Output output(format, args.target.tid, comm, symbols, report);
   auto store = native::BranchStore::open(
       pid, [&output](std::span<const native::StoredBranch> batch) { output.print(batch); });
   if (!store) return target_error(store.error());
@@ -420,6 +394,37 @@ int run_trace(TraceArgs& args) {
   return kExitOk;
 }
 
+int run_trace(TraceArgs& args) {
+  if (auto t = check_target(args.target); !t) return usage_error(t.error().to_string());
+  if (args.json && args.perf_script) {
+    return usage_error("format: --json and --perf-script are exclusive");
+  }
+  if (args.hardware && args.software) {
+    return usage_error("mode: --hardware and --software are exclusive");
+  }
+  // Hardware where intel_bts exists (or when asked for: then its absence is the error).
+  bool hardware = false;
+  std::string why_software = "--software";
+  if (!args.software) {
+    auto type = native::intel_bts_type();
+    if (type) {
+      hardware = true;
+    } else if (args.hardware) {
+      return target_error(type.error().with_context("--hardware"));
+    } else {
+      why_software = type.error().code() == ErrorCode::kNoEnt ? "no BTS on this machine"
+                                                              : type.error().to_string();
+    }
+  }
+  const Format format = args.json          ? Format::kJson
+                        : args.perf_script ? Format::kPerfScript
+                                           : Format::kHuman;
+  auto report = Report::open(args.output);
+  if (!report) return usage_error(report.error().to_string());
+  return finish_report("trace", *report,
+                       trace_target(args, format, hardware, why_software, *report));
+}
+
 }  // namespace
 
 CommandRunner setup_trace(CLI::App& app) {
@@ -446,7 +451,8 @@ CommandRunner setup_trace(CLI::App& app) {
       "taken branch into perf's AUX area; without it, branches are found in software "
       "(int3 on basic-block ends, each branch emulated: about one stop per taken branch).\n"
       "Exit status: 0 traced (the target's own status is reported), 1 the target could not be "
-      "traced, 2 usage error.");
+      "traced or the report could not be written (the target still runs as usual), 2 usage "
+      "error.");
   return [args]() { return run_trace(*args); };
 }
 

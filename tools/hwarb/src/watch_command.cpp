@@ -341,7 +341,6 @@ class Reporter final : public native::WatchObserver {
  public:
   void summary(const std::string& mode, const std::string& method, const native::RunResult& end,
                bool spawned) {
-    std::FILE* out = report_.out();
     if (args_.json) {
       std::string line = "{\"event\":\"summary\",\"hits\":{";
       for (std::size_t i = 0; i < watched_.size(); ++i) {
@@ -372,31 +371,30 @@ class Reporter final : public native::WatchObserver {
       return;
     }
     if (args_.stat) {
-      std::fprintf(out, "\n Watch counts for %s (%s: %s):\n\n", target_text_.c_str(), mode.c_str(),
-                   method.c_str());
-      std::fprintf(out, " %-28s %8s %10s %10s %10s %10s\n", "EXPRESSION", "TID", "READS", "WRITES",
-                   "EXECS", "TOTAL");
+      report_.print("\n Watch counts for %s (%s: %s):\n\n", target_text_.c_str(), mode.c_str(),
+                    method.c_str());
+      report_.print(" %-28s %8s %10s %10s %10s %10s\n", "EXPRESSION", "TID", "READS", "WRITES",
+                    "EXECS", "TOTAL");
       for (std::size_t i = 0; i < watched_.size(); ++i) {
         Counts sum;
         for (const auto& [key, c] : per_thread_) {
           if (key.first != i) continue;
-          std::fprintf(out, " %-28s %8d %10llu %10llu %10llu %10llu\n", watched_[i].label.c_str(),
-                       key.second, static_cast<unsigned long long>(c.reads),
-                       static_cast<unsigned long long>(c.writes),
-                       static_cast<unsigned long long>(c.execs),
-                       static_cast<unsigned long long>(c.total));
+          report_.print(
+              " %-28s %8d %10llu %10llu %10llu %10llu\n", watched_[i].label.c_str(), key.second,
+              static_cast<unsigned long long>(c.reads), static_cast<unsigned long long>(c.writes),
+              static_cast<unsigned long long>(c.execs), static_cast<unsigned long long>(c.total));
           sum.reads += c.reads;
           sum.writes += c.writes;
           sum.execs += c.execs;
           sum.total += c.total;
         }
-        std::fprintf(
-            out, " %-28s %8s %10llu %10llu %10llu %10llu\n", watched_[i].label.c_str(), "all",
+        report_.print(
+            " %-28s %8s %10llu %10llu %10llu %10llu\n", watched_[i].label.c_str(), "all",
             static_cast<unsigned long long>(sum.reads), static_cast<unsigned long long>(sum.writes),
             static_cast<unsigned long long>(sum.execs), static_cast<unsigned long long>(sum.total));
       }
-      std::fprintf(out, "\n");
-      std::fflush(out);
+      report_.write("\n");
+      report_.flush();
     }
     std::string line = std::string("hwarb ") + (args_.stat ? "stat" : "watch") + ": " +
                        std::to_string(total_) + (total_ == 1 ? " hit" : " hits");
@@ -405,8 +403,7 @@ class Reporter final : public native::WatchObserver {
     }
     line += ") in " + mode + " mode [" + method + "]; " + target_text_ + " " +
             describe_end(end, spawned) + "\n";
-    std::fputs(line.c_str(), report_.summary());
-    std::fflush(report_.summary());
+    report_.summary(line);
     if (lost_ != 0) {
       std::cerr << "hwarb " << (args_.stat ? "stat" : "watch") << ": warning: the kernel dropped "
                 << lost_ << " samples (ring buffer full): the counts are lower bounds\n";
@@ -561,66 +558,12 @@ void print_mode(const char* name, native::WatchSession& session,
             << "\n";
 }
 
-int run_watch(WatchArgs& args) {
+// `hwarb watch|stat` once the report is open (run_watch): the exit status of the run, to which
+// finish_report adds the report's own failure.
+int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
+                 const Condition& condition, const native::WatchSessionOptions& options,
+                 const Report& output) {
   const char* name = args.stat ? "stat" : "watch";
-  if (args.exprs.empty()) return usage_error(name, "expression: give at least one EXPR");
-  std::vector<WatchExpr> exprs;
-  for (const std::string& text : args.exprs) {
-    auto e = parse_watch_expr(text);
-    if (!e) return usage_error(name, e.error().to_string());
-    exprs.push_back(std::move(*e));
-  }
-  Condition condition;
-  if (!args.condition.empty()) {
-    auto c = parse_condition(args.condition);
-    if (!c) return usage_error(name, c.error().to_string());
-    condition = std::move(*c);
-  }
-  if (args.count_option != nullptr && args.count_option->count() > 0) {
-    auto count = parse_count(args.count_text);
-    if (!count) return usage_error(name, count.error().to_string());
-    args.count = *count;
-  }
-  if (args.hardware && args.software) {
-    return usage_error(name, "mode: --hardware and --software are exclusive");
-  }
-  if (args.all_cpus || !args.cpu_list.empty()) {
-    if (!condition.terms.empty() || args.count != 0) {
-      return usage_error(name,
-                         "-a/-C: --if and --count need each hit's values, which nothing "
-                         "stopped on a CPU can give");
-    }
-    SystemWideArgs wide{.stat = args.stat,
-                        .exprs = std::move(exprs),
-                        .all_cpus = args.all_cpus,
-                        .cpu_list = args.cpu_list,
-                        .user_only = args.user_only,
-                        .software = args.software,
-                        .json = args.json,
-                        .output = args.output,
-                        .target = args.target};
-    return run_system_wide(wide);
-  }
-  if (args.user_only) {
-    return usage_error(name,
-                       "--user: only with -a or -C (a process's watches never count the "
-                       "kernel's accesses)");
-  }
-  if (auto t = check_target(args.target); !t) return usage_error(name, t.error().to_string());
-
-  // Hardware or software: what the machine really does decides (the probe), unless --software
-  // (or --hardware, which insists); then each watch is placed by the session.
-  const native::WatchSessionOptions options = watch_options(args.software);
-  if (!args.software) {
-    if (args.hardware && !options.hardware) {
-      std::cerr << "hwarb " << name
-                << ": --hardware: hardware mode not possible: " << options.no_hardware << "\n";
-      return kExitFailure;
-    }
-  }
-  auto output = Report::open(args.output);
-  if (!output) return usage_error(name, output.error().to_string());
-
   auto inferior = native::open_target(args.target);
   if (!inferior) return target_error(name, inferior.error());
   auto watched = resolve(exprs, *inferior);
@@ -631,7 +574,7 @@ int run_watch(WatchArgs& args) {
     return usage ? kExitUsage : kExitFailure;
   }
   auto table = native::SymbolTable::load(inferior->pid());
-  Reporter reporter(args, *watched, condition, inferior->pid(), *output);
+  Reporter reporter(args, *watched, condition, inferior->pid(), output);
   reporter.set_target_text(target_name(args.target));
   if (table) reporter.set_symbols(&*table);
   const std::vector<native::WatchRange> ranges = ranges_of(*watched);
@@ -730,6 +673,68 @@ int run_watch(WatchArgs& args) {
   return kExitOk;
 }
 
+int run_watch(WatchArgs& args) {
+  const char* name = args.stat ? "stat" : "watch";
+  if (args.exprs.empty()) return usage_error(name, "expression: give at least one EXPR");
+  std::vector<WatchExpr> exprs;
+  for (const std::string& text : args.exprs) {
+    auto e = parse_watch_expr(text);
+    if (!e) return usage_error(name, e.error().to_string());
+    exprs.push_back(std::move(*e));
+  }
+  Condition condition;
+  if (!args.condition.empty()) {
+    auto c = parse_condition(args.condition);
+    if (!c) return usage_error(name, c.error().to_string());
+    condition = std::move(*c);
+  }
+  if (args.count_option != nullptr && args.count_option->count() > 0) {
+    auto count = parse_count(args.count_text);
+    if (!count) return usage_error(name, count.error().to_string());
+    args.count = *count;
+  }
+  if (args.hardware && args.software) {
+    return usage_error(name, "mode: --hardware and --software are exclusive");
+  }
+  if (args.all_cpus || !args.cpu_list.empty()) {
+    if (!condition.terms.empty() || args.count != 0) {
+      return usage_error(name,
+                         "-a/-C: --if and --count need each hit's values, which nothing "
+                         "stopped on a CPU can give");
+    }
+    SystemWideArgs wide{.stat = args.stat,
+                        .exprs = std::move(exprs),
+                        .all_cpus = args.all_cpus,
+                        .cpu_list = args.cpu_list,
+                        .user_only = args.user_only,
+                        .software = args.software,
+                        .json = args.json,
+                        .output = args.output,
+                        .target = args.target};
+    return run_system_wide(wide);
+  }
+  if (args.user_only) {
+    return usage_error(name,
+                       "--user: only with -a or -C (a process's watches never count the "
+                       "kernel's accesses)");
+  }
+  if (auto t = check_target(args.target); !t) return usage_error(name, t.error().to_string());
+
+  // Hardware or software: what the machine really does decides (the probe), unless --software
+  // (or --hardware, which insists); then each watch is placed by the session.
+  const native::WatchSessionOptions options = watch_options(args.software);
+  if (!args.software) {
+    if (args.hardware && !options.hardware) {
+      std::cerr << "hwarb " << name
+                << ": --hardware: hardware mode not possible: " << options.no_hardware << "\n";
+      return kExitFailure;
+    }
+  }
+  auto output = Report::open(args.output);
+  if (!output) return usage_error(name, output.error().to_string());
+  return finish_report(name, *output, watch_target(args, exprs, condition, options, *output));
+}
+
 CommandRunner setup(CLI::App& app, bool stat) {
   auto args = std::make_shared<WatchArgs>();
   args->stat = stat;
@@ -767,7 +772,8 @@ CommandRunner setup(CLI::App& app, bool stat) {
   sub->footer(
       "Target: -p PID | -t TID | -- COMMAND [ARGS]; with -a or -C: a command or none (symbols "
       "then from /proc/kallsyms). Exit status: 0 done (the target's own status is reported), 1 "
-      "the target could not be traced, 2 usage error.");
+      "the target could not be traced or the report could not be written (the target still "
+      "runs as usual), 2 usage error.");
   return [args]() { return run_watch(*args); };
 }
 

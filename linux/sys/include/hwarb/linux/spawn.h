@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,6 +39,14 @@ struct SpawnOptions {
 // (access(2) X_OK). The errno of stat or access naming `command` (ENOENT, ENOTDIR, EACCES, ...);
 // EACCES naming `command` for anything but a regular file.
 [[nodiscard]] Result<void> check_runnable(const std::string& path);
+
+// gdbserver's reading of a program name (Debian's gdbserver 13.1: gdb's program_path::set): a
+// name without a slash that is a regular file in the working directory (stat(2), symbolic links
+// followed; executable or not) means that file, as the absolute path working-directory/name,
+// before PATH is searched; nullopt for any other name (a name with a slash, one absent here, a
+// directory), which is then looked up as execvp(3) does. The program gets the absolute path as
+// its argv[0], as under gdbserver.
+[[nodiscard]] std::optional<std::string> in_working_directory(const std::string& name);
 
 // fork(2)s a child that asks to die with the calling thread (PR_SET_PDEATHSIG SIGKILL, kept across
 // the execve: a spawned target does not outlive hwarb's tracer thread, as with
