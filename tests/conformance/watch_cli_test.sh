@@ -324,6 +324,7 @@ spin=$!
 for _ in $(seq 50); do grep -q ready "$tmp/spin.out" && break; sleep 0.05; done
 "$hwarb" watch --software --json ticks:w tick:x -p "$spin" >"$tmp/attach.out" 2>"$tmp/attach.err" &
 watcher=$!
+handles "$watcher" 2
 sleep 0.7
 kill -INT "$watcher"
 wait "$watcher"
