@@ -124,7 +124,8 @@ struct WatchSession::State {
   std::size_t perf_events = 0;
   int registers = 0;
   std::uint64_t rebuilds = 0;
-  pid_t last_tid = 0;  // the thread of the last event: where the software path injects calls
+  pid_t last_tid = 0;     // the thread of the last event: where the software path injects calls
+  pid_t caller_step = 0;  // the thread the caller single-steps (set_stepping)
   Watchdog* watchdog = nullptr;
   // What the published plan was made from: (rebuilds, the software plan's generation, the
   // Inferior's process changes for a hardware-only plan, which names the processes).
@@ -511,7 +512,11 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
         auto done = s.soft->complete_fault(ev, soft_hits);
         if (!done) return std::unexpected(done.error());
         handled = true;
-        if (done->stopped && soft_hits.empty()) {
+        if (done->stopped && soft_hits.empty() && ev.tid == s.caller_step) {
+          // False sharing in the caller's single step: the step is over.
+          v.stopped = true;
+          v.signal = done->signal;
+        } else if (done->stopped && soft_hits.empty()) {
           // False sharing: nothing to stop for.
           if (auto r = s.inferior->resume(ev.tid, resume_mode(), done->signal); !r) {
             return std::unexpected(r.error());
@@ -613,6 +618,14 @@ Result<void> WatchSession::guard(Watchdog& watchdog) {
   s.watchdog = &watchdog;
   s.published = s.plan_key();
   return {};
+}
+
+void WatchSession::set_stepping(pid_t tid) {
+  state_->caller_step = tid;
+}
+
+RestorePlan WatchSession::restore_plan() const {
+  return state_->plan();
 }
 
 const std::optional<Error>& WatchSession::watchdog_error() const {
