@@ -753,6 +753,13 @@ Result<std::string> GdbServer::xfer(std::string_view object, std::string_view an
       // at start-up); gdb reads the link map itself either way.
       return make_error(ErrorCode::kInval, "r_debug: not set up by the dynamic linker yet");
     }
+    if (native_signals_) {
+      // lldb (it asked qHostInfo) takes main-lm as where to follow the rendezvous from, and then
+      // misses the libraries loaded at start-up: the list without it, as lldb-server sends it.
+      LinkMap for_lldb = *map;
+      for_lldb.main_lm = 0;
+      return xfer_slice(svr4_library_xml(for_lldb), offset, length);
+    }
     return xfer_slice(svr4_library_xml(*map), offset, length);
   }
   if (object == "exec-file") {
