@@ -124,6 +124,14 @@ for mode in "${modes[@]}"; do
   expect "$tmp/lib$m.err" 'received: l<library-list-svr4 version="1\.0" main-lm="0x[0-9a-f]+">.*<library name="[^"]*/libc\.so\.6" lm="0x' "$m: qXfer:libraries-svr4"
   expect "$tmp/lib$m.out" 'Yes .*target:/.*libc\.so\.6' "$m: libraries-svr4: libc listed"
 
+  # 4f. A watch on a stack variable (a stack page cannot be protected: the software path steps
+  # the thread): each write is a stop, with its values.
+  prog="$P/prog_stackvar" gdb_run "stack$m" "$mode" 'break 13' continue 'watch local' continue \
+    continue continue delete continue
+  [[ $(new_values "$tmp/stack$m.out") == "1 2 3 " ]] ||
+    bad "$m: watch on a stack variable: gdb saw '$(new_values "$tmp/stack$m.out")'"
+  expect "$tmp/stack$m.out" 'exited normally' "$m: watch on a stack variable: the program's exit"
+
   # 4e. Steps with a watch on the software path (a 64-byte watch is software in every mode): the
   # lines stepped write arr, on the watched page, so each of those stores faults without touching
   # the watch; `next` still ends at the next line, `stepi` one instruction on, and a step over a

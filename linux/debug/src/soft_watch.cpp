@@ -328,6 +328,7 @@ Result<SoftWatch> SoftWatch::arm(Inferior& inferior, std::vector<WatchRange> ran
       }
     }
   }
+  w.stop_at_hits_ = options.stop_at_hits;
   w.single_step_ =
       std::find(w.methods_.begin(), w.methods_.end(), WatchMethod::kSingleStep) != w.methods_.end();
   if (w.single_step_) {
@@ -1144,6 +1145,7 @@ Result<void> SoftWatch::prepare_step(pid_t tid) {
 
 Result<bool> SoftWatch::on_step(pid_t tid, std::vector<WatchHit>& hits) {
   ++stats_.steps;
+  const std::size_t hits_before = hits.size();
   StepCheck& check = step_[tid];
   std::string via;
   if (check.syscall) {
@@ -1186,6 +1188,9 @@ Result<bool> SoftWatch::on_step(pid_t tid, std::vector<WatchHit>& hits) {
     }
   }
   if (auto r = prepare_step(tid); !r) return std::unexpected(r.error());
+  // A data hit with stop_at_hits: the thread stays stopped after the instruction, checked as
+  // ready for its next step (the caller resumes it with resume_mode()).
+  if (stop_at_hits_ && hits.size() > hits_before) return true;
   // Execution watches: the instruction about to run.
   const std::uint64_t ip = step_[tid].ip;
   for (std::size_t i = 0; i < ranges_.size(); ++i) {

@@ -269,7 +269,8 @@ struct WatchSession::State {
         (w.placement == Placement::kHardware ? hard_ranges : soft_ranges).push_back(range_of(w));
       }
       if (!soft_ranges.empty()) {
-        auto s = SoftWatch::arm(*inferior, soft_ranges, {.inject_in = last_tid});
+        auto s = SoftWatch::arm(*inferior, soft_ranges,
+                                {.inject_in = last_tid, .stop_at_hits = options.stop_at_hits});
         if (!s) return std::unexpected(s.error());
         soft.emplace(std::move(*s));
       }
@@ -527,6 +528,11 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
         }
       } else if (handled && !*handled) {
         handled = soft();
+        // The single-step method's data hit: the thread stayed stopped after the instruction.
+        if (handled && *handled && s.options.stop_at_hits && !soft_hits.empty() &&
+            s.inferior->is_stopped(ev.tid)) {
+          v.stopped = true;
+        }
       }
       v.ours = handled && *handled;
       break;

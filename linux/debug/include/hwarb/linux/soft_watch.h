@@ -99,6 +99,10 @@ struct SoftWatchOptions {
   // thread that is not stopped: the first stopped thread. A thread stopped at a fault or trap is
   // the safest place (one in a ptrace interrupt inside a blocking call must restart it after).
   pid_t inject_in = 0;
+  // The single-step method leaves a thread stopped right after an instruction that touched a
+  // watch (handle() returns true with the hits and the thread stopped, for a debugger to report
+  // the stop; it resumes the thread with resume_mode()). Off: the thread steps on at once.
+  bool stop_at_hits = false;
 };
 
 struct SoftWatchStats {
@@ -229,6 +233,7 @@ class SoftWatch {
   std::set<pid_t> unwatched_;   // processes whose new image could not be watched
   std::string image_;           // the executable armed (/proc/PID/exe)
   bool single_step_ = false;
+  bool stop_at_hits_ = false;  // SoftWatchOptions::stop_at_hits
   bool ended_ = false;
   pid_t inject_in_ = 0;  // SoftWatchOptions::inject_in
   std::uint64_t generation_ = 1;
