@@ -1399,6 +1399,18 @@ Result<void> SoftWatch::disarm() {
   if (processes.empty() && unwatched_.empty()) {
     return make_error(ErrorCode::kSrch, "pid: no stopped thread to disarm the watch in");
   }
+  // Faults of the watch raised but not reported yet: a thread that faulted as stop_all
+  // interrupted it reports the interrupt first and keeps the SIGSEGV pending, which would reach
+  // the program after the detach (or on the step of an injected call below). They are made to
+  // show now, before anything is injected, and dropped with the queued ones below.
+  if (!pages_.empty()) {
+    for (pid_t t : inferior_->threads()) {
+      if (!inferior_->is_stopped(t) || unwatched_.contains(inferior_->process_of(t))) continue;
+      auto surfaced = inferior_->surface_pending(t, std::uint64_t{1} << (SIGSEGV - 1));
+      if (!surfaced) continue;  // the thread is gone
+      for (auto it = surfaced->rbegin(); it != surfaced->rend(); ++it) inferior_->requeue(*it);
+    }
+  }
   Result<void> first;
   for (const auto& [process, tid] : processes) {
     for (auto& [p, page] : pages_) {
@@ -1425,6 +1437,8 @@ Result<void> SoftWatch::disarm() {
         }
       }
       if (ev.kind == EventKind::kSignal && ev.signal == SIGSEGV && page_protected(ev.fault_addr)) {
+        // The kernel may have reset the program's action for it (keep_segv_action).
+        if (auto r = keep_segv_action(t); !r && first) first = r;
         continue;
       }
       if (ev.kind == EventKind::kSignal && ev.signal == SIGTRAP && single_step_) continue;
