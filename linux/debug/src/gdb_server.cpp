@@ -322,6 +322,24 @@ Result<std::optional<GdbServerEnd>> GdbServer::finish_once(GdbServerEnd::How how
   return end;
 }
 
+Result<std::optional<GdbServerEnd>> GdbServer::monitor(std::string_view hex_command) {
+  auto bytes = from_hex(hex_command);
+  const std::string command = bytes ? std::string(bytes->begin(), bytes->end()) : std::string();
+  if (command == "exit") {
+    // gdbserver's `monitor exit`: OK, then the server ends at once, leaving the process as a
+    // client that goes away leaves it.
+    if (auto r = reply("OK"); !r) return std::unexpected(r.error());
+    auto end = finish(GdbServerEnd::How::kDisconnected);
+    if (!end) return std::unexpected(end.error());
+    return *end;
+  }
+  // Anything else: the text gdb shows (an O packet, hex), then OK.
+  const std::string text = "hwarb gdbserver: monitor commands: exit\n";
+  if (auto r = reply("O" + hex_text(text)); !r) return std::unexpected(r.error());
+  if (auto r = reply("OK"); !r) return std::unexpected(r.error());
+  return std::optional<GdbServerEnd>();
+}
+
 Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
   const auto answer = [&](Result<std::string> r) -> Result<std::optional<GdbServerEnd>> {
     auto sent = reply(r ? *r : error_reply(r.error(), error_messages_));
@@ -351,6 +369,7 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
       return answer(last_stop_);
     case 'q':
     case 'Q':
+      if (p.starts_with("qRcmd,")) return monitor(std::string_view(p).substr(6));
       return answer(query(p));
     case 'H': {
       if (rest.empty()) return answer(make_error(ErrorCode::kInval, "packet: H without a thread"));

@@ -23,7 +23,8 @@
 //  6. Host I/O (vFile setfs/open/pread/fstat/close), read-only: gdb's default sysroot reads the
 //     executable and libraries through it.
 //  7. D (detach) and k/vKill: every int3, protection and register of the session is undone
-//     first; a detached program runs on unmodified.
+//     first; a detached program runs on unmodified. `monitor exit` (qRcmd) ends the server at
+//     once, as a client that goes away would.
 // Bad input (a malformed packet, a bad checksum, an unknown packet) gets the protocol's answer:
 // '-' (resend), an empty reply, or E NN; it never changes the process.
 //
@@ -114,6 +115,8 @@ class GdbServer {
   // One packet while the process is stopped; nullopt: keep serving, else the end.
   Result<std::optional<GdbServerEnd>> on_packet(const std::string& packet);
   Result<std::string> query(const std::string& packet);
+  // qRcmd (gdb's `monitor`): "exit" ends the server as gdbserver's does; others get the list.
+  Result<std::optional<GdbServerEnd>> monitor(std::string_view hex_command);
   std::string file_request(std::string_view request);
   Result<std::string> xfer(std::string_view object, std::string_view annex, std::uint64_t offset,
                            std::uint64_t length);
