@@ -224,6 +224,15 @@ if ! command -v gdbserver >/dev/null; then
     "Debian's gdbserver is not installed"
 fi
 
+# 4g. gdb's `monitor exit` ends the server at once (gdb's testsuite ends every session so);
+# another monitor command gets the list of those served.
+gdb_run mon "" 'break main' continue 'monitor help' 'monitor exit' 'info registers rip'
+cat "$tmp/mon.out" "$tmp/mon.err" >"$tmp/mon.all"
+expect "$tmp/mon.all" '^hwarb gdbserver: monitor commands: exit' "monitor help: the list"
+count "$tmp/mon.all" 'Target does not support this command' 0 "monitor exit: served"
+expect "$tmp/mon.all" 'Remote connection closed|Target disconnected|The program has no registers now' "monitor exit: the server ended"
+expect "$tmp/mon.all" 'hwarb gdbserver: the client went away' "monitor exit: the program left as at a disconnect"
+
 # 5. Over TCP on 127.0.0.1 (the port said on stderr; the program's output on hwarb's stdout):
 # breakpoints, then a watch and a detach after two stops: the program runs on to its own end,
 # its output and exit status unchanged.
