@@ -647,6 +647,32 @@ bool is_rep_string(const Insn& insn) {
                      [](const MemOperand& m) { return m.string_op && m.rep; });
 }
 
+bool overwrites_address_register(const Insn& insn) {
+  auto d = redecode(insn);
+  if (!d) return false;
+  const auto enclosing = [](ZydisRegister reg) {
+    return ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, reg);
+  };
+  std::vector<ZydisRegister> address_regs;
+  for (const MemSlot& slot : mem_slots(*d)) {
+    if (slot.kind != SlotKind::kPlain || slot.op.stack) continue;
+    const ZydisDecodedOperand& op = d->ops[slot.index];
+    for (ZydisRegister reg : {op.mem.base, op.mem.index}) {
+      if (reg != ZYDIS_REGISTER_NONE && is_gpr(reg)) address_regs.push_back(enclosing(reg));
+    }
+  }
+  for (int i = 0; i < d->insn.operand_count; ++i) {
+    const ZydisDecodedOperand& op = d->ops[i];
+    if (op.type != ZYDIS_OPERAND_TYPE_REGISTER || !is_gpr(op.reg.value)) continue;
+    if ((op.actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) == 0) continue;
+    if (std::find(address_regs.begin(), address_regs.end(), enclosing(op.reg.value)) !=
+        address_regs.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 Result<std::vector<MemRef>> effective_addresses(const Insn& insn, const Regs& regs) {
   auto d = redecode(insn);
   if (!d) return std::unexpected(d.error());

@@ -334,6 +334,23 @@ TEST(InsnMemTest, VectorIndexedOperandsAreNotResolved) {
   EXPECT_EQ(refs.error().message().rfind("insn: ", 0), 0u);
 }
 
+TEST(InsnMemTest, LoadsIntoTheirOwnAddressRegisterAreFlagged) {
+  // After these the address register holds the loaded value: the address is gone.
+  EXPECT_TRUE(overwrites_address_register(must_decode({0x8b, 0x3f})));  // mov edi, [rdi]
+  EXPECT_TRUE(overwrites_address_register(must_decode({0x0f, 0xb6, 0x04, 0x08})))
+      << "movzx eax, byte ptr [rax+rcx]: the base";
+  EXPECT_TRUE(overwrites_address_register(must_decode({0x48, 0x8b, 0x0c, 0xc8})))
+      << "mov rcx, [rax+rcx*8]: the index";
+  EXPECT_TRUE(overwrites_address_register(must_decode({0x02, 0x20}))) << "add ah, [rax]";
+  // The address survives these.
+  EXPECT_FALSE(overwrites_address_register(must_decode({0x8b, 0x07})));        // mov eax, [rdi]
+  EXPECT_FALSE(overwrites_address_register(must_decode({0x89, 0x3f})));        // mov [rdi], edi
+  EXPECT_FALSE(overwrites_address_register(must_decode({0x5b})));              // pop rbx
+  EXPECT_FALSE(overwrites_address_register(must_decode({0xac})));              // lodsb
+  EXPECT_FALSE(overwrites_address_register(must_decode({0x48, 0x8d, 0x3f})));  // lea rdi, [rdi]
+  EXPECT_FALSE(overwrites_address_register(Insn{}));
+}
+
 // ---- the stack -------------------------------------------------------------------------------
 
 TEST(InsnStackTest, PushWritesBelowRsp) {

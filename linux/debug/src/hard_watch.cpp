@@ -139,6 +139,19 @@ std::vector<Accessor> accessors_of(std::span<const x86::Insn> candidates, std::u
       found.push_back(Accessor{insn.ip, access});
     }
   }
+  if (!found.empty()) return found;
+  // The trap says some access touched the range; an instruction that loaded into its own address
+  // register cannot be checked against it, and is the accessor when no other candidate is.
+  for (const x86::Insn& insn : candidates) {
+    if (insn.mem.empty() || is_string(insn) || !x86::overwrites_address_register(insn)) continue;
+    unsigned access = 0;
+    for (const x86::MemOperand& m : insn.mem) {
+      if (m.stack) continue;
+      if (m.access != x86::Access::kWrite) access |= kWatchRead;
+      if (m.access != x86::Access::kRead) access |= kWatchWrite;
+    }
+    if (access != 0) found.push_back(Accessor{insn.ip, access});
+  }
   return found;
 }
 

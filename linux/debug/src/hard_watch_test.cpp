@@ -123,6 +123,26 @@ TEST(AccessorBefore, FindsTheOneInstructionThatTouchedTheRange) {
   EXPECT_EQ(accessor_before({}, kEnd, kEnd + 0x100, 4, regs), std::nullopt);
 }
 
+TEST(AccessorBefore, ALoadIntoItsOwnAddressRegisterIsARead) {
+  constexpr std::uint64_t kEnd = 0x401010;
+  x86::Regs regs{};
+  // mov (%rdi), %edi: after the load rdi holds the value read (7), not the address 0x5000, so
+  // the operand cannot be recomputed; it is still the load that trapped, and a read.
+  const auto load = window({0x8b, 0x3f});
+  regs.rdi = 7;
+  EXPECT_EQ(accessor_before(load, kEnd, 0x5000, 4, regs), (Accessor{kEnd - 2, kWatchRead}));
+  // movzbl (%rax,%rcx), %eax: the base overwritten, a read of one byte.
+  const auto movzx = window({0x0f, 0xb6, 0x04, 0x08});
+  regs.rax = 0x41;
+  EXPECT_EQ(accessor_before(movzx, kEnd, 0x5000, 1, regs), (Accessor{kEnd - 4, kWatchRead}));
+  // A candidate whose address survives and touches the range is still preferred: mov (%rdi),%eax.
+  const auto plain = window({0x8b, 0x07});
+  regs.rdi = 0x5000;
+  EXPECT_EQ(accessor_before(plain, kEnd, 0x5000, 4, regs), (Accessor{kEnd - 2, kWatchRead}));
+  regs.rdi = 0x6000;
+  EXPECT_EQ(accessor_before(plain, kEnd, 0x5000, 4, regs), std::nullopt);
+}
+
 TEST(AccessorsBefore, ARexPrefixedStoreAlsoEndsAsItsSuffixLongestFirst) {
   constexpr std::uint64_t kEnd = 0x401010;
   x86::Regs regs{};

@@ -97,6 +97,13 @@ Result<Insn> decode(std::span<const std::uint8_t> bytes, std::uint64_t ip);
 // registers outside Regs (a vector index, VSIB).
 Result<std::vector<MemRef>> effective_addresses(const Insn& insn, const Regs& regs);
 
+// Whether executing `insn` overwrites a general-purpose register that the address of one of its
+// plain memory operands is computed from (`mov edi, [rdi]`, `movzx eax, byte ptr [rax+rcx]`):
+// effective_addresses() with the registers after the instruction then names another address.
+// Implicit stack slots and string operands (whose registers move by rule) are not counted.
+// false for an instruction not made by decode().
+bool overwrites_address_register(const Insn& insn);
+
 // Whether `insn` is a string instruction under a REP/REPE/REPNE prefix: it runs one iteration
 // per element (RCX of them), and a single-step or an interrupt stops it between iterations.
 bool is_rep_string(const Insn& insn);

@@ -97,7 +97,9 @@ bool hits_need_stops(const std::vector<WatchRange>& ranges, bool values);
 // memory operand (implicit stack slots aside) that, computed with `regs` (rip = the candidate),
 // touches the range. Exactly one candidate: its address and access (kWatchRead / kWatchWrite,
 // both for read-modify-write); none or several: nullopt (the caller then decides by whether the
-// value changed). An instruction that changed its own address registers is not found.
+// value changed). When no candidate touches the range, those that overwrote a register their
+// address is computed from (`mov edi, [rdi]`: the address is gone) are the candidates instead,
+// with the access their operands name.
 struct Accessor {
   std::uint64_t ip = 0;
   unsigned access = 0;
