@@ -249,6 +249,40 @@ if wanted kill_rounds; then
   done
 fi
 
+# 13. A graceful detach (SIGINT / SIGHUP) of `watch -p` from a program that vforks and execs in a
+# loop and has a SIGSEGV handler of its own, at a random moment of its loop: the program runs on
+# untouched (no SIGSEGV, handled or not, no failed child) until the SIGTERM sent at the end.
+if wanted detach_vfork; then
+  rounds=${DETACH_ROUNDS:-20}
+  for mode in "${modes[@]}"; do
+    for r in $(seq "$rounds"); do
+      sig=$( ((r % 2)) && echo HUP || echo INT)
+      "$P/prog_forker" loop >"$tmp/lp.prog" 2>&1 &
+      target=$!
+      "$hwarb" watch "$mode" -o /dev/null counter:w -p "$target" >/dev/null 2>"$tmp/lp.err" &
+      watcher=$!
+      handles "$watcher" "$([[ $sig == INT ]] && echo 2 || echo 1)" || break
+      for _ in $(seq 200); do grep -q ' mode, ' "$tmp/lp.err" && break; sleep 0.02; done
+      sleep "0.$((RANDOM % 5))$((RANDOM % 10))"
+      kill -"$sig" "$watcher"
+      for _ in $(seq 200); do kill -0 "$watcher" 2>/dev/null || break; sleep 0.05; done
+      if kill -0 "$watcher" 2>/dev/null; then
+        bad "detach_vfork round $r ($mode, SIG$sig): hwarb still running 10 s later"
+        kill -9 "$watcher"
+      fi
+      wait "$watcher"
+      sleep 0.2
+      kill -TERM "$target" 2>/dev/null
+      wait "$target"
+      rc=$?
+      if [[ $rc -ne 143 ]] || [[ -s $tmp/lp.prog ]]; then
+        bad "detach_vfork round $r ($mode, SIG$sig): the program ended with status $rc," \
+          "output '$(head -c 200 "$tmp/lp.prog")'; hwarb: $(tail -2 "$tmp/lp.err" | tr '\n' ' ')"
+      fi
+    done
+  done
+fi
+
 # 15, 20. Refused with exit 2 and the reason: execute watches off instruction boundaries of code,
 # bad counts, an address range that wraps.
 if wanted refusals; then

@@ -8,8 +8,12 @@
 //   prog_forker outlive N fork: the parent writes N times and exits 0 at once; the child waits
 //                         for the parent's end (EOF on a pipe), writes N times, then prints
 //                         "child wrote N" (so 2N writes, N of them after the parent's end)
-// Every mode makes 2N writes of `counter` in all. A child killed by a signal prints
+//   prog_forker loop      until killed: vfork + exec of `prog_forker child 1`, wait, write
+//                         `counter`; a SIGSEGV reaching its handler prints "SIGSEGV in loop" and
+//                         exits 4 (a program that fights back: its handler must never run)
+// Every mode but loop makes 2N writes of `counter` in all. A child killed by a signal prints
 // "child killed by signal S" and the parent exits 1.
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +38,35 @@ static int report(pid_t pid) {
   return WEXITSTATUS(status) == 3 ? 0 : 1;
 }
 
+static void on_segv(int sig) {
+  (void)sig;
+  static const char kText[] = "SIGSEGV in loop\n";
+  if (write(1, kText, sizeof kText - 1) < 0) _exit(5);
+  _exit(4);
+}
+
+static int vfork_loop(const char* self) {
+  signal(SIGSEGV, on_segv);
+  // A static count: vfork's child shares this frame, and a local would be clobbered.
+  static long round;
+  for (round = 1;; ++round) {
+    const pid_t pid = vfork();
+    if (pid < 0) return 1;
+    if (pid == 0) {
+      execl("/proc/self/exe", self, "child", "1", (char*)NULL);
+      _exit(127);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 3) {
+      printf("round %ld: child status %#x\n", round, status);
+      return 1;
+    }
+    counter = round;
+  }
+}
+
 int main(int argc, char** argv) {
+  if (argc == 2 && strcmp(argv[1], "loop") == 0) return vfork_loop(argv[0]);
   if (argc != 3) return 2;
   const int n = atoi(argv[2]);
   if (strcmp(argv[1], "child") == 0) {

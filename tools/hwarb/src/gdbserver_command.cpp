@@ -31,7 +31,6 @@
 #include "hwarb/linux/spawn.h"
 #include "hwarb/linux/terminal.h"
 #include "hwarb/linux/watch_session.h"
-#include "hwarb/linux/watchdog.h"
 #include "number_scan.h"
 #include "session.h"
 
@@ -145,18 +144,9 @@ int run_server(ServerArgs& args) {
   // a watchdog takes out its int3s and the software watch's protections.
   std::optional<native::Watchdog> watchdog;
   if (!inferior->spawned()) {
-    auto started = native::Watchdog::start();
-    Result<void> guarded =
-        started ? Result<void>() : Result<void>(std::unexpected(started.error()));
-    if (started) {
-      watchdog.emplace(std::move(*started));
-      guarded = server.guard(*watchdog);
-      if (!guarded) watchdog.reset();
-    }
-    if (!guarded) {
-      std::cerr << "hwarb gdbserver: warning: no watchdog (" << guarded.error().to_string()
-                << "): if the server is killed, the program may die of its breakpoints\n";
-    }
+    start_watchdog(
+        watchdog, "hwarb gdbserver", [&](native::Watchdog& w) { return server.guard(w); },
+        "if the server is killed, the program may die of its breakpoints");
   }
   auto end = server.serve();
   if (watchdog) watchdog->release();

@@ -3,6 +3,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 
 #include "commands.h"
 #include "hwarb/linux/files.h"
@@ -37,6 +38,25 @@ void add_output_option(CLI::App& sub, std::string& path) {
                  "write the report (hits, tables, summaries) to FILE; the target's own output "
                  "stays on stdout and stderr")
       ->type_name("FILE");
+}
+
+void start_watchdog(std::optional<native::Watchdog>& watchdog, std::string_view who,
+                    const std::function<Result<void>(native::Watchdog&)>& guard,
+                    std::string_view without) {
+  watchdog.reset();
+  auto started = native::Watchdog::start();
+  Result<void> guarded;
+  if (started) {
+    watchdog.emplace(std::move(*started));
+    guarded = guard(*watchdog);
+    if (!guarded) watchdog.reset();
+  } else {
+    guarded = std::unexpected(started.error());
+  }
+  if (!guarded) {
+    std::cerr << who << ": warning: no watchdog (" << guarded.error().to_string()
+              << "): " << without << "\n";
+  }
 }
 
 Result<Report> Report::open(const std::string& path) {

@@ -41,7 +41,6 @@
 #include "hwarb/linux/symbols.h"
 #include "hwarb/linux/watch_hit.h"
 #include "hwarb/linux/watch_session.h"
-#include "hwarb/linux/watchdog.h"
 #include "hwarb/x86/debugreg.h"
 #include "hwarb/x86/insn.h"
 #include "number_scan.h"
@@ -660,20 +659,10 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
   // is killed, and (any mode) stops the program before a late hardware hit can kill it.
   std::optional<native::Watchdog> watchdog;
   if (!inferior->spawned()) {
-    auto started = native::Watchdog::start();
-    Result<void> guarded;
-    if (started) {
-      // Guarded where it stays: the session keeps a pointer to it.
-      watchdog.emplace(std::move(*started));
-      guarded = session.guard(*watchdog);
-      if (!guarded) watchdog.reset();
-    } else {
-      guarded = std::unexpected(started.error());
-    }
-    if (!guarded) {
-      std::cerr << "hwarb " << name << ": warning: no watchdog (" << guarded.error().to_string()
-                << "): if hwarb is killed, its changes to the program stay\n";
-    }
+    start_watchdog(
+        watchdog, "hwarb " + std::string(name),
+        [&](native::Watchdog& w) { return session.guard(w); },
+        "if hwarb is killed, its changes to the program stay");
   }
   Progress progress;
   native::WatchSessionEngine engine(session, observer);
