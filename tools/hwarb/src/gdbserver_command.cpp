@@ -1,16 +1,24 @@
 // `hwarb gdbserver`: gdb, lldb or an IDE debug a real process through the GDB remote protocol,
 // with hwarb's watchpoints (native::GdbServer over a WatchSession).
 //
-//   hwarb gdbserver [--software] [--once] (HOST:PORT | --stdio | -) (-- CMD ARGS | -p PID)
+//   hwarb gdbserver [--software] [--once] [--attach] COMM [PROG [ARGS] | PID]   (gdbserver's form)
+//   hwarb gdbserver [--software] [--once] (COMM | --stdio) (-- CMD ARGS | -p PID)
 //
-// The program: a name without a slash is a file of the working directory when there is one (run
-// by its absolute path, which is its argv[0]), else it is searched in PATH, as gdbserver 13.1
-// does (its program_path); watch, stat and trace search PATH alone, as perf and execvp(3) do.
-// The connection: HOST:PORT listens for one client on TCP (":1234" and "localhost:1234" are
-// 127.0.0.1; port 0 picks one, said on stderr); --stdio (or "-") talks on standard input and
-// output, as `target remote | hwarb gdbserver --stdio -- prog` wants: the program's standard
-// output then goes to standard error, so that it never mixes with the protocol. --once is the
-// only way it runs (one client, then the server ends); it is accepted for gdbserver's users.
+// COMM: HOST:PORT listens for one client on TCP (":1234" and "localhost:1234" are 127.0.0.1;
+// port 0 picks one, said on stderr; gdbserver's "tcp:" and "tcp4:" prefixes are accepted);
+// "stdio", "-" or --stdio talk on standard input and output, as `target remote | hwarb
+// gdbserver stdio prog` wants: the program's standard output then goes to standard error, so
+// that it never mixes with the protocol. As with gdbserver, whoever can connect to the port
+// controls the program: listen on 127.0.0.1 unless the network is trusted.
+// In gdbserver's form everything after COMM is the program and its arguments (options of the
+// program's own included), or with --attach the PID. The program: a name without a slash is a
+// file of the working directory when there is one (run by its absolute path, which is its
+// argv[0]), else it is searched in PATH, as gdbserver 13.1 does (its program_path); watch, stat
+// and trace search PATH alone, as perf and execvp(3) do. --once is the only way it runs (one
+// client, then the server ends); it is accepted for gdbserver's users, as are
+// --disable-randomization (the default) and --no-disable-randomization (= --aslr). gdbserver's
+// --multi (extended-remote), --wrapper and IPv6/UDP connections are refused as usage errors
+// naming what is not served.
 // Watchpoints take debug registers where the probe sees hits delivered, else (and with
 // --software) the software path. Exit status: 0 when the client detached, killed the program or
 // went away; 1 when the target could not be traced or the server failed; 2 for usage errors.
@@ -38,11 +46,17 @@ namespace hwarb::cli {
 namespace {
 
 struct ServerArgs {
-  std::string where;  // HOST:PORT, or "-"
+  std::string where;  // COMM: [tcp:|tcp4:]HOST:PORT, "stdio" or "-"
   bool stdio = false;
   bool software = false;
   bool once = false;
+  bool attach = false;  // gdbserver's --attach: what follows COMM is a PID
+  bool multi = false;
+  bool keep_aslr = false;  // gdbserver's --no-disable-randomization
+  bool no_aslr = false;    // gdbserver's --disable-randomization (the default)
+  std::string wrapper;
   TargetOptions target;
+  std::vector<std::string> rest;  // what follows COMM (gdbserver's form)
 };
 
 int fail(const std::string& message, int code) {
@@ -67,7 +81,59 @@ Result<std::pair<std::string, std::uint16_t>> parse_where(const std::string& whe
   return std::pair{where.substr(0, colon), static_cast<std::uint16_t>(n.value)};
 }
 
+// gdbserver's form onto the target options: PROG ARGS after COMM, or --attach PID. A usage
+// error naming the field when both forms, or neither, give the target.
+Result<void> take_gdbserver_form(ServerArgs& args) {
+  if (args.multi) {
+    return make_error(ErrorCode::kInval,
+                      "--multi: extended-remote is not served; run the program as `hwarb "
+                      "gdbserver COMM PROG` and connect with `target remote`");
+  }
+  if (!args.wrapper.empty()) return make_error(ErrorCode::kInval, "--wrapper: not served");
+  if (args.keep_aslr && args.no_aslr) {
+    return make_error(ErrorCode::kInval,
+                      "--disable-randomization: contradicts --no-disable-randomization");
+  }
+  if (args.keep_aslr) args.target.aslr = true;
+  for (const char* prefix : {"tcp:", "tcp4:"}) {
+    if (args.where.rfind(prefix, 0) == 0) args.where.erase(0, std::string_view(prefix).size());
+  }
+  for (const char* prefix : {"tcp6:", "udp:", "udp4:", "udp6:"}) {
+    if (args.where.rfind(prefix, 0) == 0) {
+      return make_error(ErrorCode::kOpNotSupp,
+                        "connection: '" + args.where + "': only TCP over IPv4 is served");
+    }
+  }
+  if (args.where == "stdio") args.where = "-";
+  if (args.attach) {
+    if (args.target.pid != 0 || args.target.tid != 0) {
+      return make_error(ErrorCode::kInval, "--attach: give the PID after COMM, and nothing else");
+    }
+    if (args.rest.size() != 1) {
+      return make_error(ErrorCode::kInval, "--attach: give exactly one PID after COMM");
+    }
+    const NumberScan n = scan_number(args.rest[0], 0);
+    if (n.kind != NumberScan::Kind::kOk || n.hex || n.end != args.rest[0].size() || n.value == 0 ||
+        n.value > 0x7fffffff) {
+      return make_error(ErrorCode::kInval,
+                        "--attach: PID '" + args.rest[0] + "' is not a process id");
+    }
+    args.target.pid = static_cast<pid_t>(n.value);
+    return {};
+  }
+  if (args.rest.empty()) return {};
+  if (args.target.pid != 0 || args.target.tid != 0) {
+    return make_error(ErrorCode::kInval,
+                      "target: '" + args.rest[0] + "' after COMM and -p or -t were both given");
+  }
+  // check_target takes the command from where main() keeps what followed a "--".
+  set_trailing_command(std::move(args.rest), true);
+  args.rest.clear();
+  return {};
+}
+
 int run_server(ServerArgs& args) {
+  if (auto r = take_gdbserver_form(args); !r) return fail(r.error().to_string(), kExitUsage);
   if (args.where == "-") {
     args.stdio = true;
     args.where.clear();
@@ -177,17 +243,36 @@ CommandRunner setup_gdbserver(CLI::App& app) {
       "gdbserver",
       "serve a real process to gdb, lldb or an IDE over the GDB remote protocol, with watchpoints "
       "of any number and size");
-  sub->add_option("connection", args->where, "HOST:PORT to listen on (e.g. :1234), or - for stdio");
+  sub->add_option("connection", args->where,
+                  "COMM: HOST:PORT to listen on (e.g. 127.0.0.1:1234 or :1234), or stdio / - for "
+                  "standard input and output");
   sub->add_flag("--stdio", args->stdio, "talk on standard input and output");
   sub->add_flag("--software", args->software,
                 "watchpoints in software even where debug-register hits are delivered");
   sub->add_flag("--once", args->once, "serve one client, then end (the only mode)");
+  sub->add_flag("--attach", args->attach, "gdbserver's form: the argument after COMM is a PID");
+  sub->add_flag("--multi", args->multi, "gdbserver's extended-remote mode: not served");
+  sub->add_option("--wrapper", args->wrapper, "gdbserver's program wrapper: not served");
+  sub->add_flag("--no-disable-randomization", args->keep_aslr, "gdbserver's name of --aslr");
+  sub->add_flag("--disable-randomization", args->no_aslr,
+                "address-space randomisation off for the program (the default)");
   add_target_options(*sub, args->target);
+  // gdbserver's form: everything after COMM is the program and its own arguments.
+  sub->prefix_command();
   sub->footer(
-      "Target: -p PID | -- COMMAND [ARGS]. gdb: target remote | hwarb gdbserver --stdio -- prog, "
-      "or target remote :1234. Exit status: 0 done, 1 the target could not be traced or the "
-      "server failed, 2 usage error.");
-  return [args]() { return run_server(*args); };
+      "Target: PROG [ARGS] or --attach PID after COMM (gdbserver's form), or -p PID | -- COMMAND "
+      "[ARGS]. gdb: target remote | hwarb gdbserver stdio prog, or target remote :1234. Whoever "
+      "can connect controls the program: listen on 127.0.0.1 unless the network is trusted. "
+      "Exit status: 0 done, 1 the target could not be traced or the server failed, 2 usage "
+      "error.");
+  return [args, sub]() {
+    args->rest = sub->remaining();
+    if (!args->rest.empty()) {
+      // gdbserver's form: a "--" after PROG is one of the program's arguments.
+      for (std::string& word : take_trailing_words()) args->rest.push_back(std::move(word));
+    }
+    return run_server(*args);
+  };
 }
 
 }  // namespace hwarb::cli

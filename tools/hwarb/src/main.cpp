@@ -24,6 +24,9 @@ constexpr const char* kUsage =
                                    branch records from -> to
     -o FILE: the report to FILE; the target's own output stays on stdout and stderr
     EXPR: mem:ADDR[/LEN][:ACCESS] or SYMBOL[+OFF][/LEN][:ACCESS], ACCESS from r, w, x
+  hwarb gdbserver [--software] [--attach] COMM [PROG [ARGS] | PID]
+                                   gdb, lldb or an IDE debug the process with hwarb's
+                                   watchpoints (gdbserver's command line; COMM HOST:PORT or stdio)
   hwarb sim FILE.scn [--explain]   run a scenario on the simulated machine's slot arbiter;
                                    one line per request: 'NAME ok' or 'NAME <ERRNO>'
 )";
@@ -58,11 +61,13 @@ int main(int argc, char** argv) {
   // Everything after the first "--" is the target command of watch/stat/trace.
   std::vector<std::string> args(argv + 1, argv + argc);
   std::vector<std::string> command;
-  if (auto dash = std::find(args.begin(), args.end(), "--"); dash != args.end()) {
+  const auto dash = std::find(args.begin(), args.end(), "--");
+  const bool separator = dash != args.end();
+  if (separator) {
     command.assign(dash + 1, args.end());
     args.erase(dash, args.end());
   }
-  hwarb::cli::set_trailing_command(std::move(command));
+  hwarb::cli::set_trailing_command(std::move(command), separator);
   std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
   try {
     app.parse(args);

@@ -18,10 +18,25 @@ std::vector<std::string>& trailing() {
   return command;
 }
 
+bool& separated() {
+  static bool given = false;
+  return given;
+}
+
 }  // namespace
 
-void set_trailing_command(std::vector<std::string> command) {
+void set_trailing_command(std::vector<std::string> command, bool separator) {
   trailing() = std::move(command);
+  separated() = separator;
+}
+
+std::vector<std::string> take_trailing_words() {
+  std::vector<std::string> words;
+  if (separated()) words.push_back("--");
+  words.insert(words.end(), trailing().begin(), trailing().end());
+  trailing().clear();
+  separated() = false;
+  return words;
 }
 
 void add_target_options(CLI::App& sub, TargetOptions& target) {

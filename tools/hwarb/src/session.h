@@ -45,8 +45,11 @@ namespace hwarb::cli {
 using TargetOptions = native::Target;
 
 // main() splits the command line at the first "--": what follows is the target command, kept
-// here (CLI11 would mix it with the expressions).
-void set_trailing_command(std::vector<std::string> command);
+// here (CLI11 would mix it with the expressions). `separator`: there was a "--".
+void set_trailing_command(std::vector<std::string> command, bool separator);
+// The "--" and the words after it, given back (gdbserver's form, where they are the program's
+// own arguments); the trailing command is empty afterwards.
+std::vector<std::string> take_trailing_words();
 // Adds -p/--pid, -t/--tid and --aslr to `sub`.
 void add_target_options(CLI::App& sub, TargetOptions& target);
 // Fills target.command from the trailing command and checks that exactly one target is given.

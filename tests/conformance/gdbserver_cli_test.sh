@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# gdbserver's command line, served by `hwarb gdbserver`: gdbserver_cli_test.sh HWARB PROGRAMS_DIR
+#   hwarb gdbserver [--once] [--attach] COMM [PROG ARGS | PID]
+# The same gdb session (Debian's gdb, batch mode) against Debian's gdbserver and against hwarb
+# with the same command line must show the same program output; the forms gdbserver has and
+# hwarb does not serve (--multi, --wrapper, IPv6) are usage errors (exit 2) naming them, as are
+# the malformed ones, and nothing is run then.
+set -uo pipefail
+hwarb=$(realpath "$1")
+P=$(realpath "$2")
+tmp=$(mktemp -d)
+fail=0
+trap 'rm -rf "$tmp"' EXIT
+bad() {
+  echo "FAIL: $*" >&2
+  fail=1
+}
+for tool in gdb gdbserver; do
+  command -v "$tool" >/dev/null ||
+    { echo "FAIL: $tool is not installed (scripts/setup installs it)" >&2; exit 1; }
+done
+
+# serve NAME SERVER ARGS...: starts SERVER ARGS in the background (stderr to $tmp/NAME.srv,
+# stdout to $tmp/NAME.prog), waits for its port, and runs gdb's session against it: `continue`
+# to the program's end. gdb's output in $tmp/NAME.gdb.
+serve() {
+  local name=$1 port=
+  shift
+  "$@" >"$tmp/$name.prog" 2>"$tmp/$name.srv" &
+  local server=$!
+  for _ in $(seq 600); do
+    port=$(sed -n 's/.*[Ll]istening on port \([0-9]*\).*/\1/p' "$tmp/$name.srv" | head -1)
+    [[ -n $port ]] && break
+    kill -0 "$server" 2>/dev/null || break
+    sleep 0.05
+  done
+  if [[ -z $port ]]; then
+    bad "$name: no port: $(cat "$tmp/$name.srv")"
+    kill -9 "$server" 2>/dev/null
+    wait "$server" 2>/dev/null
+    return
+  fi
+  timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' -ex 'set confirm off' \
+    -ex "target remote 127.0.0.1:$port" -ex continue >"$tmp/$name.gdb" 2>&1
+  timeout 30 tail --pid="$server" -f /dev/null
+  wait "$server"
+  echo $? >"$tmp/$name.rc"
+}
+
+# 1. PROG ARGS after COMM, with options and a "--" of the program's own: both servers run
+# /bin/echo with the same argv, the program's output on the server's stdout.
+serve ref_echo gdbserver --once 127.0.0.1:0 /bin/echo -e 'a\tb' -- -p 1
+serve hw_echo "$hwarb" gdbserver --once 127.0.0.1:0 /bin/echo -e 'a\tb' -- -p 1
+printf 'a\tb -- -p 1\n' >"$tmp/want_echo"
+cmp -s "$tmp/ref_echo.prog" "$tmp/want_echo" ||
+  bad "gdbserver's echo printed '$(cat "$tmp/ref_echo.prog")' (the reference is wrong)"
+cmp -s "$tmp/hw_echo.prog" "$tmp/ref_echo.prog" ||
+  bad "PROG ARGS: hwarb's echo printed '$(cat "$tmp/hw_echo.prog")', gdbserver's '$(cat "$tmp/ref_echo.prog")'"
+grep -q 'exited normally' "$tmp/hw_echo.gdb" || bad "PROG ARGS: gdb: $(tail -3 "$tmp/hw_echo.gdb")"
+[[ $(cat "$tmp/hw_echo.rc" 2>/dev/null) == 0 ]] || bad "PROG ARGS: hwarb exited $(cat "$tmp/hw_echo.rc" 2>/dev/null)"
+
+# 2. gdbserver's "tcp:" prefix and a program found in the working directory.
+cp "$P/prog_hello" "$tmp/hello_here"
+(cd "$tmp" && serve hw_tcp "$hwarb" gdbserver tcp:127.0.0.1:0 hello_here)
+grep -q '^hello$' "$tmp/hw_tcp.prog" || bad "tcp: prefix: program output '$(cat "$tmp/hw_tcp.prog")'"
+
+# 3. stdio as COMM: `target remote | hwarb gdbserver stdio PROG ARGS`; the program's output goes
+# to stderr (stdout is the protocol).
+timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' \
+  -ex "target remote | $hwarb gdbserver stdio /bin/echo over stdio" -ex continue \
+  >"$tmp/stdio.gdb" 2>"$tmp/stdio.err"
+grep -q '^over stdio$' "$tmp/stdio.err" || bad "stdio: program output missing: $(tail -3 "$tmp/stdio.err")"
+grep -q 'exited normally' "$tmp/stdio.gdb" || bad "stdio: gdb: $(tail -3 "$tmp/stdio.gdb")"
+
+# 4. --attach COMM PID: gdb attaches, detaches; the program runs on to its own end.
+"$P/prog_ticker" "$tmp/tick.pid" 100 0 50000 >"$tmp/tick.out" 2>&1 &
+ticker=$!
+for _ in $(seq 200); do [[ -s $tmp/tick.pid ]] && break; sleep 0.02; done
+"$hwarb" gdbserver --attach 127.0.0.1:0 "$ticker" >/dev/null 2>"$tmp/attach.srv" &
+server=$!
+port=
+for _ in $(seq 600); do
+  port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/attach.srv")
+  [[ -n $port ]] && break
+  sleep 0.05
+done
+timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' -ex "target remote 127.0.0.1:$port" \
+  -ex 'info threads' -ex detach >"$tmp/attach.gdb" 2>&1
+wait "$server"
+wait "$ticker"
+rc=$?
+[[ $rc -eq 0 ]] || bad "--attach: the program exited $rc"
+grep -q '^ticks=100$' "$tmp/tick.out" || bad "--attach: program output '$(cat "$tmp/tick.out")'"
+grep -q 'detached' "$tmp/attach.srv" || bad "--attach: the server said: $(cat "$tmp/attach.srv")"
+
+# 5. Usage errors: exit 2, a message naming the field, and no program started.
+refused() {  # refused TEXT ARGS...: `hwarb gdbserver ARGS` exits 2 saying TEXT
+  local text=$1
+  shift
+  timeout 30 "$hwarb" gdbserver "$@" >"$tmp/ref.out" 2>"$tmp/ref.err"
+  local rc=$?
+  [[ $rc -eq 2 ]] || bad "gdbserver $*: exit $rc (want 2)"
+  grep -qF -- "$text" "$tmp/ref.err" || bad "gdbserver $*: stderr '$(cat "$tmp/ref.err")' lacks '$text'"
+  grep -q 'is process' "$tmp/ref.err" && bad "gdbserver $*: a program was started"
+}
+refused '--multi: extended-remote is not served' --multi 127.0.0.1:0
+refused '--multi: extended-remote is not served' --multi 127.0.0.1:0 /bin/true
+refused '--wrapper: not served' --wrapper env 127.0.0.1:0 /bin/true
+refused 'only TCP over IPv4' 'tcp6:[::1]:0' /bin/true
+refused "--attach: PID 'x' is not a process id" --attach 127.0.0.1:0 x
+refused '--attach: give exactly one PID' --attach 127.0.0.1:0 1 2
+refused "after COMM and -p or -t" 127.0.0.1:0 -p 1 /bin/true
+refused 'contradicts' --disable-randomization --no-disable-randomization 127.0.0.1:0 /bin/true
+refused "is not a number from 0 to 65535" 127.0.0.1:99999 /bin/true
+
+[[ $fail -eq 0 ]] && echo "gdbserver_cli_test: all cases passed"
+exit $fail
