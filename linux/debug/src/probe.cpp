@@ -15,6 +15,7 @@
 #include "hwarb/linux/spawn.h"
 #include "hwarb/linux/stopped_child.h"
 #include "hwarb/linux/syscalls.h"
+#include "hwarb/x86/debugreg.h"
 
 // A straight-line block of five instructions (four 1-byte nops, then a jmp that skips one nop)
 // and the jmp's target, which spins. The traced child's rip is moved here; it never runs it on
@@ -119,6 +120,8 @@ Result<void> count_slots(ProbeReport& report) {
     auto fd = perf_breakpoint_open(gated->pid, canary, sizeof g_canary, BpType::kW);
     if (!fd) {
       report.slots_error = held.empty() ? fd.error().to_string() : errno_name(fd.error().code());
+      report.slots_held_elsewhere =
+          fd.error().code() == ErrorCode::kNoSpc && static_cast<int>(held.size()) < x86::kSlots;
       break;
     }
     held.push_back(std::move(*fd));
@@ -128,6 +131,30 @@ Result<void> count_slots(ProbeReport& report) {
     report.slots_error = "none: counting stopped at " + std::to_string(kMaxSlotsCounted);
   }
   return {};
+}
+
+// The processes other than this one with a perf event open ("comm[pid]"), from /proc/*/fd.
+std::vector<std::string> perf_event_holders() {
+  std::vector<std::string> found;
+  std::error_code ec;
+  const std::string self = std::to_string(::getpid());
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.empty() || !std::all_of(pid.begin(), pid.end(), ::isdigit) || pid == self) continue;
+    std::error_code fd_ec;
+    for (const auto& fd : std::filesystem::directory_iterator(entry.path() / "fd", fd_ec)) {
+      std::error_code link_ec;
+      if (std::filesystem::read_symlink(fd.path(), link_ec).string() != "anon_inode:[perf_event]") {
+        continue;
+      }
+      std::ifstream comm(entry.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      found.push_back(name + "[" + pid + "]");
+      break;
+    }
+  }
+  return found;
 }
 
 // One canary run: a child writes the canary under a write breakpoint; the event's count after it
@@ -163,6 +190,7 @@ Result<std::optional<std::uint64_t>> run_canary_once(ProbeReport& report) {
 Result<void> probe_breakpoints(ProbeReport& report, const ProbeOptions& options) {
   g_body = options.canary != nullptr ? options.canary : default_canary;
   if (auto ok = count_slots(report); !ok) return ok;
+  if (report.slots_held_elsewhere) report.perf_holders = perf_event_holders();
   if (report.breakpoint_slots == 0) return {};
   const int runs = std::max(options.canary_runs, 1);
   for (g_run = 1; g_run <= runs; ++g_run) {
@@ -262,13 +290,17 @@ Result<void> probe_stepping(ProbeReport& report) {
 void add_notes(ProbeReport& r) {
   if (!r.breakpoint_pmu) {
     r.notes.push_back("no breakpoint PMU: watchpoints use the software fallback");
+  } else if (r.breakpoint_slots == 0 && r.slots_held_elsewhere) {
+    r.notes.push_back(slots_held_text(r) + ": watchpoints use the software fallback");
   } else if (r.breakpoint_slots == 0) {
     r.notes.push_back("no breakpoint event could be opened (" + r.slots_error +
                       "): watchpoints use the software fallback");
-  } else if (!r.hits_delivered && r.canary_writes > 0) {
-    r.notes.push_back("breakpoints open but hits are not delivered (" +
-                      std::to_string(r.canary_hits) + " of " + std::to_string(r.canary_writes) +
-                      " canary writes counted): using the software fallback");
+  } else {
+    if (r.slots_held_elsewhere) r.notes.push_back(slots_held_text(r));
+    if (!r.hits_delivered && r.canary_writes > 0)
+      r.notes.push_back("breakpoints open but hits are not delivered (" +
+                        std::to_string(r.canary_hits) + " of " + std::to_string(r.canary_writes) +
+                        " canary writes counted): using the software fallback");
   }
   if (r.ptrace_allowed && !r.singleblock_steps_blocks) {
     r.notes.push_back("PTRACE_SINGLEBLOCK does not step blocks (" + r.singleblock_detail +
@@ -303,12 +335,36 @@ Result<ProbeReport> probe(const ProbeOptions& options) {
   return r;
 }
 
+std::string slots_held_text(const ProbeReport& r) {
+  if (!r.slots_held_elsewhere) return {};
+  std::string text = "ENOSPC: ";
+  text += r.breakpoint_slots == 0 ? std::string("every breakpoint slot is")
+                                  : std::to_string(x86::kSlots - r.breakpoint_slots) + " of " +
+                                        std::to_string(x86::kSlots) + " breakpoint slots are";
+  text += " held CPU-wide by another user";
+  if (r.perf_holders.empty())
+    return text + " (no other process has a perf event open: the kernel's)";
+  text += " (perf events open in: ";
+  for (std::size_t i = 0; i < r.perf_holders.size(); ++i) {
+    if (i > 0) text += ", ";
+    text += r.perf_holders[i];
+  }
+  return text + ")";
+}
+
 std::string probe_to_json(const ProbeReport& r) {
   std::string out = "{";
   out += "\"perf_event_paranoid\":" + json_int(r.perf_event_paranoid);
   out += ",\"breakpoint_pmu\":" + json_bool(r.breakpoint_pmu);
   out += ",\"breakpoint_slots\":" + std::to_string(r.breakpoint_slots);
   out += ",\"slots_error\":" + json_string(r.slots_error);
+  out += ",\"slots_held_elsewhere\":" + json_bool(r.slots_held_elsewhere);
+  out += ",\"perf_holders\":[";
+  for (std::size_t i = 0; i < r.perf_holders.size(); ++i) {
+    if (i > 0) out += ",";
+    out += json_string(r.perf_holders[i]);
+  }
+  out += "]";
   out += ",\"hits_delivered\":" + json_bool(r.hits_delivered);
   out += ",\"canary_writes\":" + std::to_string(r.canary_writes);
   out += ",\"canary_hits\":" + std::to_string(r.canary_hits);
@@ -336,8 +392,13 @@ std::string probe_to_text(const ProbeReport& r) {
        (r.perf_event_paranoid ? std::to_string(*r.perf_event_paranoid) : "unknown"));
   if (!r.breakpoint_pmu) {
     line("breakpoint PMU: no");
+  } else if (r.breakpoint_slots > 0 && r.slots_held_elsewhere) {
+    line("breakpoint PMU: yes (" + std::to_string(r.breakpoint_slots) + " slots per thread free; " +
+         slots_held_text(r) + ")");
   } else if (r.breakpoint_slots > 0) {
     line("breakpoint PMU: yes (" + std::to_string(r.breakpoint_slots) + " slots per thread)");
+  } else if (r.slots_held_elsewhere) {
+    line("breakpoint PMU: yes (" + slots_held_text(r) + ")");
   } else {
     line("breakpoint PMU: yes (no event could be opened: " + r.slots_error + ")");
   }
@@ -347,6 +408,8 @@ std::string probe_to_text(const ProbeReport& r) {
          " canary writes" +
          (r.canary_runs > 1 ? ", canary run " + std::to_string(r.canary_runs) + " times" : "") +
          ")");
+  } else if (r.slots_held_elsewhere) {
+    line("hits delivered: unknown (no breakpoint slot was free for the canary)");
   } else {
     line("hits delivered: NO (no canary ran)");
   }

@@ -94,6 +94,8 @@ WatchSessionOptions session_options(const ProbeReport& report) {
   o.hardware = report.hits_delivered && report.breakpoint_slots > 0;
   if (!report.breakpoint_pmu) {
     o.no_hardware = "this machine has no breakpoint PMU";
+  } else if (report.breakpoint_slots == 0 && report.slots_held_elsewhere) {
+    o.no_hardware = slots_held_text(report);
   } else if (!report.hits_delivered) {
     o.no_hardware = "breakpoints open on this machine but their hits are never delivered (" +
                     std::to_string(report.canary_hits) + " of " +

@@ -47,8 +47,17 @@ struct ProbeOptions {
 struct ProbeReport {
   std::optional<int> perf_event_paranoid;  // /proc/sys/kernel/perf_event_paranoid
   bool breakpoint_pmu = false;             // /sys/bus/event_source/devices/breakpoint exists
-  int breakpoint_slots = 0;     // breakpoint events one thread could open before an error
-  std::string slots_error;      // the errno that ended the count ("ENOSPC"), or why none opened
+  int breakpoint_slots = 0;  // breakpoint events one thread could open before an error
+  std::string slots_error;   // the errno that ended the count ("ENOSPC"), or why none opened
+  // The count ended on ENOSPC below x86's 4 slots: the others are held by other users. The
+  // canary child is fresh (no event of its own, none inherited), so what refuses it holds them
+  // CPU-wide (`perf stat -a -e mem:...`, the kernel's own users): a per-task holder takes the
+  // slots of its own task only.
+  bool slots_held_elsewhere = false;
+  // The processes with perf events open at the probe's time, "perf[1234]" (from /proc/*/fd;
+  // /proc does not say an event's kind: the candidates, not proof). Filled when
+  // slots_held_elsewhere.
+  std::vector<std::string> perf_holders;
   bool hits_delivered = false;  // canary_hits == canary_writes > 0
   std::uint64_t canary_writes = 0, canary_hits = 0;
   int canary_runs = 0;  // canary children run (more than one: earlier ones counted 0)
@@ -62,6 +71,10 @@ struct ProbeReport {
 };
 
 Result<ProbeReport> probe(const ProbeOptions& options = {});
+// Why the slots another user holds are missing, for a fallback note or a refusal: "ENOSPC:
+// every breakpoint slot is held CPU-wide by another user (perf events open in: perf[1234])"
+// (or "2 of 4 breakpoint slots are ..."). Empty unless report.slots_held_elsewhere.
+std::string slots_held_text(const ProbeReport& report);
 std::string probe_to_json(const ProbeReport& report);
 std::string probe_to_text(const ProbeReport& report);
 
