@@ -1050,7 +1050,10 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
         auto stopped = inferior_.stop_all();
         if (!stopped) return std::unexpected(stopped.error());
         if (auto r = rewind_queued_traps(); !r) return std::unexpected(r.error());
-        const pid_t tid = thread_for(stepping_ != 0 ? stepping_ : last_thread_);
+        // gdbserver sends SIGINT to the process, which its main thread takes (the kernel's
+        // first choice): that thread's stop, not the last stop's thread again (gdb would step
+        // that one off its breakpoint first at every continue, and it would win every race).
+        const pid_t tid = thread_for(stepping_ != 0 ? stepping_ : inferior_.pid());
         last_thread_ = tid;
         last_stop_ = stop_reply(SIGINT, tid, "");
         return last_stop_;
