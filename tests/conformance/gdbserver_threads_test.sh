@@ -5,6 +5,11 @@
 # -`) when it is installed: what gdbserver does is the reference.
 #  signal   `signal SIGTRAP` in a thread stopped by another thread's breakpoint (not in a
 #           signal-delivery stop) reaches the program's SIGTRAP handler, in that thread;
+#  ^C       gdb interrupts (its `interrupt`, a second after `continue`) a program whose last
+#           stop was the second thread's breakpoint: the stop is the main thread's, as
+#           gdbserver's SIGINT to the process is the main thread's to take (gdb's testsuite,
+#           continue-pending-status.exp: the thread at the breakpoint reported again starves
+#           the other);
 #  next     `next` in two threads running through one breakpoint: another thread's breakpoint
 #           stop interrupts the first `next`, and the step trap it left behind is no SIGTRAP
 #           reported to gdb at the following `next`.
@@ -57,6 +62,17 @@ if command -v gdbserver >/dev/null; then
 else
   skip_case - "the cases through Debian's gdbserver (the reference)" "gdbserver is not installed"
 fi
+# gdb's `interrupt` a second after the `continue` that follows (gdb batch mode has no ^C).
+cat >"$tmp/interrupt.gdb" <<'EOF2'
+python
+import threading, time
+def _interrupt_later():
+    time.sleep(1)
+    gdb.post_event(lambda: gdb.execute("interrupt"))
+threading.Thread(target=_interrupt_later).start()
+end
+continue
+EOF2
 for s in "${servers[@]}"; do
   args=trap gdb_run "sig-$s" "$s" 'break worker_started' continue 'break on_trap' 'thread 1' \
     'signal SIGTRAP' 'info threads' continue
@@ -64,6 +80,10 @@ for s in "${servers[@]}"; do
   expect "$tmp/sig-$s.out" '^\* 1 +Thread ' "$s: signal SIGTRAP: in thread 1"
   expect "$tmp/sig-$s.err" '^traps=1$' "$s: signal SIGTRAP: the handler ran once"
   expect "$tmp/sig-$s.out" 'exited with code 01' "$s: signal SIGTRAP: the program's exit"
+
+  args=bump gdb_run "int-$s" "$s" 'break bumper if arg != 0' continue delete "source $tmp/interrupt.gdb" kill
+  expect "$tmp/int-$s.out" '^Thread 2 .*hit Breakpoint 1, bumper' "$s: ^C: the second thread's breakpoint"
+  expect "$tmp/int-$s.out" '^Thread 1 .*received signal SIGINT' "$s: ^C: the main thread's stop"
 
   args=bump gdb_run "next-$s" "$s" "break $bump_line" continue next next next next kill
   count "$tmp/next-$s.out" 'SIGTRAP' 0 "$s: next in two threads at one breakpoint: no spurious SIGTRAP"
