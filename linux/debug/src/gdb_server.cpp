@@ -891,6 +891,7 @@ Result<std::string> GdbServer::remove_point(char type, std::uint64_t addr, std::
           return std::unexpected(r.error());
         }
         int3_.erase(it);
+        lifted_.insert(addr);
       }
       return std::string("OK");
     }
@@ -1049,7 +1050,10 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
         auto stopped = inferior_.stop_all();
         if (!stopped) return std::unexpected(stopped.error());
         if (auto r = rewind_queued_traps(); !r) return std::unexpected(r.error());
-        const pid_t tid = thread_for(stepping_ != 0 ? stepping_ : last_thread_);
+        // gdbserver sends SIGINT to the process, which its main thread takes (the kernel's
+        // first choice): that thread's stop, not the last stop's thread again (gdb would step
+        // that one off its breakpoint first at every continue, and it would win every race).
+        const pid_t tid = thread_for(stepping_ != 0 ? stepping_ : inferior_.pid());
         last_thread_ = tid;
         last_stop_ = stop_reply(SIGINT, tid, "");
         return last_stop_;
@@ -1094,6 +1098,7 @@ std::string GdbServer::stepped_watch() const {
 
 void GdbServer::begin_step(pid_t tid) {
   stepping_ = tid;
+  stepped_.insert(tid);
   session_.set_stepping(tid);
   // The step's accesses, for a debug-register hit whose trap the step's own SIGTRAP hides (two
   // SIGTRAPs of one instruction coalesce into one stop).
@@ -1173,6 +1178,7 @@ Result<std::optional<std::string>> GdbServer::exec_stop(pid_t tid, bool running)
   // A new image: the int3s went with the old one (gdb's removals must not write the old bytes
   // into the new code), and so did the threads and their held traps and signals.
   int3_.clear();
+  lifted_.clear();
   rewound_.clear();
   pending_signal_.clear();
   deferred_.clear();
@@ -1206,17 +1212,72 @@ Result<std::optional<std::string>> GdbServer::on_breakpoint_trap(const Event& ev
       return std::optional<std::string>();
     }
   } else {
-    if (!int3_.contains(regs->rip - 1)) return std::optional<std::string>("");  // not ours
+    if (!int3_.contains(regs->rip - 1)) {
+      // The trap of an int3 of ours taken out since it was hit (the kernel held its SIGTRAP
+      // behind a stop_all's interrupt): the instruction is run for real, as the thread was asked
+      // to run. An int3 of the program's own is still in its text.
+      std::uint8_t byte = 0;
+      if (lifted_.contains(regs->rip - 1) &&
+          inferior_.read_memory(regs->rip - 1, std::span(&byte, 1)) && byte != kInt3) {
+        regs->rip -= 1;
+        if (auto r = inferior_.set_regs(ev.tid, *regs); !r) return std::unexpected(r.error());
+        if (auto r = run_as_asked(ev.tid); !r) return std::unexpected(r.error());
+        return std::optional<std::string>();
+      }
+      return std::optional<std::string>("");  // not ours
+    }
     // Back onto the instruction, as a hardware breakpoint would stop.
     at = regs->rip - 1;
     regs->rip = at;
     if (auto r = inferior_.set_regs(ev.tid, *regs); !r) return std::unexpected(r.error());
   }
   deferred_.erase(ev.tid);
-  auto r = stop_others(
-      ev.tid, stop_reply(SIGTRAP, ev.tid, int3_.at(at).software ? "swbreak:;" : "hwbreak:;"));
+  const bool stepping = stepping_ != 0;
+  auto r = stop_others(ev.tid, "");
   if (!r) return std::unexpected(r.error());
-  return std::optional<std::string>(*r);
+  // A step's stop is the stepping thread's; a continue's is drawn among the threads at breakpoints.
+  const pid_t tid = stepping ? ev.tid : pick_reported(ev.tid, at);
+  if (tid != ev.tid) at = rewound_.extract(tid).mapped();
+  last_thread_ = tid;
+  return std::optional<std::string>(
+      stop_reply(SIGTRAP, tid, int3_.at(at).software ? "swbreak:;" : "hwbreak:;"));
+}
+
+pid_t GdbServer::pick_reported(pid_t tid, std::uint64_t at) {
+  std::vector<pid_t> candidates{tid};
+  for (const Event& ev : inferior_.queued_events()) {
+    if (ev.kind == EventKind::kSignal && ev.signal == SIGTRAP && ev.code == kSiKernel &&
+        rewound_.contains(ev.tid) &&
+        std::find(candidates.begin(), candidates.end(), ev.tid) == candidates.end()) {
+      candidates.push_back(ev.tid);
+    }
+  }
+  // xorshift64: cheap, and no two runs need the same sequence.
+  pick_state_ ^= pick_state_ << 13;
+  pick_state_ ^= pick_state_ >> 7;
+  pick_state_ ^= pick_state_ << 17;
+  const pid_t chosen = candidates[pick_state_ % candidates.size()];
+  if (chosen == tid) return tid;
+  // The chosen thread's trap is taken out of the queue (its stop is the one reported); `tid`'s
+  // is held in its place, as if a stop_all had queued it.
+  std::vector<Event> keep;
+  bool taken = false;
+  for (Event& ev : inferior_.discard_queued(chosen)) {
+    if (!taken && ev.kind == EventKind::kSignal && ev.signal == SIGTRAP && ev.code == kSiKernel) {
+      taken = true;
+      continue;
+    }
+    keep.push_back(std::move(ev));
+  }
+  for (auto ev = keep.rbegin(); ev != keep.rend(); ++ev) inferior_.requeue(*ev);
+  Event held;
+  held.kind = EventKind::kSignal;
+  held.tid = tid;
+  held.signal = SIGTRAP;
+  held.code = kSiKernel;
+  inferior_.requeue(held);
+  rewound_[tid] = at;
+  return chosen;
 }
 
 Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
@@ -1277,7 +1338,16 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
         if (!trap) return std::unexpected(trap.error());
         if (!*trap || !(*trap)->empty()) return trap;
       }
+      const bool step_trap =
+          ev.signal == SIGTRAP && (ev.code == TRAP_TRACE || ev.code == TRAP_BRKPT);
+      if (step_trap && ev.tid != stepping_ && stepped_.erase(ev.tid) != 0) {
+        // The trap of a step asked before the client resumed the thread otherwise (another
+        // thread's stop held it): not reported, as gdbserver does not report it either.
+        if (auto r = run_as_asked(ev.tid); !r) return std::unexpected(r.error());
+        return std::optional<std::string>();
+      }
       if (ev.signal == SIGTRAP && ev.tid == stepping_ && ev.code != kSiKernel) {
+        stepped_.erase(ev.tid);
         auto r = stop_others(ev.tid, stop_reply(SIGTRAP, ev.tid, stepped_watch()));
         if (!r) return std::unexpected(r.error());
         return std::optional<std::string>(*r);

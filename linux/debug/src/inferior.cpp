@@ -587,7 +587,12 @@ Result<void> Inferior::resume(pid_t tid, Resume how, int signal) {
     }
     t->kept_signal = 0;
   }
-  if (t->stop != StopKind::kSignal) deliver = 0;  // only a signal-delivery-stop injects
+  if (t->stop != StopKind::kSignal && deliver != 0) {
+    // Only a signal-delivery-stop injects: the signal is raised, and delivered at its stop.
+    if (auto sent = send_thread_signal(process_of(tid), tid, deliver); !sent) return sent;
+    t->raised_signal = deliver;
+    deliver = 0;
+  }
   auto resumed = how == Resume::kCont   ? ptrace_cont(tid, deliver)
                  : how == Resume::kStep ? ptrace_singlestep(tid, deliver)
                                         : ptrace_syscall(tid, deliver);
@@ -1036,6 +1041,12 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
   // A signal-delivery-stop.
   t->stop = StopKind::kSignal;
   t->stop_signal = sig;
+  if (t->raised_signal == sig) {
+    // Raised by resume() to be delivered: it is, the thread going on as it was resumed.
+    t->raised_signal = 0;
+    if (auto r = resume(tid, t->last, sig); !r) return std::unexpected(r.error());
+    return std::optional<Event>();
+  }
   siginfo_t info{};
   if (ptrace_getsiginfo(tid, info)) {
     ev.code = info.si_code;

@@ -228,6 +228,33 @@ TEST(Inferior, ThreadsCreatedLaterAreReportedAndTraced) {
   EXPECT_EQ(out.text(), "done\n");
 }
 
+// A signal passed to a thread in a stop that is no signal-delivery stop (here a new thread's
+// first stop) is still delivered, once, with no event of its own: the program's SIGTRAP handler
+// runs (gdb's `signal SIGTRAP` to a thread that another thread's breakpoint stopped).
+TEST(Inferior, ResumeDeliversASignalFromAnyStop) {
+  Capture out;
+  auto inf = Inferior::spawn({program("gdb_threads"), "trap"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf);
+  ASSERT_TRUE(inf->resume_all(Resume::kCont));
+  int signals = 0;
+  for (;;) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    if (ev->kind == EventKind::kExited) {
+      EXPECT_EQ(ev->status, 1);  // the handler's count
+      break;
+    }
+    if (ev->kind == EventKind::kNewThread) {
+      ASSERT_TRUE(inf->resume(ev->tid, Resume::kCont, SIGTRAP));
+    } else if (ev->kind == EventKind::kSignal) {
+      ++signals;
+      ASSERT_TRUE(inf->resume(ev->tid, Resume::kCont, ev->signal));
+    }
+  }
+  EXPECT_EQ(signals, 0);
+  EXPECT_EQ(out.text(), "traps=1\n");
+}
+
 // PTRACE_INTERRUPT is consumed by whatever trap comes next: a thread interrupted just before
 // its clone event stop reports that event and no interrupt stop after it. stop_all must still
 // return with every thread stopped (it hung there: gdb's `continue` to a breakpoint in a new

@@ -137,6 +137,11 @@ class GdbServer {
   // one past it): the stop reply, or nullopt when the trap is dropped (see rewound_).
   Result<std::optional<std::string>> on_breakpoint_trap(const Event& event);
   Result<std::string> stop_others(pid_t tid, const std::string& reply);
+  // After thread `tid` stopped at the breakpoint `at` of ours and the others were stopped: the
+  // thread whose breakpoint stop is reported, drawn among `tid` and the threads stopped at a
+  // breakpoint of ours too (their traps queued), as gdbserver draws among its threads with
+  // events so that no thread starves another. The others' traps stay held (rewound_).
+  pid_t pick_reported(pid_t tid, std::uint64_t at);
   // The process's own exec (thread `tid` now the leader): the stop reply, with exec:PATH when
   // the client takes exec events. `running`: the session resumed the thread already.
   Result<std::optional<std::string>> exec_stop(pid_t tid, bool running);
@@ -182,6 +187,12 @@ class GdbServer {
   pid_t stepping_ = 0;                      // the thread of a step in progress
   std::vector<x86::MemRef> step_accesses_;  // its instruction's memory operands
   bool exited_ = false;                     // the process ended (W/X sent)
+  // Threads single-stepped for the client whose step's trap has not been reported: a trap that
+  // comes after the client resumed such a thread otherwise (another thread's stop held it) is
+  // dropped, as gdbserver drops a single-step stop of a thread resumed with `c`.
+  std::set<pid_t> stepped_;
+  std::uint64_t pick_state_ = 0x9e3779b97f4a7c15ULL;  // pick_reported's generator
+  std::set<std::uint64_t> lifted_;  // addresses of int3s of ours taken out (on_breakpoint_trap)
   GdbServerEnd end_;
   std::optional<GdbServerEnd> gone_;      // the client went away while the process ran
   std::optional<GdbServerEnd> finished_;  // finish() has left the process so

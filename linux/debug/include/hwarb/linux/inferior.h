@@ -167,6 +167,11 @@ class Inferior {
   // negative errno on failure). See the contract.
   Result<std::int64_t> inject_syscall(pid_t tid, long nr, std::array<std::uint64_t, 6> args);
 
+  // Resumes stopped thread `tid`, delivering `signal` (0: none). From a signal-delivery stop
+  // the signal replaces the stop's own; from any other stop (an interrupt, a system call's, an
+  // event's) the kernel would ignore it, so it is raised for the thread (tgkill) and, when its
+  // signal-delivery stop comes, delivered from there without an event, the thread resumed as
+  // asked (a step then stops in the handler, as from a signal-delivery stop).
   Result<void> resume(pid_t tid, Resume how, int signal = 0);
   // resume(tid, kSyscall) for thread `tid` in the syscall-entry stop of rt_sigreturn (kSyscall
   // otherwise), without the call's syscall-exit stop (PTRACE_SYSEMU: the call still runs) when
@@ -246,8 +251,9 @@ class Inferior {
   struct Thread {
     bool stopped = false;
     StopKind stop = StopKind::kNone;
-    int stop_signal = 0;  // kSignal: the signal of the stop
-    int kept_signal = 0;  // a signal to deliver on the next resume
+    int stop_signal = 0;    // kSignal: the signal of the stop
+    int kept_signal = 0;    // a signal to deliver on the next resume
+    int raised_signal = 0;  // raised by resume() for the thread: delivered at its stop, unreported
     Resume last = Resume::kCont;
     // Resumed by resume_from_sigreturn without the exit stop (PTRACE_SYSEMU): a syscall-entry
     // stop before any other is one the kernel will skip (see translate).

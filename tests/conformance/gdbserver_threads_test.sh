@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# `hwarb gdbserver` with real gdb (Debian's) as the client, in batch mode, on threads and signals
+# against tests/programs/gdb_threads.c: gdbserver_threads_test.sh HWARB PROGRAMS_DIR
+# Each case runs in the default mode and --software, and through Debian's gdbserver (`gdbserver
+# -`) when it is installed: what gdbserver does is the reference.
+#  signal   `signal SIGTRAP` in a thread stopped by another thread's breakpoint (not in a
+#           signal-delivery stop) reaches the program's SIGTRAP handler, in that thread;
+#  ^C       gdb interrupts (its `interrupt`, a second after `continue`) a program whose last
+#           stop was the second thread's breakpoint: the stop is the main thread's, as
+#           gdbserver's SIGINT to the process is the main thread's to take (gdb's testsuite,
+#           continue-pending-status.exp: the thread at the breakpoint reported again starves
+#           the other);
+#  next     `next` in two threads running through one breakpoint: another thread's breakpoint
+#           stop interrupts the first `next`, and the step trap it left behind is no SIGTRAP
+#           reported to gdb at the following `next`.
+set -uo pipefail
+hwarb=$(realpath "$1")
+P=$(realpath "$2")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+# shellcheck source=../support/skips.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/skips.sh"
+bad() {
+  echo "FAIL: $*" >&2
+  fail=1
+}
+command -v gdb >/dev/null || { echo "FAIL: gdb is not installed (scripts/setup installs it)" >&2; exit 1; }
+prog=$P/prog_gdb_threads
+src=$(dirname "${BASH_SOURCE[0]}")/../programs/gdb_threads.c
+bump_line=$(grep -n 'bump_line \*/' "$src" | cut -d: -f1)
+
+# gdb_run NAME SERVER COMMANDS...: gdb in batch mode against SERVER ("hwarb", "hwarb-software"
+# or "gdbserver") running $prog with $args; its output in $tmp/NAME.out, the program's on
+# $tmp/NAME.err.
+gdb_run() {
+  local name=$1 server=$2
+  shift 2
+  local target
+  case $server in
+    hwarb) target="$hwarb gdbserver --stdio -- $prog $args" ;;
+    hwarb-software) target="$hwarb gdbserver --software --stdio -- $prog $args" ;;
+    gdbserver) target="gdbserver - $prog $args" ;;
+  esac
+  local cmds=(-nx -batch -ex 'set remotetimeout 30' -ex 'set confirm off' -ex 'set pagination off'
+              -ex 'set width 0' -ex "target remote | $target")
+  for c in "$@"; do cmds+=(-ex "$c"); done
+  timeout 240 gdb "${cmds[@]}" >"$tmp/$name.out" 2>"$tmp/$name.err"
+}
+expect() {  # expect FILE REGEX DESCRIPTION: at least one line matches
+  grep -qE -- "$2" "$1" || { bad "$3: no line matches '$2'"; sed 's/^/  | /' "$1" | tail -25 >&2; }
+}
+count() {  # count FILE REGEX N DESCRIPTION
+  local n
+  n=$(grep -cE -- "$2" "$1")
+  [[ $n -eq $3 ]] || { bad "$4: $n lines match '$2', expected $3"; sed 's/^/  | /' "$1" | tail -25 >&2; }
+}
+
+servers=(hwarb hwarb-software)
+if command -v gdbserver >/dev/null; then
+  servers+=(gdbserver)
+else
+  skip_case - "the cases through Debian's gdbserver (the reference)" "gdbserver is not installed"
+fi
+# gdb's `interrupt` a second after the `continue` that follows (gdb batch mode has no ^C).
+cat >"$tmp/interrupt.gdb" <<'EOF2'
+python
+import threading, time
+def _interrupt_later():
+    time.sleep(1)
+    gdb.post_event(lambda: gdb.execute("interrupt"))
+threading.Thread(target=_interrupt_later).start()
+end
+continue
+EOF2
+for s in "${servers[@]}"; do
+  args=trap gdb_run "sig-$s" "$s" 'break worker_started' continue 'break on_trap' 'thread 1' \
+    'signal SIGTRAP' 'info threads' continue
+  expect "$tmp/sig-$s.out" '^Thread 1 .*hit Breakpoint 2, on_trap' "$s: signal SIGTRAP: the handler's breakpoint"
+  expect "$tmp/sig-$s.out" '^\* 1 +Thread ' "$s: signal SIGTRAP: in thread 1"
+  expect "$tmp/sig-$s.err" '^traps=1$' "$s: signal SIGTRAP: the handler ran once"
+  expect "$tmp/sig-$s.out" 'exited with code 01' "$s: signal SIGTRAP: the program's exit"
+
+  args=bump gdb_run "int-$s" "$s" 'break bumper if arg != 0' continue delete "source $tmp/interrupt.gdb" kill
+  expect "$tmp/int-$s.out" '^Thread 2 .*hit Breakpoint 1, bumper' "$s: ^C: the second thread's breakpoint"
+  expect "$tmp/int-$s.out" '^Thread 1 .*received signal SIGINT' "$s: ^C: the main thread's stop"
+
+  args=bump gdb_run "next-$s" "$s" "break $bump_line" continue next next next next kill
+  count "$tmp/next-$s.out" 'SIGTRAP' 0 "$s: next in two threads at one breakpoint: no spurious SIGTRAP"
+  expect "$tmp/next-$s.out" 'hit Breakpoint 1, bumper' "$s: next in two threads at one breakpoint: the breakpoint"
+done
+exit $fail

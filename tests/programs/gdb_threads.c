@@ -1,0 +1,52 @@
+// gdb_threads: threads for a debugger's thread and signal requests (gdbserver_threads_test.sh).
+//   prog_gdb_threads trap   main handles SIGTRAP (on_trap counts it) and starts one thread
+//                           that calls worker_started and ends; main joins it, prints
+//                           "traps=N", exits N.
+//   prog_gdb_threads bump   two threads (main and one more) count up forever on the line
+//                           marked bump_line, each its own counter.
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+static volatile int traps;
+static volatile unsigned counters[2];
+
+__attribute__((noinline)) void on_trap(int sig) {
+  (void)sig;
+  traps = traps + 1;
+}
+
+__attribute__((noinline)) void worker_started(void) {
+  __asm__ volatile("" ::: "memory");
+}
+
+static void* trap_worker(void* arg) {
+  worker_started();
+  return arg;
+}
+
+static void* bumper(void* arg) {
+  volatile unsigned* mine = &counters[(long)arg];
+  for (;;) {
+    *mine = *mine + 1; /* bump_line */
+  }
+  return arg;
+}
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "";
+  pthread_t id;
+  if (strcmp(mode, "trap") == 0) {
+    signal(SIGTRAP, on_trap);
+    pthread_create(&id, NULL, trap_worker, NULL);
+    pthread_join(id, NULL);
+    printf("traps=%d\n", traps);
+    return traps;
+  }
+  if (strcmp(mode, "bump") == 0) {
+    pthread_create(&id, NULL, bumper, (void*)1L);
+    bumper((void*)0L);
+  }
+  return 2;
+}
