@@ -1096,7 +1096,25 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
     }
     if (step) begin_step(tid);
     pending_signal_.erase(tid);
-    if (auto r = inferior_.resume(tid, step ? Resume::kStep : mode, it->signal);
+    // A thread resumed on an int3 of ours executes the instruction under it (gdbserver steps
+    // over its breakpoints so: gdb removes a breakpoint of one process with Hg on another when it
+    // keeps a forked child, and resumes onto it).
+    // Not with a signal to deliver: its handler runs first and returns onto the int3, which is
+    // a stop then (gdb plants a step-resume breakpoint at the pc for that).
+    bool over = false;
+    if (auto regs = it->signal == 0 ? inferior_.get_regs(tid)
+                                    : Result<x86::Regs>(make_error(ErrorCode::kInval, "signal"))) {
+      const pid_t process = inferior_.process_of(tid);
+      if (auto bp = int3_[process].find(regs->rip); bp != int3_[process].end()) {
+        if (auto r = inferior_.write_memory(
+                bp->first, std::span<const std::uint8_t>(&bp->second.original, 1), process);
+            r) {
+          step_over_[tid] = StepOver{.addr = bp->first, .then_continue = !step};
+          over = true;
+        }
+      }
+    }
+    if (auto r = inferior_.resume(tid, step || over ? Resume::kStep : mode, it->signal);
         !r && r.error().code() != ErrorCode::kSrch) {
       return std::unexpected(r.error());
     }
@@ -1320,6 +1338,13 @@ Result<std::string> GdbServer::detach_process(pid_t process) {
   // A vfork child's int3s are its parent's (one memory); a forked child's or the first
   // process's go now.
   const bool vfork_child = inferior_.process_of(process) != process;
+  if (!vfork_child && process != inferior_.pid()) {
+    // The session followed the child with its watches (protected pages, int3s of its own): a
+    // rebuild leaves a followed process unwatched, its memory as the program made it.
+    // A rebuild that fails (a system call the child cannot run in its stop) does not keep the
+    // child: it is let go as it is, as the client asked.
+    (void)rebuild_watches();
+  }
   if (!vfork_child) {
     for (const auto& [addr, bp] : int3_[process]) {
       (void)inferior_.write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1), process);
@@ -1336,6 +1361,26 @@ Result<std::string> GdbServer::detach_process(pid_t process) {
   last_thread_ = thread_for(last_thread_);
   g_thread_ = c_thread_ = 0;
   return std::string("OK");
+}
+
+Result<void> GdbServer::rebuild_watches() {
+  const std::vector<WatchInfo> all = session_.watches();
+  if (all.empty()) return {};
+  const WatchInfo& w = all.front();
+  if (auto r = session_.remove(w.id); !r) return r;
+  auto again = session_.insert(w.spec);
+  if (!again) return std::unexpected(again.error());
+  for (auto& [key, id] : watches_) {
+    if (id != w.id) continue;
+    id = again->id;
+    if (auto type = watch_type_.find(w.id); type != watch_type_.end()) {
+      const char t = type->second;
+      watch_type_.erase(type);
+      watch_type_[again->id] = t;
+    }
+    break;
+  }
+  return {};
 }
 
 Result<std::string> GdbServer::kill_process(pid_t process) {
@@ -1396,6 +1441,24 @@ Result<std::optional<std::string>> GdbServer::on_breakpoint_trap(const Event& ev
 }
 
 Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
+  if (auto over = step_over_.find(ev.tid); over != step_over_.end()) {
+    // The step off an int3 of ours ended: the int3 goes back (unless gdb removed it meanwhile).
+    const StepOver done = over->second;
+    step_over_.erase(over);
+    const pid_t process = inferior_.process_of(ev.tid);
+    if (int3_[process].contains(done.addr)) {
+      (void)inferior_.write_memory(done.addr, std::span<const std::uint8_t>(&kInt3, 1), process);
+    }
+    if (done.then_continue && ev.kind == EventKind::kSignal && ev.signal == SIGTRAP &&
+        ev.code != kSiKernel) {
+      // Its own trap: the thread goes on as the client asked.
+      if (auto r = inferior_.resume(ev.tid, session_.resume_mode());
+          !r && r.error().code() != ErrorCode::kSrch) {
+        return std::unexpected(r.error());
+      }
+      return std::optional<std::string>();
+    }
+  }
   auto v = session_.handle(ev);
   if (!v) return std::unexpected(v.error());
   if (ev.kind == EventKind::kFork && !v->stopped && (ev.vfork ? vfork_events_ : fork_events_)) {

@@ -177,6 +177,9 @@ class GdbServer {
   // D;PID and vKill;PID while another process stays traced: that process alone ("OK").
   Result<std::string> detach_process(pid_t process);
   Result<std::string> kill_process(pid_t process);
+  // Every watch of the session rebuilt (one taken out and put back): a followed fork is left
+  // unwatched, its pages and bytes as the program made them (WatchSession's contract).
+  Result<void> rebuild_watches();
   std::string stop_reply(int signal, pid_t tid, const std::string& reason) const;
   // A Linux signal number as the client numbers signals (gdb_signals.h), and back (nullopt: no
   // signal of this target).
@@ -230,6 +233,13 @@ class GdbServer {
   std::set<pid_t> forked_;     // child processes reported by fork/vfork stops, still traced
   // The int3s planted, per process (thread group; a vfork child writes its parent's memory).
   std::map<pid_t, Int3Map> int3_;
+  // Threads resumed on an int3 of ours, stepping the instruction under it with the byte put
+  // back: the int3 returns at their next event (then_continue: a continue follows the step).
+  struct StepOver {
+    std::uint64_t addr = 0;
+    bool then_continue = false;
+  };
+  std::map<pid_t, StepOver> step_over_;
   std::map<WatchKey, WatchId> watches_;
   std::set<WatchKey> removed_;  // z packets not applied yet (flush_removed)
   std::map<WatchId, char> watch_type_;
