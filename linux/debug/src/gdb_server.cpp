@@ -401,6 +401,9 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
   // A resume that ended because the client went away ends the session.
   const auto resumed = [&](Result<std::string> stop) -> Result<std::optional<GdbServerEnd>> {
     if (gone_) return gone_;
+    // gdb takes the stopped thread as the general one after a stop (record_currthread) and
+    // sends no Hg for it: so does the server.
+    if (stop) g_thread_ = last_thread_;
     return answer(std::move(stop));
   };
   switch (c) {
@@ -1063,8 +1066,8 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
   // Signals already held for threads this resume leaves stopped (queued by a stop_all) wait
   // until those threads run: gdb stepping one thread over a breakpoint must hear from that thread
   // only (else gdb 13 fails an assertion in finish_step_over). They are queued again however
-  // this resume ends, in their order. Other events (exits, forks, new threads) are handled as
-  // they come: none of them is a stop of the thread.
+  // this resume ends, in their order. Other events (exits, forks the client does not take as
+  // events, new threads) are handled as they come: none of them is a stop of the thread.
   struct Held {
     Inferior& inferior;
     std::vector<Event> events;
@@ -1079,7 +1082,12 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
     });
     if (it == list.end() || it->kind == 't') {
       for (Event& ev : inferior_.discard_queued(tid)) {
-        if (ev.kind == EventKind::kSignal) {
+        // A fork or vfork the client takes as an event is a stop of its thread too (gdbserver
+        // reports it when that thread runs again), and so is the end of a vfork.
+        const bool fork_stop =
+            (ev.kind == EventKind::kFork && (ev.vfork ? vfork_events_ : fork_events_)) ||
+            (ev.kind == EventKind::kVforkDone && vfork_events_);
+        if (ev.kind == EventKind::kSignal || fork_stop) {
           held.events.push_back(std::move(ev));
         } else {
           inferior_.requeue(ev);
@@ -1096,25 +1104,7 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
     }
     if (step) begin_step(tid);
     pending_signal_.erase(tid);
-    // A thread resumed on an int3 of ours executes the instruction under it (gdbserver steps
-    // over its breakpoints so: gdb removes a breakpoint of one process with Hg on another when it
-    // keeps a forked child, and resumes onto it).
-    // Not with a signal to deliver: its handler runs first and returns onto the int3, which is
-    // a stop then (gdb plants a step-resume breakpoint at the pc for that).
-    bool over = false;
-    if (auto regs = it->signal == 0 ? inferior_.get_regs(tid)
-                                    : Result<x86::Regs>(make_error(ErrorCode::kInval, "signal"))) {
-      const pid_t process = inferior_.process_of(tid);
-      if (auto bp = int3_[process].find(regs->rip); bp != int3_[process].end()) {
-        if (auto r = inferior_.write_memory(
-                bp->first, std::span<const std::uint8_t>(&bp->second.original, 1), process);
-            r) {
-          step_over_[tid] = StepOver{.addr = bp->first, .then_continue = !step};
-          over = true;
-        }
-      }
-    }
-    if (auto r = inferior_.resume(tid, step || over ? Resume::kStep : mode, it->signal);
+    if (auto r = inferior_.resume(tid, step ? Resume::kStep : mode, it->signal);
         !r && r.error().code() != ErrorCode::kSrch) {
       return std::unexpected(r.error());
     }
@@ -1441,24 +1431,6 @@ Result<std::optional<std::string>> GdbServer::on_breakpoint_trap(const Event& ev
 }
 
 Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
-  if (auto over = step_over_.find(ev.tid); over != step_over_.end()) {
-    // The step off an int3 of ours ended: the int3 goes back (unless gdb removed it meanwhile).
-    const StepOver done = over->second;
-    step_over_.erase(over);
-    const pid_t process = inferior_.process_of(ev.tid);
-    if (int3_[process].contains(done.addr)) {
-      (void)inferior_.write_memory(done.addr, std::span<const std::uint8_t>(&kInt3, 1), process);
-    }
-    if (done.then_continue && ev.kind == EventKind::kSignal && ev.signal == SIGTRAP &&
-        ev.code != kSiKernel) {
-      // Its own trap: the thread goes on as the client asked.
-      if (auto r = inferior_.resume(ev.tid, session_.resume_mode());
-          !r && r.error().code() != ErrorCode::kSrch) {
-        return std::unexpected(r.error());
-      }
-      return std::optional<std::string>();
-    }
-  }
   auto v = session_.handle(ev);
   if (!v) return std::unexpected(v.error());
   if (ev.kind == EventKind::kFork && !v->stopped && (ev.vfork ? vfork_events_ : fork_events_)) {

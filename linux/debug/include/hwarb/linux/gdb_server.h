@@ -233,13 +233,6 @@ class GdbServer {
   std::set<pid_t> forked_;     // child processes reported by fork/vfork stops, still traced
   // The int3s planted, per process (thread group; a vfork child writes its parent's memory).
   std::map<pid_t, Int3Map> int3_;
-  // Threads resumed on an int3 of ours, stepping the instruction under it with the byte put
-  // back: the int3 returns at their next event (then_continue: a continue follows the step).
-  struct StepOver {
-    std::uint64_t addr = 0;
-    bool then_continue = false;
-  };
-  std::map<pid_t, StepOver> step_over_;
   std::map<WatchKey, WatchId> watches_;
   std::set<WatchKey> removed_;  // z packets not applied yet (flush_removed)
   std::map<WatchId, char> watch_type_;
