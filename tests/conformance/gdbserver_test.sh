@@ -113,10 +113,11 @@ for mode in "${modes[@]}"; do
   expect "$tmp/br$m.out" '^Breakpoint 2, peek \(\) at' "$m: hbreak peek"
   expect "$tmp/br$m.out" 'hit Breakpoint 3, worker \(arg=0x[01]\)' "$m: break worker, in a thread"
   # main and the worker at least (the other worker may not be created yet).
-  n=$(grep -cE '^[* ] +[0-9]+ +Thread [0-9]+ ' "$tmp/br$m.out")
+  # (gdb names a thread PID.TID: the server speaks multiprocess+, as gdbserver.)
+  n=$(grep -cE '^[* ] +[0-9]+ +Thread [0-9]+\.[0-9]+ ' "$tmp/br$m.out")
   [[ $n -ge 2 && $n -le 3 ]] || bad "$m: info threads: $n threads"
   expect "$tmp/br$m.out" '^\[Switching to thread 1 ' "$m: thread 1"
-  expect "$tmp/br$m.out" 'Remote target\) killed' "$m: kill"
+  expect "$tmp/br$m.out" '^\[Inferior 1 \(process [0-9]+\) killed\]' "$m: kill"
   # gdb's default sysroot reads the libraries through the server (vFile).
   expect "$tmp/br$m.out" 'Yes .*target:/.*libc\.so\.6' "$m: libraries read through the server"
   # The library list comes from the server's walk of the dynamic linker's link_map chain.
@@ -260,7 +261,7 @@ for mode in "${modes[@]}"; do
     -ex 'continue' -ex 'continue' -ex 'detach' >"$tmp/tcp$m.out" 2>&1
   count "$tmp/tcp$m.out" '^Breakpoint 1, bump' 2 "$m: tcp: two breakpoint stops"
   count "$tmp/tcp$m.out" '^New value = ' 2 "$m: tcp: two watch stops"
-  expect "$tmp/tcp$m.out" 'Remote target\) detached' "$m: tcp: detached"
+  expect "$tmp/tcp$m.out" '^\[Inferior 1 \(process [0-9]+\) detached\]' "$m: tcp: detached"
   wait "$server"
   rc=$?
   [[ $rc == 0 ]] || bad "$m: tcp: the server exited $rc"

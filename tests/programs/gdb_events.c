@@ -5,6 +5,8 @@
 //                                main prints "sum=S" (S = 4 * N * (N + 1) / 2) and exits 0
 //   prog_gdb_events fork         a forked child calls in_child() and exits 3; the parent waits and
 //                                prints "child status=3" (what waitpid said), exits 0
+//   prog_gdb_events vfork        as fork, with vfork: the child calls in_child() and _exits 3
+//                                while the parent waits in the kernel
 //   prog_gdb_events exec PROG    calls before_exec(), then execs PROG (no arguments)
 #include <pthread.h>
 #include <stdio.h>
@@ -51,9 +53,9 @@ int main(int argc, char** argv) {
     printf("sum=%ld\n", sum);
     return 0;
   }
-  if (strcmp(mode, "fork") == 0) {
+  if (strcmp(mode, "fork") == 0 || strcmp(mode, "vfork") == 0) {
     fflush(stdout);
-    const pid_t child = fork();
+    const pid_t child = strcmp(mode, "fork") == 0 ? fork() : vfork();
     if (child == 0) _exit(in_child(1));
     int status = 0;
     waitpid(child, &status, 0);
@@ -70,6 +72,6 @@ int main(int argc, char** argv) {
     perror("execl");
     return 127;
   }
-  fprintf(stderr, "usage: prog_gdb_events threads [N] | fork | exec PROG\n");
+  fprintf(stderr, "usage: prog_gdb_events threads [N] | fork | vfork | exec PROG\n");
   return 2;
 }

@@ -444,6 +444,8 @@ Result<bool> BranchTracer::handle(const Event& ev) {
       in_syscall_.clear();
       start_trap_.reset();
       return false;
+    case EventKind::kVforkDone:
+      return false;  // the caller's (Inferior::hold_forks)
     case EventKind::kThreadExit:
       in_syscall_.erase(ev.tid);
       flow_.erase(ev.tid);

@@ -52,12 +52,8 @@ Result<std::pair<std::uint64_t, std::uint64_t>> addr_len(std::string_view text) 
   return std::pair{*addr, *len};
 }
 
-// A thread id of the protocol: hex, -1 (all) or 0 (any); "p<pid>.<tid>" is taken too.
-Result<pid_t> parse_thread(std::string_view text) {
-  if (text.starts_with("p")) {
-    const std::size_t dot = text.find('.');
-    text = dot == std::string_view::npos ? text.substr(1) : text.substr(dot + 1);
-  }
+// One part of a thread id: hex, -1 (all) or 0 (any).
+Result<pid_t> parse_id(std::string_view text) {
   if (text == "-1") return -1;
   auto v = parse_hex_u64(text);
   if (!v) return std::unexpected(v.error());
@@ -65,6 +61,29 @@ Result<pid_t> parse_thread(std::string_view text) {
     return make_error(ErrorCode::kInval, "thread: " + std::string(text) + " is not a thread id");
   }
   return static_cast<pid_t>(*v);
+}
+
+// A thread id of the protocol: TID, or pPID.TID / pPID (every thread of PID) with
+// multiprocess+. {process (0: any, -1: all), thread (0: any, -1: all)}.
+Result<std::pair<pid_t, pid_t>> parse_ptid(std::string_view text) {
+  if (!text.starts_with("p")) {
+    auto tid = parse_id(text);
+    if (!tid) return std::unexpected(tid.error());
+    return std::pair<pid_t, pid_t>{0, *tid};
+  }
+  const std::size_t dot = text.find('.');
+  auto process = parse_id(text.substr(1, dot == std::string_view::npos ? dot : dot - 1));
+  if (!process) return std::unexpected(process.error());
+  if (dot == std::string_view::npos) return std::pair<pid_t, pid_t>{*process, -1};
+  auto tid = parse_id(text.substr(dot + 1));
+  if (!tid) return std::unexpected(tid.error());
+  return std::pair<pid_t, pid_t>{*process, *tid};
+}
+
+Result<pid_t> parse_thread(std::string_view text) {
+  auto id = parse_ptid(text);
+  if (!id) return std::unexpected(id.error());
+  return id->second;
 }
 
 // The slice [offset, offset+length) of a qXfer object: "m" + data when more follows, "l" + data
@@ -98,8 +117,10 @@ RestorePlan GdbServer::restore_plan() const {
       plan.processes.end()) {
     plan.processes.push_back(inferior_.pid());
   }
-  for (const auto& [addr, bp] : int3_) {
-    plan.bytes.push_back(RestoreByte{.addr = addr, .original = bp.original});
+  if (auto it = int3_.find(inferior_.pid()); it != int3_.end()) {
+    for (const auto& [addr, bp] : it->second) {
+      plan.bytes.push_back(RestoreByte{.addr = addr, .original = bp.original});
+    }
   }
   return plan;
 }
@@ -192,8 +213,7 @@ std::optional<int> GdbServer::host_signal(std::uint64_t wire) const {
 }
 
 std::string GdbServer::stop_reply(int signal, pid_t tid, const std::string& reason) const {
-  std::string out = "T" + hex_byte(wire_signal(signal)) +
-                    "thread:" + hex_u64(static_cast<std::uint64_t>(tid)) + ";" + reason;
+  std::string out = "T" + hex_byte(wire_signal(signal)) + "thread:" + thread_id(tid) + ";" + reason;
   // rbp, rsp and rip (gdb's 6, 7, 16): gdb then needs no 'g' to show where the thread is.
   if (auto regs = inferior_.get_regs(tid)) {
     out += "06:" + hex_le(regs->rbp, 8) + ";07:" + hex_le(regs->rsp, 8) +
@@ -209,6 +229,23 @@ std::string GdbServer::stop_reply(int signal, pid_t tid, const std::string& reas
     out += ";";
   }
   return out;
+}
+
+std::string GdbServer::thread_id(pid_t tid) const {
+  const std::string id = hex_u64(static_cast<std::uint64_t>(tid));
+  if (!multiprocess_) return id;
+  return "p" + hex_u64(static_cast<std::uint64_t>(inferior_.group_of(tid))) + "." + id;
+}
+
+pid_t GdbServer::general_process() const {
+  return inferior_.process_of(thread_for(g_thread_));
+}
+
+bool GdbServer::others_than(pid_t process) const {
+  for (pid_t t : inferior_.threads()) {
+    if (inferior_.group_of(t) != process) return true;
+  }
+  return false;
 }
 
 pid_t GdbServer::thread_for(pid_t selected) const {
@@ -299,8 +336,10 @@ Result<std::optional<GdbServerEnd>> GdbServer::finish_once(GdbServerEnd::How how
   // would kill it.
   if (auto r = rewind_queued_traps(); !r) return std::unexpected(r.error());
   drop_rewound_traps();
-  for (const auto& [addr, bp] : int3_) {
-    (void)inferior_.write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1));
+  for (const auto& [process, int3s] : int3_) {
+    for (const auto& [addr, bp] : int3s) {
+      (void)inferior_.write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1), process);
+    }
   }
   int3_.clear();
   Result<void> undone = session_.uninstall();
@@ -362,6 +401,9 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
   // A resume that ended because the client went away ends the session.
   const auto resumed = [&](Result<std::string> stop) -> Result<std::optional<GdbServerEnd>> {
     if (gone_) return gone_;
+    // gdb takes the stopped thread as the general one after a stop (record_currthread) and
+    // sends no Hg for it: so does the server.
+    if (stop) g_thread_ = last_thread_;
     return answer(std::move(stop));
   };
   switch (c) {
@@ -373,13 +415,23 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
       return answer(query(p));
     case 'H': {
       if (rest.empty()) return answer(make_error(ErrorCode::kInval, "packet: H without a thread"));
-      auto t = parse_thread(rest.substr(1));
-      if (!t) return answer(std::unexpected(t.error()));
+      auto id = parse_ptid(rest.substr(1));
+      if (!id) return answer(std::unexpected(id.error()));
       const auto threads = inferior_.threads();
-      if (*t > 0 && std::find(threads.begin(), threads.end(), *t) == threads.end()) {
+      pid_t t = id->second;
+      if (id->first > 0 && t <= 0) {
+        // pPID.0 / pPID.-1: a thread of that process.
+        const auto in = std::find_if(threads.begin(), threads.end(),
+                                     [&](pid_t x) { return inferior_.group_of(x) == id->first; });
+        if (in == threads.end()) {
+          return answer(make_error(ErrorCode::kSrch, "thread: no such process"));
+        }
+        t = *in;
+      }
+      if (t > 0 && std::find(threads.begin(), threads.end(), t) == threads.end()) {
         return answer(make_error(ErrorCode::kSrch, "thread: no such thread"));
       }
-      (rest[0] == 'g' ? g_thread_ : c_thread_) = *t;
+      (rest[0] == 'g' ? g_thread_ : c_thread_) = t;
       return answer(std::string("OK"));
     }
     case 'T': {
@@ -516,6 +568,12 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
     case 'v': {
       if (p == "vCont?") return answer(std::string("vCont;c;C;s;S;t"));
       if (p.starts_with("vCont;")) return resumed(resume(p.substr(6)));
+      if (p.starts_with("vKill;") && multiprocess_) {
+        if (auto process = parse_id(std::string_view(p).substr(6));
+            process && *process > 0 && others_than(*process)) {
+          return answer(kill_process(*process));
+        }
+      }
       if (p.starts_with("vKill")) {
         auto end = finish(GdbServerEnd::How::kKilled);
         if (!end) return std::unexpected(end.error());
@@ -527,6 +585,12 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
       return answer(std::string());  // vRun, vAttach: not served
     }
     case 'D': {
+      if (rest.starts_with(";") && multiprocess_) {
+        if (auto process = parse_id(rest.substr(1));
+            process && *process > 0 && others_than(*process)) {
+          return answer(detach_process(*process));
+        }
+      }
       auto end = finish(GdbServerEnd::How::kDetached);
       if (!end) {
         (void)reply(error_reply(end.error(), error_messages_));
@@ -661,20 +725,29 @@ Result<std::string> GdbServer::query(const std::string& p) {
   if (p.starts_with("qSupported")) {
     error_messages_ = p.find("error-message+") != std::string::npos;
     exec_events_ = p.find("exec-events+") != std::string::npos;
+    multiprocess_ = p.find("multiprocess+") != std::string::npos;
+    fork_events_ = multiprocess_ && p.find(";fork-events+") != std::string::npos;
+    vfork_events_ = multiprocess_ && p.find("vfork-events+") != std::string::npos;
+    // The parent of a fork stays stopped for its event (a vfork's also at its end).
+    inferior_.hold_forks(fork_events_ || vfork_events_);
+    last_stop_ = stop_reply(SIGTRAP, last_thread_, "");  // the thread id in the client's form
     return "PacketSize=" + hex_u64(kPacketSize) +
            ";qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:read+;qXfer:threads:read+"
            ";qXfer:libraries-svr4:read+"
            ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+" +
            std::string(error_messages_ ? ";error-message+" : "") +
-           std::string(exec_events_ ? ";exec-events+" : "");
+           std::string(exec_events_ ? ";exec-events+" : "") +
+           std::string(multiprocess_ ? ";multiprocess+" : "") +
+           std::string(fork_events_ ? ";fork-events+" : "") +
+           std::string(vfork_events_ ? ";vfork-events+" : "");
   }
-  if (p == "qC") return "QC" + hex_u64(static_cast<std::uint64_t>(thread_for(last_thread_)));
+  if (p == "qC") return "QC" + thread_id(thread_for(last_thread_));
   if (p.starts_with("qAttached")) return std::string(inferior_.spawned() ? "0" : "1");
   if (p == "qfThreadInfo") {
     std::string out = "m";
     bool first = true;
     for (pid_t t : inferior_.threads()) {
-      out += (first ? "" : ",") + hex_u64(static_cast<std::uint64_t>(t));
+      out += (first ? "" : ",") + thread_id(t);
       first = false;
     }
     return exited_ ? std::string("l") : out;
@@ -751,7 +824,7 @@ Result<std::string> GdbServer::xfer(std::string_view object, std::string_view an
     return xfer_slice(gdb_target_xml(), offset, length);
   }
   if (object == "auxv") {
-    auto auxv = read_proc_file(inferior_.pid(), "auxv");
+    auto auxv = read_proc_file(general_process(), "auxv");
     if (!auxv) return std::unexpected(auxv.error());
     return xfer_slice(*auxv, offset, length);
   }
@@ -782,14 +855,18 @@ Result<std::string> GdbServer::xfer(std::string_view object, std::string_view an
     return xfer_slice(svr4_library_xml(*map), offset, length);
   }
   if (object == "exec-file") {
-    auto path = executable_path(inferior_.pid());
+    pid_t process = inferior_.pid();
+    if (auto annex_pid = parse_id(annex); !annex.empty() && annex_pid && *annex_pid > 0) {
+      process = *annex_pid;
+    }
+    auto path = executable_path(process);
     if (!path) return std::unexpected(path.error());
     return xfer_slice(*path, offset, length);
   }
   if (object == "threads") {
     std::string xml = "<?xml version=\"1.0\"?>\n<threads>\n";
     for (pid_t t : inferior_.threads()) {
-      xml += "<thread id=\"" + hex_u64(static_cast<std::uint64_t>(t)) + "\"/>\n";
+      xml += "<thread id=\"" + thread_id(t) + "\"/>\n";
     }
     xml += "</threads>\n";
     return xfer_slice(xml, offset, length);
@@ -799,14 +876,15 @@ Result<std::string> GdbServer::xfer(std::string_view object, std::string_view an
 
 Result<std::string> GdbServer::read_memory(std::uint64_t addr, std::uint64_t len) {
   std::vector<std::uint8_t> bytes(len);
+  const pid_t process = general_process();
   // All at once, else as much as is readable (gdb takes a short read).
-  if (!inferior_.read_memory(addr, bytes)) {
+  if (!inferior_.read_memory(addr, bytes, process)) {
     std::size_t got = 0;
     while (got < len) {
       const std::uint64_t at = addr + got;
       const std::uint64_t page_end = (at | 0xfff) + 1;
       const std::size_t chunk = std::min<std::uint64_t>(len - got, page_end - at);
-      if (!inferior_.read_memory(at, std::span(bytes).subspan(got, chunk))) break;
+      if (!inferior_.read_memory(at, std::span(bytes).subspan(got, chunk), process)) break;
       got += chunk;
     }
     if (got == 0)
@@ -817,40 +895,47 @@ Result<std::string> GdbServer::read_memory(std::uint64_t addr, std::uint64_t len
   const auto show = [&](std::uint64_t at, std::uint8_t original) {
     if (at >= addr && at < addr + bytes.size()) bytes[at - addr] = original;
   };
-  for (const auto& [at, bp] : int3_) show(at, bp.original);
+  for (const auto& [at, bp] : int3_[process]) show(at, bp.original);
   for (const RestoreByte& b : session_.planted_bytes()) show(b.addr, b.original);
   return std::string(bytes.begin(), bytes.end());
 }
 
 Result<void> GdbServer::write_memory(std::uint64_t addr, const std::vector<std::uint8_t>& bytes) {
   std::vector<std::uint8_t> out = bytes;
+  const pid_t process = general_process();
   // Over a planted int3 the program's byte changes, the int3 stays.
-  for (auto& [at, bp] : int3_) {
+  for (auto& [at, bp] : int3_[process]) {
     if (at >= addr && at < addr + out.size()) {
       bp.original = out[at - addr];
       out[at - addr] = kInt3;
     }
   }
-  return inferior_.write_memory(addr, out);
+  return inferior_.write_memory(addr, out, process);
 }
 
 Result<std::string> GdbServer::insert_point(char type, std::uint64_t addr, std::uint64_t len) {
+  const pid_t process = general_process();
+  Int3Map& int3s = int3_[process];
   const auto plant = [&](bool software) -> Result<std::string> {
-    if (auto it = int3_.find(addr); it != int3_.end()) {
+    if (auto it = int3s.find(addr); it != int3s.end()) {
       (software ? it->second.software : it->second.hardware) = true;
       return std::string("OK");
     }
     std::uint8_t original = 0;
-    if (auto r = inferior_.read_memory(addr, std::span(&original, 1)); !r) {
+    if (auto r = inferior_.read_memory(addr, std::span(&original, 1), process); !r) {
       return std::unexpected(r.error());
     }
-    if (auto r = inferior_.write_memory(addr, std::span<const std::uint8_t>(&kInt3, 1)); !r) {
+    if (auto r = inferior_.write_memory(addr, std::span<const std::uint8_t>(&kInt3, 1), process);
+        !r) {
       return std::unexpected(r.error());
     }
-    int3_[addr] = Breakpoint{.original = original, .software = software, .hardware = !software};
+    int3s[addr] = Breakpoint{.original = original, .software = software, .hardware = !software};
     return std::string("OK");
   };
   if (type == '0') return plant(true);
+  // Another process than the first (a forked child the client keeps): int3s only; its watches
+  // are not served (taken as placed, so that the client's bookkeeping goes on).
+  if (process != inferior_.pid()) return type == '1' ? plant(false) : std::string("OK");
   WatchSpec spec{.addr = addr, .len = len, .access = kWatchWrite};
   if (type == '1') {
     spec.len = 1;
@@ -879,25 +964,28 @@ Result<std::string> GdbServer::insert_point(char type, std::uint64_t addr, std::
 }
 
 Result<std::string> GdbServer::remove_point(char type, std::uint64_t addr, std::uint64_t len) {
+  const pid_t process = general_process();
   if (type == '0' || type == '1') {
-    auto it = int3_.find(addr);
-    if (it != int3_.end() &&
+    Int3Map& int3s = int3_[process];
+    auto it = int3s.find(addr);
+    if (it != int3s.end() &&
         ((type == '0' && it->second.software) || (type == '1' && it->second.hardware))) {
       (type == '0' ? it->second.software : it->second.hardware) = false;
       if (!it->second.software && !it->second.hardware) {
-        if (auto r = inferior_.write_memory(addr,
-                                            std::span<const std::uint8_t>(&it->second.original, 1));
+        if (auto r = inferior_.write_memory(
+                addr, std::span<const std::uint8_t>(&it->second.original, 1), process);
             !r) {
           return std::unexpected(r.error());
         }
-        int3_.erase(it);
+        int3s.erase(it);
         lifted_.insert(addr);
       }
       return std::string("OK");
     }
-    if (type == '0') return std::string("OK");
+    if (type == '0' || process != inferior_.pid()) return std::string("OK");
     len = 1;
   }
+  if (process != inferior_.pid()) return std::string("OK");
   const WatchKey key{type, addr, len};
   if (!watches_.contains(key)) return std::string("OK");  // gdb removes what it never got
   // Taken off at the next resume, unless inserted again before: gdb removes and re-inserts every
@@ -924,6 +1012,7 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
     char kind = 'c';
     int signal = 0;
     pid_t tid = -1;
+    pid_t process = 0;  // pPID.-1: the threads of PID (0 or -1: of any)
   };
   std::vector<Action> list;
   std::string_view rest = actions;
@@ -949,9 +1038,10 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
       return make_error(ErrorCode::kInval, "vCont: action '" + std::string(one) + "' is malformed");
     }
     if (colon != std::string_view::npos) {
-      auto t = parse_thread(arg.substr(colon + 1));
+      auto t = parse_ptid(arg.substr(colon + 1));
       if (!t) return std::unexpected(t.error());
-      a.tid = *t;
+      a.process = t->first;
+      a.tid = t->second;
     }
     if (a.kind != 'c' && a.kind != 'C' && a.kind != 's' && a.kind != 'S' && a.kind != 't') {
       return make_error(ErrorCode::kInval, "vCont: unknown action '" + std::string(one) + "'");
@@ -977,8 +1067,8 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
   // Signals already held for threads this resume leaves stopped (queued by a stop_all) wait
   // until those threads run: gdb stepping one thread over a breakpoint must hear from that thread
   // only (else gdb 13 fails an assertion in finish_step_over). They are queued again however
-  // this resume ends, in their order. Other events (exits, forks, new threads) are handled as
-  // they come: none of them is a stop of the thread.
+  // this resume ends, in their order. Other events (exits, forks the client does not take as
+  // events, new threads) are handled as they come: none of them is a stop of the thread.
   struct Held {
     Inferior& inferior;
     std::vector<Event> events;
@@ -988,11 +1078,17 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
   } held{inferior_, {}};
   for (pid_t tid : threads) {
     const auto it = std::find_if(list.begin(), list.end(), [&](const Action& a) {
-      return a.tid == tid || a.tid == -1 || a.tid == 0;
+      return a.tid == tid || ((a.tid == -1 || a.tid == 0) &&
+                              (a.process <= 0 || a.process == inferior_.group_of(tid)));
     });
     if (it == list.end() || it->kind == 't') {
       for (Event& ev : inferior_.discard_queued(tid)) {
-        if (ev.kind == EventKind::kSignal) {
+        // A fork or vfork the client takes as an event is a stop of its thread too (gdbserver
+        // reports it when that thread runs again), and so is the end of a vfork.
+        const bool fork_stop =
+            (ev.kind == EventKind::kFork && (ev.vfork ? vfork_events_ : fork_events_)) ||
+            (ev.kind == EventKind::kVforkDone && vfork_events_);
+        if (ev.kind == EventKind::kSignal || fork_stop) {
           held.events.push_back(std::move(ev));
         } else {
           inferior_.requeue(ev);
@@ -1132,7 +1228,7 @@ Result<void> GdbServer::rewind_queued_traps() {
       if (regs.error().code() == ErrorCode::kSrch) continue;  // gone: its exit follows
       return std::unexpected(regs.error());
     }
-    if (!int3_.contains(regs->rip - 1)) continue;  // the program's own int3
+    if (!int3_[inferior_.process_of(ev.tid)].contains(regs->rip - 1)) continue;  // the program's
     regs->rip -= 1;
     if (auto r = inferior_.set_regs(ev.tid, *regs); !r) return r;
     rewound_[ev.tid] = regs->rip;
@@ -1177,7 +1273,7 @@ Result<void> GdbServer::run_as_asked(pid_t tid) {
 Result<std::optional<std::string>> GdbServer::exec_stop(pid_t tid, bool running) {
   // A new image: the int3s went with the old one (gdb's removals must not write the old bytes
   // into the new code), and so did the threads and their held traps and signals.
-  int3_.clear();
+  int3_.erase(inferior_.process_of(tid));
   lifted_.clear();
   rewound_.clear();
   pending_signal_.clear();
@@ -1198,21 +1294,136 @@ Result<std::optional<std::string>> GdbServer::exec_stop(pid_t tid, bool running)
   return std::optional<std::string>(stop_reply(SIGTRAP, tid, reason));
 }
 
+Result<std::optional<std::string>> GdbServer::fork_stop(const Event& ev) {
+  const auto threads = inferior_.threads();
+  if (!ev.vfork) {
+    // The child becomes a process of this server (the session may have followed it already).
+    if (std::find(threads.begin(), threads.end(), ev.child) == threads.end()) {
+      if (auto r = inferior_.follow(ev.child); !r) return std::unexpected(r.error());
+    }
+    // Its copy of the text holds its parent's int3s: they are its own now, as gdbserver clones
+    // a parent's breakpoints; the client removes them (Hg to the child, z0) before it detaches
+    // it. A vfork child shares its parent's memory and int3s.
+    int3_[ev.child] = int3_[inferior_.process_of(ev.tid)];
+  }
+  forked_.insert(ev.child);
+  deferred_.erase(ev.tid);
+  auto r = stop_others(
+      ev.tid, stop_reply(SIGTRAP, ev.tid,
+                         std::string(ev.vfork ? "vfork:" : "fork:") + thread_id(ev.child) + ";"));
+  if (!r) return std::unexpected(r.error());
+  return std::optional<std::string>(*r);
+}
+
+Result<std::string> GdbServer::detach_process(pid_t process) {
+  if (auto r = inferior_.stop_all(); !r) return std::unexpected(r.error());
+  if (auto r = flush_removed(); !r) return std::unexpected(r.error());
+  // Its held int3 traps are no signals of the program (delivered, they would kill it).
+  if (auto r = rewind_queued_traps(); !r) return std::unexpected(r.error());
+  for (pid_t t : inferior_.threads()) {
+    if (inferior_.group_of(t) != process || !rewound_.contains(t)) continue;
+    rewound_.erase(t);
+    std::vector<Event> keep;
+    for (Event& e : inferior_.discard_queued(t)) {
+      if (e.kind != EventKind::kSignal || e.signal != SIGTRAP || e.code != kSiKernel) {
+        keep.push_back(std::move(e));
+      }
+    }
+    for (auto e = keep.rbegin(); e != keep.rend(); ++e) inferior_.requeue(*e);
+  }
+  // A vfork child's int3s are its parent's (one memory); a forked child's or the first
+  // process's go now.
+  const bool vfork_child = inferior_.process_of(process) != process;
+  if (!vfork_child && process != inferior_.pid()) {
+    // The session followed the child with its watches (protected pages, int3s of its own): a
+    // rebuild leaves a followed process unwatched, its memory as the program made it.
+    // A rebuild that fails (a system call the child cannot run in its stop) does not keep the
+    // child: it is let go as it is, as the client asked.
+    (void)rebuild_watches();
+  }
+  if (!vfork_child) {
+    for (const auto& [addr, bp] : int3_[process]) {
+      (void)inferior_.write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1), process);
+    }
+    int3_.erase(process);
+  }
+  const bool first = process == inferior_.pid();
+  // A spawned program the client detached from runs on after the server ends.
+  if (first && inferior_.spawned()) (void)inferior_.outlive_tracer();
+  if (auto r = inferior_.detach_process(process); !r) return std::unexpected(r.error());
+  forked_.erase(process);
+  if (first) forked_.erase(inferior_.pid());  // the child that took its place
+  pending_signal_.clear();
+  last_thread_ = thread_for(last_thread_);
+  g_thread_ = c_thread_ = 0;
+  return std::string("OK");
+}
+
+Result<void> GdbServer::rebuild_watches() {
+  const std::vector<WatchInfo> all = session_.watches();
+  if (all.empty()) return {};
+  const WatchInfo& w = all.front();
+  if (auto r = session_.remove(w.id); !r) return r;
+  auto again = session_.insert(w.spec);
+  if (!again) return std::unexpected(again.error());
+  for (auto& [key, id] : watches_) {
+    if (id != w.id) continue;
+    id = again->id;
+    if (auto type = watch_type_.find(w.id); type != watch_type_.end()) {
+      const char t = type->second;
+      watch_type_.erase(type);
+      watch_type_[again->id] = t;
+    }
+    break;
+  }
+  return {};
+}
+
+Result<std::string> GdbServer::kill_process(pid_t process) {
+  if (auto r = inferior_.stop_all(); !r) return std::unexpected(r.error());
+  std::vector<pid_t> tids;
+  for (pid_t t : inferior_.threads()) {
+    if (inferior_.group_of(t) == process) tids.push_back(t);
+  }
+  // The leader last: its end is reported once the others are reaped.
+  std::stable_partition(tids.begin(), tids.end(), [&](pid_t t) { return t != process; });
+  forked_.erase(process);
+  if (inferior_.process_of(process) == process) int3_.erase(process);
+  if (auto r = send_signal(process, SIGKILL); !r) return std::unexpected(r.error());
+  for (pid_t t : tids) {
+    for (int i = 0; i < 16; ++i) {
+      auto ev = inferior_.wait_for(t);
+      if (!ev || ev->kind == EventKind::kThreadExit || ev->kind == EventKind::kExited ||
+          ev->kind == EventKind::kKilled) {
+        break;
+      }
+    }
+  }
+  if (process == inferior_.pid()) {
+    (void)inferior_.adopt_followed();
+    forked_.erase(inferior_.pid());
+  }
+  last_thread_ = thread_for(last_thread_);
+  g_thread_ = c_thread_ = 0;
+  return std::string("OK");
+}
+
 Result<std::optional<std::string>> GdbServer::on_breakpoint_trap(const Event& ev) {
   auto regs = inferior_.get_regs(ev.tid);
   if (!regs) return std::unexpected(regs.error());
+  Int3Map& int3s = int3_[inferior_.process_of(ev.tid)];
   std::uint64_t at = 0;
   if (auto rewound = rewound_.find(ev.tid); rewound != rewound_.end()) {
     at = rewound->second;
     rewound_.erase(rewound);
-    if (regs->rip != at || !int3_.contains(at)) {
+    if (regs->rip != at || !int3s.contains(at)) {
       // The breakpoint went (or the thread was moved) after the stop that held this trap: the
       // trap is no stop any more.
       if (auto r = run_as_asked(ev.tid); !r) return std::unexpected(r.error());
       return std::optional<std::string>();
     }
   } else {
-    if (!int3_.contains(regs->rip - 1)) {
+    if (!int3s.contains(regs->rip - 1)) {
       // The trap of an int3 of ours taken out since it was hit (the kernel held its SIGTRAP
       // behind a stop_all's interrupt): the instruction is run for real, as the thread was asked
       // to run. An int3 of the program's own is still in its text.
@@ -1240,7 +1451,7 @@ Result<std::optional<std::string>> GdbServer::on_breakpoint_trap(const Event& ev
   if (tid != ev.tid) at = rewound_.extract(tid).mapped();
   last_thread_ = tid;
   return std::optional<std::string>(
-      stop_reply(SIGTRAP, tid, int3_.at(at).software ? "swbreak:;" : "hwbreak:;"));
+      stop_reply(SIGTRAP, tid, int3s.at(at).software ? "swbreak:;" : "hwbreak:;"));
 }
 
 pid_t GdbServer::pick_reported(pid_t tid, std::uint64_t at) {
@@ -1283,6 +1494,24 @@ pid_t GdbServer::pick_reported(pid_t tid, std::uint64_t at) {
 Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
   auto v = session_.handle(ev);
   if (!v) return std::unexpected(v.error());
+  if (ev.kind == EventKind::kFork && !v->stopped && (ev.vfork ? vfork_events_ : fork_events_)) {
+    return fork_stop(ev);
+  }
+  if (ev.kind == EventKind::kVforkDone) {
+    // The vfork child execed or exited: its parent (resumed by the client after the vfork stop)
+    // stops once more, as gdbserver's vforkdone.
+    if (vfork_events_) {
+      auto r = stop_others(ev.tid, stop_reply(SIGTRAP, ev.tid, "vforkdone:;"));
+      if (!r) return std::unexpected(r.error());
+      return std::optional<std::string>(*r);
+    }
+    if (auto r = run_as_asked(ev.tid); !r) return std::unexpected(r.error());
+    return std::optional<std::string>();
+  }
+  if (ev.kind == EventKind::kFork && (fork_events_ || vfork_events_)) {
+    // Held for an event the client did not ask for: the parent runs on as asked.
+    if (auto r = run_as_asked(ev.tid); !r) return std::unexpected(r.error());
+  }
   // A parent whose fork event a stop_all queued stayed stopped (a fork stop otherwise resumes
   // it at once): it runs on as it ran before, whoever follows the child.
   if (ev.kind == EventKind::kFork && !v->stopped && deferred_.erase(ev.tid) != 0 &&
@@ -1321,6 +1550,28 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
   switch (ev.kind) {
     case EventKind::kExited:
     case EventKind::kKilled: {
+      if (multiprocess_) {
+        const std::string reply =
+            (ev.kind == EventKind::kExited ? "W" + hex_byte(ev.status)
+                                           : "X" + hex_byte(wire_signal(ev.signal))) +
+            ";process:" + hex_u64(static_cast<std::uint64_t>(ev.tid));
+        int3_.erase(ev.tid);
+        if (inferior_.adopt_followed()) {
+          // A forked child the client keeps goes on: it is the first process now, stopped as
+          // gdbserver stops every process at a stop it reports.
+          forked_.erase(inferior_.pid());
+          g_thread_ = c_thread_ = 0;
+          auto r = stop_others(-1, reply);
+          if (!r) return std::unexpected(r.error());
+          last_thread_ = inferior_.pid();
+          return std::optional<std::string>(*r);
+        }
+        exited_ = true;
+        end_.exited = true;
+        end_.status = ev.status;
+        end_.signal = ev.kind == EventKind::kKilled ? ev.signal : 0;
+        return std::optional<std::string>(reply);
+      }
       exited_ = true;
       end_.exited = true;
       end_.status = ev.status;
@@ -1330,6 +1581,16 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
                                             : "X" + hex_byte(wire_signal(ev.signal)));
     }
     case EventKind::kThreadExit:
+      if (forked_.erase(ev.tid) != 0) {
+        // The end of a forked child the client keeps (the last of its threads).
+        int3_.erase(ev.tid);
+        auto r = stop_others(-1, (ev.signal == 0 ? "W" + hex_byte(ev.status)
+                                                 : "X" + hex_byte(wire_signal(ev.signal))) +
+                                     ";process:" + hex_u64(static_cast<std::uint64_t>(ev.tid)));
+        if (!r) return std::unexpected(r.error());
+        last_thread_ = thread_for(0);
+        return std::optional<std::string>(*r);
+      }
       return std::optional<std::string>();
     case EventKind::kSignal: {
       if (ev.signal == SIGTRAP && ev.code == kSiKernel) {
@@ -1362,7 +1623,7 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
       if (!ev.vfork) {
         // The child has its own copy of the text, with our int3s in it: they go before it is let
         // go (else it dies of SIGTRAP at the first one it runs), as gdbserver detaches a child.
-        for (const auto& [addr, bp] : int3_) {
+        for (const auto& [addr, bp] : int3_[inferior_.process_of(ev.tid)]) {
           (void)inferior_.write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1),
                                        ev.child);
         }

@@ -30,7 +30,7 @@ namespace hwarb::native {
 namespace {
 
 constexpr long kOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
-                          PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
+                          PTRACE_O_TRACEVFORKDONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
 constexpr int kSyscallTrap = SIGTRAP | 0x80;
 // The kernel's internal restart codes, seen in rax at the syscall-exit stop of an interrupted
 // call (include/linux/errno.h); -515 is not used.
@@ -110,6 +110,7 @@ Inferior& Inferior::operator=(Inferior&& other) noexcept {
     mems_ = std::move(other.mems_);
     process_changes_ = other.process_changes_;
     follow_execs_ = other.follow_execs_;
+    hold_forks_ = other.hold_forks_;
     spin_ = other.spin_;
     other.threads_.clear();
   }
@@ -282,6 +283,70 @@ Result<void> Inferior::follow(pid_t child) {
   mems_[child] = std::move(*fd);
   ++process_changes_;
   return {};
+}
+
+pid_t Inferior::group_of(pid_t tid) const {
+  auto it = threads_.find(tid);
+  if (it == threads_.end()) return pid_;
+  if (it->second.vfork_child) return tid;
+  return it->second.process != 0 ? it->second.process : pid_;
+}
+
+Result<void> Inferior::detach_process(pid_t process) {
+  std::vector<pid_t> tids;
+  for (const auto& [tid, t] : threads_) {
+    if (group_of(tid) == process) tids.push_back(tid);
+  }
+  if (tids.empty()) {
+    return make_error(ErrorCode::kSrch, "pid: " + std::to_string(process) + " is not traced");
+  }
+  Result<void> first;
+  for (pid_t tid : tids) {
+    int sig = 0;
+    for (const Event& ev : discard_queued(tid)) {
+      if (ev.kind == EventKind::kSignal && sig == 0) sig = ev.signal;
+    }
+    Thread& t = threads_[tid];
+    if (sig == 0) sig = t.kept_signal;
+    if (t.stop != StopKind::kSignal && sig != 0) {
+      (void)send_thread_signal(thread_group_of(tid), tid, sig);
+      sig = 0;
+    }
+    // A vfork child's parent stays asleep in the kernel until the child execs or exits: its
+    // vfork_wait stays (kVforkDone, or its end, clears it).
+    if (auto r = ptrace_detach(tid, sig); !r && first && r.error().code() != ErrorCode::kSrch) {
+      first = r;
+    }
+    threads_.erase(tid);
+  }
+  if (process != pid_) {
+    mems_.erase(process);
+    gadgets_.erase(process);
+    ++process_changes_;
+    return first;
+  }
+  exited_ = true;
+  (void)adopt_followed();
+  return first;
+}
+
+bool Inferior::adopt_followed() {
+  if (!exited_) return false;
+  pid_t next = 0;
+  for (const auto& [tid, t] : threads_) {
+    if (t.process != 0 && !t.vfork_child && (next == 0 || t.process < next)) next = t.process;
+  }
+  auto mem = mems_.find(next);
+  if (next == 0 || mem == mems_.end()) return false;
+  pid_ = next;
+  mem_ = std::move(mem->second);
+  mems_.erase(mem);
+  for (auto& [tid, t] : threads_) {
+    if (t.process == next) t.process = 0;
+  }
+  exited_ = false;
+  ++process_changes_;
+  return true;
 }
 
 Result<void> Inferior::read_memory(std::uint64_t addr, std::span<std::uint8_t> out, pid_t process) {
@@ -961,8 +1026,21 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
         c.stopped = true;
         c.stop = StopKind::kEvent;
       }
-      if (auto r = resume(tid, t->last); !r) return std::unexpected(r.error());
+      // Held: the caller resumes the parent (see hold_forks).
+      if (!hold_forks_) {
+        if (auto r = resume(tid, t->last); !r) return std::unexpected(r.error());
+      }
       return std::optional<Event>(ev);
+    }
+    case PTRACE_EVENT_VFORK_DONE: {
+      t->stop = StopKind::kEvent;
+      t->vfork_wait = 0;
+      if (hold_forks_) {
+        ev.kind = EventKind::kVforkDone;
+        return std::optional<Event>(ev);
+      }
+      if (auto r = resume(tid, t->last); !r) return std::unexpected(r.error());
+      return std::optional<Event>();
     }
     case PTRACE_EVENT_EXEC: {
       t->stop = StopKind::kEvent;

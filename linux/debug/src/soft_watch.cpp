@@ -676,6 +676,8 @@ Result<bool> SoftWatch::handle(const Event& ev, std::vector<WatchHit>& hits) {
       return true;
     case EventKind::kExec:
       return on_exec(ev.tid);
+    case EventKind::kVforkDone:
+      return false;  // the caller's (Inferior::hold_forks)
     case EventKind::kThreadExit:
       open_.erase(ev.tid);
       step_.erase(ev.tid);

@@ -25,6 +25,15 @@
 //  7. D (detach) and k/vKill: every int3, protection and register of the session is undone
 //     first; a detached program runs on unmodified. `monitor exit` (qRcmd) ends the server at
 //     once, as a client that goes away would.
+//  8. Processes, when the client announced them in qSupported (gdb does): multiprocess+ (thread
+//     ids pPID.TID everywhere, vCont actions per process, D;PID and vKill;PID for one process,
+//     W/X with ;process:PID), fork-events+ and vfork-events+ (a fork or vfork stops the parent
+//     with fork:/vfork:pPID.TID of the child, and a vfork parent's wait for its child ends with
+//     vforkdone:), exec-events+ (exec:PATH). A forked child is then traced as a process of its
+//     own until the client detaches or kills it: its int3s are its own (a copy of its parent's
+//     at the fork, as gdbserver clones them); watches (Z2-Z4) are the first process's only.
+//     When the first process ends or is detached, a remaining child takes its place. Without
+//     these features a child is freed of the int3s and let go at once, as before.
 // Bad input (a malformed packet, a bad checksum, an unknown packet) gets the protocol's answer:
 // '-' (resend), an empty reply, or E NN; it never changes the process.
 //
@@ -96,6 +105,7 @@ class GdbServer {
     bool software = false;  // Z0
     bool hardware = false;  // Z1 taken as an int3
   };
+  using Int3Map = std::map<std::uint64_t, Breakpoint>;
   struct WatchKey {
     char type = '2';  // Z type: '1' (hardware execute), '2' write, '3' read, '4' access
     std::uint64_t addr = 0;
@@ -161,6 +171,20 @@ class GdbServer {
   Result<std::optional<GdbServerEnd>> finish_once(GdbServerEnd::How how);
 
   pid_t thread_for(pid_t selected) const;
+  // A thread as the client names it: pPID.TID with multiprocess+, else TID (hex).
+  std::string thread_id(pid_t tid) const;
+  // The process whose memory the Hg thread sees (a vfork child's is its parent's).
+  pid_t general_process() const;
+  // Whether a traced thread is in a process other than `process`.
+  bool others_than(pid_t process) const;
+  // A fork or vfork the client takes as an event: the child traced as a process, the stop reply.
+  Result<std::optional<std::string>> fork_stop(const Event& event);
+  // D;PID and vKill;PID while another process stays traced: that process alone ("OK").
+  Result<std::string> detach_process(pid_t process);
+  Result<std::string> kill_process(pid_t process);
+  // Every watch of the session rebuilt (one taken out and put back): a followed fork is left
+  // unwatched, its pages and bytes as the program made them (WatchSession's contract).
+  Result<void> rebuild_watches();
   std::string stop_reply(int signal, pid_t tid, const std::string& reason) const;
   // A Linux signal number as the client numbers signals (gdb_signals.h), and back (nullopt: no
   // signal of this target).
@@ -213,8 +237,13 @@ class GdbServer {
   // and the thread runs as asked, executing the instruction for real — as gdbserver discards
   // a pending breakpoint stop whose breakpoint is gone.
   std::map<pid_t, std::uint64_t> rewound_;
-  bool exec_events_ = false;  // the client announced exec-events+ (gdb)
-  std::map<std::uint64_t, Breakpoint> int3_;
+  bool exec_events_ = false;   // the client announced exec-events+ (gdb)
+  bool multiprocess_ = false;  // the client announced multiprocess+
+  bool fork_events_ = false;   // fork-events+ (with multiprocess+)
+  bool vfork_events_ = false;  // vfork-events+ (with multiprocess+)
+  std::set<pid_t> forked_;     // child processes reported by fork/vfork stops, still traced
+  // The int3s planted, per process (thread group; a vfork child writes its parent's memory).
+  std::map<pid_t, Int3Map> int3_;
   std::map<WatchKey, WatchId> watches_;
   std::set<WatchKey> removed_;  // z packets not applied yet (flush_removed)
   std::map<WatchId, char> watch_type_;

@@ -78,6 +78,7 @@ enum class EventKind : std::uint8_t {
   kThreadExit,    // tid is gone (status/signal as for a process)
   kFork,          // child = the new process (stopped), vfork says whether it shares memory
   kExec,          // the process exec'd: a new image (all breakpoints and protections are gone)
+  kVforkDone,     // tid (a vfork parent) is stopped: its child execed or exited (hold_forks only)
   kExited,        // the whole process exited with `status`
   kKilled,        // the whole process was killed by `signal`
 };
@@ -153,6 +154,23 @@ class Inferior {
   Result<void> follow(pid_t child);
   // Whether execs of vfork children and followed processes keep them traced (see the contract).
   void follow_execs(bool on) { follow_execs_ = on; }
+  // On: a fork or vfork parent stays stopped at its kFork (the caller resumes it), and a vfork
+  // parent, once resumed, stops again when its child has execed or exited: kVforkDone (its
+  // thread stopped) — as a debugger's fork and vfork events need. Off (the default): the
+  // Inferior resumes both by itself.
+  void hold_forks(bool on) { hold_forks_ = on; }
+  // The process `tid` is a thread of as the kernel has it: pid(), a followed process, or a vfork
+  // child's own id (process_of() gives a vfork child its parent's, whose memory it shares).
+  [[nodiscard]] pid_t group_of(pid_t tid) const;
+  // Detaches process `process` alone (a followed process, a vfork child, or this one), every
+  // thread of it stopped, its queued events dropped; the rest stays traced. When it is this
+  // process and a followed one remains, the lowest followed process becomes this Inferior's
+  // process (pid(), its memory, its threads' process_of); with none left the Inferior is as
+  // after detach(). ESRCH when no thread is in `process`.
+  [[nodiscard]] Result<void> detach_process(pid_t process);
+  // After this process ended (kExited/kKilled), the lowest followed process still traced becomes
+  // this Inferior's process, as in detach_process; false when there is none.
+  bool adopt_followed();
   // The longest a wait polls before it sleeps: options.spin_us, or 0 on a one-CPU machine. For
   // a caller's own waits (the gdbserver's for its client) to follow the same rule.
   [[nodiscard]] std::chrono::nanoseconds spin_max() const { return spin_.max(); }
@@ -313,6 +331,7 @@ class Inferior {
   std::map<pid_t, Fd> mems_;                     // followed processes' memory
   std::uint64_t process_changes_ = 0;            // process_changes()
   bool follow_execs_ = false;
+  bool hold_forks_ = false;
   SpinWindow spin_{std::chrono::nanoseconds(0)};
 };
 

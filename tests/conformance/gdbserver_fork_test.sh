@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# `hwarb gdbserver` following forks and vforks as Debian's gdbserver 13.1 does, with real gdb as
+# the client (it announces multiprocess+, fork-events+ and vfork-events+):
+# gdbserver_fork_test.sh HWARB PROGRAMS_DIR
+# The same gdb commands run against `gdbserver -` and against `hwarb gdbserver --stdio` in both
+# modes (the default and --software), on tests/programs/gdb_events.c's fork and vfork modes:
+#  catch   `catch fork`: gdb stops at the fork, detaches the child, the parent runs to its end
+#          (the child's exit status reaches the parent's waitpid);
+#  child   `set follow-fork-mode child` with a breakpoint in code only the child runs: gdb
+#          detaches the parent and stops the child at the breakpoint (a second inferior);
+#  keep    `set detach-on-fork off` (and schedule-multiple): both processes stay, `info
+#          inferiors` lists both, the child stops at its breakpoint and exits 3, then the parent
+#          runs to its end;
+#  vfork   `catch vfork`, then stepi twice over the vfork: the parent's pc stays readable (no
+#          "Could not read registers", no SIGSEGV at pc 0) and the program ends normally.
+# gdb's lines that tell what happened (catchpoints, attach/detach notes, breakpoint hits, the
+# inferiors, printed values, exits) must equal gdbserver's, process ids aside.
+set -uo pipefail
+hwarb=$(realpath "$1")
+P=$(realpath "$2")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+# shellcheck source=../support/skips.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/skips.sh"
+bad() {
+  echo "FAIL: $*" >&2
+  fail=1
+}
+command -v gdb >/dev/null || { echo "FAIL: gdb is not installed (scripts/setup installs it)" >&2; exit 1; }
+if ! command -v gdbserver >/dev/null; then
+  skip_case - "every case (compared with Debian's gdbserver)" "Debian's gdbserver is not installed"
+  exit $fail
+fi
+events=$P/prog_gdb_events
+
+# run NAME SERVER PROGRAM-ARGS COMMANDS...: gdb in batch mode against SERVER (a command line that
+# takes the program after it); output in $tmp/NAME.out, the program's own on $tmp/NAME.err.
+run() {
+  local name=$1 server=$2 args=$3 c
+  shift 3
+  local gdb_args=(-nx -batch -ex 'set remotetimeout 30' -ex 'set confirm off' -ex 'set pagination off'
+                  -ex 'set width 0' -ex "target remote | $server $events $args")
+  for c in "$@"; do gdb_args+=(-ex "$c"); done
+  timeout 120 gdb "${gdb_args[@]}" >"$tmp/$name.out" 2>"$tmp/$name.err"
+}
+# The lines that tell what gdb saw, process and thread ids replaced by N (and the thread names
+# gdbserver adds from /proc dropped), the connection column of `info inferiors` cut.
+story() {
+  grep -E '^(Catchpoint [0-9]+ \(|\[(Detaching|Attaching|New inferior|Inferior|Switching to Thread)|Thread [0-9.]+ .*hit |\$[0-9]+ = |[* ] +[0-9]+ +(process|<null>)|Could not read|Program (received|terminated))' "$1" |
+    sed -E 's/(process|Thread|pid) [0-9]+(\.[0-9]+)?/\1 N/g; s/ "prog_gdb_events"//; s/^([* ] +[0-9]+ +(process N|<null>)).*/\1/'
+}
+expect() {  # expect FILE REGEX DESCRIPTION: at least one line matches
+  grep -qE -- "$2" "$1" || { bad "$3: no line matches '$2'"; sed 's/^/  | /' "$1" | tail -25 >&2; }
+}
+
+catch_cmds=('catch fork' continue continue)
+child_cmds=('set follow-fork-mode child' 'break in_child' continue 'info inferiors' continue)
+keep_cmds=('set detach-on-fork off' 'set schedule-multiple on' 'break in_child' continue 'info inferiors'
+           continue 'inferior 1' continue)
+vfork_cmds=('catch vfork' continue stepi 'p $pc' stepi 'p $pc' continue)
+cases=(catch child keep vfork)
+declare -A prog_of=([catch]=fork [child]=fork [keep]=fork [vfork]=vfork)
+for c in "${cases[@]}"; do
+  cmds_name="${c}_cmds[@]"
+  run "$c-gdbserver" "gdbserver -" "${prog_of[$c]}" "${!cmds_name}"
+  story "$tmp/$c-gdbserver.out" >"$tmp/$c-gdbserver.story"
+  [[ -s $tmp/$c-gdbserver.story ]] || bad "$c: gdbserver's session told nothing: $(tail -5 "$tmp/$c-gdbserver.out")"
+done
+
+for mode in "" "--software"; do
+  m=${mode:-default}
+  for c in "${cases[@]}"; do
+    cmds_name="${c}_cmds[@]"
+    run "$c$m" "$hwarb gdbserver $mode --stdio --" "${prog_of[$c]}" "${!cmds_name}"
+    story "$tmp/$c$m.out" >"$tmp/$c$m.story"
+    if ! diff -u "$tmp/$c-gdbserver.story" "$tmp/$c$m.story" >"$tmp/$c$m.diff"; then
+      bad "$m: $c: gdb's story differs from gdbserver's (- gdbserver, + hwarb):"
+      sed 's/^/  | /' "$tmp/$c$m.diff" >&2
+    fi
+  done
+  # The program's own words: the parent's waitpid saw the child's exit 3.
+  expect "$tmp/catch$m.err" '^child status=3$' "$m: catch fork: the child's exit, seen by the parent"
+  expect "$tmp/keep$m.err" '^child status=3$' "$m: detach-on-fork off: the child's exit, seen by the parent"
+  expect "$tmp/vfork$m.err" '^child status=3$' "$m: catch vfork: the child's exit, seen by the parent"
+  expect "$tmp/child$m.out" 'Inferior 2 \(process [0-9]+\) exited with code 03' "$m: follow-fork-mode child: the child's exit"
+  expect "$tmp/vfork$m.out" '^\$2 = \(void \(\*\)\(\)\) 0x[0-9a-f]+ <__libc_vfork\+[0-9]+>' "$m: stepi over vfork: the parent's pc"
+done
+
+exit $fail
