@@ -443,6 +443,51 @@ TEST(Inferior, AttachStopsARunningProcessAndDetachLetsItRun) {
   ::close(pipefd[0]);
 }
 
+// The embedding program's own children are its own: an Inferior's waits (wait() through a
+// multi-threaded program, a forking one, wait_or_poll, kill()) leave their statuses for its own
+// waitpid, one that ended before the Inferior ran and one that ends while it waits.
+TEST(Inferior, WaitsLeaveTheCallersOwnChildrenAlone) {
+  const pid_t early = ::fork();
+  ASSERT_GE(early, 0);
+  if (early == 0) ::_exit(7);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(early), &info, WEXITED | WNOWAIT), 0);  // a zombie
+  const pid_t late = ::fork();
+  ASSERT_GE(late, 0);
+  if (late == 0) {
+    ::usleep(30000);
+    ::_exit(9);
+  }
+  const int quiet = ::open("/dev/null", O_WRONLY);
+  // New threads (clone events), then a forked child (fork events), each run to its end.
+  const std::vector<std::vector<std::string>> runs = {{program("threads"), "4", "200"},
+                                                      {program("forker"), "fork", "3"}};
+  for (const std::vector<std::string>& argv : runs) {
+    SCOPED_TRACE(argv[0]);
+    auto inf = Inferior::spawn(argv, {.stdout_fd = quiet});
+    ASSERT_TRUE(inf) << inf.error().to_string();
+    const Event end = run_to_end(*inf, Resume::kCont);
+    EXPECT_EQ(end.kind, EventKind::kExited);
+    EXPECT_EQ(end.status, 0);
+  }
+  {
+    auto inf = Inferior::spawn({program("spin")}, {.stdout_fd = quiet});
+    ASSERT_TRUE(inf) << inf.error().to_string();
+    ASSERT_TRUE(inf->resume_all(Resume::kCont));
+    // The late child ends meanwhile: 50 ms of waits with nothing of the program to report.
+    auto polled = inf->wait_or_poll({}, 50);
+    ASSERT_TRUE(polled) << polled.error().to_string();
+    EXPECT_FALSE(*polled);
+    ASSERT_TRUE(inf->kill());
+  }
+  ::close(quiet);
+  int status = 0;
+  ASSERT_EQ(::waitpid(early, &status, WNOHANG), early) << "the early child was reaped by hwarb";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 7);
+  ASSERT_EQ(::waitpid(late, &status, 0), late) << "the late child was reaped by hwarb";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 9);
+}
+
 // The blocked-signal mask of process `pid` (/proc/PID/status SigBlk).
 std::uint64_t blocked_signals(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
