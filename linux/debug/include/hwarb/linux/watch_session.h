@@ -13,6 +13,9 @@
 //       auto v = session.handle(ev);
 //       // v->hits: each with the watch id, thread, instruction, access, old -> new value
 //       if (!v->handled) ...;   // the debugger's own handling: pass a signal, release a fork
+//       // A change while other threads run: stop them, change, resume exactly those.
+//       //   auto stopped = inferior.stop_all(ev.tid);  session.remove(w->id);
+//       //   for (pid_t t : *stopped) inferior.resume(t, session.resume_mode());
 //     }
 //     session.uninstall();                                      // every thread stopped
 //
@@ -42,7 +45,15 @@
 //    software paths for the new set (every breakpoint closed and reopened, every protection
 //    restored and set again): a watch's old value at its next hit is read at the rebuild. A
 //    forked process that was being followed is not watched after a rebuild (its changes are
-//    undone, it stays traced and runs on).
+//    undone, it stays traced and runs on). A stop of the session's own that waits in the
+//    Inferior's queue (a hit or a fault that stop_all queued for a thread, which stop_all does
+//    not count as one it stopped) stays queued, its thread stopped in it: the caller hands it to
+//    handle() as any queued event, which reports its hits of watches still there (a hardware
+//    hit's values are read at the rebuild, right after the access) and resumes the thread (or
+//    leaves it stopped at them: stop_at_hits); a software fault or int3 trap is run again under
+//    the watches as they are now. A hardware hit whose SIGTRAP was still pending behind
+//    stop_all's interrupt is reported by the next handle(). So a caller stops the threads, makes
+//    its changes, resumes exactly the threads stop_all returned, and loses no hit and no thread.
 //  - insert() checks the watch: 1 <= len <= 1 GiB; access one of r, w, rw or x alone; the range
 //    does not wrap (EINVAL naming the field). An execute watch has len 1.
 //  - handle() takes every event of the process: the hardware path's SIGTRAP stops (TRAP_PERF),
@@ -58,6 +69,9 @@
 //  - resume_mode() is how the caller must resume the threads it resumes (the software path needs
 //    system-call stops).
 //  - uninstall() (every thread stopped) removes every watch: the tracee then runs unmodified.
+//    Threads stopped for a stop of the session's own that uninstall() finds queued (see
+//    insert()) are resumed, their events dropped: nothing is left to report, and passed on (a
+//    detach delivers queued signals) they would kill the program.
 //    The destructor does not touch the tracee (it may be gone): call uninstall() first.
 //  - guard(): a Watchdog (for an attached process) that holds the software path's restore plan,
 //    published now and after every change of it; watchdog_error() says why a publish failed.
