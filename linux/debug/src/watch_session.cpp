@@ -454,6 +454,33 @@ struct WatchSession::State {
     return built;
   }
 
+  // What the destructor (and a move assignment over the session) does: uninstall() on a tracee
+  // still there, its threads stopped for it when they run (and resumed after); errors are
+  // ignored (there is no one to tell). The watchdog is not touched: it may be gone already (its
+  // own destructor releases it), and left alone it restores only what is restored already.
+  void undo() noexcept {
+    watchdog = nullptr;
+    const bool changed = hard || soft || !held.empty();
+    if (changed && inferior != nullptr && inferior->pid() > 0 && !inferior->threads().empty()) {
+      std::vector<pid_t> stopped;
+      if (!check_stopped()) {
+        auto s = inferior->stop_all();
+        if (s) stopped = std::move(*s);
+      }
+      hold_path_events();
+      (void)teardown();
+      (void)release_held();
+      for (pid_t tid : stopped) {
+        if (inferior->is_stopped(tid)) (void)inferior->resume(tid, Resume::kCont);
+      }
+    }
+    hard.reset();
+    soft.reset();
+    held.clear();
+    // Reservations go before their arbiter.
+    watches.clear();
+  }
+
   // What the watchdog undoes if hwarb dies: the software path's changes; with hardware watches
   // only, nothing in memory, but the processes are named all the same, so that its SIGSTOP
   // reaches them before a hit of a perf event not closed yet (the kernel closes them late in
@@ -512,12 +539,17 @@ WatchSession::WatchSession(Inferior& inferior, WatchSessionOptions options)
 }
 
 WatchSession::WatchSession(WatchSession&&) noexcept = default;
-WatchSession& WatchSession::operator=(WatchSession&&) noexcept = default;
+
+WatchSession& WatchSession::operator=(WatchSession&& other) noexcept {
+  if (this != &other) {
+    if (state_) state_->undo();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
 
 WatchSession::~WatchSession() {
-  if (!state_) return;
-  // Reservations go before their arbiter; the tracee is the caller's (uninstall()).
-  state_->watches.clear();
+  if (state_) state_->undo();
 }
 
 Result<WatchInfo> WatchSession::insert(const WatchSpec& spec) {

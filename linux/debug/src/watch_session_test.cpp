@@ -8,6 +8,8 @@
 #include "hwarb/linux/watch_session.h"
 
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -630,6 +632,92 @@ TEST(WatchSession, AQueuedHardwareStopOutlivesARemoveOfAnotherWatch) {
   EXPECT_EQ(hits[0].tid, y);
   EXPECT_EQ(hits[0].access, kWatchWrite);
   EXPECT_EQ(hits[0].new_value, bytes_of(0));  // the value when its thread was stopped
+}
+
+// A session destroyed without uninstall() undoes itself: an attached program whose watched page
+// stayed protected would die of SIGSEGV at its next tick (every millisecond) once detached.
+TEST(WatchSession, DestroyedWithoutUninstallItLeavesAnAttachedProgramAsItWas) {
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  const std::string spin = program("spin");
+  const pid_t target = ::fork();
+  ASSERT_GE(target, 0);
+  if (target == 0) {
+    ::dup2(pipefd[1], 1);
+    ::execl(spin.c_str(), spin.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(pipefd[1]);
+  char ready[6] = {};
+  ASSERT_EQ(::read(pipefd[0], ready, 6), 6);
+  ::close(pipefd[0]);
+  const auto end_target = [&] {
+    ::kill(target, SIGKILL);
+    int status = 0;
+    ::waitpid(target, &status, 0);
+    return status;
+  };
+  {
+    auto inf = Inferior::attach(target);
+    if (!inf && testing::refused(inf.error())) {
+      end_target();
+      GTEST_SKIP() << testing::skip_reason("attaching", inf.error());
+    }
+    ASSERT_TRUE(inf) << inf.error().to_string();
+    WatchSession session(*inf, software_only());  // after the Inferior: destroyed first
+    auto w = session.insert({.addr = address_of(target, "ticks"), .len = 8, .access = kWatchWrite});
+    ASSERT_TRUE(w) << w.error().to_string();
+    // Destroyed while the program runs, as a debugger leaves it between stops.
+    ASSERT_TRUE(inf->resume_all(session.resume_mode()));
+    std::size_t seen = 0;
+    while (seen < 5) {
+      auto ev = inf->wait();
+      ASSERT_TRUE(ev) << ev.error().to_string();
+      auto v = session.handle(*ev);
+      ASSERT_TRUE(v) << v.error().to_string();
+      seen += v->hits.size();
+      if (!v->handled) {
+        const int signal = ev->kind == EventKind::kSignal ? ev->signal : 0;
+        ASSERT_TRUE(inf->resume(ev->tid, session.resume_mode(), signal));
+      }
+    }
+  }
+  ::usleep(100000);
+  int status = 0;
+  const pid_t ended = ::waitpid(target, &status, WNOHANG);
+  EXPECT_EQ(ended, 0) << "the program ended: signal "
+                      << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  if (ended == 0) status = end_target();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+}
+
+// A session assigned over undoes what it held (the program then runs unwatched to its end: a
+// fault left on its page would be passed to it and kill it); one whose process is gone has
+// nothing to undo.
+TEST(WatchSession, AMoveAssignedOrDestroyedSessionUndoesItsWatches) {
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("writer"), "3"}), out);
+  WatchSession session(*inf, software_only());
+  auto w =
+      session.insert({.addr = address_of(inf->pid(), "target"), .len = 4, .access = kWatchWrite});
+  ASSERT_TRUE(w) << w.error().to_string();
+  session = WatchSession(*inf, software_only());
+  EXPECT_TRUE(session.watches().empty());
+  EXPECT_EQ(session.describe(), "");
+  auto loop = own_loop(*inf, session);
+  ASSERT_TRUE(loop) << loop.error().to_string();
+  EXPECT_EQ(loop->status, 3);
+  EXPECT_TRUE(loop->hits.empty());
+
+  Capture out2;
+  SPAWN_OR_SKIP(gone, (std::vector<std::string>{program("writer"), "3"}), out2);
+  {
+    WatchSession doomed(*gone, software_only());
+    ASSERT_TRUE(doomed.insert(
+        {.addr = address_of(gone->pid(), "target"), .len = 4, .access = kWatchWrite}));
+    ASSERT_TRUE(gone->kill());
+  }  // nothing to undo, and nothing to fail
+  EXPECT_FALSE(gone->alive());
 }
 
 }  // namespace

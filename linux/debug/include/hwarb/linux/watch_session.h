@@ -17,7 +17,7 @@
 //       //   auto stopped = inferior.stop_all(ev.tid);  session.remove(w->id);
 //       //   for (pid_t t : *stopped) inferior.resume(t, session.resume_mode());
 //     }
-//     session.uninstall();                                      // every thread stopped
+//     session.uninstall();   // every thread stopped (else the destructor does it)
 //
 // Placement (numbered as the rules are applied, for each watch in id order):
 //  1. mode kSoftware, or the machine does not deliver hardware hits (options.hardware false):
@@ -72,10 +72,16 @@
 //    Threads stopped for a stop of the session's own that uninstall() finds queued (see
 //    insert()) are resumed, their events dropped: nothing is left to report, and passed on (a
 //    detach delivers queued signals) they would kill the program.
-//    The destructor does not touch the tracee (it may be gone): call uninstall() first.
+//  - The session borrows the Inferior: it must outlive the session (declare the session after
+//    it) and stay where it is. The destructor (and a move assignment over a session) undoes what
+//    uninstall() undoes, when the session still has watches in a tracee that is still there:
+//    running threads are stopped for it and resumed after; errors are ignored. It does not touch
+//    the watchdog of guard() (which may be gone first: its own destructor releases it). A
+//    moved-from session has nothing to undo.
 //  - guard(): a Watchdog (for an attached process) that holds the software path's restore plan,
 //    published now and after every change of it; watchdog_error() says why a publish failed.
-// Thread-safety: none; the Inferior's thread only (Linux's ptrace rule). Move-only.
+// Thread-safety: none; the Inferior's thread only (Linux's ptrace rule). Move-only (see the
+// destructor above).
 #pragma once
 
 #include <sys/types.h>
