@@ -276,11 +276,13 @@ struct WatchSession::State {
     for (auto it = held.rbegin(); it != held.rend(); ++it) inferior->requeue(it->event);
   }
 
-  // After uninstall: every held thread resumed (the watches are gone: nothing left to finish).
-  Result<void> release_held() {
+  // After uninstall: the held stops are dropped (the watches are gone: nothing is left to
+  // finish, and passed on, e.g. by a detach, their signals would kill the program). Their
+  // threads stay stopped, as uninstall() leaves every thread, or with `resume` run on.
+  Result<void> release_held(bool resume) {
     Result<void> first;
     for (const Held& h : held) {
-      if (!inferior->is_stopped(h.event.tid)) continue;
+      if (!resume || !inferior->is_stopped(h.event.tid)) continue;
       if (auto r = inferior->resume(h.event.tid, Resume::kCont);
           !r && r.error().code() != ErrorCode::kSrch && first) {
         first = r;
@@ -455,9 +457,10 @@ struct WatchSession::State {
   }
 
   // What the destructor (and a move assignment over the session) does: uninstall() on a tracee
-  // still there, its threads stopped for it when they run (and resumed after); errors are
-  // ignored (there is no one to tell). The watchdog is not touched: it may be gone already (its
-  // own destructor releases it), and left alone it restores only what is restored already.
+  // still there, its threads stopped for it when they run (and then resumed, with those held:
+  // the threads are left as they were found); errors are ignored (there is no one to tell). The
+  // watchdog is not touched: it may be gone already (its own destructor releases it), and left
+  // alone it restores only what is restored already.
   void undo() noexcept {
     watchdog = nullptr;
     const bool changed = hard || soft || !held.empty();
@@ -469,7 +472,7 @@ struct WatchSession::State {
       }
       hold_path_events();
       (void)teardown();
-      (void)release_held();
+      (void)release_held(!stopped.empty());
       for (pid_t tid : stopped) {
         if (inferior->is_stopped(tid)) (void)inferior->resume(tid, Resume::kCont);
       }
@@ -762,7 +765,7 @@ Result<void> WatchSession::uninstall() {
   State& s = *state_;
   s.hold_path_events();
   auto r = s.teardown();
-  if (auto released = s.release_held(); !released && r) r = released;
+  (void)s.release_held(false);
   s.watches.clear();
   if (r && s.watchdog != nullptr) {
     s.watchdog->release();

@@ -69,13 +69,16 @@
 //  - resume_mode() is how the caller must resume the threads it resumes (the software path needs
 //    system-call stops).
 //  - uninstall() (every thread stopped) removes every watch: the tracee then runs unmodified.
-//    Threads stopped for a stop of the session's own that uninstall() finds queued (see
-//    insert()) are resumed, their events dropped: nothing is left to report, and passed on (a
-//    detach delivers queued signals) they would kill the program.
+//    Stops of the session's own that uninstall() finds queued (see insert()) are dropped:
+//    nothing is left to report, and passed on (a detach delivers queued signals) they would
+//    kill the program. Their threads stay stopped like every other (stop_all did not count
+//    them): a caller that goes on without detaching resumes every stopped thread
+//    (Inferior::resume_all), not only those stop_all returned.
 //  - The session borrows the Inferior: it must outlive the session (declare the session after
 //    it) and stay where it is. The destructor (and a move assignment over a session) undoes what
 //    uninstall() undoes, when the session still has watches in a tracee that is still there:
-//    running threads are stopped for it and resumed after; errors are ignored. It does not touch
+//    running threads are stopped for it and resumed after (with those of the dropped stops: the
+//    threads are left running as they were); errors are ignored. It does not touch
 //    the watchdog of guard() (which may be gone first: its own destructor releases it). A
 //    moved-from session has nothing to undo.
 //  - guard(): a Watchdog (for an attached process) that holds the software path's restore plan,
