@@ -602,6 +602,11 @@ Result<std::int64_t> Inferior::inject_syscall(pid_t tid, long nr,
                                                  : saved->orig_rax;
       }
       if (auto r = set_regs(tid, back); !r) return std::unexpected(r.error());
+      // Rewound, rip is on the `syscall` instruction, no longer after it: another call injected
+      // in this stop (a watch's disarm, then its arm) must not rewind it again (it would run the
+      // bytes before the instruction: a fault at each try, for ever). It single-steps the
+      // process's `syscall` instruction, as in any other stop.
+      if (back.rip != saved->rip) t->stop = StopKind::kEvent;
       break;
     }
     case StopKind::kSignal:

@@ -133,10 +133,12 @@ TEST(Inferior, InjectedSyscallAtSyscallStopsKeepsTheProgramsCall) {
 
 // A call interrupted by stop_all (futex waits of a contended mutex) reaches its syscall-exit
 // stop with a restart code (-ERESTARTSYS...): an injected call there must leave the program's call
-// restarted, as it would be without the injection (glibc aborts on a futex that returns -512).
+// restarted, as it would be without the injection (glibc aborts on a futex that returns -512),
+// and so must a second call injected in the same stop (a software watch's disarm and arm inject
+// one each: rewound twice, the thread ran the bytes before its `syscall` and faulted for ever).
 // One run of prog_futex_counter 4 20000 under PTRACE_SYSCALL, every other thread interrupted at
-// each event and gettid injected at every syscall-exit stop; adds the interrupted calls seen to
-// `restarts`.
+// each event and gettid injected twice at every syscall-exit stop; adds the interrupted calls
+// seen to `restarts`.
 void run_interrupting_everything(int& restarts) {
   Capture out;
   auto inf = Inferior::spawn({program("futex_counter"), "4", "20000"}, {.stdout_fd = out.fd()});
@@ -153,9 +155,11 @@ void run_interrupting_everything(int& restarts) {
     if (ev->kind == EventKind::kThreadExit) continue;
     if (ev->kind == EventKind::kSyscallExit) {
       if (ev->ret <= -512 && ev->ret >= -516) ++restarts;
-      auto got = inf->inject_syscall(ev->tid, SYS_gettid, {});
-      ASSERT_TRUE(got) << got.error().to_string();
-      EXPECT_EQ(*got, ev->tid);
+      for (int call = 0; call < 2; ++call) {
+        auto got = inf->inject_syscall(ev->tid, SYS_gettid, {});
+        ASSERT_TRUE(got) << got.error().to_string();
+        EXPECT_EQ(*got, ev->tid) << "call " << call;
+      }
     }
     // Interrupt the other threads (some are blocked in futex waits), then let them go on.
     auto stopped = inf->stop_all(ev->tid);

@@ -36,7 +36,9 @@
 //    a syscall-entry or syscall-exit stop it re-uses that system call's entry (the rewound
 //    `syscall` instruction); in any other stop it single-steps a `syscall` instruction found in
 //    the process's text. A signal that arrives meanwhile is kept and delivered on the thread's
-//    next resume. The thread is in the same kind of stop afterwards.
+//    next resume. The thread is in the same kind of stop afterwards. Any number of calls may be
+//    injected in one stop: where the first one applied the restart of an interrupted call (rip
+//    rewound onto its `syscall` instruction), the next ones single-step the process's.
 //  - wait() returns the next event of any traced thread (queued events first). EINTR (and
 //    nothing lost) when a signal handler of hwarb interrupted the wait. Every wait (wait(),
 //    wait_or_poll(), stop_all(), kill(), ...) reads only the statuses of this process's threads
