@@ -30,6 +30,19 @@ has() {  # has FILE TEXT [DESCRIPTION]
     fail=1
   fi
 }
+handles() {  # handles PID SIGNUM: waits (up to 20 s) until process PID has a handler for SIGNUM
+  # A background job of a script starts with SIGINT ignored, and a loaded machine may take
+  # seconds to start hwarb: a signal sent before hwarb installs its handler would be lost.
+  local pid=$1 bit=$((1 << ($2 - 1))) mask
+  for _ in $(seq 400); do
+    mask=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$pid/status" 2>/dev/null)
+    [[ -n $mask ]] && (((16#$mask & bit) != 0)) && return 0
+    sleep 0.05
+  done
+  echo "FAIL: process $pid never handled signal $2" >&2
+  fail=1
+  return 1
+}
 lines() {  # lines FILE REGEX: prints how many lines match
   grep -cE -- "$2" "$1"
 }

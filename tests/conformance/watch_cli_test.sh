@@ -82,6 +82,42 @@ count "$tmp/out" '"access":"w".*"syscall":"read"' 1 "kernel write by read(2)"
 count "$tmp/out" '"access":"r".*"syscall":"write"' 1 "kernel read by write(2)"
 has "$tmp/out" 'kernel!' "syscalls program output"
 
+# Every kernel write is a hit, also of the bytes the buffer already held: 200 preads of the same
+# file range into `buffer`, 200 hits (as the hardware sees 200 copies).
+run 0 "kernel rewrites" watch --software --json buffer:w -- "$programs/prog_reread" 200
+count "$tmp/out" '"event":"hit"' 200 "kernel rewrites: one hit per call"
+count "$tmp/out" '"syscall":"pread64"' 100 "kernel rewrites: pread64"
+count "$tmp/out" '"syscall":"preadv"' 100 "kernel rewrites: preadv"
+has "$tmp/out" 'reads=200' "kernel rewrites: program output"
+
+# A program's own SIGSEGV handler and its own protection, in both modes: stores that fault on
+# the program's mprotect did not happen (no hit; 8 writes of page.value), and the handler's writes
+# of the watched page (SIGSEGV blocked there) leave its action in place: 4 handled faults, the
+# program's output and status as unwatched.
+for mode in "" "--software"; do
+  m=${mode:-default}
+  run 0 "$m: own protection" watch $mode --json page/4:w -- "$programs/prog_segv_rounds" 3
+  count "$tmp/out" '"event":"hit"' 8 "$m: own protection: one hit per completed store"
+  count "$tmp/out" '"old":"(0x[0-9a-f]+)","new":"\1"' 0 "$m: own protection: no store that did not happen"
+  has "$tmp/out" 'handled=4 value=2000 pending=1' "$m: own protection: program output"
+  has "$tmp/out" '"exit":5' "$m: own protection: tracee status"
+  run 0 "$m: handler writes" watch $mode --json page+4/4:w -- "$programs/prog_segv_rounds" 3
+  count "$tmp/out" '"event":"hit"' 4 "$m: handler writes: hits"
+  has "$tmp/out" 'handled=4 value=2000 pending=1' "$m: handler writes: program output"
+  has "$tmp/out" '"exit":5' "$m: handler writes: tracee status"
+done
+
+# An address in a shared library, not mapped at the program's first instruction: watched once
+# the loader has mapped it (the program runs to its entry point first, as for a symbol). Its
+# address is the same in every run without address randomisation (hwarb's default).
+libvar=$(setarch "$(uname -m)" -R "$programs/prog_libdata" 0 | sed -n 's/^at=\(0x[0-9a-f]*\) .*/\1/p')
+for mode in "" "--software"; do
+  m=${mode:-default}
+  run 0 "$m: library address" watch $mode --json "mem:$libvar/8:w" -- "$programs/prog_libdata" 5
+  count "$tmp/out" '"event":"hit"' 5 "$m: library address: hits"
+  has "$tmp/out" "at=$libvar n=5" "$m: library address: program output"
+done
+
 # Golden: the human format of a small run (addresses repeat: ASLR is off as in gdb; times vary).
 run 0 "golden human" watch --software target:w -- "$programs/prog_writer" 3
 sed -E 's/^ +[0-9]+\.[0-9]+  tid [0-9]+/TIME  tid TID/' "$tmp/out" >"$tmp/human"
@@ -324,6 +360,7 @@ spin=$!
 for _ in $(seq 50); do grep -q ready "$tmp/spin.out" && break; sleep 0.05; done
 "$hwarb" watch --software --json ticks:w tick:x -p "$spin" >"$tmp/attach.out" 2>"$tmp/attach.err" &
 watcher=$!
+handles "$watcher" 2
 sleep 0.7
 kill -INT "$watcher"
 wait "$watcher"

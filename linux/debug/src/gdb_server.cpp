@@ -15,6 +15,7 @@
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/socket.h"
 #include "hwarb/linux/syscalls.h"
+#include "hwarb/linux/terminal.h"
 
 namespace hwarb::native {
 namespace {
@@ -22,6 +23,7 @@ namespace {
 constexpr int kSiKernel = 0x80;              // SI_KERNEL: the SIGTRAP of an int3
 constexpr std::size_t kPacketSize = 0x4000;  // what we announce (PacketSize)
 constexpr std::uint8_t kInt3 = 0xCC;
+constexpr int kSignalCheckMs = 100;  // how often a wait for the client looks at the signal flag
 
 // "E22" for an error: its errno, as gdbserver answers.
 std::string error_reply(const Error& e, bool messages) {
@@ -90,9 +92,48 @@ GdbServer::GdbServer(Inferior& inferior, WatchSession& session, int in_fd, int o
   last_stop_ = stop_reply(SIGTRAP, last_thread_, "");
 }
 
+RestorePlan GdbServer::restore_plan() const {
+  RestorePlan plan = session_.restore_plan();
+  if (std::find(plan.processes.begin(), plan.processes.end(), inferior_.pid()) ==
+      plan.processes.end()) {
+    plan.processes.push_back(inferior_.pid());
+  }
+  for (const auto& [addr, bp] : int3_) {
+    plan.bytes.push_back(RestoreByte{.addr = addr, .original = bp.original});
+  }
+  return plan;
+}
+
+Result<void> GdbServer::guard(Watchdog& watchdog) {
+  RestorePlan plan = restore_plan();
+  if (auto r = watchdog.publish(plan); !r) return r;
+  watchdog_ = &watchdog;
+  published_ = std::move(plan);
+  return {};
+}
+
+Result<void> GdbServer::publish_plan() {
+  if (watchdog_ == nullptr) return {};
+  RestorePlan plan = restore_plan();
+  if (plan == published_) return {};
+  if (auto r = watchdog_->publish(plan); !r) {
+    watchdog_error_ = r.error();
+    watchdog_ = nullptr;
+    return r;
+  }
+  published_ = std::move(plan);
+  return {};
+}
+
 Result<void> GdbServer::send(std::string_view payload) {
   last_sent_ = rsp_frame(payload);
-  return write_all(out_fd_, last_sent_);
+  return write_raw(last_sent_);
+}
+
+Result<void> GdbServer::write_raw(std::string_view bytes) {
+  auto r = write_all(out_fd_, bytes);
+  if (!r) client_lost_ = true;  // EPIPE, ECONNRESET: the client is gone
+  return r;
 }
 
 Result<bool> GdbServer::receive(bool block) {
@@ -112,11 +153,25 @@ Result<bool> GdbServer::receive(bool block) {
     if (!ready) return std::unexpected(ready.error());
     if ((*ready)[0] != 0) break;
   }
+  // Then a sleep, woken now and then to see whether a signal asked the server to end (a signal
+  // between the check and a blocking read would otherwise go unnoticed until the client spoke).
+  while (block) {
+    if (interrupt_requested()) {
+      interrupted_ = true;
+      return false;
+    }
+    auto ready = poll_in_once(in, kSignalCheckMs);
+    if (!ready && ready.error().code() == ErrorCode::kIntr) continue;
+    if (!ready) return std::unexpected(ready.error());
+    if ((*ready)[0] != 0) break;
+  }
   auto n = read_some(in_fd_, buf);
   if (block) client_spin_.record(Clock::now() - begin);
   if (!n) {
     if (n.error().code() == ErrorCode::kIntr || n.error().code() == ErrorCode::kAgain) return true;
-    return std::unexpected(n.error());
+    // A reset connection (ECONNRESET) or any other failed read: the client is gone.
+    client_lost_ = true;
+    return false;
   }
   if (*n == 0) return false;
   reader_.feed(std::string_view(buf.data(), *n));
@@ -166,6 +221,17 @@ pid_t GdbServer::thread_for(pid_t selected) const {
 }
 
 Result<GdbServerEnd> GdbServer::serve() {
+  auto end = serve_packets();
+  if (end) return end;
+  // Whatever broke off the serving (a write to a client that is gone, a failed request), the
+  // process is left as a disconnect leaves it: nothing of ours in it.
+  auto left =
+      finish(interrupted_ ? GdbServerEnd::How::kInterrupted : GdbServerEnd::How::kDisconnected);
+  if (client_lost_ && left && *left) return **left;
+  return std::unexpected(end.error());
+}
+
+Result<GdbServerEnd> GdbServer::serve_packets() {
   for (;;) {
     while (auto item = reader_.next()) {
       switch (item->kind) {
@@ -173,7 +239,7 @@ Result<GdbServerEnd> GdbServer::serve() {
           break;
         case RspItem::Kind::kNack:
           if (!last_sent_.empty()) {
-            if (auto r = write_all(out_fd_, last_sent_); !r) return std::unexpected(r.error());
+            if (auto r = write_raw(last_sent_); !r) return std::unexpected(r.error());
           }
           break;
         case RspItem::Kind::kInterrupt:
@@ -182,15 +248,18 @@ Result<GdbServerEnd> GdbServer::serve() {
           // With acknowledgments: a resend is asked for. Without (a reliable transport, as
           // gdbserver takes it), the packet is served as it came.
           if (ack_) {
-            if (auto r = write_all(out_fd_, "-"); !r) return std::unexpected(r.error());
+            if (auto r = write_raw("-"); !r) return std::unexpected(r.error());
             break;
           }
           [[fallthrough]];
         case RspItem::Kind::kPacket: {
           if (ack_) {
-            if (auto r = write_all(out_fd_, "+"); !r) return std::unexpected(r.error());
+            if (auto r = write_raw("+"); !r) return std::unexpected(r.error());
           }
           auto end = on_packet(item->payload);
+          // Breakpoints and watches the packet changed, to the watchdog (a failure is kept in
+          // watchdog_error_; the packet's answer stands).
+          (void)publish_plan();
           if (!end) return std::unexpected(end.error());
           if (*end) return **end;
           break;
@@ -200,7 +269,8 @@ Result<GdbServerEnd> GdbServer::serve() {
     auto more = receive(true);
     if (!more) return std::unexpected(more.error());
     if (!*more) {
-      auto end = finish(GdbServerEnd::How::kDisconnected);
+      auto end =
+          finish(interrupted_ ? GdbServerEnd::How::kInterrupted : GdbServerEnd::How::kDisconnected);
       if (!end) return std::unexpected(end.error());
       return **end;
     }
@@ -208,6 +278,13 @@ Result<GdbServerEnd> GdbServer::serve() {
 }
 
 Result<std::optional<GdbServerEnd>> GdbServer::finish(GdbServerEnd::How how) {
+  if (finished_) return finished_;
+  auto end = finish_once(how);
+  if (end && *end) finished_ = **end;
+  return end;
+}
+
+Result<std::optional<GdbServerEnd>> GdbServer::finish_once(GdbServerEnd::How how) {
   GdbServerEnd end = end_;
   end.how = how;
   if (exited_ || !inferior_.alive()) {
@@ -218,14 +295,20 @@ Result<std::optional<GdbServerEnd>> GdbServer::finish(GdbServerEnd::How how) {
   if (auto r = inferior_.stop_all(); !r && r.error().code() != ErrorCode::kSrch) {
     return std::unexpected(r.error());
   }
+  // The traps of int3s about to go are no signals of the program: delivered at the detach they
+  // would kill it.
+  if (auto r = rewind_queued_traps(); !r) return std::unexpected(r.error());
+  drop_rewound_traps();
   for (const auto& [addr, bp] : int3_) {
     (void)inferior_.write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1));
   }
   int3_.clear();
   Result<void> undone = session_.uninstall();
   const bool keep = how == GdbServerEnd::How::kDetached ||
-                    (how == GdbServerEnd::How::kDisconnected && !inferior_.spawned());
+                    (how != GdbServerEnd::How::kKilled && !inferior_.spawned());
   if (keep && undone) {
+    // A spawned program the client detached from runs on after the server ends.
+    if (inferior_.spawned()) (void)inferior_.outlive_tracer();
     // Signals reported to the client and not yet delivered go with the detach.
     if (auto r = inferior_.detach(); !r) return std::unexpected(r.error());
     end.how = how;
@@ -237,6 +320,24 @@ Result<std::optional<GdbServerEnd>> GdbServer::finish(GdbServerEnd::How how) {
   if (!undone) return std::unexpected(undone.error());
   end.how = how == GdbServerEnd::How::kDetached ? GdbServerEnd::How::kKilled : how;
   return end;
+}
+
+Result<std::optional<GdbServerEnd>> GdbServer::monitor(std::string_view hex_command) {
+  auto bytes = from_hex(hex_command);
+  const std::string command = bytes ? std::string(bytes->begin(), bytes->end()) : std::string();
+  if (command == "exit") {
+    // gdbserver's `monitor exit`: OK, then the server ends at once, leaving the process as a
+    // client that goes away leaves it.
+    if (auto r = reply("OK"); !r) return std::unexpected(r.error());
+    auto end = finish(GdbServerEnd::How::kDisconnected);
+    if (!end) return std::unexpected(end.error());
+    return *end;
+  }
+  // Anything else: the text gdb shows (an O packet, hex), then OK.
+  const std::string text = "hwarb gdbserver: monitor commands: exit\n";
+  if (auto r = reply("O" + hex_text(text)); !r) return std::unexpected(r.error());
+  if (auto r = reply("OK"); !r) return std::unexpected(r.error());
+  return std::optional<GdbServerEnd>();
 }
 
 Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
@@ -268,6 +369,7 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
       return answer(last_stop_);
     case 'q':
     case 'Q':
+      if (p.starts_with("qRcmd,")) return monitor(std::string_view(p).substr(6));
       return answer(query(p));
     case 'H': {
       if (rest.empty()) return answer(make_error(ErrorCode::kInval, "packet: H without a thread"));
@@ -558,11 +660,13 @@ std::string GdbServer::file_request(std::string_view request) {
 Result<std::string> GdbServer::query(const std::string& p) {
   if (p.starts_with("qSupported")) {
     error_messages_ = p.find("error-message+") != std::string::npos;
+    exec_events_ = p.find("exec-events+") != std::string::npos;
     return "PacketSize=" + hex_u64(kPacketSize) +
            ";qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:read+;qXfer:threads:read+"
            ";qXfer:libraries-svr4:read+"
            ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+" +
-           std::string(error_messages_ ? ";error-message+" : "");
+           std::string(error_messages_ ? ";error-message+" : "") +
+           std::string(exec_events_ ? ";exec-events+" : "");
   }
   if (p == "qC") return "QC" + hex_u64(static_cast<std::uint64_t>(thread_for(last_thread_)));
   if (p.starts_with("qAttached")) return std::string(inferior_.spawned() ? "0" : "1");
@@ -661,6 +765,20 @@ Result<std::string> GdbServer::xfer(std::string_view object, std::string_view an
                                return inferior_.read_memory(addr, out);
                              });
     if (!map) return std::unexpected(map.error());
+    if (map->main_lm == 0) {
+      // Before the dynamic linker has set r_debug up (a process stopped at its first
+      // instruction), an error, as lldb-server answers: lldb then follows the rendezvous in
+      // memory until the list exists (an empty list would make it miss every library loaded
+      // at start-up); gdb reads the link map itself either way.
+      return make_error(ErrorCode::kInval, "r_debug: not set up by the dynamic linker yet");
+    }
+    if (native_signals_) {
+      // lldb (it asked qHostInfo) takes main-lm as where to follow the rendezvous from, and then
+      // misses the libraries loaded at start-up: the list without it, as lldb-server sends it.
+      LinkMap for_lldb = *map;
+      for_lldb.main_lm = 0;
+      return xfer_slice(svr4_library_xml(for_lldb), offset, length);
+    }
     return xfer_slice(svr4_library_xml(*map), offset, length);
   }
   if (object == "exec-file") {
@@ -843,6 +961,7 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
   if (auto r = flush_removed(); !r) return std::unexpected(r.error());
   interrupt_ = false;
   stepping_ = 0;
+  session_.set_stepping(0);
   const Resume mode = session_.resume_mode();
   // Each thread an action names must exist: else nothing is resumed (and nothing would stop).
   const std::vector<pid_t> threads = inferior_.threads();
@@ -882,23 +1001,12 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
     }
     ++going;
     if (!inferior_.is_stopped(tid)) continue;
+    const bool step = it->kind == 's' || it->kind == 'S';
     if (inferior_.has_queued(tid)) {  // its event comes first
-      deferred_.insert(tid);
+      deferred_[tid] = Asked{.step = step, .signal = it->signal};
       continue;
     }
-    const bool step = it->kind == 's' || it->kind == 'S';
-    if (step) {
-      stepping_ = tid;
-      // The step's accesses, for a debug-register hit whose trap the step's own SIGTRAP hides
-      // (two SIGTRAPs of one instruction coalesce into one stop).
-      step_accesses_.clear();
-      auto regs = inferior_.get_regs(tid);
-      auto insn =
-          regs ? inferior_.decode_at(regs->rip) : Result<x86::Insn>(std::unexpected(regs.error()));
-      if (insn) {
-        if (auto refs = x86::effective_addresses(*insn, *regs)) step_accesses_ = std::move(*refs);
-      }
-    }
+    if (step) begin_step(tid);
     pending_signal_.erase(tid);
     if (auto r = inferior_.resume(tid, step ? Resume::kStep : mode, it->signal);
         !r && r.error().code() != ErrorCode::kSrch) {
@@ -908,6 +1016,14 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
   if (going == 0) return make_error(ErrorCode::kInval, "vCont: the actions resume no thread");
   for (;;) {
     auto got = inferior_.wait_or_poll(std::span<const int>(&in_fd_, 1), -1);
+    if (!got && got.error().code() == ErrorCode::kIntr && interrupt_requested()) {
+      // A signal asked the server to end (SIGINT, SIGTERM, SIGHUP): as if the client went away.
+      interrupted_ = true;
+      auto end = finish(GdbServerEnd::How::kInterrupted);
+      if (!end) return std::unexpected(end.error());
+      gone_ = *end;
+      return std::string();
+    }
     if (!got) {
       if (got.error().code() == ErrorCode::kIntr) continue;
       return std::unexpected(got.error());
@@ -917,7 +1033,8 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
       auto more = receive(true);
       if (!more) return std::unexpected(more.error());
       if (!*more) {
-        auto end = finish(GdbServerEnd::How::kDisconnected);
+        auto end = finish(interrupted_ ? GdbServerEnd::How::kInterrupted
+                                       : GdbServerEnd::How::kDisconnected);
         if (!end) return std::unexpected(end.error());
         gone_ = *end;
         return std::string();
@@ -931,6 +1048,7 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
         interrupt_ = false;
         auto stopped = inferior_.stop_all();
         if (!stopped) return std::unexpected(stopped.error());
+        if (auto r = rewind_queued_traps(); !r) return std::unexpected(r.error());
         const pid_t tid = thread_for(stepping_ != 0 ? stepping_ : last_thread_);
         last_thread_ = tid;
         last_stop_ = stop_reply(SIGINT, tid, "");
@@ -939,6 +1057,7 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
       continue;
     }
     auto stop = on_event(**got);
+    (void)publish_plan();  // the session may have followed a fork, an exec, a mapping
     if (!stop) return std::unexpected(stop.error());
     if (*stop) {
       last_stop_ = **stop;
@@ -973,12 +1092,131 @@ std::string GdbServer::stepped_watch() const {
   return "";
 }
 
+void GdbServer::begin_step(pid_t tid) {
+  stepping_ = tid;
+  session_.set_stepping(tid);
+  // The step's accesses, for a debug-register hit whose trap the step's own SIGTRAP hides (two
+  // SIGTRAPs of one instruction coalesce into one stop).
+  step_accesses_.clear();
+  auto regs = inferior_.get_regs(tid);
+  auto insn =
+      regs ? inferior_.decode_at(regs->rip) : Result<x86::Insn>(std::unexpected(regs.error()));
+  if (insn) {
+    if (auto refs = x86::effective_addresses(*insn, *regs)) step_accesses_ = std::move(*refs);
+  }
+}
+
 Result<std::string> GdbServer::stop_others(pid_t tid, const std::string& reply) {
   auto stopped = inferior_.stop_all(tid);
   if (!stopped) return std::unexpected(stopped.error());
+  if (auto r = rewind_queued_traps(); !r) return std::unexpected(r.error());
   last_thread_ = tid;
   stepping_ = 0;
+  session_.set_stepping(0);
   return reply;
+}
+
+Result<void> GdbServer::rewind_queued_traps() {
+  for (const Event& ev : inferior_.queued_events()) {
+    if (ev.kind != EventKind::kSignal || ev.signal != SIGTRAP || ev.code != kSiKernel ||
+        rewound_.contains(ev.tid)) {
+      continue;
+    }
+    auto regs = inferior_.get_regs(ev.tid);
+    if (!regs) {
+      if (regs.error().code() == ErrorCode::kSrch) continue;  // gone: its exit follows
+      return std::unexpected(regs.error());
+    }
+    if (!int3_.contains(regs->rip - 1)) continue;  // the program's own int3
+    regs->rip -= 1;
+    if (auto r = inferior_.set_regs(ev.tid, *regs); !r) return r;
+    rewound_[ev.tid] = regs->rip;
+  }
+  return {};
+}
+
+void GdbServer::drop_rewound_traps() {
+  for (const auto& [tid, addr] : rewound_) {
+    bool dropped = false;
+    std::vector<Event> keep;
+    for (Event& ev : inferior_.discard_queued(tid)) {
+      if (!dropped && ev.kind == EventKind::kSignal && ev.signal == SIGTRAP &&
+          ev.code == kSiKernel) {
+        dropped = true;
+        continue;
+      }
+      keep.push_back(std::move(ev));
+    }
+    for (auto ev = keep.rbegin(); ev != keep.rend(); ++ev) inferior_.requeue(*ev);
+  }
+  rewound_.clear();
+}
+
+Result<void> GdbServer::run_as_asked(pid_t tid) {
+  Asked asked;
+  if (auto it = deferred_.find(tid); it != deferred_.end()) {
+    asked = it->second;
+    deferred_.erase(it);
+  } else if (tid == stepping_) {
+    asked.step = true;
+  }
+  if (asked.step) begin_step(tid);
+  const Resume how = asked.step ? Resume::kStep : session_.resume_mode();
+  if (auto r = inferior_.resume(tid, how, asked.signal);
+      !r && r.error().code() != ErrorCode::kSrch) {
+    return r;
+  }
+  return {};
+}
+
+Result<std::optional<std::string>> GdbServer::exec_stop(pid_t tid, bool running) {
+  // A new image: the int3s went with the old one (gdb's removals must not write the old bytes
+  // into the new code), and so did the threads and their held traps and signals.
+  int3_.clear();
+  rewound_.clear();
+  pending_signal_.clear();
+  deferred_.clear();
+  // The session re-armed its watches in the new image and let the thread go on: it is stopped
+  // again, a few instructions into the dynamic loader.
+  auto stopped = running ? inferior_.stop_all() : inferior_.stop_all(tid);
+  if (!stopped) return std::unexpected(stopped.error());
+  last_thread_ = tid;
+  stepping_ = 0;
+  session_.set_stepping(0);
+  std::string reason;
+  if (auto path = executable_path(inferior_.pid()); path && exec_events_) {
+    reason = "exec:" + hex_text(*path) + ";";
+  } else if (native_signals_) {
+    reason = "reason:exec;";
+  }
+  return std::optional<std::string>(stop_reply(SIGTRAP, tid, reason));
+}
+
+Result<std::optional<std::string>> GdbServer::on_breakpoint_trap(const Event& ev) {
+  auto regs = inferior_.get_regs(ev.tid);
+  if (!regs) return std::unexpected(regs.error());
+  std::uint64_t at = 0;
+  if (auto rewound = rewound_.find(ev.tid); rewound != rewound_.end()) {
+    at = rewound->second;
+    rewound_.erase(rewound);
+    if (regs->rip != at || !int3_.contains(at)) {
+      // The breakpoint went (or the thread was moved) after the stop that held this trap: the
+      // trap is no stop any more.
+      if (auto r = run_as_asked(ev.tid); !r) return std::unexpected(r.error());
+      return std::optional<std::string>();
+    }
+  } else {
+    if (!int3_.contains(regs->rip - 1)) return std::optional<std::string>("");  // not ours
+    // Back onto the instruction, as a hardware breakpoint would stop.
+    at = regs->rip - 1;
+    regs->rip = at;
+    if (auto r = inferior_.set_regs(ev.tid, *regs); !r) return std::unexpected(r.error());
+  }
+  deferred_.erase(ev.tid);
+  auto r = stop_others(
+      ev.tid, stop_reply(SIGTRAP, ev.tid, int3_.at(at).software ? "swbreak:;" : "hwbreak:;"));
+  if (!r) return std::unexpected(r.error());
+  return std::optional<std::string>(*r);
 }
 
 Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
@@ -1013,6 +1251,9 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
     if (!r) return std::unexpected(r.error());
     return std::optional<std::string>(*r);
   }
+  if (ev.kind == EventKind::kExec && inferior_.process_of(ev.tid) == inferior_.pid()) {
+    return exec_stop(ev.tid, v->handled);
+  }
   if (v->handled) return std::optional<std::string>();
   const Resume mode = session_.resume_mode();
   Result<void> step;
@@ -1031,18 +1272,10 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
       return std::optional<std::string>();
     case EventKind::kSignal: {
       if (ev.signal == SIGTRAP && ev.code == kSiKernel) {
-        auto regs = inferior_.get_regs(ev.tid);
-        if (!regs) return std::unexpected(regs.error());
-        auto bp = int3_.find(regs->rip - 1);
-        if (bp != int3_.end()) {
-          // Ours: back onto the instruction, as a hardware breakpoint would stop.
-          regs->rip -= 1;
-          if (auto r = inferior_.set_regs(ev.tid, *regs); !r) return std::unexpected(r.error());
-          auto r = stop_others(
-              ev.tid, stop_reply(SIGTRAP, ev.tid, bp->second.software ? "swbreak:;" : "hwbreak:;"));
-          if (!r) return std::unexpected(r.error());
-          return std::optional<std::string>(*r);
-        }
+        // "" from on_breakpoint_trap: an int3 of the program's own, reported below.
+        auto trap = on_breakpoint_trap(ev);
+        if (!trap) return std::unexpected(trap.error());
+        if (!*trap || !(*trap)->empty()) return trap;
       }
       if (ev.signal == SIGTRAP && ev.tid == stepping_ && ev.code != kSiKernel) {
         auto r = stop_others(ev.tid, stop_reply(SIGTRAP, ev.tid, stepped_watch()));
@@ -1056,8 +1289,17 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
       return std::optional<std::string>(*r);
     }
     case EventKind::kFork:
+      if (!ev.vfork) {
+        // The child has its own copy of the text, with our int3s in it: they go before it is let
+        // go (else it dies of SIGTRAP at the first one it runs), as gdbserver detaches a child.
+        for (const auto& [addr, bp] : int3_) {
+          (void)inferior_.write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1),
+                                       ev.child);
+        }
+      }
       step = ev.vfork ? inferior_.resume(ev.child, mode) : inferior_.release(ev.child);
       break;
+
     default:
       step = inferior_.resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);
       break;

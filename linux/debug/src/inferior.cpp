@@ -2,6 +2,7 @@
 
 #include <elf.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -1324,6 +1325,14 @@ Result<std::vector<pid_t>> Inferior::stop_threads(pid_t except) {
     }
   }
   return stopped;
+}
+
+Result<void> Inferior::outlive_tracer() {
+  if (!spawned_ || exited_) return {};
+  if (auto r = inject_syscall(pid_, SYS_prctl, {PR_SET_PDEATHSIG, 0, 0, 0, 0, 0}); !r) {
+    return std::unexpected(r.error());
+  }
+  return {};
 }
 
 Result<void> Inferior::release(pid_t child) {

@@ -6,7 +6,9 @@
 #include <sys/syscall.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <span>
 #include <utility>
 
 #include "hwarb/base/format.h"
@@ -16,8 +18,10 @@
 namespace hwarb::native {
 namespace {
 
-constexpr int kSegvAccErr = 2;   // SEGV_ACCERR: a protection fault on a mapped page
-constexpr int kSiKernel = 0x80;  // SI_KERNEL: the SIGTRAP of an int3
+constexpr int kSegvAccErr = 2;        // SEGV_ACCERR: a protection fault on a mapped page
+constexpr int kSiKernel = 0x80;       // SI_KERNEL: the SIGTRAP of an int3
+constexpr std::uint64_t kSigDfl = 0;  // SIG_DFL and SIG_IGN as rt_sigaction(2) stores them
+constexpr std::uint64_t kSigIgn = 1;
 
 bool overlaps(std::uint64_t a, std::uint64_t alen, std::uint64_t b, std::uint64_t blen) {
   return a < b + blen && b < a + alen;
@@ -107,15 +111,15 @@ constexpr std::uint64_t kMaxIovecs = 1024;
 // The user buffers of a call of kVectorSyscalls, read from the tracee's iovec array (and
 // msghdr). Empty when they cannot be read: the kernel then fails the call (EFAULT, EINVAL)
 // before it touches any buffer.
-std::vector<std::pair<std::uint64_t, std::uint64_t>> vector_buffers(Inferior& inferior,
-                                                                    const BufferArgs& call,
-                                                                    const Event& ev) {
-  const pid_t process = inferior.process_of(ev.tid);
+std::vector<std::pair<std::uint64_t, std::uint64_t>> vector_buffers(
+    Inferior& inferior, const BufferArgs& call, pid_t tid,
+    const std::array<std::uint64_t, 6>& args) {
+  const pid_t process = inferior.process_of(tid);
   std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
-  std::uint64_t iov = ev.args[static_cast<std::size_t>(call.buf)];
+  std::uint64_t iov = args[static_cast<std::size_t>(call.buf)];
   std::uint64_t count = 0;
   if (call.len >= 0) {
-    count = ev.args[static_cast<std::size_t>(call.len)];
+    count = args[static_cast<std::size_t>(call.len)];
   } else {
     // struct msghdr: msg_name, msg_namelen (+ padding), msg_iov, msg_iovlen, msg_control,
     // msg_controllen, msg_flags.
@@ -138,6 +142,45 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> vector_buffers(Inferior& in
   }
   for (std::uint64_t i = 0; i < count; ++i) out.emplace_back(words[2 * i], words[2 * i + 1]);
   return out;
+}
+
+// The buffers of a call of kBufferSyscalls or kVectorSyscalls (for sendmsg/recvmsg, the data
+// after the msghdr's name and control buffers: data_from 2); nullopt for any other call.
+std::optional<SyscallBuffers> call_buffers(Inferior& inferior, pid_t tid, long nr,
+                                           const std::array<std::uint64_t, 6>& args) {
+  SyscallBuffers out;
+  if (const BufferArgs* b = buffer_args(nr)) {
+    out.kernel_reads = b->kernel_reads;
+    out.buffers.emplace_back(args[static_cast<std::size_t>(b->buf)],
+                             args[static_cast<std::size_t>(b->len)]);
+    return out;
+  }
+  if (const BufferArgs* v = vector_args(nr)) {
+    out.kernel_reads = v->kernel_reads;
+    out.buffers = vector_buffers(inferior, *v, tid, args);
+    out.data_from = v->len < 0 ? 2 : 0;
+    return out;
+  }
+  return std::nullopt;
+}
+
+// Whether a read-like call (SyscallBuffers, !kernel_reads) that returned `ret` wrote user memory
+// overlapping [addr, addr + len). Its result counts the bytes it wrote: they fill its data
+// buffers in order, the first `ret` of them. The kernel writes them whatever they held: each
+// such call is a write of the range (the 1000th read of the same bytes as much as the first), as
+// a store of an equal value is one for the hardware. Buffers before data_from (a msghdr's name
+// and control) are judged by their bytes changing.
+bool wrote_data(const SyscallBuffers& call, std::int64_t ret, std::uint64_t addr,
+                std::uint64_t len) {
+  if (call.kernel_reads || ret <= 0 || ret > 0x7fffffff) return false;
+  auto left = static_cast<std::uint64_t>(ret);
+  for (std::size_t i = call.data_from; i < call.buffers.size() && left > 0; ++i) {
+    const auto [buf, size] = call.buffers[i];
+    const std::uint64_t filled = std::min(left, size);
+    if (filled > 0 && overlaps(buf, filled, addr, len)) return true;
+    left -= filled;
+  }
+  return false;
 }
 
 std::string syscall_name(long nr) {
@@ -328,6 +371,7 @@ Result<SoftWatch> SoftWatch::arm(Inferior& inferior, std::vector<WatchRange> ran
       }
     }
   }
+  w.stop_at_hits_ = options.stop_at_hits;
   w.single_step_ =
       std::find(w.methods_.begin(), w.methods_.end(), WatchMethod::kSingleStep) != w.methods_.end();
   if (w.single_step_) {
@@ -385,6 +429,12 @@ Result<SoftWatch> SoftWatch::arm(Inferior& inferior, std::vector<WatchRange> ran
     }
     w.traps_[a] = Trap{original, {i}};
   }
+  if (!w.pages_.empty()) {
+    if (auto r = w.learn_segv_action(tid); !r) {
+      undo(w);
+      return std::unexpected(r.error());
+    }
+  }
   return w;
 }
 
@@ -395,6 +445,93 @@ Result<void> SoftWatch::protect(pid_t tid, std::uint64_t page, int prot, std::ui
   if (*r < 0) {
     return std::unexpected(syscall_return_error(
         *r, "addr", "mprotect of " + hex(page) + " in thread " + std::to_string(tid)));
+  }
+  return {};
+}
+
+// The program's SIGSEGV action across the watch's own faults.
+//
+// A fault on a protected page is a SIGSEGV the kernel forces (force_sig_info_to_task). When the
+// thread blocks SIGSEGV (as inside the program's own SIGSEGV handler) or the process ignores it,
+// the kernel first resets the action to SIG_DFL and unblocks SIGSEGV in the thread, all before
+// the ptrace stop that shows the fault to the watcher. The program would then die of its next
+// SIGSEGV instead of handling (or ignoring) it. The watcher cannot read the action before the
+// fault, so it keeps it known instead (segv_, per process):
+//  1. arm() reads it: /proc/PID/status SigCgt and SigIgn say whether it is the default (nothing
+//     to read); otherwise an injected rt_sigaction(SIGSEGV, NULL, &old) gives the whole struct.
+//  2. The program's own rt_sigaction(SIGSEGV, act, ...) is read at entry and kept when it
+//     succeeds; a followed fork (or a vfork child) starts with its parent's; an exec resets a
+//     handler to the default (SIG_IGN stays), as the kernel does; a SIGSEGV delivered to an
+//     SA_RESETHAND handler resets it.
+//  3. At each watch fault of a process whose action is not the default, SigCgt/SigIgn (one read
+//     of /proc) tell whether the kernel reset it. If it did, the kept struct is set again with an
+//     injected rt_sigaction, and, for a handler (caught and reset: the thread blocked SIGSEGV),
+//     SIGSEGV is blocked again in the thread (PTRACE_SETSIGMASK). The program's next SIGSEGV is
+//     then its handler's, exactly as unwatched; a program without a SIGSEGV handler pays nothing.
+// Limits: whether an ignored SIGSEGV was also blocked is lost (it stays unblocked), as is a
+// blocked SIGSEGV of the default action (no reset to see); another thread's SIGSEGV between the
+// fault and the restore still reaches the restored action, since its signal-delivery-stop is
+// reported to the watcher first and the action is looked up only after it.
+Result<SoftWatch::KernelSigaction> SoftWatch::segv_sigaction(pid_t tid,
+                                                             const KernelSigaction* set) {
+  auto regs = inferior_->get_regs(tid);
+  if (!regs) return std::unexpected(regs.error());
+  const pid_t process = inferior_->process_of(tid);
+  constexpr std::uint64_t kRedZone = 128;
+  std::array<KernelSigaction, 2> structs{};  // act, oldact
+  const std::uint64_t at = (regs->rsp - kRedZone - sizeof structs) & ~std::uint64_t{15};
+  std::array<std::uint8_t, sizeof structs> saved{};
+  if (auto r = inferior_->read_memory(at, saved, process); !r) return std::unexpected(r.error());
+  if (set != nullptr) structs[0] = *set;
+  auto bytes = std::span(reinterpret_cast<std::uint8_t*>(structs.data()), sizeof structs);
+  if (auto r = inferior_->write_memory(at, bytes, process); !r) return std::unexpected(r.error());
+  auto ret = inferior_->inject_syscall(
+      tid, SYS_rt_sigaction,
+      {SIGSEGV, set != nullptr ? at : 0, at + sizeof(KernelSigaction), 8, 0, 0});
+  auto read = inferior_->read_memory(at, bytes, process);
+  auto put_back = inferior_->write_memory(at, saved, process);
+  if (!ret) return std::unexpected(ret.error());
+  if (*ret < 0) {
+    return std::unexpected(syscall_return_error(
+        *ret, "pid", "rt_sigaction(SIGSEGV) in thread " + std::to_string(tid)));
+  }
+  if (!read) return std::unexpected(read.error());
+  if (!put_back) return std::unexpected(put_back.error());
+  return structs[1];
+}
+
+Result<void> SoftWatch::learn_segv_action(pid_t tid) {
+  const pid_t process = inferior_->process_of(tid);
+  auto dispositions = signal_dispositions(process);
+  if (!dispositions) return std::unexpected(dispositions.error());
+  constexpr std::uint64_t kBit = std::uint64_t{1} << (SIGSEGV - 1);
+  if (((dispositions->caught | dispositions->ignored) & kBit) == 0) {
+    segv_[process] = KernelSigaction{};
+    return {};
+  }
+  auto old = segv_sigaction(tid, nullptr);
+  if (!old) return std::unexpected(old.error());
+  segv_[process] = *old;
+  return {};
+}
+
+Result<void> SoftWatch::keep_segv_action(pid_t tid) {
+  const pid_t process = inferior_->process_of(tid);
+  auto it = segv_.find(process);
+  if (it == segv_.end() || it->second.handler == kSigDfl) {
+    return {};
+  }
+  const bool ignored = it->second.handler == kSigIgn;
+  auto now = signal_dispositions(process);
+  if (!now) return std::unexpected(now.error());
+  constexpr std::uint64_t kBit = std::uint64_t{1} << (SIGSEGV - 1);
+  if (((ignored ? now->ignored : now->caught) & kBit) != 0) return {};  // not reset
+  const KernelSigaction action = it->second;
+  if (auto r = segv_sigaction(tid, &action); !r) return std::unexpected(r.error());
+  if (!ignored) {
+    auto mask = ptrace_getsigmask(tid);
+    if (!mask) return std::unexpected(mask.error());
+    if (auto r = ptrace_setsigmask(tid, *mask | kBit); !r) return r;
   }
   return {};
 }
@@ -494,6 +631,13 @@ Result<bool> SoftWatch::handle(const Event& ev, std::vector<WatchHit>& hits) {
       if (ev.signal == SIGSEGV && ev.code == kSegvAccErr && page_protected(ev.fault_addr)) {
         return on_fault(ev, hits);
       }
+      if (ev.signal == SIGSEGV) {
+        // The program's SIGSEGV, passed through: an SA_RESETHAND handler is taken once.
+        auto it = segv_.find(inferior_->process_of(ev.tid));
+        if (it != segv_.end() && (it->second.flags & SA_RESETHAND) != 0) {
+          it->second = KernelSigaction{};
+        }
+      }
       if (ev.signal == SIGTRAP && single_step_ && step_.contains(ev.tid) && ev.code != kSiKernel) {
         return on_step(ev.tid, hits);
       }
@@ -518,6 +662,10 @@ Result<bool> SoftWatch::handle(const Event& ev, std::vector<WatchHit>& hits) {
       if (!ev.vfork) {
         if (auto r = inferior_->follow(ev.child); !r) return std::unexpected(r.error());
         ++generation_;  // one more process to restore
+      }
+      if (auto it = segv_.find(inferior_->process_of(ev.tid)); it != segv_.end()) {
+        const KernelSigaction parent = it->second;
+        segv_[inferior_->process_of(ev.child)] = parent;
       }
       if (single_step_) {
         if (auto r = prepare_step(ev.child); !r) return std::unexpected(r.error());
@@ -584,6 +732,9 @@ Result<bool> SoftWatch::rearm(pid_t process) {
 }
 
 Result<bool> SoftWatch::on_exec(pid_t process) {
+  if (auto it = segv_.find(process); it != segv_.end() && it->second.handler != kSigIgn) {
+    it->second = KernelSigaction{};  // an exec resets handlers; SIG_IGN stays
+  }
   open_.erase(process);
   step_.erase(process);
   rep_.erase(process);
@@ -629,6 +780,7 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
                                                        std::vector<WatchHit>& hits) {
   const pid_t tid = ev.tid;
   ++stats_.faults;
+  if (auto r = keep_segv_action(tid); !r) return std::unexpected(r.error());
   auto regs = inferior_->get_regs(tid);
   if (!regs) return std::unexpected(regs.error());
   const std::uint64_t fault_ip = regs->rip;
@@ -789,6 +941,15 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
     }
     ++stats_.stepped;
     if (!alive) return Completed{};
+    // A signal instead of the step's trap: the instruction faulted (on the program's own
+    // protection, say) or a signal came before it ran. Either way it did not happen (the thread
+    // is still on it, to run it again after the signal), so it is not a hit: a plain instruction
+    // reports nothing, a REP string instruction only the iterations that completed (touched).
+    if (pass_signal != 0 && !string_op) {
+      auto now = inferior_->get_regs(tid);
+      if (!now) return std::unexpected(now.error());
+      if (now->rip == fault_ip) matches.clear();
+    }
   }
   for (std::size_t k = 0; k < matches.size(); ++k) {
     // A REP string instruction: what its iterations did (none may have reached the range yet).
@@ -884,6 +1045,16 @@ Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
     if (it == pages_.end() || (it->second.protection & need) == need) return;
     if (std::find(st.pages.begin(), st.pages.end(), p) == st.pages.end()) st.pages.push_back(p);
   };
+  if (ev.syscall == SYS_rt_sigaction && ev.args[0] == SIGSEGV && ev.args[1] != 0) {
+    // The program sets its SIGSEGV action: kept at exit when the call succeeds
+    // (keep_segv_action). An unreadable struct fails the call (EFAULT).
+    KernelSigaction act;
+    if (inferior_->read_memory(ev.args[1],
+                               std::span(reinterpret_cast<std::uint8_t*>(&act), sizeof act),
+                               inferior_->process_of(tid))) {
+      st.segv_action = act;
+    }
+  }
   if (ev.syscall == SYS_rt_sigreturn) {
     // No arguments (its registers are the interrupted code's) and no buffer: nothing to open.
   } else if (ev.syscall == SYS_mprotect || ev.syscall == SYS_munmap) {
@@ -912,28 +1083,26 @@ Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
       add_page(page_of(addr), need);
       add_page(page_of(addr + 3), need);
     }
-  } else if (const BufferArgs* b = buffer_args(ev.syscall)) {
-    const std::uint64_t buf = ev.args[static_cast<std::size_t>(b->buf)];
-    const std::uint64_t len = ev.args[static_cast<std::size_t>(b->len)];
-    st.reads_buffer = b->kernel_reads;
-    st.buffers.emplace_back(buf, len);
+  } else if (buffer_args(ev.syscall) != nullptr) {
+    st.call = call_buffers(*inferior_, tid, ev.syscall, ev.args);
   } else {
-    if (const BufferArgs* v = vector_args(ev.syscall)) {
-      st.reads_buffer = v->kernel_reads;
-      st.buffers = vector_buffers(*inferior_, *v, ev);
+    if (vector_args(ev.syscall) != nullptr) {
+      st.call = call_buffers(*inferior_, tid, ev.syscall, ev.args);
     }
     for (std::uint64_t a : ev.args) {
       add_page(page_of(a));
       add_page(page_of(a) + kPage);
     }
   }
-  const int buffer_need = st.reads_buffer ? PROT_READ : PROT_WRITE;
-  for (const auto& [buf, len] : st.buffers) {
-    for (auto& [p, page] : pages_) {
-      if (len > 0 && overlaps(p, kPage, buf, len)) add_page(p, buffer_need);
+  if (st.call) {
+    const int buffer_need = st.call->kernel_reads ? PROT_READ : PROT_WRITE;
+    for (const auto& [buf, len] : st.call->buffers) {
+      for (auto& [p, page] : pages_) {
+        if (len > 0 && overlaps(p, kPage, buf, len)) add_page(p, buffer_need);
+      }
     }
   }
-  if (st.pages.empty() && st.effect_nr < 0) {
+  if (st.pages.empty() && st.effect_nr < 0 && !st.segv_action) {
     // Nothing to do at its exit. rt_sigreturn's exit stop is left out where the next signal is
     // already pending (a signal flood would otherwise cost three stops per signal, not two).
     auto r = ev.syscall == SYS_rt_sigreturn ? inferior_->resume_from_sigreturn(tid)
@@ -972,16 +1141,21 @@ Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<WatchHit>& 
   }
   OpenSyscall st = std::move(it->second);
   open_.erase(it);
+  if (st.segv_action && ev.ret == 0) segv_[inferior_->process_of(tid)] = *st.segv_action;
   const std::string name = syscall_name(st.nr);
   for (std::size_t i = 0; i < ranges_.size(); ++i) {
     if (st.before.size() <= i || st.before[i].empty()) continue;
     auto now = read_range(i, tid);
     if (!now) return std::unexpected(now.error());
-    const bool wrote = *now != st.before[i];
-    const bool read = st.reads_buffer && ev.ret >= 0 &&
-                      std::any_of(st.buffers.begin(), st.buffers.end(), [&](const auto& b) {
-                        return overlaps(b.first, b.second, ranges_[i].addr, ranges_[i].len);
-                      });
+    // Written: by the call's result for a read-like call of a known buffer (wrote_data), else
+    // by the bytes changing (other calls' pointers: what they wrote is not known).
+    const bool wrote = *now != st.before[i] ||
+                       (st.call && wrote_data(*st.call, ev.ret, ranges_[i].addr, ranges_[i].len));
+    const bool read =
+        st.call && st.call->kernel_reads && ev.ret >= 0 &&
+        std::any_of(st.call->buffers.begin(), st.call->buffers.end(), [&](const auto& b) {
+          return overlaps(b.first, b.second, ranges_[i].addr, ranges_[i].len);
+        });
     unsigned access = 0;
     if (wrote) access |= kWatchWrite;
     if (read) access |= kWatchRead;
@@ -1144,11 +1318,20 @@ Result<void> SoftWatch::prepare_step(pid_t tid) {
 
 Result<bool> SoftWatch::on_step(pid_t tid, std::vector<WatchHit>& hits) {
   ++stats_.steps;
+  const std::size_t hits_before = hits.size();
   StepCheck& check = step_[tid];
   std::string via;
+  std::optional<SyscallBuffers> call;  // a read-like call's buffers, and its result
+  std::int64_t ret = 0;
   if (check.syscall) {
     auto regs = inferior_->get_regs(tid);
-    if (regs) via = syscall_name(static_cast<long>(regs->orig_rax));
+    if (regs) {
+      const long nr = static_cast<long>(regs->orig_rax);
+      via = syscall_name(nr);
+      ret = static_cast<std::int64_t>(regs->rax);
+      call = call_buffers(*inferior_, tid, nr,
+                          {regs->rdi, regs->rsi, regs->rdx, regs->r10, regs->r8, regs->r9});
+    }
   }
   if (check.rep) {
     // One hit per REP string instruction and range, as the hardware reports it: the iterations'
@@ -1180,12 +1363,19 @@ Result<bool> SoftWatch::on_step(pid_t tid, std::vector<WatchHit>& hits) {
       if (bits == 0) continue;
       auto now = read_range(range, tid);
       if (!now) return std::unexpected(now.error());
-      if (check.syscall && *now == check.before[k]) continue;
+      // A system call: a hit when it wrote the range (wrote_data), or changed it.
+      if (check.syscall && *now == check.before[k] &&
+          !(call && wrote_data(*call, ret, ranges_[range].addr, ranges_[range].len))) {
+        continue;
+      }
       add_hit(hits, range, tid, check.ip, ranges_[range].addr, bits, std::move(check.before[k]),
               std::move(*now), via);
     }
   }
   if (auto r = prepare_step(tid); !r) return std::unexpected(r.error());
+  // A data hit with stop_at_hits: the thread stays stopped after the instruction, checked as
+  // ready for its next step (the caller resumes it with resume_mode()).
+  if (stop_at_hits_ && hits.size() > hits_before) return true;
   // Execution watches: the instruction about to run.
   const std::uint64_t ip = step_[tid].ip;
   for (std::size_t i = 0; i < ranges_.size(); ++i) {
@@ -1214,6 +1404,18 @@ Result<void> SoftWatch::disarm() {
   if (processes.empty() && unwatched_.empty()) {
     return make_error(ErrorCode::kSrch, "pid: no stopped thread to disarm the watch in");
   }
+  // Faults of the watch raised but not reported yet: a thread that faulted as stop_all
+  // interrupted it reports the interrupt first and keeps the SIGSEGV pending, which would reach
+  // the program after the detach (or on the step of an injected call below). They are made to
+  // show now, before anything is injected, and dropped with the queued ones below.
+  if (!pages_.empty()) {
+    for (pid_t t : inferior_->threads()) {
+      if (!inferior_->is_stopped(t) || unwatched_.contains(inferior_->process_of(t))) continue;
+      auto surfaced = inferior_->surface_pending(t, std::uint64_t{1} << (SIGSEGV - 1));
+      if (!surfaced) continue;  // the thread is gone
+      for (auto it = surfaced->rbegin(); it != surfaced->rend(); ++it) inferior_->requeue(*it);
+    }
+  }
   Result<void> first;
   for (const auto& [process, tid] : processes) {
     for (auto& [p, page] : pages_) {
@@ -1240,6 +1442,8 @@ Result<void> SoftWatch::disarm() {
         }
       }
       if (ev.kind == EventKind::kSignal && ev.signal == SIGSEGV && page_protected(ev.fault_addr)) {
+        // The kernel may have reset the program's action for it (keep_segv_action).
+        if (auto r = keep_segv_action(t); !r && first) first = r;
         continue;
       }
       if (ev.kind == EventKind::kSignal && ev.signal == SIGTRAP && single_step_) continue;

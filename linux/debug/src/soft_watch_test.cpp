@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -312,6 +313,87 @@ TEST(SoftWatch, TheProgramsOwnFaultsReachItsHandlerExactly) {
   ASSERT_EQ(got.hits.size(), 6u);
   for (std::size_t i = 0; i < got.hits.size(); ++i) {
     EXPECT_EQ(value_of(got.hits[i].new_value), i + 1) << "hit " << i;
+  }
+}
+
+// A store that faults on the program's own protection (its mprotect) did not happen: no hit.
+// The program's handler makes the page writable and the store restarts: that one is the hit.
+// Its value's writes: 10, 11 (faulting once), 1000 (SIGSEGV blocked), 2000 (SIGSEGV ignored).
+TEST(SoftWatch, AStoreThatFaultsOnTheProgramsOwnProtectionIsNoHit) {
+  Capture out;
+  auto inf = Inferior::spawn({program("segv_rounds"), "1"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf);
+  const Symbol page = symbol(inf->pid(), "page");
+  auto watch = SoftWatch::arm(*inf, {{page.address, 4, kWatchWrite, 0}});
+  ASSERT_TRUE(watch) << watch.error().to_string();
+  Outcome got = run(*inf, *watch);
+  EXPECT_EQ(got.end.kind, EventKind::kExited) << "killed by signal " << got.end.signal;
+  EXPECT_EQ(got.end.status, 5);
+  EXPECT_EQ(out.text(), "handled=2 value=2000 pending=1\n");
+  std::vector<std::uint64_t> values;
+  for (const WatchHit& h : got.hits) values.push_back(value_of(h.new_value));
+  EXPECT_EQ(values, (std::vector<std::uint64_t>{10, 11, 1000, 2000}));
+}
+
+// The program's SIGSEGV handler writes the watched word while SIGSEGV is blocked (inside the
+// handler, and by sigprocmask), and then ignores SIGSEGV: the watch's faults there make the kernel
+// reset the action (and unblock SIGSEGV), which the watch puts back. Every later SIGSEGV is the
+// program's handler's (or ignored, or left pending) as unwatched; each handler write is a hit.
+TEST(SoftWatch, TheProgramsSegvActionOutlivesTheWatchsFaults) {
+  Capture out;
+  auto inf = Inferior::spawn({program("segv_rounds"), "3"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf);
+  const Symbol page = symbol(inf->pid(), "page");
+  auto watch = SoftWatch::arm(*inf, {{page.address + 4, 4, kWatchWrite, 0}});
+  ASSERT_TRUE(watch) << watch.error().to_string();
+  Outcome got = run(*inf, *watch);
+  EXPECT_EQ(got.end.kind, EventKind::kExited) << "killed by signal " << got.end.signal;
+  EXPECT_EQ(got.end.status, 5);
+  EXPECT_EQ(out.text(), "handled=4 value=2000 pending=1\n");
+  ASSERT_EQ(got.hits.size(), 4u);
+  for (std::size_t i = 0; i < got.hits.size(); ++i) {
+    EXPECT_EQ(value_of(got.hits[i].new_value), i + 1) << "hit " << i;
+  }
+}
+
+// The kernel writing the same bytes again (pread64, preadv of the same file range) is a write
+// each time, as a store of an equal value is: one hit per call, in both methods (single-step
+// armed from main's open of its file on: stepping the loader too would take half a minute).
+TEST(SoftWatch, EveryKernelWriteIsAHitEvenOfTheSameBytes) {
+  for (const bool step : {false, true}) {
+    const int n = step ? 6 : 20;
+    Capture out;
+    auto inf = Inferior::spawn({program("reread"), std::to_string(n)}, {.stdout_fd = out.fd()});
+    ASSERT_TRUE(inf);
+    const Symbol buffer = symbol(inf->pid(), "buffer");
+    if (step) {
+      ASSERT_TRUE(inf->resume(inf->pid(), Resume::kSyscall));
+      for (;;) {
+        auto ev = inf->wait();
+        ASSERT_TRUE(ev);
+        ASSERT_NE(ev->kind, EventKind::kExited);
+        if (ev->kind == EventKind::kSyscallEnter && ev->syscall == SYS_openat) {
+          char path[15] = {};
+          (void)inf->read_memory(ev->args[1],
+                                 std::span(reinterpret_cast<std::uint8_t*>(path), sizeof path - 1));
+          if (std::string(path) == "/proc/self/exe") break;
+        }
+        ASSERT_TRUE(inf->resume(ev->tid, Resume::kSyscall));
+      }
+    }
+    auto watch =
+        SoftWatch::arm(*inf, {{buffer.address, 16, kWatchWrite, 0}}, {.force_single_step = step});
+    ASSERT_TRUE(watch) << watch.error().to_string();
+    Outcome got = run(*inf, *watch);
+    EXPECT_EQ(got.end.status, 0);
+    EXPECT_EQ(out.text(), "reads=" + std::to_string(n) + "\n");
+    ASSERT_EQ(got.hits.size(), static_cast<std::size_t>(n)) << (step ? "single-step" : "pages");
+    for (std::size_t i = 0; i < got.hits.size(); ++i) {
+      EXPECT_EQ(got.hits[i].syscall, i % 2 == 0 ? "pread64" : "preadv") << "hit " << i;
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(got.hits[i].new_value.data()), 4),
+                "\x7f"
+                "ELF");
+    }
   }
 }
 

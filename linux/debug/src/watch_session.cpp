@@ -134,6 +134,7 @@ struct WatchSession::State {
   int registers = 0;
   std::uint64_t rebuilds = 0;
   pid_t last_tid = 0;       // the thread of the last event: where the software path injects calls
+  pid_t caller_step = 0;    // the thread the caller single-steps (set_stepping)
   bool soft_steps = false;  // the software path single-steps (rule 4)
   // A stop of one of the paths that a rebuild (or uninstall) found queued for its thread (a hit
   // or a fault that stop_all queued) and took out of the Inferior's queue, where the paths would
@@ -379,7 +380,8 @@ struct WatchSession::State {
         (w.placement == Placement::kHardware ? hard_ranges : soft_ranges).push_back(range_of(w));
       }
       if (!soft_ranges.empty()) {
-        auto s = SoftWatch::arm(*inferior, soft_ranges, {.inject_in = last_tid});
+        auto s = SoftWatch::arm(*inferior, soft_ranges,
+                                {.inject_in = last_tid, .stop_at_hits = options.stop_at_hits});
         if (!s) return std::unexpected(s.error());
         soft.emplace(std::move(*s));
       }
@@ -662,9 +664,12 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
     const bool at_hit = std::any_of(v.hits.begin(), v.hits.end(),
                                     [&](const WatchHit& hit) { return hit.tid == ev.tid; });
     if (s.inferior->is_stopped(ev.tid)) {
+      // The thread the caller single-steps (set_stepping) steps on: a held fault or int3 stopped
+      // it before its instruction ran.
+      const Resume how = ev.tid == s.caller_step ? Resume::kStep : resume_mode();
       if (s.options.stop_at_hits && at_hit) {
         v.stopped = true;
-      } else if (auto r = s.inferior->resume(ev.tid, resume_mode());
+      } else if (auto r = s.inferior->resume(ev.tid, how);
                  !r && r.error().code() != ErrorCode::kSrch) {
         return std::unexpected(r.error());
       }
@@ -694,7 +699,11 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
         auto done = s.soft->complete_fault(ev, soft_hits);
         if (!done) return std::unexpected(done.error());
         handled = true;
-        if (done->stopped && soft_hits.empty()) {
+        if (done->stopped && soft_hits.empty() && ev.tid == s.caller_step) {
+          // False sharing in the caller's single step: the step is over.
+          v.stopped = true;
+          v.signal = done->signal;
+        } else if (done->stopped && soft_hits.empty()) {
           // False sharing: nothing to stop for.
           if (auto r = s.inferior->resume(ev.tid, resume_mode(), done->signal); !r) {
             return std::unexpected(r.error());
@@ -705,6 +714,11 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
         }
       } else if (handled && !*handled) {
         handled = soft();
+        // The single-step method's data hit: the thread stayed stopped after the instruction.
+        if (handled && *handled && s.options.stop_at_hits && !soft_hits.empty() &&
+            s.inferior->is_stopped(ev.tid)) {
+          v.stopped = true;
+        }
       }
       v.ours = handled && *handled;
       break;
@@ -800,6 +814,14 @@ Result<void> WatchSession::guard(Watchdog& watchdog) {
   s.watchdog = &watchdog;
   s.published = s.plan_key();
   return {};
+}
+
+void WatchSession::set_stepping(pid_t tid) {
+  state_->caller_step = tid;
+}
+
+RestorePlan WatchSession::restore_plan() const {
+  return state_->plan();
 }
 
 const std::optional<Error>& WatchSession::watchdog_error() const {

@@ -462,6 +462,35 @@ TEST(WatchSession, HardwareAndSoftwareWatchesSideBySide) {
   EXPECT_NE(near_hits[6].tid, pid);
 }
 
+// The event loop of the kept-stop tests below, for an event of no special interest: handed in;
+// the first thread stopped at a hit is X (it stays stopped: `x`, `x_signal`), a later one is
+// resumed; an event the session left is passed on (`status`: the exit status). Hits to `hits`.
+struct HitLoop {
+  pid_t x = 0;
+  int x_signal = 0;
+  int status = -1;
+  std::vector<WatchHit> hits;
+};
+
+void hand_in(Inferior& inf, WatchSession& session, const Event& ev, HitLoop& loop) {
+  auto v = session.handle(ev);
+  ASSERT_TRUE(v) << v.error().to_string();
+  loop.hits.insert(loop.hits.end(), v->hits.begin(), v->hits.end());
+  if (v->stopped) {
+    if (loop.x == 0) {  // X stays stopped at its hit; the others run on
+      loop.x = ev.tid;
+      loop.x_signal = v->signal;
+      return;
+    }
+    ASSERT_TRUE(inf.resume(ev.tid, session.resume_mode(), v->signal));
+    return;
+  }
+  if (v->handled) return;
+  auto ended = pass_on(inf, ev, session.resume_mode());
+  ASSERT_TRUE(ended) << ended.error().to_string();
+  if (*ended) loop.status = **ended;
+}
+
 // A debugger stops at a hit of thread X, stops the other threads (stop_all) and removes X's watch
 // while thread Y is stopped for a write of its own watched slot that stop_all queued; as the
 // documented pattern does, it resumes only the threads stop_all stopped, and X. Y was not among
@@ -482,13 +511,10 @@ void remove_with_a_queued_stop(WatchSessionOptions options, Placement expected) 
   ASSERT_EQ(w0->placement, expected) << w0->why;
   ASSERT_EQ(w1->placement, expected) << w1->why;
   ASSERT_TRUE(inf->resume_all(session.resume_mode()));
-  std::vector<WatchHit> hits;
-  pid_t x = 0;
-  int x_signal = 0;
+  HitLoop loop;
   WatchId x_watch{}, y_watch{};
   bool removed = false;
-  int status = -1;
-  while (status < 0) {
+  while (loop.status < 0) {
     auto queued = inf->take_queued();
     ASSERT_TRUE(queued) << queued.error().to_string();
     std::optional<Event> ev = *queued;
@@ -500,8 +526,8 @@ void remove_with_a_queued_stop(WatchSessionOptions options, Placement expected) 
       if (!*taken) continue;
       ev = **taken;
     }
-    const bool y_write = x != 0 && !removed && ev->kind == EventKind::kSignal && ev->tid != x &&
-                         (ev->signal == SIGSEGV || ev->signal == SIGTRAP) &&
+    const bool y_write = loop.x != 0 && !removed && ev->kind == EventKind::kSignal &&
+                         ev->tid != loop.x && (ev->signal == SIGSEGV || ev->signal == SIGTRAP) &&
                          ev->fault_addr >= slots && ev->fault_addr < slots + 8;
     if (y_write) {
       inf->requeue(*ev);
@@ -520,31 +546,16 @@ void remove_with_a_queued_stop(WatchSessionOptions options, Placement expected) 
         return;
       }
       for (pid_t tid : *stopped) ASSERT_TRUE(inf->resume(tid, session.resume_mode()));
-      ASSERT_TRUE(inf->resume(x, session.resume_mode(), x_signal));
+      ASSERT_TRUE(inf->resume(loop.x, session.resume_mode(), loop.x_signal));
       continue;
     }
-    auto v = session.handle(*ev);
-    ASSERT_TRUE(v) << v.error().to_string();
-    hits.insert(hits.end(), v->hits.begin(), v->hits.end());
-    if (v->stopped) {
-      if (x == 0) {  // X stays stopped at its hit; the others run on
-        x = ev->tid;
-        x_signal = v->signal;
-        continue;
-      }
-      ASSERT_TRUE(inf->resume(ev->tid, session.resume_mode(), v->signal));
-      continue;
-    }
-    if (v->handled) continue;
-    auto ended = pass_on(*inf, *ev, session.resume_mode());
-    ASSERT_TRUE(ended) << ended.error().to_string();
-    if (*ended) status = **ended;
+    ASSERT_NO_FATAL_FAILURE(hand_in(*inf, session, *ev, loop));
   }
   ASSERT_TRUE(removed);
-  EXPECT_EQ(status, 0);
+  EXPECT_EQ(loop.status, 0);
   EXPECT_EQ(out.text(), "done\n");
-  EXPECT_EQ(of(hits, x_watch).size(), 1u);  // X's, before the removal
-  const auto y_hits = of(hits, y_watch);
+  EXPECT_EQ(of(loop.hits, x_watch).size(), 1u);  // X's, before the removal
+  const auto y_hits = of(loop.hits, y_watch);
   ASSERT_EQ(y_hits.size(), kRounds);  // none lost
   for (std::size_t i = 0; i < kRounds; ++i) {
     EXPECT_EQ(y_hits[i].new_value, bytes_of(static_cast<std::uint32_t>(i + 1))) << i;
@@ -553,6 +564,70 @@ void remove_with_a_queued_stop(WatchSessionOptions options, Placement expected) 
 
 TEST(WatchSession, ARemoveKeepsAnotherThreadsQueuedSoftwareStop) {
   remove_with_a_queued_stop(software_only(), Placement::kSoftware);
+}
+
+// A kept stop of the thread the caller single-steps (set_stepping) resumes it with a step, as the
+// caller resumed it. Thread Y's fault on the one watch's page comes while X is stopped at a hit;
+// Y is the stepped thread, and the watch is removed with Y's fault kept (the page is then
+// unprotected). Handed in, the kept fault resumes Y with a step: its next stop is the step's
+// trap right after its store; resumed with resume_mode() instead, it ran on to its end.
+TEST(WatchSession, AKeptStopOfTheSteppedThreadResumesItWithAStep) {
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("threads"), "2", "20"}), out);
+  const std::uint64_t slots = address_of(inf->pid(), "slots");
+  WatchSessionOptions options = software_only();
+  options.stop_at_hits = true;
+  WatchSession session(*inf, options);
+  auto w = session.insert({.addr = slots, .len = 8, .access = kWatchWrite});
+  ASSERT_TRUE(w) << w.error().to_string();
+  ASSERT_TRUE(inf->resume_all(session.resume_mode()));
+  HitLoop loop;
+  std::optional<Event> kept;   // Y's fault, kept by the remove()
+  std::optional<Event> after;  // Y's next stop
+  while (loop.status < 0) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    const bool y_fault = loop.x != 0 && !kept && ev->kind == EventKind::kSignal &&
+                         ev->tid != loop.x && ev->signal == SIGSEGV && ev->fault_addr >= slots &&
+                         ev->fault_addr < slots + 8;
+    if (y_fault) {
+      kept = *ev;
+      inf->requeue(*ev);
+      auto stopped = inf->stop_all();
+      ASSERT_TRUE(stopped) << stopped.error().to_string();
+      session.set_stepping(ev->tid);
+      auto r = session.remove(w->id);
+      ASSERT_TRUE(r) << r.error().to_string();
+      ASSERT_TRUE(inf->has_queued(ev->tid));
+      for (pid_t tid : *stopped) ASSERT_TRUE(inf->resume(tid, session.resume_mode()));
+      ASSERT_TRUE(inf->resume(loop.x, session.resume_mode(), loop.x_signal));
+      continue;
+    }
+    if (kept && !after && ev->tid == kept->tid) {
+      if (ev->kind == kept->kind && ev->signal == kept->signal &&
+          ev->fault_addr == kept->fault_addr) {
+        auto v = session.handle(*ev);  // the kept fault
+        ASSERT_TRUE(v) << v.error().to_string();
+        EXPECT_TRUE(v->handled);
+        EXPECT_FALSE(v->stopped);
+        EXPECT_TRUE(v->hits.empty());
+        continue;
+      }
+      after = *ev;
+      session.set_stepping(0);
+      if (ev->kind == EventKind::kSignal && ev->signal == SIGTRAP) {
+        ASSERT_TRUE(inf->resume(ev->tid, session.resume_mode()));  // the step is over
+        continue;
+      }
+    }
+    ASSERT_NO_FATAL_FAILURE(hand_in(*inf, session, *ev, loop));
+  }
+  ASSERT_TRUE(kept);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->kind, EventKind::kSignal) << "thread " << kept->tid << " ran on";
+  EXPECT_EQ(after->signal, SIGTRAP);
+  EXPECT_EQ(loop.status, 0);
+  EXPECT_EQ(out.text(), "done\n");
 }
 
 TEST(WatchSession, ARemoveKeepsAnotherThreadsQueuedHardwareHit) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <string_view>
@@ -230,6 +231,24 @@ Result<pid_t> thread_group(pid_t tid) {
 
 Result<pid_t> tracer_of(pid_t tid) {
   return status_number(tid, "TracerPid:");
+}
+
+Result<SignalDispositions> signal_dispositions(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  SignalDispositions out;
+  int seen = 0;
+  std::string line;
+  while (in && std::getline(in, line)) {
+    if (line.starts_with("SigCgt:")) {
+      out.caught = std::strtoull(line.c_str() + 7, nullptr, 16);
+      ++seen;
+    } else if (line.starts_with("SigIgn:")) {
+      out.ignored = std::strtoull(line.c_str() + 7, nullptr, 16);
+      ++seen;
+    }
+  }
+  if (seen != 2) return make_error(ErrorCode::kSrch, "pid: no process " + std::to_string(pid));
+  return out;
 }
 
 Result<void> read_process_memory(pid_t pid, std::uint64_t addr, std::span<std::uint8_t> out) {

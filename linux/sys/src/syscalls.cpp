@@ -611,6 +611,23 @@ Result<void> ptrace_setsiginfo(pid_t pid, const siginfo_t& info) {
   return {};
 }
 
+Result<std::uint64_t> ptrace_getsigmask(pid_t pid) {
+  std::uint64_t mask = 0;
+  if (raw_ptrace(PTRACE_GETSIGMASK, pid, sizeof mask, reinterpret_cast<std::uintptr_t>(&mask)) !=
+      0) {
+    return sys_fail<std::uint64_t>(errno, "pid", "PTRACE_GETSIGMASK of " + pid_text(pid));
+  }
+  return mask;
+}
+
+Result<void> ptrace_setsigmask(pid_t pid, std::uint64_t mask) {
+  if (raw_ptrace(PTRACE_SETSIGMASK, pid, sizeof mask, reinterpret_cast<std::uintptr_t>(&mask)) !=
+      0) {
+    return sys_fail(errno, "pid", "PTRACE_SETSIGMASK of " + pid_text(pid));
+  }
+  return {};
+}
+
 Result<unsigned long> ptrace_event_message(pid_t pid) {
   unsigned long message = 0;
   if (raw_ptrace(PTRACE_GETEVENTMSG, pid, 0, reinterpret_cast<std::uintptr_t>(&message)) != 0) {

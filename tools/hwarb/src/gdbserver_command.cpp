@@ -29,7 +29,9 @@
 #include "hwarb/linux/signals.h"
 #include "hwarb/linux/socket.h"
 #include "hwarb/linux/spawn.h"
+#include "hwarb/linux/terminal.h"
 #include "hwarb/linux/watch_session.h"
+#include "hwarb/linux/watchdog.h"
 #include "number_scan.h"
 #include "session.h"
 
@@ -84,8 +86,11 @@ int run_server(ServerArgs& args) {
   if (!args.target.command.empty() && args.target.tid != 0) {
     return fail("target: -t is not served (give -p PID or a command)", kExitUsage);
   }
-  // A client that goes away mid-write must not kill the server before it cleans up.
+  // A client that goes away mid-write must not kill the server before it cleans up; SIGINT,
+  // SIGTERM and SIGHUP end it as a client that goes away does (the process is left as `watch`
+  // leaves it: an attached one detached unmodified, a spawned one killed).
   if (auto r = native::ignore_signal(SIGPIPE); !r) return fail(r.error().to_string(), kExitFailure);
+  native::install_interrupt_flag();
 
   native::WatchSessionOptions options = watch_options(args.software);
   options.stop_at_hits = true;
@@ -104,9 +109,10 @@ int run_server(ServerArgs& args) {
     if (auto here = native::in_working_directory(args.target.command[0])) {
       args.target.command[0] = *here;
     }
-    // With --stdio, standard output is the protocol: the program writes to standard error.
+    // With --stdio, standard output is the protocol: the program writes to standard error. It
+    // dies with the server (kill_on_exit) unless the client detached from it.
     auto spawned =
-        native::Inferior::spawn(args.target.command, {.kill_on_exit = false,
+        native::Inferior::spawn(args.target.command, {.kill_on_exit = true,
                                                       .stdout_fd = args.stdio ? STDERR_FILENO : -1,
                                                       .disable_aslr = !args.target.aslr});
     if (!spawned) return fail(spawned.error().to_string(), kExitFailure);
@@ -135,11 +141,34 @@ int run_server(ServerArgs& args) {
   }
   native::WatchSession session(*inferior, options);
   native::GdbServer server(*inferior, session, in, out);
+  // An attached program outlives the server: if the server dies without its cleanup (SIGKILL),
+  // a watchdog takes out its int3s and the software watch's protections.
+  std::optional<native::Watchdog> watchdog;
+  if (!inferior->spawned()) {
+    auto started = native::Watchdog::start();
+    Result<void> guarded =
+        started ? Result<void>() : Result<void>(std::unexpected(started.error()));
+    if (started) {
+      watchdog.emplace(std::move(*started));
+      guarded = server.guard(*watchdog);
+      if (!guarded) watchdog.reset();
+    }
+    if (!guarded) {
+      std::cerr << "hwarb gdbserver: warning: no watchdog (" << guarded.error().to_string()
+                << "): if the server is killed, the program may die of its breakpoints\n";
+    }
+  }
   auto end = server.serve();
+  if (watchdog) watchdog->release();
+  if (server.watchdog_error()) {
+    std::cerr << "hwarb gdbserver: warning: the watchdog missed a change ("
+              << server.watchdog_error()->to_string() << ")\n";
+  }
   if (!end) return fail(end.error().to_string(), kExitFailure);
-  const char* how = end->how == native::GdbServerEnd::How::kDetached ? "detached"
-                    : end->how == native::GdbServerEnd::How::kKilled ? "killed"
-                                                                     : "the client went away";
+  const char* how = end->how == native::GdbServerEnd::How::kDetached      ? "detached"
+                    : end->how == native::GdbServerEnd::How::kKilled      ? "killed"
+                    : end->how == native::GdbServerEnd::How::kInterrupted ? "interrupted"
+                                                                          : "the client went away";
   std::cerr << "hwarb gdbserver: " << how;
   if (end->exited) {
     std::cerr << "; the program "

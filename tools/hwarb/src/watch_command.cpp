@@ -189,6 +189,22 @@ int target_error(const char* command, const Error& error) {
   return kExitFailure;
 }
 
+// Runs a spawned program to its entry point (once per `ran_to_entry`, reloading `table`) when
+// `addr` is not mapped yet.
+Result<void> run_to_mapping(native::Inferior& inferior, native::SymbolTable& table,
+                            bool& ran_to_entry, std::uint64_t addr) {
+  if (ran_to_entry || !inferior.spawned() || !table.entry()) return {};
+  auto maps = native::read_maps(inferior.pid());
+  if (!maps) return std::unexpected(maps.error());
+  if (native::find_mapping(*maps, addr)) return {};
+  ran_to_entry = true;
+  if (auto r = native::run_to(inferior, *table.entry()); !r) return r;
+  auto fresh = native::SymbolTable::load(inferior.pid());
+  if (!fresh) return std::unexpected(fresh.error());
+  table = std::move(*fresh);
+  return {};
+}
+
 // Resolves every expression; ENOENT for unknown symbols and EINVAL for ranges that wrap and
 // execute watches off code (both usage errors, exit 2).
 Result<std::vector<Watched>> resolve(const std::vector<WatchExpr>& exprs,
@@ -206,6 +222,12 @@ Result<std::vector<Watched>> resolve(const std::vector<WatchExpr>& exprs,
     bool wrapped = false;
     if (e.address) {
       w.range.addr = *e.address;
+      // An address not mapped at a spawned program's first instruction may be in a shared
+      // library the dynamic loader maps later: the program runs to its entry point first, as for
+      // a symbol not found yet (find_symbol), so that the watch is armed where it is mapped.
+      if (auto r = run_to_mapping(inferior, *table, ran_to_entry, w.range.addr); !r) {
+        return std::unexpected(r.error().with_context("expression '" + e.text + "'"));
+      }
     } else {
       auto sym = native::find_symbol(inferior, *table, ran_to_entry, e.symbol);
       if (!sym) return std::unexpected(sym.error().with_context("expression '" + e.text + "'"));

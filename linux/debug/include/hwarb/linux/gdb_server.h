@@ -23,7 +23,8 @@
 //  6. Host I/O (vFile setfs/open/pread/fstat/close), read-only: gdb's default sysroot reads the
 //     executable and libraries through it.
 //  7. D (detach) and k/vKill: every int3, protection and register of the session is undone
-//     first; a detached program runs on unmodified.
+//     first; a detached program runs on unmodified. `monitor exit` (qRcmd) ends the server at
+//     once, as a client that goes away would.
 // Bad input (a malformed packet, a bad checksum, an unknown packet) gets the protocol's answer:
 // '-' (resend), an empty reply, or E NN; it never changes the process.
 //
@@ -31,8 +32,11 @@
 //  - The Inferior is stopped (every thread) when serve() starts, as spawn() and attach() leave
 //    it; the session has no watch yet.
 //  - serve() returns when the client detached (the process runs on), killed the process, or
-//    went away (end of input): then the process is killed when spawned, detached when attached,
-//    after the same cleanup. The process's own end (W/X) is reported, and serve() returns at
+//    went away (end of input, a reset connection, a failed write), or a signal of
+//    install_interrupt_flag() (terminal.h) arrived: then the process is killed when spawned,
+//    detached when attached, after the same cleanup. That cleanup also runs when serving fails
+//    (the error is returned after it). A detached spawned process outlives the server
+//    (Inferior::outlive_tracer). The process's own end (W/X) is reported, and serve() returns at
 //    the client's next k, D or disconnect.
 //  - Reads from in_fd, writes to out_fd (the same socket, or a pipe pair for --stdio). While
 //    the process is stopped, the wait for the client's next packet polls in_fd for a
@@ -58,12 +62,15 @@
 #include "hwarb/linux/rsp.h"
 #include "hwarb/linux/spin_window.h"
 #include "hwarb/linux/watch_session.h"
+#include "hwarb/linux/watchdog.h"
 #include "hwarb/x86/insn.h"
 
 namespace hwarb::native {
 
 struct GdbServerEnd {
-  enum class How : std::uint8_t { kDetached, kKilled, kDisconnected };
+  // kInterrupted: a signal the embedder's install_interrupt_flag() handles (SIGINT, SIGTERM,
+  // SIGHUP) asked the server to end; the process is left as a disconnect leaves it.
+  enum class How : std::uint8_t { kDetached, kKilled, kDisconnected, kInterrupted };
   How how = How::kDisconnected;
   bool exited = false;  // the process ended by itself (status or signal)
   int status = 0;
@@ -75,6 +82,13 @@ class GdbServer {
   GdbServer(Inferior& inferior, WatchSession& session, int in_fd, int out_fd);
 
   [[nodiscard]] Result<GdbServerEnd> serve();
+
+  // A Watchdog (for an attached process) that holds what must be undone if the server dies
+  // without its cleanup (SIGKILL): the session's restore plan and the server's own int3 bytes,
+  // published now and after every change. Call before serve(); `watchdog` outlives the server.
+  // A publish that fails later drops the watchdog (watchdog_error() says why).
+  [[nodiscard]] Result<void> guard(Watchdog& watchdog);
+  const std::optional<Error>& watchdog_error() const { return watchdog_error_; }
 
  private:
   struct Breakpoint {
@@ -94,10 +108,15 @@ class GdbServer {
   // Reads what the client sent (blocking when `block`); false at end of input.
   Result<bool> receive(bool block);
   Result<void> reply(std::string_view payload) { return send(payload); }
+  // Bytes to the client as they are; a failed write marks the client lost.
+  Result<void> write_raw(std::string_view bytes);
+  Result<GdbServerEnd> serve_packets();
 
   // One packet while the process is stopped; nullopt: keep serving, else the end.
   Result<std::optional<GdbServerEnd>> on_packet(const std::string& packet);
   Result<std::string> query(const std::string& packet);
+  // qRcmd (gdb's `monitor`): "exit" ends the server as gdbserver's does; others get the list.
+  Result<std::optional<GdbServerEnd>> monitor(std::string_view hex_command);
   std::string file_request(std::string_view request);
   Result<std::string> xfer(std::string_view object, std::string_view annex, std::uint64_t offset,
                            std::uint64_t length);
@@ -114,10 +133,27 @@ class GdbServer {
   // Resumes as the vCont actions say, then waits until the process stops again; the stop reply.
   Result<std::string> resume(const std::string& actions);
   Result<std::optional<std::string>> on_event(const Event& event);
+  // The int3 trap of a thread that stopped at a breakpoint of ours (SIGTRAP, SI_KERNEL, the pc
+  // one past it): the stop reply, or nullopt when the trap is dropped (see rewound_).
+  Result<std::optional<std::string>> on_breakpoint_trap(const Event& event);
   Result<std::string> stop_others(pid_t tid, const std::string& reply);
+  // The process's own exec (thread `tid` now the leader): the stop reply, with exec:PATH when
+  // the client takes exec events. `running`: the session resumed the thread already.
+  Result<std::optional<std::string>> exec_stop(pid_t tid, bool running);
+  // After a stop_all: the queued int3 traps of other threads get their pc set back onto the
+  // breakpoint now (rewound_), so that every stopped thread shows where it is.
+  Result<void> rewind_queued_traps();
+  // The queued int3 traps of rewound_ threads are dropped (the int3s are being taken out).
+  void drop_rewound_traps();
+  // Runs a thread whose held event was dropped as the last resume asked (deferred_).
+  Result<void> run_as_asked(pid_t tid);
+  // Records the memory operands of the instruction `tid` is about to step (stepped_watch).
+  void begin_step(pid_t tid);
   // "watch:ADDR;" when the instruction just stepped touched a hardware-placed watch, else "".
   std::string stepped_watch() const;
+  // Leaves the process as `how` says (once: later calls return the first end).
   Result<std::optional<GdbServerEnd>> finish(GdbServerEnd::How how);
+  Result<std::optional<GdbServerEnd>> finish_once(GdbServerEnd::How how);
 
   pid_t thread_for(pid_t selected) const;
   std::string stop_reply(int signal, pid_t tid, const std::string& reason) const;
@@ -147,16 +183,37 @@ class GdbServer {
   std::vector<x86::MemRef> step_accesses_;  // its instruction's memory operands
   bool exited_ = false;                     // the process ended (W/X sent)
   GdbServerEnd end_;
-  std::optional<GdbServerEnd> gone_;     // the client went away while the process ran
-  std::map<pid_t, int> pending_signal_;  // reported to the client, delivered if it resumes with it
-  // Threads a resume asked to run that held an event first (queued by a stop_all): each runs
-  // once its event is handled, if the event did not resume it or stop the process.
-  std::set<pid_t> deferred_;
+  std::optional<GdbServerEnd> gone_;      // the client went away while the process ran
+  std::optional<GdbServerEnd> finished_;  // finish() has left the process so
+  bool client_lost_ = false;              // a read or write of the connection failed
+  bool interrupted_ = false;              // interrupt_requested() ended the serving
+  std::map<pid_t, int> pending_signal_;   // reported to the client, delivered if it resumes with it
+  // Threads a resume asked to run that held an event first (queued by a stop_all), with what
+  // the resume asked: each runs once its event is handled, if the event did not resume it or
+  // stop the process.
+  struct Asked {
+    bool step = false;
+    int signal = 0;
+  };
+  std::map<pid_t, Asked> deferred_;
+  // Threads whose queued int3 trap had its pc set back at a stop_all: the breakpoint's address.
+  // When the trap is taken, it is reported if that breakpoint is still there and the pc still
+  // on it; otherwise (gdb deleted the breakpoint or moved the thread meanwhile) it is dropped
+  // and the thread runs as asked, executing the instruction for real — as gdbserver discards
+  // a pending breakpoint stop whose breakpoint is gone.
+  std::map<pid_t, std::uint64_t> rewound_;
+  bool exec_events_ = false;  // the client announced exec-events+ (gdb)
   std::map<std::uint64_t, Breakpoint> int3_;
   std::map<WatchKey, WatchId> watches_;
   std::set<WatchKey> removed_;  // z packets not applied yet (flush_removed)
   std::map<WatchId, char> watch_type_;
   std::map<int, Fd> files_;  // vFile descriptors
+  Watchdog* watchdog_ = nullptr;
+  RestorePlan published_;  // the last plan given to watchdog_
+  std::optional<Error> watchdog_error_;
+  // The session's plan with the int3 bytes, to watchdog_ when it changed.
+  Result<void> publish_plan();
+  RestorePlan restore_plan() const;
 };
 
 }  // namespace hwarb::native

@@ -230,9 +230,16 @@ class Inferior {
   bool has_queued(pid_t tid) const;
   // Removes and returns the queued events of `tid`.
   std::vector<Event> discard_queued(pid_t tid);
+  // The events held for wait(), oldest first (statuses read but not translated yet excluded).
+  [[nodiscard]] const std::deque<Event>& queued_events() const { return queued_; }
   // Resumes stopped thread `tid` the way it was last resumed.
   Result<void> resume_as_before(pid_t tid);
 
+  // A spawned process (kill_on_exit) dies with hwarb: its parent-death signal. Before a
+  // detach after which it must run on past hwarb's end (a debugger's detach), this clears that
+  // signal in its main thread (an injected prctl; stopped thread; nothing for an attached or
+  // ended process). EXITKILL ends with the detach itself.
+  Result<void> outlive_tracer();
   // Detaches from a forked child (kFork) after the caller undid its changes there.
   Result<void> release(pid_t child);
   // Stops every thread and detaches from all of them (kept signals delivered). The process

@@ -6,7 +6,10 @@
 //  1. arm() makes every page holding a watched byte read-only (write watches) or inaccessible
 //     (read or read-write watches) with an mprotect injected into the tracee. Code that does
 //     not touch those pages runs at full speed.
-//  2. An access to such a page faults (SIGSEGV, SEGV_ACCERR, never delivered to the program).
+//  2. An access to such a page faults (SIGSEGV, SEGV_ACCERR, never delivered to the program;
+//     where the kernel resets the program's SIGSEGV action for it, the action is put back:
+//     soft_watch.cpp, "The program's SIGSEGV action"). An instruction that faults on the
+//     program's own protection did not happen: no hit, its SIGSEGV is the program's.
 //     The faulting instruction is decoded (x86/insn.h) and its memory operands computed from
 //     the registers, so the watcher knows exactly whether it touches a watched range, how, and
 //     what the old value is.
@@ -19,9 +22,11 @@
 //     (buffer, length) arguments, readv/writev/preadv/pwritev(2) by their iovec arrays and
 //     sendmsg/recvmsg by their msghdr's name, iovecs and control buffer, read from the tracee)
 //     runs with those pages open, so its result is exactly what it would be without hwarb;
-//     afterwards the watched bytes are compared and kernel writes are reported as hits naming
-//     the system call (kernel reads of a watched buffer, for write(2)-like calls, as read
-//     hits). While such a call runs, other
+//     afterwards kernel writes are reported as hits naming the system call: a read-like call of
+//     a known buffer wrote the first bytes of it that its result counts, whatever they held
+//     before (one hit per call, as the hardware sees each copy); any other call wrote what
+//     changed. Kernel reads of a watched buffer, for write(2)-like calls, are read hits. While
+//     such a call runs, other
 //     threads' accesses to the opened pages are not seen (stopping them could deadlock the
 //     program, e.g. on a futex).
 //  5. The program's own mprotect/munmap/mmap/mremap of watched pages are honoured: its new
@@ -99,6 +104,19 @@ struct SoftWatchOptions {
   // thread that is not stopped: the first stopped thread. A thread stopped at a fault or trap is
   // the safest place (one in a ptrace interrupt inside a blocking call must restart it after).
   pid_t inject_in = 0;
+  // The single-step method leaves a thread stopped right after an instruction that touched a
+  // watch (handle() returns true with the hits and the thread stopped, for a debugger to report
+  // the stop; it resumes the thread with resume_mode()). Off: the thread steps on at once.
+  bool stop_at_hits = false;
+};
+
+// A system call's user buffers (read, write, their vector and socket forms): where its data
+// goes (buffers from data_from on, in order; before them a msghdr's name and control buffers)
+// and whether the kernel reads them (write-like) or writes them (read-like).
+struct SyscallBuffers {
+  bool kernel_reads = false;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> buffers;
+  std::size_t data_from = 0;
 };
 
 struct SoftWatchStats {
@@ -158,13 +176,21 @@ class SoftWatch {
     std::uint8_t original = 0;
     std::vector<std::size_t> ranges;
   };
+  // The kernel's struct sigaction of rt_sigaction(2) on x86-64.
+  struct KernelSigaction {
+    std::uint64_t handler = 0;  // SIG_DFL 0, SIG_IGN 1, else the handler's address
+    std::uint64_t flags = 0;
+    std::uint64_t restorer = 0;
+    std::uint64_t mask = 0;
+  };
   struct OpenSyscall {
     long nr = -1;
+    // rt_sigaction(SIGSEGV, act, ...): the action the program sets, known at exit.
+    std::optional<KernelSigaction> segv_action;
     std::uint64_t ip = 0;
     std::vector<std::uint64_t> pages;
     std::vector<std::vector<std::uint8_t>> before;  // per range (empty when not on an open page)
-    bool reads_buffer = false;
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> buffers;  // the call's user buffers
+    std::optional<SyscallBuffers> call;  // its user buffers, for a call that has known ones
     // The program's own mprotect/munmap/mmap/mremap of watched pages, applied at exit.
     long effect_nr = -1;
     std::uint64_t effect_addr = 0, effect_len = 0;
@@ -202,6 +228,13 @@ class SoftWatch {
   unsigned page_access(std::uint64_t page) const;
   Result<bool> on_step(pid_t tid, std::vector<WatchHit>& hits);
   Result<void> prepare_step(pid_t tid);
+  // rt_sigaction(SIGSEGV, set, &old) run in thread `tid` (its structs on the thread's stack below
+  // the red zone, the bytes there put back): the old action.
+  Result<KernelSigaction> segv_sigaction(pid_t tid, const KernelSigaction* set);
+  // The SIGSEGV action of `tid`'s process read at arm (from /proc when it is the default).
+  Result<void> learn_segv_action(pid_t tid);
+  // After a fault of the watch in `tid`: the SIGSEGV action the kernel reset, put back.
+  Result<void> keep_segv_action(pid_t tid);
   // The range's bytes in the process of thread `tid`.
   Result<std::vector<std::uint8_t>> read_range(std::size_t range, pid_t tid);
   std::uint64_t now_ns() const;
@@ -225,10 +258,12 @@ class SoftWatch {
   std::map<pid_t, OpenSyscall> open_;    // threads inside a system call with pages opened
   std::map<pid_t, StepCheck> step_;      // single-step method, per thread
   std::map<pid_t, std::map<std::size_t, RepProgress>> rep_;  // per thread, per range
-  std::set<pid_t> trap_steps_;  // threads stepping over an int3's original instruction
-  std::set<pid_t> unwatched_;   // processes whose new image could not be watched
-  std::string image_;           // the executable armed (/proc/PID/exe)
+  std::set<pid_t> trap_steps_;             // threads stepping over an int3's original instruction
+  std::set<pid_t> unwatched_;              // processes whose new image could not be watched
+  std::map<pid_t, KernelSigaction> segv_;  // per process: its SIGSEGV action as last set
+  std::string image_;                      // the executable armed (/proc/PID/exe)
   bool single_step_ = false;
+  bool stop_at_hits_ = false;  // SoftWatchOptions::stop_at_hits
   bool ended_ = false;
   pid_t inject_in_ = 0;  // SoftWatchOptions::inject_in
   std::uint64_t generation_ = 1;

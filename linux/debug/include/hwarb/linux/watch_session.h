@@ -180,6 +180,13 @@ class WatchSession {
 
   [[nodiscard]] Result<StopVerdict> handle(const Event& event);
   Resume resume_mode() const;
+  // The caller single-steps thread `tid` (0: none; set before each resume). A fault of the
+  // software path that the stepped instruction takes then ends the step there: the thread stays
+  // stopped after the instruction (StopVerdict::stopped, with no hits when the instruction
+  // touched no watched byte) instead of running on (stop_at_hits only). A stop of it that
+  // insert() or remove() kept (a fault or an int3 before its instruction ran) resumes it with a
+  // step, as the caller did.
+  void set_stepping(pid_t tid);
   [[nodiscard]] Result<void> uninstall();
 
   // "2 debug registers" / "page protection (1 page)" / "2 debug registers + int3": how the
@@ -194,6 +201,9 @@ class WatchSession {
 
   [[nodiscard]] Result<void> guard(Watchdog& watchdog);
   const std::optional<Error>& watchdog_error() const;
+  // What a watchdog would undo now (what guard() publishes): for a caller that publishes it
+  // together with changes of its own (a debugger's breakpoints).
+  [[nodiscard]] RestorePlan restore_plan() const;
 
   // Hits and notes go to `observer` as they are found instead of into StopVerdict (a hardware
   // hit while its thread is still stopped, so that the observer may read the process then);

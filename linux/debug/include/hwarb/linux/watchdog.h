@@ -51,10 +51,12 @@ namespace hwarb::native {
 struct RestorePage {
   std::uint64_t addr = 0;  // page address
   int protection = 0;      // PROT_* to give back
+  bool operator==(const RestorePage&) const = default;
 };
 struct RestoreByte {
   std::uint64_t addr = 0;
   std::uint8_t original = 0;
+  bool operator==(const RestoreByte&) const = default;
 };
 // What to undo in each process (every process had the same changes made: a forked child keeps
 // its parent's).

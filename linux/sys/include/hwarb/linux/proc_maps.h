@@ -55,6 +55,13 @@ Result<pid_t> thread_group(pid_t tid);
 // The TracerPid of /proc/TID/status: the thread's tracer, 0 when none. ESRCH naming `tid` when
 // there is no such thread.
 [[nodiscard]] Result<pid_t> tracer_of(pid_t tid);
+// The signals process `pid` catches (a handler installed) and ignores: /proc/PID/status SigCgt
+// and SigIgn (bit n-1 for signal n). ESRCH naming `pid` when there is no such process.
+struct SignalDispositions {
+  std::uint64_t caught = 0;
+  std::uint64_t ignored = 0;
+};
+[[nodiscard]] Result<SignalDispositions> signal_dispositions(pid_t pid);
 
 // Reads `out.size()` bytes at `addr` of process `pid` through /proc/PID/mem (no ptrace stop
 // needed; the caller needs ptrace access to the process). EFAULT naming `addr` on a short read.

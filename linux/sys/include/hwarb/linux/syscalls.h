@@ -234,6 +234,10 @@ Result<void> ptrace_singleblock(pid_t pid, int signal = 0);
 // PTRACE_SETSIGINFO: the siginfo the tracee's signal-delivery-stop delivers when resumed with
 // info.si_signo. ESRCH naming `pid`; EINVAL naming `pid` in a stop without one (a group-stop).
 [[nodiscard]] Result<void> ptrace_setsiginfo(pid_t pid, const siginfo_t& info);
+// PTRACE_GETSIGMASK / PTRACE_SETSIGMASK: the tracee thread's blocked-signal mask (bit n-1 for
+// signal n; SIGKILL and SIGSTOP cannot be blocked: the kernel drops them). ESRCH naming `pid`.
+[[nodiscard]] Result<std::uint64_t> ptrace_getsigmask(pid_t pid);
+[[nodiscard]] Result<void> ptrace_setsigmask(pid_t pid, std::uint64_t mask);
 // PTRACE_GETEVENTMSG: the message of the tracee's last PTRACE_EVENT stop (the new task's id for
 // FORK, VFORK and CLONE). ESRCH naming `pid`.
 [[nodiscard]] Result<unsigned long> ptrace_event_message(pid_t pid);

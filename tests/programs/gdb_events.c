@@ -1,0 +1,75 @@
+// gdb_events: a program for debugger tests of stops that come together and of a process's
+// life-cycle events (threads hitting one breakpoint at once, a forked child running code with a
+// breakpoint in it, an exec):
+//   prog_gdb_events threads [N]  4 threads call in_worker() N times each (default 2000), then
+//                                main prints "sum=S" (S = 4 * N * (N + 1) / 2) and exits 0
+//   prog_gdb_events fork         a forked child calls in_child() and exits 3; the parent waits and
+//                                prints "child status=3" (what waitpid said), exits 0
+//   prog_gdb_events exec PROG    calls before_exec(), then execs PROG (no arguments)
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static long per_thread;
+static long sums[4];
+
+__attribute__((noinline)) long in_worker(long acc, long i) {
+  return acc + i;
+}
+
+static void* worker(void* arg) {
+  const long slot = (long)arg;
+  long acc = 0;
+  for (long i = 1; i <= per_thread; ++i) acc = in_worker(acc, i);
+  sums[slot] = acc;
+  return NULL;
+}
+
+__attribute__((noinline)) int in_child(int v) {
+  return v + 2;
+}
+
+__attribute__((noinline)) void before_exec(const char* prog) {
+  printf("exec %s\n", prog);
+  fflush(stdout);
+}
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "threads";
+  if (strcmp(mode, "threads") == 0) {
+    per_thread = argc > 2 ? atol(argv[2]) : 2000;
+    pthread_t t[4];
+    for (long i = 0; i < 4; ++i) pthread_create(&t[i], NULL, worker, (void*)i);
+    long sum = 0;
+    for (int i = 0; i < 4; ++i) {
+      pthread_join(t[i], NULL);
+      sum += sums[i];
+    }
+    printf("sum=%ld\n", sum);
+    return 0;
+  }
+  if (strcmp(mode, "fork") == 0) {
+    fflush(stdout);
+    const pid_t child = fork();
+    if (child == 0) _exit(in_child(1));
+    int status = 0;
+    waitpid(child, &status, 0);
+    if (WIFEXITED(status)) {
+      printf("child status=%d\n", WEXITSTATUS(status));
+    } else {
+      printf("child signal=%d\n", WIFSIGNALED(status) ? WTERMSIG(status) : -1);
+    }
+    return 0;
+  }
+  if (strcmp(mode, "exec") == 0 && argc > 2) {
+    before_exec(argv[2]);
+    execl(argv[2], argv[2], (char*)NULL);
+    perror("execl");
+    return 127;
+  }
+  fprintf(stderr, "usage: prog_gdb_events threads [N] | fork | exec PROG\n");
+  return 2;
+}
