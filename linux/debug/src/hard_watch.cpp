@@ -299,7 +299,7 @@ Result<bool> HardWatchEngine::handle(const Event& ev) {
       }
       return false;
     case EventKind::kSignal:
-      return perf_trap(ev) ? on_hit(ev, true) : false;
+      return perf_trap(ev) ? on_hit(ev) : false;
     default:
       return false;
   }
@@ -344,7 +344,7 @@ Result<bool> HardWatchEngine::on_exec(pid_t process) {
   return false;  // run_target resumes it
 }
 
-Result<bool> HardWatchEngine::on_hit(const Event& ev, bool resume) {
+Result<bool> HardWatchEngine::on_hit(const Event& ev) {
   const pid_t process = inferior_.process_of(ev.tid);
   auto found = processes_.find(process);
   if (found == processes_.end()) return false;  // no breakpoint of ours there: the program's own
@@ -423,41 +423,21 @@ Result<bool> HardWatchEngine::on_hit(const Event& ev, bool resume) {
       reported = true;
     }
   }
-  if (!resume || (stop_at_hits_ && reported)) return true;  // the caller resumes it
+  if (stop_at_hits_ && reported) return true;  // the caller resumes it
   if (auto r = inferior_.resume(ev.tid, Resume::kCont); !r) return std::unexpected(r.error());
   return true;
 }
 
 Result<void> HardWatchEngine::finish() {
-  return close(nullptr);
-}
-
-Result<std::vector<HardWatchEngine::Taken>> HardWatchEngine::finish_taking_hits() {
-  std::vector<Taken> taken;
-  if (auto r = close(&taken); !r) return std::unexpected(r.error());
-  return taken;
-}
-
-Result<void> HardWatchEngine::close(std::vector<Taken>* taken) {
-  watches_.clear();  // the breakpoints go; hits already queued for a thread are taken below
-  Result<void> first;
-  const auto take = [&](const Event& ev, bool queued) {
-    if (taken == nullptr) return;  // dropped
-    if (auto r = on_hit(ev, false); !r && first) first = std::unexpected(r.error());
-    taken->push_back({ev, queued});
-  };
+  watches_.clear();  // the breakpoints go; hits already queued for a thread are dropped below
   for (pid_t tid : inferior_.threads()) {
-    std::vector<Event> events = inferior_.discard_queued(tid);
-    // Put back in their order (requeue puts an event first).
-    for (auto it = events.rbegin(); it != events.rend(); ++it) {
-      if (!perf_trap(*it)) inferior_.requeue(*it);
-    }
-    for (const Event& ev : events) {
-      if (perf_trap(ev)) take(ev, true);
+    for (const Event& ev : inferior_.discard_queued(tid)) {
+      if (!perf_trap(ev)) inferior_.requeue(ev);
     }
   }
   // A hit's SIGTRAP raised as the thread was being stopped is pending but not reported yet:
-  // after the detach it would kill the program. Each is made to surface, and dropped or taken.
+  // after the detach it would kill the program. Each is made to surface and dropped.
+  Result<void> first;
   for (pid_t tid : inferior_.threads()) {
     auto surfaced = inferior_.surface_pending(tid, 1ull << (SIGTRAP - 1));
     if (!surfaced) {
@@ -467,11 +447,7 @@ Result<void> HardWatchEngine::close(std::vector<Taken>* taken) {
       continue;
     }
     for (const Event& ev : *surfaced) {
-      if (perf_trap(ev)) {
-        take(ev, false);
-      } else {
-        inferior_.requeue(ev);
-      }
+      if (!perf_trap(ev)) inferior_.requeue(ev);
     }
   }
   return first;
