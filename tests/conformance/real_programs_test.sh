@@ -259,9 +259,18 @@ if wanted detach_vfork; then
       sig=$( ((r % 2)) && echo HUP || echo INT)
       "$P/prog_forker" loop >"$tmp/lp.prog" 2>&1 &
       target=$!
+      # Attach to the program, not to the shell that is about to exec it.
+      for _ in $(seq 200); do
+        [[ $(readlink "/proc/$target/exe") == */prog_forker ]] && break
+        sleep 0.01
+      done
       "$hwarb" watch "$mode" -o /dev/null counter:w -p "$target" >/dev/null 2>"$tmp/lp.err" &
       watcher=$!
-      handles "$watcher" "$([[ $sig == INT ]] && echo 2 || echo 1)" || break
+      if ! handles "$watcher" "$([[ $sig == INT ]] && echo 2 || echo 1)"; then
+        bad "detach_vfork round $r ($mode): hwarb: $(cat "$tmp/lp.err")"
+        kill -9 "$watcher" "$target" 2>/dev/null
+        break
+      fi
       for _ in $(seq 200); do grep -q ' mode, ' "$tmp/lp.err" && break; sleep 0.02; done
       sleep "0.$((RANDOM % 5))$((RANDOM % 10))"
       kill -"$sig" "$watcher"
