@@ -43,6 +43,17 @@ handles() {  # handles PID SIGNUM: waits (up to 20 s) until process PID has a ha
   fail=1
   return 1
 }
+handles_quietly() {  # handles_quietly PID SIGNUM: as handles, false without a failure when
+  # PID ends (or never handles SIGNUM within 20 s): the caller decides
+  local pid=$1 bit=$((1 << ($2 - 1))) mask
+  for _ in $(seq 400); do
+    mask=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$pid/status" 2>/dev/null)
+    [[ -z $mask ]] && ! kill -0 "$pid" 2>/dev/null && return 1
+    [[ -n $mask ]] && (((16#$mask & bit) != 0)) && return 0
+    sleep 0.05
+  done
+  return 1
+}
 lines() {  # lines FILE REGEX: prints how many lines match
   grep -cE -- "$2" "$1"
 }
