@@ -316,6 +316,16 @@ std::string json_int(const std::optional<int>& v) {
   return v ? std::to_string(*v) : "null";
 }
 
+// ["a","b"]: a JSON array of strings.
+std::string json_strings(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ",";
+    out += json_string(items[i]);
+  }
+  return out + "]";
+}
+
 std::string yes_no(bool b) {
   return b ? "yes" : "no";
 }
@@ -359,12 +369,7 @@ std::string probe_to_json(const ProbeReport& r) {
   out += ",\"breakpoint_slots\":" + std::to_string(r.breakpoint_slots);
   out += ",\"slots_error\":" + json_string(r.slots_error);
   out += ",\"slots_held_elsewhere\":" + json_bool(r.slots_held_elsewhere);
-  out += ",\"perf_holders\":[";
-  for (std::size_t i = 0; i < r.perf_holders.size(); ++i) {
-    if (i > 0) out += ",";
-    out += json_string(r.perf_holders[i]);
-  }
-  out += "]";
+  out += ",\"perf_holders\":" + json_strings(r.perf_holders);
   out += ",\"hits_delivered\":" + json_bool(r.hits_delivered);
   out += ",\"canary_writes\":" + std::to_string(r.canary_writes);
   out += ",\"canary_hits\":" + std::to_string(r.canary_hits);
@@ -376,12 +381,7 @@ std::string probe_to_json(const ProbeReport& r) {
   out += ",\"singlestep_works\":" + json_bool(r.singlestep_works);
   out += ",\"singleblock_steps_blocks\":" + json_bool(r.singleblock_steps_blocks);
   out += ",\"singleblock_detail\":" + json_string(r.singleblock_detail);
-  out += ",\"notes\":[";
-  for (std::size_t i = 0; i < r.notes.size(); ++i) {
-    if (i > 0) out += ",";
-    out += json_string(r.notes[i]);
-  }
-  out += "]}";
+  out += ",\"notes\":" + json_strings(r.notes) + "}";
   return out;
 }
 
