@@ -1252,6 +1252,9 @@ Result<std::vector<pid_t>> Inferior::stop_threads(pid_t except) {
   //     ever follow. It is interrupted again; the kernel keeps one request however often it is
   //     made, so at most one PTRACE_EVENT_STOP follows either way. A vfork parent asleep for its
   //     child cannot stop and is left as it is.
+  // A vfork parent skipped that way wakes when its child's exec or exit is read during the wait
+  // (end_vfork clears its vfork_wait): it runs the program again, so the threads are gone over
+  // once more until a pass finds none to interrupt.
   const auto interrupt = [this](pid_t tid) -> Result<bool> {
     if (auto r = ptrace_interrupt(tid); !r) {
       if (r.error().code() == ErrorCode::kSrch) return false;
@@ -1260,47 +1263,50 @@ Result<std::vector<pid_t>> Inferior::stop_threads(pid_t except) {
     thread(tid)->interrupt_pending = true;
     return true;
   };
-  std::vector<pid_t> waiting;
   std::vector<pid_t> stopped;
-  for (auto& [tid, t] : threads_) {
-    if (tid == except || t.stopped || t.vfork_wait != 0) continue;
-    auto sent = interrupt(tid);
-    if (!sent) return std::unexpected(sent.error());
-    if (*sent) waiting.push_back(tid);
-  }
-  for (pid_t tid : waiting) {
-    for (;;) {
-      Thread* t = thread(tid);
-      if (t == nullptr || t->stopped || t->vfork_wait != 0) break;
-      auto status = wait_stop(tid);
-      if (!status) {
-        if (status.error().code() == ErrorCode::kChild) {
-          threads_.erase(tid);
-          break;
+  for (;;) {
+    std::vector<pid_t> waiting;
+    for (auto& [tid, t] : threads_) {
+      if (tid == except || t.stopped || t.vfork_wait != 0) continue;
+      auto sent = interrupt(tid);
+      if (!sent) return std::unexpected(sent.error());
+      if (*sent) waiting.push_back(tid);
+    }
+    if (waiting.empty()) break;
+    for (pid_t tid : waiting) {
+      for (;;) {
+        Thread* t = thread(tid);
+        if (t == nullptr || t->stopped || t->vfork_wait != 0) break;
+        auto status = wait_stop(tid);
+        if (!status) {
+          if (status.error().code() == ErrorCode::kChild) {
+            threads_.erase(tid);
+            break;
+          }
+          return std::unexpected(status.error());
         }
-        return std::unexpected(status.error());
-      }
-      if (WIFSTOPPED(*status) && ptrace_event(*status) == PTRACE_EVENT_STOP) {
-        siginfo_t info{};
-        auto got = ptrace_getsiginfo(tid, info);
-        const bool group = !got && got.error().code() == ErrorCode::kInval;
-        if (!group || t->interrupt_pending) {
-          // Our interrupt (a group-stop is as good a stop as any while we hold the threads).
-          t->stopped = true;
-          t->stop = StopKind::kEvent;
-          t->interrupt_pending = false;
-          stopped.push_back(tid);
-          break;
+        if (WIFSTOPPED(*status) && ptrace_event(*status) == PTRACE_EVENT_STOP) {
+          siginfo_t info{};
+          auto got = ptrace_getsiginfo(tid, info);
+          const bool group = !got && got.error().code() == ErrorCode::kInval;
+          if (!group || t->interrupt_pending) {
+            // Our interrupt (a group-stop is as good a stop as any while we hold the threads).
+            t->stopped = true;
+            t->stop = StopKind::kEvent;
+            t->interrupt_pending = false;
+            stopped.push_back(tid);
+            break;
+          }
         }
-      }
-      auto ev = translate(tid, *status);
-      if (!ev) return std::unexpected(ev.error());
-      if (*ev) queued_.push_back(**ev);
-      if (exited_ && threads_.empty()) return stopped;
-      t = thread(tid);
-      if (t != nullptr && !t->stopped && t->vfork_wait == 0 && WIFSTOPPED(*status)) {
-        auto sent = interrupt(tid);  // case 3
-        if (!sent) return std::unexpected(sent.error());
+        auto ev = translate(tid, *status);
+        if (!ev) return std::unexpected(ev.error());
+        if (*ev) queued_.push_back(**ev);
+        if (exited_ && threads_.empty()) return stopped;
+        t = thread(tid);
+        if (t != nullptr && !t->stopped && t->vfork_wait == 0 && WIFSTOPPED(*status)) {
+          auto sent = interrupt(tid);  // case 3
+          if (!sent) return std::unexpected(sent.error());
+        }
       }
     }
   }

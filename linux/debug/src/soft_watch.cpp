@@ -1393,11 +1393,25 @@ Result<void> SoftWatch::disarm() {
   if (ended_) return {};
   ended_ = true;
   if (inferior_->threads().empty()) return {};  // followed forks stay after the main process
-  // One stopped thread per process (this one and the followed forks) to restore it in.
+  // One stopped thread per process (this one and the followed forks) to restore it in. Two
+  // kinds of thread are passed over:
+  //  1. one whose exec is read but not handled yet (its kExec queued): its process has a new
+  //     image, with nothing of the watch in it;
+  //  2. a vfork child, where a thread of its parent is stopped: the child shares the parent's
+  //     memory until its exec, but the parent's own thread is the one sure to map it.
+  std::set<pid_t> execed;
+  for (const Event& ev : inferior_->queued_events()) {
+    if (ev.kind == EventKind::kExec) execed.insert(inferior_->process_of(ev.tid));
+  }
   std::map<pid_t, pid_t> processes;
   for (pid_t t : inferior_->threads()) {
     const pid_t process = inferior_->process_of(t);
-    if (inferior_->is_stopped(t) && !unwatched_.contains(process)) processes.emplace(process, t);
+    if (!inferior_->is_stopped(t) || unwatched_.contains(process) || execed.contains(process)) {
+      continue;
+    }
+    const bool vfork_child = inferior_->group_of(t) != process;
+    auto [it, added] = processes.emplace(process, t);
+    if (!added && !vfork_child && inferior_->group_of(it->second) != process) it->second = t;
   }
   if (inject_in_ > 0 && inferior_->is_stopped(inject_in_) &&
       processes.contains(inferior_->process_of(inject_in_))) {
