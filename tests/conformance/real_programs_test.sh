@@ -98,6 +98,10 @@ exact futex 'counter:w' 4000 "$P/prog_futex_counter" 2 2000
 exact fork 'counter:w' 40 "$P/prog_forker" fork 20
 exact vfork 'counter:w' 40 "$P/prog_forker" vfork 20
 exact exec 'counter:w' 40 "$P/prog_forker" exec 20
+# Another user of the breakpoints on the watched page: the program's own perf breakpoint on
+# the variable beside the watched one counts what it counts alone (the software path then lets
+# the CPU make every access to the page, for that breakpoint to see it).
+exact self_watch 'target:w' 300 "$P/prog_self_watch" 300
 # A forked child that outlives the watched process: let go with every change undone (it writes
 # the watched page afterwards and must not die); the parent's N writes are hits.
 if wanted outlive; then

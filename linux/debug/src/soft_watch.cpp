@@ -1,6 +1,7 @@
 #include "hwarb/linux/soft_watch.h"
 
 #include <linux/futex.h>
+#include <linux/perf_event.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -372,6 +373,7 @@ Result<SoftWatch> SoftWatch::arm(Inferior& inferior, std::vector<WatchRange> ran
     }
   }
   w.stop_at_hits_ = options.stop_at_hits;
+  w.cpu_accesses_ = options.cpu_accesses;
   w.single_step_ =
       std::find(w.methods_.begin(), w.methods_.end(), WatchMethod::kSingleStep) != w.methods_.end();
   if (w.single_step_) {
@@ -839,7 +841,7 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
   int pass_signal = 0;
   const bool string_op = insn && x86::is_rep_string(*insn);
   std::vector<unsigned> touched(matches.size(), 0);  // string_op: per match, what it did
-  if (insn && refs.size() == 1 && !string_op) {
+  if (insn && refs.size() == 1 && !string_op && !cpu_accesses_) {
     if (auto st = x86::emulate_store(*insn, *regs); st && allowed(refs[0], PROT_WRITE)) {
       std::uint8_t bytes[8];
       std::memcpy(bytes, &st->value, sizeof(bytes));
@@ -1055,6 +1057,22 @@ Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
                                std::span(reinterpret_cast<std::uint8_t*>(&act), sizeof act),
                                inferior_->process_of(tid))) {
       st.segv_action = act;
+    }
+  }
+  if (ev.syscall == SYS_perf_event_open && !cpu_accesses_ && !ranges_.empty()) {
+    // The program opens a perf event: a breakpoint (struct perf_event_attr's first word, its
+    // type, is PERF_TYPE_BREAKPOINT) may be on a protected page, and a store the watcher
+    // performed would be invisible to it. From now on the CPU makes every access.
+    std::uint32_t type = 0;
+    if (inferior_->read_memory(ev.args[0],
+                               std::span(reinterpret_cast<std::uint8_t*>(&type), sizeof type),
+                               inferior_->process_of(tid)) &&
+        type == PERF_TYPE_BREAKPOINT) {
+      cpu_accesses_ = true;
+      notes_.push_back(
+          {ranges_[0].id, "thread " + std::to_string(tid) +
+                              " opened a perf breakpoint: accesses to the watched pages are made "
+                              "by the CPU from now on (each stepped), for it to see them"});
     }
   }
   if (ev.syscall == SYS_rt_sigreturn) {

@@ -106,6 +106,30 @@ TEST(SoftWatch, FindsEveryWriteWithIpAndValues) {
   EXPECT_GE(watch->stats().false_sharing, 10u);
 }
 
+// With cpu_accesses every access to the protected page, the watched variable's and its
+// neighbour's, is made by the CPU (stepped with the page open), none by the watcher: the same
+// hits, the same values, and the program's own breakpoints would see each store.
+TEST(SoftWatch, CpuAccessesStepEveryFaultAndFindTheSameHits) {
+  Capture out;
+  auto inf = Inferior::spawn({program("writer"), "10"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf) << inf.error().to_string();
+  const Symbol target = symbol(inf->pid(), "target");
+  auto watch = SoftWatch::arm(*inf, {{target.address, 4, kWatchWrite, 7}}, {.cpu_accesses = true});
+  ASSERT_TRUE(watch) << watch.error().to_string();
+  Outcome got = run(*inf, *watch);
+  ASSERT_EQ(got.hits.size(), 10u);
+  for (std::size_t i = 0; i < got.hits.size(); ++i) {
+    EXPECT_EQ(value_of(got.hits[i].old_value), i);
+    EXPECT_EQ(value_of(got.hits[i].new_value), i + 1);
+  }
+  EXPECT_EQ(got.end.kind, EventKind::kExited);
+  EXPECT_EQ(got.end.status, 3);
+  EXPECT_EQ(out.text(), "sum=100\n");
+  EXPECT_EQ(watch->stats().emulated, 0u);
+  EXPECT_GE(watch->stats().false_sharing, 10u);
+  EXPECT_EQ(watch->stats().stepped, watch->stats().faults);
+}
+
 TEST(SoftWatch, ReadsAreCountedExactlyAndSeparatelyFromWrites) {
   for (unsigned access : {kWatchRead, kWatchRead | kWatchWrite}) {
     Capture out;

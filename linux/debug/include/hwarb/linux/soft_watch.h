@@ -15,8 +15,10 @@
 //     what the old value is.
 //  3. A plain MOV load or store is performed by the watcher itself (through /proc/PID/mem,
 //     which ignores the protection) and the thread moves past it: one stop per access. Any
-//     other instruction is single-stepped with its pages opened to their original protection,
-//     every other thread stopped meanwhile, then the pages are protected again.
+//     other instruction (and every one with SoftWatchOptions::cpu_accesses, so that other
+//     users' breakpoints on the page see the access) is single-stepped with its pages opened to
+//     their original protection, every other thread stopped meanwhile, then the pages are
+//     protected again.
 //  4. System calls stop the thread at entry (PTRACE_SYSCALL). One whose arguments point into a
 //     protected page (or whose known buffer overlaps one: read/write-like calls by their
 //     (buffer, length) arguments, readv/writev/preadv/pwritev(2) by their iovec arrays and
@@ -108,6 +110,12 @@ struct SoftWatchOptions {
   // watch (handle() returns true with the hits and the thread stopped, for a debugger to report
   // the stop; it resumes the thread with resume_mode()). Off: the thread steps on at once.
   bool stop_at_hits = false;
+  // Every access to a protected page is made by the CPU: the instruction is single-stepped with
+  // its pages open (step 3's slow way) instead of being performed by the watcher through
+  // /proc/PID/mem. A store the watcher performs is invisible to anyone else's breakpoints on
+  // that address (perf's mem: events, another debugger's debug registers); one the CPU makes is
+  // seen by them. It costs more stops per access (bench/README.md, "per hit").
+  bool cpu_accesses = false;
 };
 
 // A system call's user buffers (read, write, their vector and socket forms): where its data
@@ -264,6 +272,7 @@ class SoftWatch {
   std::string image_;                      // the executable armed (/proc/PID/exe)
   bool single_step_ = false;
   bool stop_at_hits_ = false;  // SoftWatchOptions::stop_at_hits
+  bool cpu_accesses_ = false;  // SoftWatchOptions::cpu_accesses
   bool ended_ = false;
   pid_t inject_in_ = 0;  // SoftWatchOptions::inject_in
   std::uint64_t generation_ = 1;
