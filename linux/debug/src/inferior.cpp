@@ -289,6 +289,11 @@ Result<void> Inferior::follow(pid_t child) {
   return {};
 }
 
+pid_t Inferior::vfork_child_of(pid_t tid) const {
+  auto it = threads_.find(tid);
+  return it == threads_.end() ? 0 : it->second.vfork_wait;
+}
+
 pid_t Inferior::group_of(pid_t tid) const {
   auto it = threads_.find(tid);
   if (it == threads_.end()) return pid_;

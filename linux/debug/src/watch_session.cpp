@@ -157,8 +157,12 @@ struct WatchSession::State {
   std::tuple<std::uint64_t, std::uint64_t, std::uint64_t> published{0, 0, 0};
   std::optional<Error> watchdog_error;
 
+  // Every thread stopped, or asleep in vfork for a child that is stopped (it runs nothing until
+  // the child runs, and the child, sharing its memory, takes the software path's calls).
   Result<void> check_stopped() const {
     for (pid_t tid : inferior->threads()) {
+      const pid_t vfork_child = inferior->vfork_child_of(tid);
+      if (vfork_child != 0 && inferior->is_stopped(vfork_child)) continue;
       if (!inferior->is_stopped(tid)) {
         return make_error(ErrorCode::kBusy, "threads: thread " + std::to_string(tid) +
                                                 " is running (watches change only while every "

@@ -423,6 +423,39 @@ TEST(WatchSession, TheWatchdogNamesAFollowedChildWithHardwareWatches) {
   EXPECT_TRUE(dog->published_plan().processes.empty());
 }
 
+// A watch placed while the program sleeps in vfork (as an attach can find it: its parent cannot
+// stop until the child execs, the child is stopped): the child, sharing the memory, takes the
+// software path's calls; every write of the parent and the exec'd child is a hit.
+TEST(WatchSession, AWatchIsPlacedWhileTheProgramSleepsInVfork) {
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("forker"), "vfork", "3"}), out);
+  const pid_t pid = inf->pid();
+  const std::uint64_t counter = address_of(pid, "counter");
+  ASSERT_TRUE(inf->resume_all(Resume::kCont));
+  pid_t child = 0;
+  while (child == 0) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    if (ev->kind == EventKind::kFork && ev->vfork) {
+      child = ev->child;
+    } else {
+      ASSERT_TRUE(inf->resume(ev->tid, Resume::kCont));
+    }
+  }
+  ASSERT_TRUE(inf->stop_all());
+  EXPECT_EQ(inf->vfork_child_of(pid), child);
+  EXPECT_FALSE(inf->is_stopped(pid));
+  EXPECT_TRUE(inf->is_stopped(child));
+  WatchSession session(*inf, software_only());
+  auto w = session.insert({.addr = counter, .len = 8, .access = kWatchWrite});
+  ASSERT_TRUE(w) << w.error().to_string();
+  auto loop = own_loop(*inf, session);
+  ASSERT_TRUE(loop) << loop.error().to_string();
+  EXPECT_EQ(of(loop->hits, w->id).size(), 6U);
+  EXPECT_EQ(loop->status, 0);
+  EXPECT_EQ(out.text(), "child exit 3\n");
+}
+
 // A debug register for near, page protection for far, in one process: each hit once, with its
 // values, the new thread's hit on the register too.
 TEST(WatchSession, HardwareAndSoftwareWatchesSideBySide) {

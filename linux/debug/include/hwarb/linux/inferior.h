@@ -169,6 +169,9 @@ class Inferior {
   // The process `tid` is a thread of as the kernel has it: pid(), a followed process, or a vfork
   // child's own id (process_of() gives a vfork child its parent's, whose memory it shares).
   [[nodiscard]] pid_t group_of(pid_t tid) const;
+  // The vfork child thread `tid` sleeps in the kernel for (0: none). Such a thread cannot stop
+  // until that child execs or exits; while the child is stopped it runs nothing of its own.
+  [[nodiscard]] pid_t vfork_child_of(pid_t tid) const;
   // Detaches process `process` alone (a followed process, a vfork child, or this one), every
   // thread of it stopped, its queued events dropped; the rest stays traced. When it is this
   // process and a followed one remains, the lowest followed process becomes this Inferior's
