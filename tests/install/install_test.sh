@@ -37,6 +37,11 @@ if cmake -S "$src/examples/cpp" -B "$tmp/examples" -G Ninja -DCMAKE_PREFIX_PATH=
   [[ $(grep -c '^stopped: tid [0-9]* wrote [123] at ip 0x' "$tmp/loop.out") -eq 3 ]] &&
     grep -q '^watch removed$' "$tmp/loop.out" && grep -q '^3 writes seen; exit status 3$' "$tmp/loop.out" ||
     bad "debugger_loop output: $(cat "$tmp/loop.out")"
+  # A multi-threaded program: the watch is removed while its other threads run.
+  "$tmp/examples/debugger_loop" "$programs/prog_futex_counter" 4 200 >"$tmp/loop4.out" 2>&1 ||
+    bad "debugger_loop (4 threads): $(cat "$tmp/loop4.out")"
+  grep -q '^3 writes seen; exit status 0$' "$tmp/loop4.out" ||
+    bad "debugger_loop (4 threads) output: $(cat "$tmp/loop4.out")"
 else
   cat "$tmp/configure.log" "$tmp/build.log" | tail -30
   bad "examples/cpp did not build against the installed hwarb"

@@ -299,7 +299,7 @@ Result<bool> HardWatchEngine::handle(const Event& ev) {
       }
       return false;
     case EventKind::kSignal:
-      return perf_trap(ev) ? on_hit(ev) : false;
+      return perf_trap(ev) ? on_hit(ev, true) : false;
     default:
       return false;
   }
@@ -344,7 +344,7 @@ Result<bool> HardWatchEngine::on_exec(pid_t process) {
   return false;  // run_target resumes it
 }
 
-Result<bool> HardWatchEngine::on_hit(const Event& ev) {
+Result<bool> HardWatchEngine::on_hit(const Event& ev, bool resume) {
   const pid_t process = inferior_.process_of(ev.tid);
   auto found = processes_.find(process);
   if (found == processes_.end()) return false;  // no breakpoint of ours there: the program's own
@@ -423,21 +423,41 @@ Result<bool> HardWatchEngine::on_hit(const Event& ev) {
       reported = true;
     }
   }
-  if (stop_at_hits_ && reported) return true;  // the caller resumes it
+  if (!resume || (stop_at_hits_ && reported)) return true;  // the caller resumes it
   if (auto r = inferior_.resume(ev.tid, Resume::kCont); !r) return std::unexpected(r.error());
   return true;
 }
 
 Result<void> HardWatchEngine::finish() {
-  watches_.clear();  // the breakpoints go; hits already queued for a thread are dropped below
+  return close(nullptr);
+}
+
+Result<std::vector<HardWatchEngine::Taken>> HardWatchEngine::finish_taking_hits() {
+  std::vector<Taken> taken;
+  if (auto r = close(&taken); !r) return std::unexpected(r.error());
+  return taken;
+}
+
+Result<void> HardWatchEngine::close(std::vector<Taken>* taken) {
+  watches_.clear();  // the breakpoints go; hits already queued for a thread are taken below
+  Result<void> first;
+  const auto take = [&](const Event& ev, bool queued) {
+    if (taken == nullptr) return;  // dropped
+    if (auto r = on_hit(ev, false); !r && first) first = std::unexpected(r.error());
+    taken->push_back({ev, queued});
+  };
   for (pid_t tid : inferior_.threads()) {
-    for (const Event& ev : inferior_.discard_queued(tid)) {
-      if (!perf_trap(ev)) inferior_.requeue(ev);
+    std::vector<Event> events = inferior_.discard_queued(tid);
+    // Put back in their order (requeue puts an event first).
+    for (auto it = events.rbegin(); it != events.rend(); ++it) {
+      if (!perf_trap(*it)) inferior_.requeue(*it);
+    }
+    for (const Event& ev : events) {
+      if (perf_trap(ev)) take(ev, true);
     }
   }
   // A hit's SIGTRAP raised as the thread was being stopped is pending but not reported yet:
-  // after the detach it would kill the program. Each is made to surface and dropped.
-  Result<void> first;
+  // after the detach it would kill the program. Each is made to surface, and dropped or taken.
   for (pid_t tid : inferior_.threads()) {
     auto surfaced = inferior_.surface_pending(tid, 1ull << (SIGTRAP - 1));
     if (!surfaced) {
@@ -447,7 +467,11 @@ Result<void> HardWatchEngine::finish() {
       continue;
     }
     for (const Event& ev : *surfaced) {
-      if (!perf_trap(ev)) inferior_.requeue(ev);
+      if (perf_trap(ev)) {
+        take(ev, false);
+      } else {
+        inferior_.requeue(ev);
+      }
     }
   }
   return first;

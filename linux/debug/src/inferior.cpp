@@ -87,6 +87,8 @@ Inferior::Inferior(Inferior&& other) noexcept
       queued_(std::move(other.queued_)),
       raw_queue_(std::move(other.raw_queue_)),
       children_(std::move(other.children_)),
+      announced_(std::move(other.announced_)),
+      unreaped_(std::move(other.unreaped_)),
       gadgets_(std::move(other.gadgets_)),
       mems_(std::move(other.mems_)),
       process_changes_(other.process_changes_),
@@ -106,6 +108,8 @@ Inferior& Inferior::operator=(Inferior&& other) noexcept {
     queued_ = std::move(other.queued_);
     raw_queue_ = std::move(other.raw_queue_);
     children_ = std::move(other.children_);
+    announced_ = std::move(other.announced_);
+    unreaped_ = std::move(other.unreaped_);
     gadgets_ = std::move(other.gadgets_);
     mems_ = std::move(other.mems_);
     process_changes_ = other.process_changes_;
@@ -285,6 +289,11 @@ Result<void> Inferior::follow(pid_t child) {
   return {};
 }
 
+pid_t Inferior::vfork_child_of(pid_t tid) const {
+  auto it = threads_.find(tid);
+  return it == threads_.end() ? 0 : it->second.vfork_wait;
+}
+
 pid_t Inferior::group_of(pid_t tid) const {
   auto it = threads_.find(tid);
   if (it == threads_.end()) return pid_;
@@ -447,31 +456,104 @@ void Inferior::set_spin(int spin_us) {
   spin_ = SpinWindow(std::chrono::microseconds(worth_it ? spin_us : 0));
 }
 
+bool Inferior::ours(pid_t tid) const {
+  return threads_.contains(tid) || children_.contains(tid) || announced_.contains(tid) ||
+         unreaped_.contains(tid);
+}
+
+void Inferior::forget_threads(const std::vector<pid_t>& tids) {
+  for (pid_t tid : tids) unreaped_.insert(tid);
+}
+
+Result<std::optional<std::pair<pid_t, int>>> Inferior::poll_ours(pid_t also) {
+  using Status = std::optional<std::pair<pid_t, int>>;
+  // The one waitpid on `tid`: its status, nullopt, or ECHILD (no status will ever come).
+  const auto reap = [](pid_t tid) -> Result<Status> {
+    auto got = wait_once(tid, true);
+    if (!got) return std::unexpected(got.error());
+    if (got->pid == 0) return Status();
+    return Status(std::pair{got->pid, got->status.raw});
+  };
+  auto peeked = peek_wait(true);
+  if (!peeked) return std::unexpected(peeked.error());
+  if (*peeked == 0) return Status();
+  if (*peeked == also || ours(*peeked)) {
+    auto got = reap(*peeked);
+    if (got && *got) return got;
+    if (!got && got.error().code() != ErrorCode::kChild) return got;
+  }
+  // Another's status comes first (or was read meanwhile): each of ours asked in turn.
+  std::vector<pid_t> tids;
+  for (const auto& [tid, t] : threads_) tids.push_back(tid);
+  for (const auto& [tid, t] : children_) tids.push_back(tid);
+  tids.insert(tids.end(), announced_.begin(), announced_.end());
+  tids.insert(tids.end(), unreaped_.begin(), unreaped_.end());
+  if (also > 0) tids.push_back(also);
+  bool waitable = false;
+  for (pid_t tid : tids) {
+    auto got = reap(tid);
+    if (!got) {
+      if (got.error().code() != ErrorCode::kChild) return got;
+      unreaped_.erase(tid);  // reaped or detached: nothing will come
+      continue;
+    }
+    waitable = true;
+    if (*got) return got;
+  }
+  if (!waitable) {
+    return make_error(ErrorCode::kChild,
+                      "pid: no thread of " + std::to_string(pid_) + " can report a status");
+  }
+  return Status();
+}
+
+Result<std::pair<pid_t, int>> Inferior::wait_ours(pid_t also) {
+  auto nap = std::chrono::microseconds(50);
+  for (;;) {
+    auto peeked = peek_wait(false);
+    if (!peeked) return std::unexpected(peeked.error());
+    if (*peeked == also || ours(*peeked)) {
+      auto got = wait_once(*peeked, true);
+      if (!got && got.error().code() != ErrorCode::kChild) return std::unexpected(got.error());
+      if (got && got->pid != 0) return std::pair{got->pid, got->status.raw};
+      continue;
+    }
+    // Another's status waits unread: ours are polled, with sleeps.
+    auto polled = poll_ours(also);
+    if (!polled) return std::unexpected(polled.error());
+    if (*polled) return **polled;
+    const unsigned signals = interrupt_count();
+    std::this_thread::sleep_for(nap);
+    if (interrupt_count() != signals) return make_error(ErrorCode::kIntr, "pid: interrupted");
+    nap = std::min(nap * 2, std::chrono::microseconds(2000));
+  }
+}
+
 Result<std::optional<std::pair<pid_t, int>>> Inferior::poll_status(
-    std::chrono::steady_clock::time_point begin) {
+    std::chrono::steady_clock::time_point begin, pid_t also) {
   const unsigned signals = interrupt_count();
   while (std::chrono::steady_clock::now() - begin < spin_.window()) {
-    auto got = wait_once(-1, true);
+    auto got = poll_ours(also);
     if (!got) return std::unexpected(got.error());
-    if (got->pid != 0) return std::pair{got->pid, got->status.raw};
+    if (*got) return **got;
     if (interrupt_count() != signals) return make_error(ErrorCode::kIntr, "pid: interrupted");
   }
   return std::nullopt;
 }
 
-Result<std::pair<pid_t, int>> Inferior::wait_any() {
+Result<std::pair<pid_t, int>> Inferior::wait_any(pid_t also) {
   using Clock = std::chrono::steady_clock;
   const auto begin = Clock::now();
-  auto polled = poll_status(begin);
+  auto polled = poll_status(begin, also);
   if (!polled) return std::unexpected(polled.error());
   if (*polled) {
     spin_.record(Clock::now() - begin);
     return **polled;
   }
-  auto got = wait_once(-1, false);
+  auto got = wait_ours(also);
   if (!got) return std::unexpected(got.error());
   spin_.record(Clock::now() - begin);
-  return std::pair{got->pid, got->status.raw};
+  return *got;
 }
 
 Result<int> Inferior::wait_stop(pid_t tid) {
@@ -492,7 +574,7 @@ Result<int> Inferior::wait_stop(pid_t tid) {
       return std::unexpected(own.error());
     }
     if (own->pid == tid) return own->status.raw;
-    auto any = wait_any();
+    auto any = wait_any(tid);
     if (!any) {
       if (any.error().code() == ErrorCode::kIntr) continue;
       return std::unexpected(any.error());
@@ -591,6 +673,11 @@ Result<std::int64_t> Inferior::inject_syscall(pid_t tid, long nr,
                                                  : saved->orig_rax;
       }
       if (auto r = set_regs(tid, back); !r) return std::unexpected(r.error());
+      // Rewound, rip is on the `syscall` instruction, no longer after it: another call injected
+      // in this stop (a watch's disarm, then its arm) must not rewind it again (it would run the
+      // bytes before the instruction: a fault at each try, for ever). It single-steps the
+      // process's `syscall` instruction, as in any other stop.
+      if (back.rip != saved->rip) t->stop = StopKind::kEvent;
       break;
     }
     case StopKind::kSignal:
@@ -795,13 +882,13 @@ Result<std::optional<Event>> Inferior::next_event(bool block, bool& idle) {
     if (!waited) return std::unexpected(waited.error());
     return translate(waited->first, waited->second);
   }
-  auto waited = wait_once(-1, true);
+  auto waited = poll_ours(0);
   if (!waited) return std::unexpected(waited.error());
-  if (waited->pid == 0) {
+  if (!*waited) {
     idle = true;
     return std::optional<Event>();
   }
-  return translate(waited->pid, waited->status.raw);
+  return translate((*waited)->first, (*waited)->second);
 }
 
 Result<std::optional<Event>> Inferior::take_queued() {
@@ -907,9 +994,13 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
     }
     return std::optional<Event>();
   }
+  announced_.erase(tid);
   Thread* t = thread(tid);
   if (t == nullptr) {
-    if (WIFEXITED(status) || WIFSIGNALED(status)) return std::optional<Event>();
+    if (WIFEXITED(status) || WIFSIGNALED(status)) {
+      unreaped_.erase(tid);
+      return std::optional<Event>();
+    }
     // A first stop of a task not seen yet: a new thread of this process, or a forked child
     // whose parent's fork event has not been read yet.
     const pid_t group = thread_group_of(tid);
@@ -996,6 +1087,14 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
   switch (event) {
     case PTRACE_EVENT_CLONE: {
       t->stop = StopKind::kEvent;
+      // The new thread's first stop is read once it is known (it waits in the kernel until
+      // then); a caller's own waitpid may have handed it in already (take_status).
+      if (auto created = ptrace_event_message(tid)) {
+        const auto ctid = static_cast<pid_t>(*created);
+        if (ctid > 0 && !threads_.contains(ctid) && !children_.contains(ctid)) {
+          announced_.insert(ctid);
+        }
+      }
       if (auto r = resume(tid, t->last); !r) return std::unexpected(r.error());
       return std::optional<Event>();
     }
@@ -1052,6 +1151,11 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
         Thread leader = *t;
         leader.vfork_child = false;
         leader.process = group;
+        std::vector<pid_t> gone;
+        for (const auto& [other, o] : threads_) {
+          if (other != tid && other != group && o.process == group) gone.push_back(other);
+        }
+        forget_threads(gone);
         std::erase_if(threads_, [&](const auto& entry) {
           return entry.first == tid || entry.second.process == group;
         });
@@ -1077,6 +1181,11 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
         // A followed process: released with its new image (every other thread of it is gone).
         const pid_t group = t->process;
         (void)ptrace_detach(tid);
+        std::vector<pid_t> gone;
+        for (const auto& [other, o] : threads_) {
+          if (other != tid && o.process == group) gone.push_back(other);
+        }
+        forget_threads(gone);
         std::erase_if(threads_, [&](const auto& entry) { return entry.second.process == group; });
         mems_.erase(group);
         gadgets_.erase(group);
@@ -1086,6 +1195,11 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
       }
       // The exec'ing thread takes the leader's id; every other thread of the process is gone.
       Thread leader = *t;
+      std::vector<pid_t> gone;
+      for (const auto& [other, o] : threads_) {
+        if (other != pid_ && o.process == 0 && !o.vfork_child) gone.push_back(other);
+      }
+      forget_threads(gone);
       std::erase_if(threads_, [](const auto& entry) { return entry.second.process == 0; });
       threads_[pid_] = leader;
       gadgets_.erase(pid_);
@@ -1406,13 +1520,19 @@ Result<void> Inferior::kill() {
   for (const auto& [child, unused] : children_) (void)send_signal(child, SIGKILL);
   for (const auto& [process, unused] : mems_) (void)send_signal(process, SIGKILL);
   for (;;) {
-    auto got = wait_once(-1, false);
+    auto got = wait_ours(pid_);
     if (!got) {
       if (got.error().code() == ErrorCode::kIntr) continue;
       break;
     }
-    const int status = got->status.raw;
-    if (got->pid == pid_ && (WIFEXITED(status) || WIFSIGNALED(status))) break;
+    const auto [tid, status] = *got;
+    if (WIFEXITED(status) || WIFSIGNALED(status)) {
+      if (tid == pid_) break;
+      threads_.erase(tid);
+      children_.erase(tid);
+      announced_.erase(tid);
+      unreaped_.erase(tid);
+    }
   }
   threads_.clear();
   exited_ = true;

@@ -133,10 +133,12 @@ TEST(Inferior, InjectedSyscallAtSyscallStopsKeepsTheProgramsCall) {
 
 // A call interrupted by stop_all (futex waits of a contended mutex) reaches its syscall-exit
 // stop with a restart code (-ERESTARTSYS...): an injected call there must leave the program's call
-// restarted, as it would be without the injection (glibc aborts on a futex that returns -512).
+// restarted, as it would be without the injection (glibc aborts on a futex that returns -512),
+// and so must a second call injected in the same stop (a software watch's disarm and arm inject
+// one each: rewound twice, the thread ran the bytes before its `syscall` and faulted for ever).
 // One run of prog_futex_counter 4 20000 under PTRACE_SYSCALL, every other thread interrupted at
-// each event and gettid injected at every syscall-exit stop; adds the interrupted calls seen to
-// `restarts`.
+// each event and gettid injected twice at every syscall-exit stop; adds the interrupted calls
+// seen to `restarts`.
 void run_interrupting_everything(int& restarts) {
   Capture out;
   auto inf = Inferior::spawn({program("futex_counter"), "4", "20000"}, {.stdout_fd = out.fd()});
@@ -153,9 +155,11 @@ void run_interrupting_everything(int& restarts) {
     if (ev->kind == EventKind::kThreadExit) continue;
     if (ev->kind == EventKind::kSyscallExit) {
       if (ev->ret <= -512 && ev->ret >= -516) ++restarts;
-      auto got = inf->inject_syscall(ev->tid, SYS_gettid, {});
-      ASSERT_TRUE(got) << got.error().to_string();
-      EXPECT_EQ(*got, ev->tid);
+      for (int call = 0; call < 2; ++call) {
+        auto got = inf->inject_syscall(ev->tid, SYS_gettid, {});
+        ASSERT_TRUE(got) << got.error().to_string();
+        EXPECT_EQ(*got, ev->tid) << "call " << call;
+      }
     }
     // Interrupt the other threads (some are blocked in futex waits), then let them go on.
     auto stopped = inf->stop_all(ev->tid);
@@ -468,6 +472,51 @@ TEST(Inferior, AttachStopsARunningProcessAndDetachLetsItRun) {
   int status = 0;
   ::waitpid(child, &status, 0);
   ::close(pipefd[0]);
+}
+
+// The embedding program's own children are its own: an Inferior's waits (wait() through a
+// multi-threaded program, a forking one, wait_or_poll, kill()) leave their statuses for its own
+// waitpid, one that ended before the Inferior ran and one that ends while it waits.
+TEST(Inferior, WaitsLeaveTheCallersOwnChildrenAlone) {
+  const pid_t early = ::fork();
+  ASSERT_GE(early, 0);
+  if (early == 0) ::_exit(7);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(early), &info, WEXITED | WNOWAIT), 0);  // a zombie
+  const pid_t late = ::fork();
+  ASSERT_GE(late, 0);
+  if (late == 0) {
+    ::usleep(30000);
+    ::_exit(9);
+  }
+  const int quiet = ::open("/dev/null", O_WRONLY);
+  // New threads (clone events), then a forked child (fork events), each run to its end.
+  const std::vector<std::vector<std::string>> runs = {{program("threads"), "4", "200"},
+                                                      {program("forker"), "fork", "3"}};
+  for (const std::vector<std::string>& argv : runs) {
+    SCOPED_TRACE(argv[0]);
+    auto inf = Inferior::spawn(argv, {.stdout_fd = quiet});
+    ASSERT_TRUE(inf) << inf.error().to_string();
+    const Event end = run_to_end(*inf, Resume::kCont);
+    EXPECT_EQ(end.kind, EventKind::kExited);
+    EXPECT_EQ(end.status, 0);
+  }
+  {
+    auto inf = Inferior::spawn({program("spin")}, {.stdout_fd = quiet});
+    ASSERT_TRUE(inf) << inf.error().to_string();
+    ASSERT_TRUE(inf->resume_all(Resume::kCont));
+    // The late child ends meanwhile: 50 ms of waits with nothing of the program to report.
+    auto polled = inf->wait_or_poll({}, 50);
+    ASSERT_TRUE(polled) << polled.error().to_string();
+    EXPECT_FALSE(*polled);
+    ASSERT_TRUE(inf->kill());
+  }
+  ::close(quiet);
+  int status = 0;
+  ASSERT_EQ(::waitpid(early, &status, WNOHANG), early) << "the early child was reaped by hwarb";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 7);
+  ASSERT_EQ(::waitpid(late, &status, 0), late) << "the late child was reaped by hwarb";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 9);
 }
 
 // The blocked-signal mask of process `pid` (/proc/PID/status SigBlk).

@@ -1,5 +1,7 @@
 #include "hwarb/linux/watch_session.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <tuple>
 #include <utility>
@@ -15,6 +17,13 @@ namespace {
 
 constexpr std::uint64_t kPage = 4096;
 constexpr std::uint64_t kMaxWatchLen = std::uint64_t{1} << 30;
+constexpr int kSiKernel = 0x80;  // SI_KERNEL: the SIGTRAP of an int3
+
+// Whether two events are the same stop of the same thread.
+bool same_stop(const Event& a, const Event& b) {
+  return a.tid == b.tid && a.kind == b.kind && a.signal == b.signal && a.code == b.code &&
+         a.fault_addr == b.fault_addr;
+}
 
 bool is_exec(const WatchSpec& s) {
   return s.access == kWatchExec;
@@ -126,16 +135,34 @@ struct WatchSession::State {
   std::size_t perf_events = 0;
   int registers = 0;
   std::uint64_t rebuilds = 0;
-  pid_t last_tid = 0;     // the thread of the last event: where the software path injects calls
-  pid_t caller_step = 0;  // the thread the caller single-steps (set_stepping)
+  pid_t last_tid = 0;       // the thread of the last event: where the software path injects calls
+  pid_t caller_step = 0;    // the thread the caller single-steps (set_stepping)
+  bool soft_steps = false;  // the software path single-steps (rule 4)
+  // A stop of one of the paths that a rebuild (or uninstall) found queued for its thread (a hit
+  // or a fault that stop_all queued) and took out of the Inferior's queue, where the paths would
+  // have dropped it (their thread stopped for good, with no event to tell): a rebuild puts it
+  // back in the queue, and handle() finishes it (the hits of watches still there, the thread
+  // resumed); uninstall resumes its thread. A hardware hit's values are read when it is taken.
+  struct Held {
+    Event event;
+    std::vector<WatchHit> hits;
+  };
+  std::vector<Held> held;
+  // Hardware hits whose SIGTRAP was pending behind an interrupt stop (the thread is the
+  // caller's, stopped by stop_all): reported by the next handle().
+  std::vector<WatchHit> pending_hits;
   Watchdog* watchdog = nullptr;
   // What the published plan was made from: (rebuilds, the software plan's generation, the
   // Inferior's process changes for a hardware-only plan, which names the processes).
   std::tuple<std::uint64_t, std::uint64_t, std::uint64_t> published{0, 0, 0};
   std::optional<Error> watchdog_error;
 
+  // Every thread stopped, or asleep in vfork for a child that is stopped (it runs nothing until
+  // the child runs, and the child, sharing its memory, takes the software path's calls).
   Result<void> check_stopped() const {
     for (pid_t tid : inferior->threads()) {
+      const pid_t vfork_child = inferior->vfork_child_of(tid);
+      if (vfork_child != 0 && inferior->is_stopped(vfork_child)) continue;
       if (!inferior->is_stopped(tid)) {
         return make_error(ErrorCode::kBusy, "threads: thread " + std::to_string(tid) +
                                                 " is running (watches change only while every "
@@ -208,16 +235,103 @@ struct WatchSession::State {
     return n;
   }
 
-  // Takes both paths off the tracee (every thread stopped): breakpoints closed, their pending
-  // traps dropped, protections and int3 bytes restored. The first error is returned; the rest
-  // is still done.
+  // Whether `ev` is a stop of the software path that disarm() would drop: a fault on a page it
+  // protects, an int3 it planted (`planted`), a single-step trap while it steps.
+  bool soft_stop(const Event& ev, const std::vector<RestoreByte>& planted) {
+    if (!soft || ev.kind != EventKind::kSignal) return false;
+    if (soft->is_fault(ev)) return true;
+    if (ev.signal != SIGTRAP) return false;
+    if (ev.code != kSiKernel) return soft_steps;
+    auto regs = inferior->get_regs(ev.tid);
+    return regs && std::any_of(planted.begin(), planted.end(),
+                               [&](const RestoreByte& b) { return b.addr == regs->rip - 1; });
+  }
+
+  // Before a teardown: the events held already, and the software path's own stops, out of the
+  // Inferior's queue (into `held`); the other events stay queued in their order. An int3 trap
+  // is moved back onto its instruction, as disarm() does: resumed, the thread runs the original
+  // instruction, or traps again at the int3 a rebuild planted there anew.
+  void hold_path_events() {
+    const std::vector<RestoreByte> planted =
+        soft ? soft->restore_plan().bytes : std::vector<RestoreByte>{};
+    for (pid_t tid : inferior->threads()) {
+      if (!inferior->has_queued(tid)) continue;
+      std::vector<Event> events = inferior->discard_queued(tid);
+      std::vector<Event> kept;
+      for (const Event& ev : events) {
+        const bool held_already = std::any_of(
+            held.begin(), held.end(), [&](const Held& h) { return same_stop(h.event, ev); });
+        if (held_already) continue;
+        if (!soft_stop(ev, planted)) {
+          kept.push_back(ev);
+          continue;
+        }
+        if (ev.signal == SIGTRAP && ev.code == kSiKernel) {
+          if (auto regs = inferior->get_regs(tid)) {
+            regs->rip -= 1;
+            (void)inferior->set_regs(tid, *regs);
+          }
+        }
+        held.push_back({ev, {}});
+      }
+      for (auto it = kept.rbegin(); it != kept.rend(); ++it) inferior->requeue(*it);
+    }
+  }
+
+  // After a rebuild: the held events back in the queue, first, in their order.
+  void requeue_held() {
+    for (auto it = held.rbegin(); it != held.rend(); ++it) inferior->requeue(it->event);
+  }
+
+  // After uninstall: the held stops are dropped (the watches are gone: nothing is left to
+  // finish, and passed on, e.g. by a detach, their signals would kill the program). Their
+  // threads stay stopped, as uninstall() leaves every thread, or with `resume` run on.
+  Result<void> release_held(bool resume) {
+    Result<void> first;
+    for (const Held& h : held) {
+      if (!resume || !inferior->is_stopped(h.event.tid)) continue;
+      if (auto r = inferior->resume(h.event.tid, Resume::kCont);
+          !r && r.error().code() != ErrorCode::kSrch && first) {
+        first = r;
+      }
+    }
+    held.clear();
+    pending_hits.clear();
+    return first;
+  }
+
+  // Takes both paths off the tracee (every thread stopped): breakpoints closed, protections and
+  // int3 bytes restored. Their stops still queued are held (hold_path_events() first; the
+  // hardware hits are taken with their values). The first error is returned; the rest is still
+  // done.
   Result<void> teardown() {
     Result<void> first;
     if (soft) soft->inject_in(last_tid);
     if (hard) {
-      auto r = hard->finish();
+      collector.hits.clear();
+      auto taken = hard->finish_taking_hits();
       hard.reset();
-      if (!r) first = r;
+      if (!taken) {
+        first = std::unexpected(taken.error());
+      } else {
+        for (const HardWatchEngine::Taken& t : *taken) {
+          std::vector<WatchHit> hits;
+          for (auto it = collector.hits.begin(); it != collector.hits.end();) {
+            if (it->tid == t.event.tid) {
+              hits.push_back(std::move(*it));
+              it = collector.hits.erase(it);
+            } else {
+              ++it;
+            }
+          }
+          if (t.queued) {
+            held.push_back({t.event, std::move(hits)});
+          } else {
+            for (WatchHit& h : hits) pending_hits.push_back(std::move(h));
+          }
+        }
+      }
+      collector.hits.clear();
     }
     if (soft) {
       auto r = soft->disarm();
@@ -226,6 +340,7 @@ struct WatchSession::State {
     }
     perf_events = 0;
     registers = 0;
+    soft_steps = false;
     ++rebuilds;
     return first;
   }
@@ -286,6 +401,7 @@ struct WatchSession::State {
         (void)soft->disarm();
         soft.reset();
       };
+      soft_steps = steps;
       if (steps && !hard_ranges.empty()) {
         undo_soft();
         for (std::size_t i = 0; i < plan.size(); ++i) {
@@ -322,6 +438,13 @@ struct WatchSession::State {
   // Replaces the set up paths by `plan`'s (every thread stopped). All or nothing: on error the
   // previous set (`old`) is set up again.
   Result<void> rebuild(std::vector<WatchInfo>& plan) {
+    hold_path_events();
+    auto r = rebuild_held(plan);
+    requeue_held();
+    return r;
+  }
+
+  Result<void> rebuild_held(std::vector<WatchInfo>& plan) {
     std::vector<WatchInfo> old;
     for (const Watch& w : watches) old.push_back(w.info);
     if (auto r = teardown(); !r) return r;
@@ -339,6 +462,34 @@ struct WatchSession::State {
     }
     publish();
     return built;
+  }
+
+  // What the destructor (and a move assignment over the session) does: uninstall() on a tracee
+  // still there, its threads stopped for it when they run (and then resumed, with those held:
+  // the threads are left as they were found); errors are ignored (there is no one to tell). The
+  // watchdog is not touched: it may be gone already (its own destructor releases it), and left
+  // alone it restores only what is restored already.
+  void undo() noexcept {
+    watchdog = nullptr;
+    const bool changed = hard || soft || !held.empty();
+    if (changed && inferior != nullptr && inferior->pid() > 0 && !inferior->threads().empty()) {
+      std::vector<pid_t> stopped;
+      if (!check_stopped()) {
+        auto s = inferior->stop_all();
+        if (s) stopped = std::move(*s);
+      }
+      hold_path_events();
+      (void)teardown();
+      (void)release_held(!stopped.empty());
+      for (pid_t tid : stopped) {
+        if (inferior->is_stopped(tid)) (void)inferior->resume(tid, Resume::kCont);
+      }
+    }
+    hard.reset();
+    soft.reset();
+    held.clear();
+    // Reservations go before their arbiter.
+    watches.clear();
   }
 
   // What the watchdog undoes if hwarb dies: the software path's changes; with hardware watches
@@ -399,12 +550,17 @@ WatchSession::WatchSession(Inferior& inferior, WatchSessionOptions options)
 }
 
 WatchSession::WatchSession(WatchSession&&) noexcept = default;
-WatchSession& WatchSession::operator=(WatchSession&&) noexcept = default;
+
+WatchSession& WatchSession::operator=(WatchSession&& other) noexcept {
+  if (this != &other) {
+    if (state_) state_->undo();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
 
 WatchSession::~WatchSession() {
-  if (!state_) return;
-  // Reservations go before their arbiter; the tracee is the caller's (uninstall()).
-  state_->watches.clear();
+  if (state_) state_->undo();
 }
 
 Result<WatchInfo> WatchSession::insert(const WatchSpec& spec) {
@@ -496,6 +652,40 @@ std::optional<WatchInfo> WatchSession::find(WatchId id) const {
 Result<StopVerdict> WatchSession::handle(const Event& ev) {
   State& s = *state_;
   StopVerdict v;
+  const auto held = std::find_if(s.held.begin(), s.held.end(),
+                                 [&](const State::Held& h) { return same_stop(h.event, ev); });
+  if (held != s.held.end()) {
+    // A stop a rebuild held (see State::held): the hits of the watches still there; the thread
+    // left stopped at them (stop_at_hits), or resumed (a fault or an int3 runs its instruction
+    // again, under the watches as they are now).
+    State::Held h = std::move(*held);
+    s.held.erase(held);
+    v.ours = true;
+    v.handled = true;
+    for (WatchHit& hit : s.pending_hits) v.hits.push_back(std::move(hit));
+    s.pending_hits.clear();
+    for (WatchHit& hit : h.hits) {
+      if (find(WatchId(hit.id))) v.hits.push_back(std::move(hit));
+    }
+    const bool at_hit = std::any_of(v.hits.begin(), v.hits.end(),
+                                    [&](const WatchHit& hit) { return hit.tid == ev.tid; });
+    if (s.inferior->is_stopped(ev.tid)) {
+      // The thread the caller single-steps (set_stepping) steps on: a held fault or int3 stopped
+      // it before its instruction ran.
+      const Resume how = ev.tid == s.caller_step ? Resume::kStep : resume_mode();
+      if (s.options.stop_at_hits && at_hit) {
+        v.stopped = true;
+      } else if (auto r = s.inferior->resume(ev.tid, how);
+                 !r && r.error().code() != ErrorCode::kSrch) {
+        return std::unexpected(r.error());
+      }
+    }
+    if (WatchObserver* sink = s.collector.sink) {
+      for (const WatchHit& hit : v.hits) sink->hit(hit);
+      v.hits.clear();
+    }
+    return v;
+  }
   if (ev.kind == EventKind::kSignal) s.last_tid = ev.tid;
   s.collector.hits.clear();
   s.collector.seen = 0;
@@ -567,7 +757,9 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
   }
   if (!handled) return std::unexpected(handled.error());
   v.handled = *handled;
-  v.hits = std::move(s.collector.hits);
+  v.hits = std::move(s.pending_hits);
+  s.pending_hits.clear();
+  for (WatchHit& h : s.collector.hits) v.hits.push_back(std::move(h));
   s.collector.hits.clear();
   for (WatchHit& h : soft_hits) v.hits.push_back(std::move(h));
   if (s.soft) {
@@ -591,7 +783,9 @@ Resume WatchSession::resume_mode() const {
 
 Result<void> WatchSession::uninstall() {
   State& s = *state_;
+  s.hold_path_events();
   auto r = s.teardown();
+  (void)s.release_held(false);
   s.watches.clear();
   if (r && s.watchdog != nullptr) {
     s.watchdog->release();

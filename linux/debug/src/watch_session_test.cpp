@@ -8,6 +8,8 @@
 #include "hwarb/linux/watch_session.h"
 
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -68,6 +70,33 @@ std::vector<WatchHit> of(const std::vector<WatchHit>& hits, WatchId id) {
   return out;
 }
 
+// What a debugger does with an event the session left to it (not handled): a signal passed
+// through, a fork released (a vfork child resumed), a thread's end noted, anything else resumed.
+// The exit status when the process ended; an error when it was killed.
+Result<std::optional<int>> pass_on(Inferior& inf, const Event& ev, Resume how) {
+  Result<void> step;
+  switch (ev.kind) {
+    case EventKind::kExited:
+      if (ev.tid != inf.pid()) break;  // a followed process
+      return std::optional<int>(ev.status);
+    case EventKind::kKilled:
+      return make_error(ErrorCode::kSrch, "killed by signal " + std::to_string(ev.signal));
+    case EventKind::kThreadExit:
+      break;
+    case EventKind::kSignal:
+      step = inf.resume(ev.tid, how, ev.signal);
+      break;
+    case EventKind::kFork:
+      step = ev.vfork ? inf.resume(ev.child, how) : inf.release(ev.child);
+      break;
+    default:
+      step = inf.resume(ev.tid, how);
+      break;
+  }
+  if (!step && step.error().code() != ErrorCode::kSrch) return std::unexpected(step.error());
+  return std::optional<int>();
+}
+
 // The debugger's own loop: waitpid here, each status handed to the Inferior (take_status) and
 // then to the session; what the session does not handle is done as a debugger does. `at_stop` is
 // called for each hit that left its thread stopped (stop_at_hits), before it is resumed.
@@ -104,27 +133,12 @@ Result<OwnLoop> own_loop(Inferior& inf, WatchSession& session,
       continue;
     }
     if (v->handled) continue;
-    Result<void> step;
-    switch (ev->kind) {
-      case EventKind::kExited:
-        if (ev->tid != inf.pid()) break;  // a followed process
-        out.status = ev->status;
-        return out;
-      case EventKind::kKilled:
-        return make_error(ErrorCode::kSrch, "killed by signal " + std::to_string(ev->signal));
-      case EventKind::kThreadExit:
-        break;
-      case EventKind::kSignal:
-        step = inf.resume(ev->tid, session.resume_mode(), ev->signal);
-        break;
-      case EventKind::kFork:
-        step = ev->vfork ? inf.resume(ev->child, session.resume_mode()) : inf.release(ev->child);
-        break;
-      default:
-        step = inf.resume(ev->tid, session.resume_mode());
-        break;
+    auto ended = pass_on(inf, *ev, session.resume_mode());
+    if (!ended) return std::unexpected(ended.error());
+    if (*ended) {
+      out.status = **ended;
+      return out;
     }
-    if (!step && step.error().code() != ErrorCode::kSrch) return std::unexpected(step.error());
   }
 }
 
@@ -409,6 +423,39 @@ TEST(WatchSession, TheWatchdogNamesAFollowedChildWithHardwareWatches) {
   EXPECT_TRUE(dog->published_plan().processes.empty());
 }
 
+// A watch placed while the program sleeps in vfork (as an attach can find it: its parent cannot
+// stop until the child execs, the child is stopped): the child, sharing the memory, takes the
+// software path's calls; every write of the parent and the exec'd child is a hit.
+TEST(WatchSession, AWatchIsPlacedWhileTheProgramSleepsInVfork) {
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("forker"), "vfork", "3"}), out);
+  const pid_t pid = inf->pid();
+  const std::uint64_t counter = address_of(pid, "counter");
+  ASSERT_TRUE(inf->resume_all(Resume::kCont));
+  pid_t child = 0;
+  while (child == 0) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    if (ev->kind == EventKind::kFork && ev->vfork) {
+      child = ev->child;
+    } else {
+      ASSERT_TRUE(inf->resume(ev->tid, Resume::kCont));
+    }
+  }
+  ASSERT_TRUE(inf->stop_all());
+  EXPECT_EQ(inf->vfork_child_of(pid), child);
+  EXPECT_FALSE(inf->is_stopped(pid));
+  EXPECT_TRUE(inf->is_stopped(child));
+  WatchSession session(*inf, software_only());
+  auto w = session.insert({.addr = counter, .len = 8, .access = kWatchWrite});
+  ASSERT_TRUE(w) << w.error().to_string();
+  auto loop = own_loop(*inf, session);
+  ASSERT_TRUE(loop) << loop.error().to_string();
+  EXPECT_EQ(of(loop->hits, w->id).size(), 6U);
+  EXPECT_EQ(loop->status, 0);
+  EXPECT_EQ(out.text(), "child exit 3\n");
+}
+
 // A debug register for near, page protection for far, in one process: each hit once, with its
 // values, the new thread's hit on the register too.
 TEST(WatchSession, HardwareAndSoftwareWatchesSideBySide) {
@@ -446,6 +493,339 @@ TEST(WatchSession, HardwareAndSoftwareWatchesSideBySide) {
   }
   EXPECT_EQ(near_hits[6].new_value, bytes_of(1000));
   EXPECT_NE(near_hits[6].tid, pid);
+}
+
+// The event loop of the kept-stop tests below, for an event of no special interest: handed in;
+// the first thread stopped at a hit is X (it stays stopped: `x`, `x_signal`), a later one is
+// resumed; an event the session left is passed on (`status`: the exit status). Hits to `hits`.
+struct HitLoop {
+  pid_t x = 0;
+  int x_signal = 0;
+  int status = -1;
+  std::vector<WatchHit> hits;
+};
+
+void hand_in(Inferior& inf, WatchSession& session, const Event& ev, HitLoop& loop) {
+  auto v = session.handle(ev);
+  ASSERT_TRUE(v) << v.error().to_string();
+  loop.hits.insert(loop.hits.end(), v->hits.begin(), v->hits.end());
+  if (v->stopped) {
+    if (loop.x == 0) {  // X stays stopped at its hit; the others run on
+      loop.x = ev.tid;
+      loop.x_signal = v->signal;
+      return;
+    }
+    ASSERT_TRUE(inf.resume(ev.tid, session.resume_mode(), v->signal));
+    return;
+  }
+  if (v->handled) return;
+  auto ended = pass_on(inf, ev, session.resume_mode());
+  ASSERT_TRUE(ended) << ended.error().to_string();
+  if (*ended) loop.status = **ended;
+}
+
+// A debugger stops at a hit of thread X, stops the other threads (stop_all) and removes X's watch
+// while thread Y is stopped for a write of its own watched slot that stop_all queued; as the
+// documented pattern does, it resumes only the threads stop_all stopped, and X. Y was not among
+// them: its stop must stay queued for the loop to hand in (or Y is stopped for good), and Y's
+// watch must lose none of its writes. Y's stop is queued here as stop_all queues it (read first,
+// then put back), so that every run has one.
+void remove_with_a_queued_stop(WatchSessionOptions options, Placement expected) {
+  constexpr std::size_t kRounds = 20;
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("threads"), "2", std::to_string(kRounds)}),
+                out);
+  const std::uint64_t slots = address_of(inf->pid(), "slots");
+  options.stop_at_hits = true;
+  WatchSession session(*inf, options);
+  auto w0 = session.insert({.addr = slots, .len = 4, .access = kWatchWrite});
+  auto w1 = session.insert({.addr = slots + 4, .len = 4, .access = kWatchWrite});
+  ASSERT_TRUE(w0 && w1);
+  ASSERT_EQ(w0->placement, expected) << w0->why;
+  ASSERT_EQ(w1->placement, expected) << w1->why;
+  ASSERT_TRUE(inf->resume_all(session.resume_mode()));
+  HitLoop loop;
+  WatchId x_watch{}, y_watch{};
+  bool removed = false;
+  while (loop.status < 0) {
+    auto queued = inf->take_queued();
+    ASSERT_TRUE(queued) << queued.error().to_string();
+    std::optional<Event> ev = *queued;
+    if (!ev) {
+      auto waited = wait_once(-1, false);
+      ASSERT_TRUE(waited) << waited.error().to_string();
+      auto taken = inf->take_status(waited->pid, waited->status.raw);
+      ASSERT_TRUE(taken) << taken.error().to_string();
+      if (!*taken) continue;
+      ev = **taken;
+    }
+    const bool y_write = loop.x != 0 && !removed && ev->kind == EventKind::kSignal &&
+                         ev->tid != loop.x && (ev->signal == SIGSEGV || ev->signal == SIGTRAP) &&
+                         ev->fault_addr >= slots && ev->fault_addr < slots + 8;
+    if (y_write) {
+      inf->requeue(*ev);
+      auto stopped = inf->stop_all();
+      ASSERT_TRUE(stopped) << stopped.error().to_string();
+      EXPECT_EQ(std::count(stopped->begin(), stopped->end(), ev->tid), 0);
+      y_watch = ev->fault_addr < slots + 4 ? w0->id : w1->id;
+      x_watch = y_watch == w0->id ? w1->id : w0->id;
+      auto r = session.remove(x_watch);
+      ASSERT_TRUE(r) << r.error().to_string();
+      removed = true;
+      const bool kept = inf->has_queued(ev->tid);
+      EXPECT_TRUE(kept) << "thread " << ev->tid << "'s stop was dropped: nothing resumes it";
+      if (!kept) {
+        (void)inf->kill();
+        return;
+      }
+      for (pid_t tid : *stopped) ASSERT_TRUE(inf->resume(tid, session.resume_mode()));
+      ASSERT_TRUE(inf->resume(loop.x, session.resume_mode(), loop.x_signal));
+      continue;
+    }
+    ASSERT_NO_FATAL_FAILURE(hand_in(*inf, session, *ev, loop));
+  }
+  ASSERT_TRUE(removed);
+  EXPECT_EQ(loop.status, 0);
+  EXPECT_EQ(out.text(), "done\n");
+  EXPECT_EQ(of(loop.hits, x_watch).size(), 1u);  // X's, before the removal
+  const auto y_hits = of(loop.hits, y_watch);
+  ASSERT_EQ(y_hits.size(), kRounds);  // none lost
+  for (std::size_t i = 0; i < kRounds; ++i) {
+    EXPECT_EQ(y_hits[i].new_value, bytes_of(static_cast<std::uint32_t>(i + 1))) << i;
+  }
+}
+
+TEST(WatchSession, ARemoveKeepsAnotherThreadsQueuedSoftwareStop) {
+  remove_with_a_queued_stop(software_only(), Placement::kSoftware);
+}
+
+// A kept stop of the thread the caller single-steps (set_stepping) resumes it with a step, as the
+// caller resumed it. Thread Y's fault on the one watch's page comes while X is stopped at a hit;
+// Y is the stepped thread, and the watch is removed with Y's fault kept (the page is then
+// unprotected). Handed in, the kept fault resumes Y with a step: its next stop is the step's
+// trap right after its store; resumed with resume_mode() instead, it ran on to its end.
+TEST(WatchSession, AKeptStopOfTheSteppedThreadResumesItWithAStep) {
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("threads"), "2", "20"}), out);
+  const std::uint64_t slots = address_of(inf->pid(), "slots");
+  WatchSessionOptions options = software_only();
+  options.stop_at_hits = true;
+  WatchSession session(*inf, options);
+  auto w = session.insert({.addr = slots, .len = 8, .access = kWatchWrite});
+  ASSERT_TRUE(w) << w.error().to_string();
+  ASSERT_TRUE(inf->resume_all(session.resume_mode()));
+  HitLoop loop;
+  std::optional<Event> kept;   // Y's fault, kept by the remove()
+  std::optional<Event> after;  // Y's next stop
+  while (loop.status < 0) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    const bool y_fault = loop.x != 0 && !kept && ev->kind == EventKind::kSignal &&
+                         ev->tid != loop.x && ev->signal == SIGSEGV && ev->fault_addr >= slots &&
+                         ev->fault_addr < slots + 8;
+    if (y_fault) {
+      kept = *ev;
+      inf->requeue(*ev);
+      auto stopped = inf->stop_all();
+      ASSERT_TRUE(stopped) << stopped.error().to_string();
+      session.set_stepping(ev->tid);
+      auto r = session.remove(w->id);
+      ASSERT_TRUE(r) << r.error().to_string();
+      ASSERT_TRUE(inf->has_queued(ev->tid));
+      for (pid_t tid : *stopped) ASSERT_TRUE(inf->resume(tid, session.resume_mode()));
+      ASSERT_TRUE(inf->resume(loop.x, session.resume_mode(), loop.x_signal));
+      continue;
+    }
+    if (kept && !after && ev->tid == kept->tid) {
+      if (ev->kind == kept->kind && ev->signal == kept->signal &&
+          ev->fault_addr == kept->fault_addr) {
+        auto v = session.handle(*ev);  // the kept fault
+        ASSERT_TRUE(v) << v.error().to_string();
+        EXPECT_TRUE(v->handled);
+        EXPECT_FALSE(v->stopped);
+        EXPECT_TRUE(v->hits.empty());
+        continue;
+      }
+      after = *ev;
+      session.set_stepping(0);
+      if (ev->kind == EventKind::kSignal && ev->signal == SIGTRAP) {
+        ASSERT_TRUE(inf->resume(ev->tid, session.resume_mode()));  // the step is over
+        continue;
+      }
+    }
+    ASSERT_NO_FATAL_FAILURE(hand_in(*inf, session, *ev, loop));
+  }
+  ASSERT_TRUE(kept);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->kind, EventKind::kSignal) << "thread " << kept->tid << " ran on";
+  EXPECT_EQ(after->signal, SIGTRAP);
+  EXPECT_EQ(loop.status, 0);
+  EXPECT_EQ(out.text(), "done\n");
+}
+
+TEST(WatchSession, ARemoveKeepsAnotherThreadsQueuedHardwareHit) {
+  HITS_OR_SKIP();
+  auto report = probe();
+  ASSERT_TRUE(report);
+  remove_with_a_queued_stop(session_options(*report), Placement::kHardware);
+}
+
+// The hardware path's side of it where breakpoints open but no hit is delivered (this test
+// needs no hit): a hit's stop (SIGTRAP, TRAP_PERF) queued for a new thread, made here as
+// stop_all queues a real one, outlives a remove() of another watch. It stays queued, and
+// handle() reports its hit with the thread's value and resumes the thread.
+TEST(WatchSession, AQueuedHardwareStopOutlivesARemoveOfAnotherWatch) {
+  constexpr int kTrapPerf = 6;
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("threads"), "2", "20"}), out);
+  const std::uint64_t slots = address_of(inf->pid(), "slots");
+  WatchSession session(*inf, {.hardware = true, .no_hardware = "", .slots = 4});
+  auto w0 = session.insert({.addr = slots, .len = 4, .access = kWatchWrite});
+  auto w1 = session.insert({.addr = slots + 4, .len = 4, .access = kWatchWrite});
+  ASSERT_TRUE(w0 && w1);
+  if (w0->placement != Placement::kHardware) {
+    HWARB_SKIP_UNLESS_REQUIRED("hits", w0->why);
+  }
+  ASSERT_EQ(w1->placement, Placement::kHardware) << w1->why;
+  ASSERT_TRUE(inf->resume_all(session.resume_mode()));
+  pid_t y = 0;
+  std::vector<WatchHit> hits;
+  bool y_seen = false;
+  int status = -1;
+  while (status < 0) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    if (y == 0 && ev->kind == EventKind::kNewThread) {
+      // The first worker, stopped at its first instruction: stopped for a hit of w1.
+      y = ev->tid;
+      Event trap;
+      trap.kind = EventKind::kSignal;
+      trap.tid = y;
+      trap.signal = SIGTRAP;
+      trap.code = kTrapPerf;
+      trap.fault_addr = slots + 4;
+      inf->requeue(trap);
+      auto stopped = inf->stop_all();
+      ASSERT_TRUE(stopped) << stopped.error().to_string();
+      auto r = session.remove(w0->id);
+      ASSERT_TRUE(r) << r.error().to_string();
+      const bool kept = inf->has_queued(y);
+      EXPECT_TRUE(kept) << "the hit's stop was dropped: nothing resumes thread " << y;
+      if (!kept) {
+        (void)inf->kill();
+        return;
+      }
+      for (pid_t tid : *stopped) ASSERT_TRUE(inf->resume(tid, session.resume_mode()));
+      continue;
+    }
+    auto v = session.handle(*ev);
+    ASSERT_TRUE(v) << v.error().to_string();
+    if (ev->tid == y && ev->kind == EventKind::kSignal && ev->signal == SIGTRAP) {
+      y_seen = true;
+      EXPECT_TRUE(v->ours);
+      EXPECT_TRUE(v->handled);
+      EXPECT_FALSE(v->stopped);
+    }
+    hits.insert(hits.end(), v->hits.begin(), v->hits.end());
+    if (v->handled) continue;
+    auto ended = pass_on(*inf, *ev, session.resume_mode());
+    ASSERT_TRUE(ended) << ended.error().to_string();
+    if (*ended) status = **ended;
+  }
+  EXPECT_TRUE(y_seen);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(out.text(), "done\n");
+  ASSERT_EQ(hits.size(), 1u);
+  EXPECT_EQ(hits[0].id, static_cast<std::size_t>(w1->id));
+  EXPECT_EQ(hits[0].tid, y);
+  EXPECT_EQ(hits[0].access, kWatchWrite);
+  EXPECT_EQ(hits[0].new_value, bytes_of(0));  // the value when its thread was stopped
+}
+
+// A session destroyed without uninstall() undoes itself: an attached program whose watched page
+// stayed protected would die of SIGSEGV at its next tick (every millisecond) once detached.
+TEST(WatchSession, DestroyedWithoutUninstallItLeavesAnAttachedProgramAsItWas) {
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  const std::string spin = program("spin");
+  const pid_t target = ::fork();
+  ASSERT_GE(target, 0);
+  if (target == 0) {
+    ::dup2(pipefd[1], 1);
+    ::execl(spin.c_str(), spin.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(pipefd[1]);
+  char ready[6] = {};
+  ASSERT_EQ(::read(pipefd[0], ready, 6), 6);
+  ::close(pipefd[0]);
+  const auto end_target = [&] {
+    ::kill(target, SIGKILL);
+    int status = 0;
+    ::waitpid(target, &status, 0);
+    return status;
+  };
+  {
+    auto inf = Inferior::attach(target);
+    if (!inf && testing::refused(inf.error())) {
+      end_target();
+      GTEST_SKIP() << testing::skip_reason("attaching", inf.error());
+    }
+    ASSERT_TRUE(inf) << inf.error().to_string();
+    WatchSession session(*inf, software_only());  // after the Inferior: destroyed first
+    auto w = session.insert({.addr = address_of(target, "ticks"), .len = 8, .access = kWatchWrite});
+    ASSERT_TRUE(w) << w.error().to_string();
+    // Destroyed while the program runs, as a debugger leaves it between stops.
+    ASSERT_TRUE(inf->resume_all(session.resume_mode()));
+    std::size_t seen = 0;
+    while (seen < 5) {
+      auto ev = inf->wait();
+      ASSERT_TRUE(ev) << ev.error().to_string();
+      auto v = session.handle(*ev);
+      ASSERT_TRUE(v) << v.error().to_string();
+      seen += v->hits.size();
+      if (!v->handled) {
+        const int signal = ev->kind == EventKind::kSignal ? ev->signal : 0;
+        ASSERT_TRUE(inf->resume(ev->tid, session.resume_mode(), signal));
+      }
+    }
+  }
+  ::usleep(100000);
+  int status = 0;
+  const pid_t ended = ::waitpid(target, &status, WNOHANG);
+  EXPECT_EQ(ended, 0) << "the program ended: signal "
+                      << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  if (ended == 0) status = end_target();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+}
+
+// A session assigned over undoes what it held (the program then runs unwatched to its end: a
+// fault left on its page would be passed to it and kill it); one whose process is gone has
+// nothing to undo.
+TEST(WatchSession, AMoveAssignedOrDestroyedSessionUndoesItsWatches) {
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("writer"), "3"}), out);
+  WatchSession session(*inf, software_only());
+  auto w =
+      session.insert({.addr = address_of(inf->pid(), "target"), .len = 4, .access = kWatchWrite});
+  ASSERT_TRUE(w) << w.error().to_string();
+  session = WatchSession(*inf, software_only());
+  EXPECT_TRUE(session.watches().empty());
+  EXPECT_EQ(session.describe(), "");
+  auto loop = own_loop(*inf, session);
+  ASSERT_TRUE(loop) << loop.error().to_string();
+  EXPECT_EQ(loop->status, 3);
+  EXPECT_TRUE(loop->hits.empty());
+
+  Capture out2;
+  SPAWN_OR_SKIP(gone, (std::vector<std::string>{program("writer"), "3"}), out2);
+  {
+    WatchSession doomed(*gone, software_only());
+    ASSERT_TRUE(doomed.insert(
+        {.addr = address_of(gone->pid(), "target"), .len = 4, .access = kWatchWrite}));
+    ASSERT_TRUE(gone->kill());
+  }  // nothing to undo, and nothing to fail
+  EXPECT_FALSE(gone->alive());
 }
 
 }  // namespace

@@ -279,6 +279,15 @@ Result<WaitEvent> wait_once(pid_t pid, bool nohang) {
   return WaitEvent{r, *decoded};
 }
 
+Result<pid_t> peek_wait(bool nohang) {
+  siginfo_t info;
+  std::memset(&info, 0, sizeof info);
+  if (::waitid(P_ALL, 0, &info, WEXITED | __WALL | WNOWAIT | (nohang ? WNOHANG : 0)) != 0) {
+    return sys_fail<pid_t>(errno, "pid", "waitid(P_ALL, WNOWAIT)");
+  }
+  return info.si_pid;
+}
+
 Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len, BpType type) {
   perf_event_attr attr;
   std::memset(&attr, 0, sizeof attr);

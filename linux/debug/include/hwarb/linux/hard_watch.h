@@ -52,7 +52,7 @@
 //    after; a range that cannot be read at a hit gives an unknown new value. handle() takes the
 //    SIGTRAP/TRAP_PERF stops only (and resumes the thread); finish() closes the breakpoints and
 //    drops the SIGTRAPs of hits still queued or pending for any thread (after the detach they
-//    would kill the program).
+//    would kill the program); finish_taking_hits() reports those hits instead (see there).
 //  - count_untraced() detaches from the process first (all-or-nothing: on a detach error nothing
 //    else happens), then polls the rings every 100 ms until the process ends (a spawned one is
 //    waited for; an attached one when every covered thread exited), observer.done(), or
@@ -140,6 +140,17 @@ class HardWatchEngine final : public Engine {
   // On: a thread whose stop reported a hit is left stopped right after the access (handle()
   // still returns true); the caller resumes it. Off (the default): it runs on at once.
   void stop_at_hits(bool on) { stop_at_hits_ = on; }
+  // finish() for a caller that goes on watching (a WatchSession replacing its set of watches):
+  // the SIGTRAP stops of hits still queued or pending for a thread are not dropped but taken as
+  // hits (reported to the observer now, while the thread is stopped right after its access) and
+  // returned; each such thread is left stopped in its stop, the caller's to resume (without the
+  // signal). `queued`: the event was in the Inferior's queue (it is taken out of it); otherwise
+  // it was pending and surfaced here, from a thread stopped by an interrupt.
+  struct Taken {
+    Event event;
+    bool queued = false;
+  };
+  [[nodiscard]] Result<std::vector<Taken>> finish_taking_hits();
 
  private:
   // What the engine knows of one watched process (this one, a followed fork, a vfork child
@@ -172,7 +183,12 @@ class HardWatchEngine final : public Engine {
   Result<void> open_on(pid_t task, const char* what);
   Result<bool> on_fork(const Event& event);
   Result<bool> on_exec(pid_t process);
-  Result<bool> on_hit(const Event& event);
+  // A hit's stop: reported, and the thread resumed unless `resume` is false (or it is left
+  // stopped at the hit: stop_at_hits).
+  Result<bool> on_hit(const Event& event, bool resume = true);
+  // finish() and finish_taking_hits(): the breakpoints closed, the hits' stops dropped, or taken
+  // (`taken` not null).
+  Result<void> close(std::vector<Taken>* taken);
   // Where the instruction that ends at `end` starts, decoding forwards from its function's
   // symbol (cached per end); nullopt without a symbol or when no instruction ends there.
   std::optional<std::uint64_t> start_before(pid_t process, Process& p, std::uint64_t end);

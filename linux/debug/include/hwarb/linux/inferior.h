@@ -36,11 +36,17 @@
 //    a syscall-entry or syscall-exit stop it re-uses that system call's entry (the rewound
 //    `syscall` instruction); in any other stop it single-steps a `syscall` instruction found in
 //    the process's text. A signal that arrives meanwhile is kept and delivered on the thread's
-//    next resume. The thread is in the same kind of stop afterwards.
+//    next resume. The thread is in the same kind of stop afterwards. Any number of calls may be
+//    injected in one stop: where the first one applied the restart of an interrupted call (rip
+//    rewound onto its `syscall` instruction), the next ones single-step the process's.
 //  - wait() returns the next event of any traced thread (queued events first). EINTR (and
-//    nothing lost) when a signal handler of hwarb interrupted the wait. Every wait for a stop
-//    first polls (waitpid WNOHANG) for up to a SpinWindow (options.spin_us at most), then
-//    sleeps: a stop that comes soon is seen without a cross-CPU wake-up. A signal of
+//    nothing lost) when a signal handler of hwarb interrupted the wait. Every wait (wait(),
+//    wait_or_poll(), stop_all(), kill(), ...) reads only the statuses of this process's threads
+//    and its traced descendants: the other children of the calling process (an IDE's own) keep
+//    theirs for its own waitpid. A new thread is known from its clone event (the thread's first
+//    stop, reported apart, waits in the kernel until then), a forked child from its fork event.
+//    Every wait for a stop first polls (waitpid WNOHANG) for up to a SpinWindow (options.spin_us at
+//    most), then sleeps: a stop that comes soon is seen without a cross-CPU wake-up. A signal of
 //    install_interrupt_flag taken while polling ends the wait with EINTR as a sleeping one.
 //  - The destructor kills a spawned process and detaches from an attached one (after stopping
 //    its threads). Undoing changes made to the tracee (breakpoints, protections) is the caller's
@@ -57,6 +63,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -162,6 +169,9 @@ class Inferior {
   // The process `tid` is a thread of as the kernel has it: pid(), a followed process, or a vfork
   // child's own id (process_of() gives a vfork child its parent's, whose memory it shares).
   [[nodiscard]] pid_t group_of(pid_t tid) const;
+  // The vfork child thread `tid` sleeps in the kernel for (0: none). Such a thread cannot stop
+  // until that child execs or exits; while the child is stopped it runs nothing of its own.
+  [[nodiscard]] pid_t vfork_child_of(pid_t tid) const;
   // Detaches process `process` alone (a followed process, a vfork child, or this one), every
   // thread of it stopped, its queued events dropped; the rest stays traced. When it is this
   // process and a followed one remains, the lowest followed process becomes this Inferior's
@@ -295,14 +305,29 @@ class Inferior {
   Result<std::optional<Event>> next_event(bool block, bool& idle);
   Result<std::vector<pid_t>> stop_threads(pid_t except);
   Result<int> wait_stop(pid_t tid);
-  // waitpid(-1, __WALL) that polls for spin_.window() before it sleeps, and teaches spin_ how
-  // long it took: the tracee and its raw status. kIntr when a signal of install_interrupt_flag
+  // Whether a status of `tid` is this Inferior's to read: a thread, a forked child not released,
+  // a new thread announced by its clone event, a thread forgotten before its exit was read.
+  bool ours(pid_t tid) const;
+  // The next status of ours() (or of `also`), without waiting: a waitid peek (WNOWAIT) says
+  // which child has one; when it is another's (the embedding program's own child), each of
+  // ours is asked with waitpid(tid, WNOHANG). nullopt when none has one; ECHILD when none of
+  // them can report anything any more.
+  Result<std::optional<std::pair<pid_t, int>>> poll_ours(pid_t also);
+  // The next status of ours() (or of `also`), waiting for it: the blocking peek, then the one
+  // waitpid; while another's status waits unread, poll_ours with sleeps (50 us to 2 ms).
+  // kIntr when a signal handler interrupted it.
+  Result<std::pair<pid_t, int>> wait_ours(pid_t also);
+  // wait_ours that polls for spin_.window() before it sleeps, and teaches spin_ how long it
+  // took: the tracee and its raw status. kIntr when a signal of install_interrupt_flag
   // arrived while polling.
-  Result<std::pair<pid_t, int>> wait_any();
-  // waitpid(-1, __WALL | WNOHANG) until a status comes or spin_.window() has passed since
-  // `begin`: the tracee and its raw status, or nullopt. kIntr as for wait_any.
+  Result<std::pair<pid_t, int>> wait_any(pid_t also = 0);
+  // poll_ours until a status comes or spin_.window() has passed since `begin`: the tracee and
+  // its raw status, or nullopt. kIntr as for wait_any.
   Result<std::optional<std::pair<pid_t, int>>> poll_status(
-      std::chrono::steady_clock::time_point begin);
+      std::chrono::steady_clock::time_point begin, pid_t also = 0);
+  // Threads forgotten without their exit status (the other threads of a process that execs):
+  // their statuses are still read (as ours()), and dropped.
+  void forget_threads(const std::vector<pid_t>& tids);
   void set_spin(int spin_us);
   Result<std::uint64_t> find_gadget(pid_t process);
   // Whether a signal is queued for `tid` (or its process) that the mask rt_sigreturn will
@@ -327,9 +352,11 @@ class Inferior {
   std::deque<Event> queued_;
   std::deque<std::pair<pid_t, int>> raw_queue_;  // wait statuses seen by wait_stop for others
   std::map<pid_t, Thread> children_;             // forked children not yet released
-  std::map<pid_t, std::uint64_t> gadgets_;       // per process: address of a `syscall` instruction
-  std::map<pid_t, Fd> mems_;                     // followed processes' memory
-  std::uint64_t process_changes_ = 0;            // process_changes()
+  std::set<pid_t> announced_;  // new threads of a clone event whose first stop is not read yet
+  std::set<pid_t> unreaped_;   // threads forgotten before their exit status was read
+  std::map<pid_t, std::uint64_t> gadgets_;  // per process: address of a `syscall` instruction
+  std::map<pid_t, Fd> mems_;                // followed processes' memory
+  std::uint64_t process_changes_ = 0;       // process_changes()
   bool follow_execs_ = false;
   bool hold_forks_ = false;
   SpinWindow spin_{std::chrono::nanoseconds(0)};

@@ -13,8 +13,11 @@
 //       auto v = session.handle(ev);
 //       // v->hits: each with the watch id, thread, instruction, access, old -> new value
 //       if (!v->handled) ...;   // the debugger's own handling: pass a signal, release a fork
+//       // A change while other threads run: stop them, change, resume exactly those.
+//       //   auto stopped = inferior.stop_all(ev.tid);  session.remove(w->id);
+//       //   for (pid_t t : *stopped) inferior.resume(t, session.resume_mode());
 //     }
-//     session.uninstall();                                      // every thread stopped
+//     session.uninstall();   // every thread stopped (else the destructor does it)
 //
 // Placement (numbered as the rules are applied, for each watch in id order):
 //  1. mode kSoftware, or the machine does not deliver hardware hits (options.hardware false):
@@ -42,7 +45,15 @@
 //    software paths for the new set (every breakpoint closed and reopened, every protection
 //    restored and set again): a watch's old value at its next hit is read at the rebuild. A
 //    forked process that was being followed is not watched after a rebuild (its changes are
-//    undone, it stays traced and runs on).
+//    undone, it stays traced and runs on). A stop of the session's own that waits in the
+//    Inferior's queue (a hit or a fault that stop_all queued for a thread, which stop_all does
+//    not count as one it stopped) stays queued, its thread stopped in it: the caller hands it to
+//    handle() as any queued event, which reports its hits of watches still there (a hardware
+//    hit's values are read at the rebuild, right after the access) and resumes the thread (or
+//    leaves it stopped at them: stop_at_hits); a software fault or int3 trap is run again under
+//    the watches as they are now. A hardware hit whose SIGTRAP was still pending behind
+//    stop_all's interrupt is reported by the next handle(). So a caller stops the threads, makes
+//    its changes, resumes exactly the threads stop_all returned, and loses no hit and no thread.
 //  - insert() checks the watch: 1 <= len <= 1 GiB; access one of r, w, rw or x alone; the range
 //    does not wrap (EINVAL naming the field). An execute watch has len 1.
 //  - handle() takes every event of the process: the hardware path's SIGTRAP stops (TRAP_PERF),
@@ -58,10 +69,22 @@
 //  - resume_mode() is how the caller must resume the threads it resumes (the software path needs
 //    system-call stops).
 //  - uninstall() (every thread stopped) removes every watch: the tracee then runs unmodified.
-//    The destructor does not touch the tracee (it may be gone): call uninstall() first.
+//    Stops of the session's own that uninstall() finds queued (see insert()) are dropped:
+//    nothing is left to report, and passed on (a detach delivers queued signals) they would
+//    kill the program. Their threads stay stopped like every other (stop_all did not count
+//    them): a caller that goes on without detaching resumes every stopped thread
+//    (Inferior::resume_all), not only those stop_all returned.
+//  - The session borrows the Inferior: it must outlive the session (declare the session after
+//    it) and stay where it is. The destructor (and a move assignment over a session) undoes what
+//    uninstall() undoes, when the session still has watches in a tracee that is still there:
+//    running threads are stopped for it and resumed after (with those of the dropped stops: the
+//    threads are left running as they were); errors are ignored. It does not touch
+//    the watchdog of guard() (which may be gone first: its own destructor releases it). A
+//    moved-from session has nothing to undo.
 //  - guard(): a Watchdog (for an attached process) that holds the software path's restore plan,
 //    published now and after every change of it; watchdog_error() says why a publish failed.
-// Thread-safety: none; the Inferior's thread only (Linux's ptrace rule). Move-only.
+// Thread-safety: none; the Inferior's thread only (Linux's ptrace rule). Move-only (see the
+// destructor above).
 #pragma once
 
 #include <sys/types.h>
@@ -160,7 +183,9 @@ class WatchSession {
   // The caller single-steps thread `tid` (0: none; set before each resume). A fault of the
   // software path that the stepped instruction takes then ends the step there: the thread stays
   // stopped after the instruction (StopVerdict::stopped, with no hits when the instruction
-  // touched no watched byte) instead of running on (stop_at_hits only).
+  // touched no watched byte) instead of running on (stop_at_hits only). A stop of it that
+  // insert() or remove() kept (a fault or an int3 before its instruction ran) resumes it with a
+  // step, as the caller did.
   void set_stepping(pid_t tid);
   [[nodiscard]] Result<void> uninstall();
 

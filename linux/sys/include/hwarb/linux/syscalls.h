@@ -111,6 +111,12 @@ struct WaitEvent {
 // (install_interrupt_flag) ends a blocking wait. ECHILD naming `pid` when there is nothing to
 // wait for.
 [[nodiscard]] Result<WaitEvent> wait_once(pid_t pid, bool nohang);
+// Which child or tracee has a status to report, without reaping it: waitid(P_ALL, WEXITED |
+// __WALL | WNOWAIT | (nohang ? WNOHANG : 0)) (a tracee's stops are reported to its tracer
+// without WSTOPPED). Its pid, or 0 (nohang, nothing to report); a later waitpid on that pid
+// reaps the status. EINTR is returned, not retried (kIntr naming `pid`), as for wait_once; ECHILD
+// naming `pid` when there is no child or tracee at all.
+[[nodiscard]] Result<pid_t> peek_wait(bool nohang);
 
 // perf_event_open(2) of a PERF_TYPE_BREAKPOINT event on thread `pid` (cpu -1: wherever it runs),
 // with the attributes Linux's hw_breakpoint_init gives a user breakpoint: pinned, sample_period
