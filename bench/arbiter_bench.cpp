@@ -1,8 +1,12 @@
-// bench/arbiter_bench.cpp — hwarb's arbiter against the Linux algorithm and the seed-003 one.
+// bench/arbiter_bench.cpp — hwarb's arbiter against the Linux algorithm and the 2009 one.
+//
+// The three implementations: hwarb's arbiter, today's Linux hw_breakpoint.c slot accounting
+// (baselines/linux_arbiter.h) and the 2009 hw_breakpoint slot-accounting algorithm
+// (baselines/linux2009_arbiter.h).
 //
 // Runs the workloads described in bench/README.md on all three implementations in the same
 // process and prints a markdown table of operations per second (one reserve or one release is one
-// operation) with the ratios hwarb/linux and hwarb/seed003.
+// operation) with the ratios hwarb/linux and hwarb/linux2009.
 //
 //   arbiter_bench [--quick] [--workload thread|cpu|mixed|all] [--threads 1|2] [--reps N]
 //                 [--time SECONDS] [--json FILE]
@@ -29,8 +33,8 @@
 #include <vector>
 
 #include "baselines/bp_request.h"
+#include "baselines/linux2009_arbiter.h"
 #include "baselines/linux_arbiter.h"
-#include "baselines/seed003_arbiter.h"
 #include "bench_util.h"
 #include "hwarb/arbiter/arbiter.h"
 
@@ -88,7 +92,7 @@ class BaselineImpl {
 };
 
 using LinuxImpl = BaselineImpl<hwarb::bench::LinuxArbiter>;
-using SeedImpl = BaselineImpl<hwarb::bench::Seed003Arbiter>;
+using Linux2009Impl = BaselineImpl<hwarb::bench::Linux2009Arbiter>;
 
 // ---- workloads ------------------------------------------------------------------------------
 
@@ -420,7 +424,7 @@ class Bench {
 
 struct Row {
   Cell cell;
-  Measure hwarb, linux_, seed;
+  Measure hwarb, linux_, linux2009;
 };
 
 // The repetitions of the three implementations are interleaved, so that a change in the load of
@@ -429,7 +433,7 @@ template <template <typename> class W>
 Row measure_all(const Cell& cell, const Options& opt) {
   Bench<HwarbImpl, W> hw(cell, opt);
   Bench<LinuxImpl, W> lx(cell, opt);
-  Bench<SeedImpl, W> sd(cell, opt);
+  Bench<Linux2009Impl, W> sd(cell, opt);
   for (int r = 0; r < opt.reps; ++r) {
     hw.rep();
     lx.rep();
@@ -486,11 +490,11 @@ std::string describe(const BpRequest& r) {
 bool check_agreement(int cpus, int tasks, int steps, std::uint64_t seed) {
   HwarbImpl hw(cpus);
   LinuxImpl lx(cpus);
-  SeedImpl sd(cpus);
+  Linux2009Impl sd(cpus);
   struct Live {
     HwarbImpl::Handle hw;
     LinuxImpl::Handle lx;
-    SeedImpl::Handle sd;
+    Linux2009Impl::Handle sd;
   };
   std::vector<Live> live;
   SplitMix rng(seed);
@@ -520,7 +524,7 @@ bool check_agreement(int cpus, int tasks, int steps, std::uint64_t seed) {
       if (a != b || a != c) {
         std::fprintf(stderr,
                      "DISAGREEMENT (cpus %d, seed %llu, step %d): %s: hwarb %s, linux %s, "
-                     "seed003 %s\n",
+                     "linux2009 %s\n",
                      cpus, static_cast<unsigned long long>(seed), step, describe(r).c_str(),
                      a ? "admits" : "refuses", b ? "admits" : "refuses", c ? "admits" : "refuses");
         ok = false;
@@ -563,14 +567,14 @@ std::string rate(const Measure& m) {
 
 void print_table(const std::vector<Row>& rows) {
   std::printf(
-      "\n| workload | threads | cpus | tasks | hwarb ops/s | linux ops/s | seed003 ops/s | "
-      "hwarb/linux | hwarb/seed003 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+      "\n| workload | threads | cpus | tasks | hwarb ops/s | linux ops/s | linux2009 ops/s | "
+      "hwarb/linux | hwarb/linux2009 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& r : rows) {
     std::printf("| %s | %d | %d | %d | %s | %s | %s | %s | %s |\n", r.cell.workload.c_str(),
                 r.cell.threads, r.cell.cpus, r.cell.tasks, rate(r.hwarb).c_str(),
-                rate(r.linux_).c_str(), rate(r.seed).c_str(),
+                rate(r.linux_).c_str(), rate(r.linux2009).c_str(),
                 ratio(r.hwarb.ops_per_s, r.linux_.ops_per_s).c_str(),
-                ratio(r.hwarb.ops_per_s, r.seed.ops_per_s).c_str());
+                ratio(r.hwarb.ops_per_s, r.linux2009.ops_per_s).c_str());
   }
   std::printf(
       "\n`*`: the thread workload ran on windows of fewer tasks than the cell's (each window "
@@ -586,8 +590,8 @@ void write_json(const std::vector<Row>& rows, const std::string& path) {
         << ", \"cpus\": " << r.cell.cpus << ", \"tasks\": " << r.cell.tasks
         << ", \"hwarb_ops_per_s\": " << r.hwarb.ops_per_s
         << ", \"linux_ops_per_s\": " << r.linux_.ops_per_s
-        << ", \"seed003_ops_per_s\": " << r.seed.ops_per_s
-        << ", \"seed003_windowed\": " << (r.seed.windowed ? "true" : "false") << "}"
+        << ", \"linux2009_ops_per_s\": " << r.linux2009.ops_per_s
+        << ", \"linux2009_windowed\": " << (r.linux2009.windowed ? "true" : "false") << "}"
         << (i + 1 < rows.size() ? ",\n" : "\n");
   }
   out << "]\n";
@@ -635,9 +639,9 @@ int run(const Options& opt) {
   std::vector<Row> rows;
   auto note = [&](const Row& r) {
     rows.push_back(r);
-    std::fprintf(stderr, "  %s threads %d cpus %d tasks %d: hwarb %s, linux %s, seed003 %s\n",
+    std::fprintf(stderr, "  %s threads %d cpus %d tasks %d: hwarb %s, linux %s, linux2009 %s\n",
                  r.cell.workload.c_str(), r.cell.threads, r.cell.cpus, r.cell.tasks,
-                 rate(r.hwarb).c_str(), rate(r.linux_).c_str(), rate(r.seed).c_str());
+                 rate(r.hwarb).c_str(), rate(r.linux_).c_str(), rate(r.linux2009).c_str());
   };
   const auto t0 = Clock::now();
   for (int threads : thread_counts) {
@@ -694,7 +698,7 @@ int run(const Options& opt) {
 
   for (const auto& r : rows) {
     const std::pair<std::string_view, const Measure*> all[] = {
-        {"hwarb", &r.hwarb}, {"linux", &r.linux_}, {"seed003", &r.seed}};
+        {"hwarb", &r.hwarb}, {"linux", &r.linux_}, {"linux2009", &r.linux2009}};
     for (const auto& [name, m] : all) {
       if (m->refused != 0 || m->leaked) {
         std::fprintf(stderr, "ERROR: %s on %s/%d threads/%d cpus/%d tasks: %lld refused%s\n",

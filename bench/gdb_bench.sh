@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/gdb_bench.sh — hwarb on real processes against gdb, in the same run (issue 6, section 4).
+# bench/gdb_bench.sh — hwarb on real processes against gdb, in the same run.
 #   bench/gdb_bench.sh BUILD_DIR [--reps N] [--rare-units U] [--cpu C]
 # BUILD_DIR holds tools/hwarb/hwarb and tests/programs/prog_bench_{loop,rare,trace} (bench/run gdb
 # builds them in Release). Every measurement is repeated N times (default 3), the repetitions

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/gdbserver_bench.sh — gdb + `hwarb gdbserver` against gdb + Debian gdbserver and native gdb,
-# in the same run (issue 17's targets).
+# in the same run (targets: bench/README.md).
 #   bench/gdbserver_bench.sh BUILD_DIR [--reps N] [--writes W] [--dense-work K] [--sparse-writes S]
 #                            [--work K] [--cpu C] [--limit SECONDS] [--parts LIST]
 # BUILD_DIR holds tools/hwarb/hwarb and tests/programs/prog_bench_watch (bench/run gdbserver builds
@@ -9,7 +9,7 @@
 # with a `commands` list (`silent`, a Python counter, `continue`), continue to the exit, print the
 # count. The repetitions (default 3) are interleaved; the median wall time (launch to exit, from
 # this shell) is reported. --cpu C runs every command under `taskset -c C`; --limit bounds each run
-# (default 300 s; issue 17's size, 10 000 sparse writes, needs about 1000 s for native gdb);
+# (default 300 s; the target size, 10 000 sparse writes, needs about 1000 s for native gdb);
 # --parts runs only some parts (e.g. 1,3; default 1,2,3).
 #   1. hardware watch, dense writes: `prog_bench_watch counter W 1` (W writes of a 4-byte global,
 #      default 2000, ~31 instructions apart; --dense-work K puts K rounds of work between them, as

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/hit_timeline.sh — where one watch hit's time goes, hardware path against software path,
-# from the kernel's own trace events (issue 19: "hardware per hit <= software per hit").
+# from the kernel's own trace events (target: "hardware per hit <= software per hit").
 #   bench/hit_timeline.sh BUILD_DIR [WRITES]
 # Runs `hwarb watch --hardware` and `hwarb watch --software` on `prog_writer WRITES` (default
 # 2000) with these tracefs events on (trace clock `mono`, so CPUs agree):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/stat_bench.sh — `hwarb stat` in hardware mode against `perf stat -e mem:ADDR/LEN:w` on the
-# same program, in the same run (issue 15, item 12). perf counts user-space accesses only (`:u`,
+# same program, in the same run. perf counts user-space accesses only (`:u`,
 # as hwarb: exclude_kernel; without it this kernel adds 4 writes of its own per run).
 #   bench/stat_bench.sh BUILD_DIR [--reps N] [--writes W]
 # BUILD_DIR holds tools/hwarb/hwarb and tests/programs/prog_writer. The program is

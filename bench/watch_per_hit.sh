@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/watch_per_hit.sh — the time of one watch hit: `hwarb watch --hardware` against
 # `hwarb watch --software` and `perf record -e mem:ADDR:w -c 1` (a sample per hit), on
-# `prog_writer WRITES` (default 10000), the program alone as the floor (issue 19: "hardware per hit
+# `prog_writer WRITES` (default 10000), the program alone as the floor (targets: "hardware per hit
 # <= software per hit", "keep ahead of perf record").
 #   bench/watch_per_hit.sh BUILD_DIR [WRITES] [SERIES]
 # Each of SERIES series (default 3) runs the four commands in turn, five times (repetitions

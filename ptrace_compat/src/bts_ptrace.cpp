@@ -1,5 +1,5 @@
 // The legacy PTRACE_BTS_* requests on a per-task tracing context (bts_ptrace.h states the
-// contract and the seed defects each step below fixes).
+// contract and the 2008 patch's defects each step below fixes).
 #include "hwarb/ptrace_compat/bts_ptrace.h"
 
 #include <algorithm>

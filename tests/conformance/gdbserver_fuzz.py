@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A protocol fuzz test of `hwarb gdbserver --stdio` (issue 17).
+"""A protocol fuzz test of `hwarb gdbserver --stdio`.
 
     python3 gdbserver_fuzz.py HWARB PROGRAMS_DIR [--rounds N] [--seed S] [--skip CAT,...] [-v]
 

@@ -188,7 +188,7 @@ if wanted attach_signals; then
       # A stale report would make the wait for the first hit below end at once.
       rm -f "$tmp/pid" "$tmp/at"
       # A tick every 50 ms, signals 20 ms after the first hit: hwarb is killed while the target
-      # sleeps (a thread stopped at a hit when hwarb dies gets that signal from the kernel: README,
+      # sleeps (a thread stopped at a hit when hwarb dies gets that signal from the kernel: docs/cli.md,
       # "If hwarb is killed"; the watchdog's unit test kills mid-run too). In hardware mode the
       # kernel closes hwarb's perf events only late in its exit (a sanitizer build's takes tens
       # of ms): the watchdog's SIGSTOP keeps the program from a hit meanwhile.

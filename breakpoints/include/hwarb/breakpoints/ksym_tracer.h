@@ -6,23 +6,24 @@
 //
 // Contract:
 //  - trace(spec, type): spec is "SYMBOL[+OFF]" (KernelSymbols::resolve). The checks, in the
-//    order the seed's ksym_trace_filter_write makes them:
+//    order the 2009 series' ksym_trace_filter_write makes them:
 //      1. the symbol: unknown ENOENT, malformed EINVAL (KernelSymbols::resolve);
 //      2. the type: w or rw (len 4); r and x are EINVAL (ksym_trace_get_access_type);
-//      3. an entry at that address already (matched by address, as the seed's ksym_addr):
-//         a. the same type: EINVAL, nothing changes (the seed's malformed request (6));
+//      3. an entry at that address already (matched by address, as the 2009 series' ksym_addr):
+//         a. the same type: EINVAL, nothing changes (the 2009 series' malformed request (6));
 //         b. another type: the type changes (below);
-//      4. a new entry past kMaxEntries (the seed's KSYM_TRACER_MAX = HBP_NUM): ENOSPC;
+//      4. a new entry past kMaxEntries (the 2009 series' KSYM_TRACER_MAX = HBP_NUM): ENOSPC;
 //      5. register_wide_hw_breakpoint(addr, len 4, type): a kernel caller, so privileged and
 //         exclude_kernel = 0; its error (ENOSPC when some online CPU has no free slot, EINVAL
 //         for an address not aligned to 4, ENOMEM) is returned as is and leaves NO entry and NO
-//         breakpoint on any CPU. (The seed's process_new_ksym_entry cleared the handle before
+//         breakpoint on any CPU. (The 2009 series' process_new_ksym_entry cleared the handle before
 //         taking PTR_ERR of it, so a failed registration returned 0 with no entry: fixed.)
-//  - Type change (3b) is all or nothing, as the seed does it (unregister, then register the new
+//  - Type change (3b) is all or nothing, as the 2009 series does it (unregister, then register the
+//  new
 //    type) with the failure case defined: on success the entry keeps its count and hits are
 //    reported with the new type; on failure of the new registration the old breakpoint is
 //    registered again and the error is returned, so the entry, its type and its count are
-//    exactly as before. (The seed dropped the entry then.) Re-registering the old breakpoint
+//    exactly as before. (The 2009 series dropped the entry then.) Re-registering the old breakpoint
 //    reuses the slots it just released under the caller's serialisation, so it does not fail
 //    for slots; should it fail anyway (an injected ENOMEM), the entry is gone and the error says
 //    so ("... the entry is removed").

@@ -1,5 +1,6 @@
-// hwarb/ptrace_compat/bts_ptrace.h — the legacy PTRACE_BTS_* requests (seed 000, the 2008 ptrace
-// BTS API; seed 001 before it) on the shared BTS facility (docs/architecture.md sections 5 and 6).
+// hwarb/ptrace_compat/bts_ptrace.h — the legacy PTRACE_BTS_* requests (the 2008 ptrace BTS API
+// patch; the 2007 BTS ptrace patch before it) on the shared BTS facility (docs/architecture.md
+// sections 5 and 6).
 //
 // Model. A traced task has at most one BTS buffer: one task tracing context of the bts::Tracer,
 // opened as ContextConfig{task, cpu nullopt, flags kUser (| kSched), mode kWrap or kSignal,
@@ -8,11 +9,11 @@
 // contexts by the arbiter's rules (EBUSY while PT or LBR is held).
 //
 // ptrace traces USER branches only: a ptrace caller is not trusted with kernel addresses (the
-// seed programmed DEBUGCTL without BTS_OFF_OS and handed kernel addresses to any tracer; seed 002
-// filters them in software). The context asks for kUser and never kKernel, so a branch whose
-// `from` is a kernel address never reaches the buffer.
+// 2008 patch programmed DEBUGCTL without BTS_OFF_OS and handed kernel addresses to any tracer; the
+// 2008 in-kernel BTS interface review filters them in software). The context asks for kUser and
+// never kKernel, so a branch whose `from` is a kernel address never reaches the buffer.
 //
-// Requests (seed 000's numbers; errors name the field; every request is all or nothing: all
+// Requests (the 2008 patch's numbers; errors name the field; every request is all or nothing: all
 // checks come before any change, and on error nothing changed):
 //  - config(task, {size, flags}) = PTRACE_BTS_CONFIG.
 //      flags: kBtsTrace (record branches), kBtsSched (arrives/departs timestamps), kBtsSignal
@@ -50,20 +51,23 @@
 // nothing is overwritten, until the tracer drains or clears the buffer; a tracer drains and then
 // continues the tracee, and the next fill stops it again.
 //
-// The seed's defects and how each is fixed here:
-//  1. Same size reallocated: the seed compared the UNROUNDED request with the rounded buffer size
+// The 2008 patch's defects and how each is fixed here:
+//  1. Same size reallocated: the 2008 patch compared the UNROUNDED request with the rounded buffer
+//  size
 //     (`bts_size != cfg.size`), so re-configuring with the same size (any size that is not a
 //     multiple of the record size) freed and reallocated the buffer and lost the trace. Fixed:
 //     the request is rounded first and compared with the current rounded size.
-//  2. Free before allocate: the seed called ds_free and then ds_allocate; an ENOMEM left the task
+//  2. Free before allocate: the 2008 patch called ds_free and then ds_allocate; an ENOMEM left the
+//  task
 //     without its buffer and its trace. Fixed: Tracer::resize allocates the new buffer first and
 //     keeps the old one on failure.
-//  3. Partial application: the seed reallocated the buffer and then failed on the overflow mode
+//  3. Partial application: the 2008 patch reallocated the buffer and then failed on the overflow
+//  mode
 //     (ds_set_overflow(DS_O_SIGNAL) was EOPNOTSUPP) or on a later step, leaving half a
 //     configuration. Fixed: every check (flags, size, buffer) precedes the first change; the
 //     changes after it cannot fail.
 //  4. Unknown flag bits were silently ignored. Fixed: EINVAL "flags: 0x.. unknown".
-//  5. No maximum, and PTRACE_BTS_O_CUT_SIZE declared but never implemented: the seed removed
+//  5. No maximum, and PTRACE_BTS_O_CUT_SIZE declared but never implemented: the 2008 patch removed
 //     PTRACE_BTS_BUFFER_MAX ("Opens: memory rlimit"), so any tracer could ask for any size and
 //     CUT_SIZE did nothing. Fixed: options.max_bytes; above it EINVAL, or cut with kBtsCutSize.
 //  6. Flags without a buffer were silently ignored (`ds && (flags & TRACE)`): a tracer asking to
@@ -110,7 +114,7 @@ inline constexpr std::uint64_t kBtsSignal = 0x4;   // stop with kBtsFullSignal w
 inline constexpr std::uint64_t kBtsCutSize = 0x8;  // cut a too large size to the maximum
 inline constexpr std::uint64_t kBtsKnownFlags = kBtsTrace | kBtsSched | kBtsSignal | kBtsCutSize;
 
-// Seed 000's request numbers.
+// The 2008 ptrace BTS API patch's request numbers.
 inline constexpr int kPtraceBtsConfig = 40;
 inline constexpr int kPtraceBtsStatus = 41;
 inline constexpr int kPtraceBtsSize = 42;

@@ -1,5 +1,6 @@
 // hwarb/sim/guest.h — a KVM guest on the simulated system: its debug registers, and how the host's
-// are written back after it ran (Linux's hw_breakpoint_restore, seed 003 and its review).
+// are written back after it ran (Linux's hw_breakpoint_restore, the 2009 hw-breakpoint rewrite and
+// its review).
 //
 // The host's per-CPU state. System keeps, per CPU, the image the breakpoint PMU programs (Linux's
 // per-CPU cpu_debugreg[0..3] and dr7): every PMU write goes to the image, and to the CPU's

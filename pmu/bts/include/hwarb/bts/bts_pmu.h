@@ -16,7 +16,7 @@
 //    On error nothing remains.
 //  - One facility per CPU, many events: the Tracer owns each CPU's facility and every event on that
 //    CPU is multiplexed onto it through its own context (Linux refuses a second exclusive event in
-//    a context; seed 002 asks for exactly this sharing instead).
+//    a context; the 2008 in-kernel BTS interface review asks for exactly this sharing instead).
 //  - start(event, cpu) activates the context on cpu, stop deactivates it; add and del only check
 //    that the CPU is in range. read() adds the records stored for the event since the last read
 //    to its count. event_destroy closes the context (its records go with it).

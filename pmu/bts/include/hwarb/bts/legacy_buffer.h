@@ -1,5 +1,5 @@
-// hwarb/bts/legacy_buffer.h — the per-task BTS buffer of the legacy ptrace API (seeds 000/001:
-// PTRACE_BTS_CONFIG / SIZE / GET / CLEAR / DRAIN), with its two overflow modes.
+// hwarb/bts/legacy_buffer.h — the per-task BTS buffer of the legacy ptrace API (the 2007 and 2008
+// ptrace BTS patches: PTRACE_BTS_CONFIG / SIZE / GET / CLEAR / DRAIN), with its two overflow modes.
 //
 // Contract:
 //  - Sizes are in bytes and rounded DOWN to a whole number of records (ds_allocate's rule):

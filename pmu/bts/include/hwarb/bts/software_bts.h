@@ -1,5 +1,5 @@
 // hwarb/bts/software_bts.h — the BTS facility in software, for machines without one: whoever
-// observes branches by other means (single-stepping, an emulator; issue 6) reports each taken
+// observes branches by other means (single-stepping, an emulator: hwarb trace) reports each taken
 // branch here, and it is stored exactly as the processor would store it.
 //
 // Contract:

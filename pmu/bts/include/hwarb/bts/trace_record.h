@@ -1,9 +1,10 @@
 // hwarb/bts/trace_record.h — what a tracing context holds: branch records in the 64-bit BTS
-// layout, and scheduling timestamp records (seed 000's BTS_TASK_ARRIVES / BTS_TASK_DEPARTS).
+// layout, and scheduling timestamp records (the 2008 ptrace BTS API's BTS_TASK_ARRIVES /
+// BTS_TASK_DEPARTS).
 //
 // Every context buffer holds 24-byte records, whatever the CPU's format: the tracer transcribes
-// each hardware record (12 bytes on a 32-bit CPU) into this form while sorting (seed 002: "we are
-// already transcribing each BTS entry into the ABI form anyway").
+// each hardware record (12 bytes on a 32-bit CPU) into this form while sorting (the 2008 in-kernel
+// BTS interface review: "we are already transcribing each BTS entry into the ABI form anyway").
 //
 //          63 62 61                          5  4  3  0
 //         +-----------------------------------------------+

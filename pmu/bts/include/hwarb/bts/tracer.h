@@ -1,6 +1,6 @@
 // hwarb/bts/tracer.h — the BTS facility shared through tracing contexts (docs/architecture.md
-// section 6, seed 002): one owner programs each CPU's facility; any number of contexts — one task
-// or global, user and/or kernel — receive the records meant for them.
+// section 6, the 2008 in-kernel BTS interface review): one owner programs each CPU's facility; any
+// number of contexts — one task or global, user and/or kernel — receive the records meant for them.
 //
 // Model.
 //  - The hardware (BtsHardware) has one BTS facility per CPU: a DS save area, a BTS buffer and
@@ -14,13 +14,13 @@
 //    deactivate(), which the BTS PMU calls from add/del. The facility of c traces the union of the
 //    active contexts: BTS on iff any is active; BTS_OFF_OS iff none wants kernel branches,
 //    BTS_OFF_USR iff none wants user branches.
-//  - Sorting: buffer switching at context switch (seed 002's second way, with one hardware buffer
-//    per CPU). Chosen over switch markers because every record in a CPU's buffer then belongs to
-//    the task running there since the last flush: no marker takes buffer space or has to be
-//    parsed, and a global context needs no collection from per-task buffers. The price is one
-//    flush per switch of a traced CPU. A flush decodes each record once and appends it to every
+//  - Sorting: buffer switching at context switch (the 2008 review's second way, with one
+//    hardware buffer per CPU). Chosen over switch markers because every record in a CPU's buffer
+//    then belongs to the task running there since the last flush: no marker takes buffer space or
+//    has to be parsed, and a global context needs no collection from per-task buffers. The price is
+//    one flush per switch of a traced CPU. A flush decodes each record once and appends it to every
 //    context active on that CPU whose privilege filter accepts it: a branch is kernel when its
-//    `from` is >= config.kernel_start (TASK_SIZE_MAX; seed 002: "ip < TASK_SIZE" is user).
+//    `from` is >= config.kernel_start (TASK_SIZE_MAX; the 2008 review: "ip < TASK_SIZE" is user).
 //  - When the set of active contexts of a CPU is about to change (switch, open, close, start,
 //    stop, set_flags, activate, deactivate), that CPU is flushed FIRST, so records taken before
 //    the change go to the contexts of before. Opening or closing a context never loses or moves

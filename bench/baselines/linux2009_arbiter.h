@@ -1,7 +1,9 @@
-// bench/baselines/seed003_arbiter.h — the 2009 hw-breakpoint arbiter of seed 003, as a baseline.
+// bench/baselines/linux2009_arbiter.h — the 2009 hw_breakpoint slot-accounting algorithm,
+// as a baseline.
 //
-// Written from the description in seeds/003 ("hw-breakpoints: Arbitrate access to pmu following
-// registers constraints"), pinned breakpoints only, one shared pool of N slots:
+// Written from the description in the 2009 hw-breakpoint rewrite on perf events ("hw-breakpoints:
+// Arbitrate access to pmu following registers constraints"), pinned breakpoints only, one shared
+// pool of N slots:
 //   - one global mutex (nr_bp_mutex) serialises every reserve and release;
 //   - per CPU: nr_cpu_bp_pinned (weight of CPU-bound breakpoints) and the histogram
 //     task_bp_pinned[k-1] = number of tasks holding k slots on that CPU;
@@ -10,8 +12,8 @@
 //   - a task-on-all-CPUs request loops over the online CPUs, both to check (fetch_bp_busy_slots)
 //     and to update (toggle_bp_slot), walking the task's list once per CPU.
 // Admission is the rule of docs/architecture.md section 2 (a task is checked against its own count,
-// as the seed's follow-up fix did; the first posting compared against the largest task of the CPU),
-// so that all benchmarked implementations take the same decisions.
+// as the series' follow-up fix did; the first posting compared against the largest task of the
+// CPU), so that all benchmarked implementations take the same decisions.
 #pragma once
 
 #include <array>
@@ -25,16 +27,16 @@
 
 namespace hwarb::bench {
 
-class Seed003Arbiter {
+class Linux2009Arbiter {
  public:
   struct Breakpoint;
   // A held breakpoint; nullptr when refused.
   using Handle = Breakpoint*;
 
-  explicit Seed003Arbiter(int cpus, int slots = 4);
-  ~Seed003Arbiter();
-  Seed003Arbiter(const Seed003Arbiter&) = delete;
-  Seed003Arbiter& operator=(const Seed003Arbiter&) = delete;
+  explicit Linux2009Arbiter(int cpus, int slots = 4);
+  ~Linux2009Arbiter();
+  Linux2009Arbiter(const Linux2009Arbiter&) = delete;
+  Linux2009Arbiter& operator=(const Linux2009Arbiter&) = delete;
 
   // Admits the request (a handle) or refuses it (nullptr: no space, or an invalid request).
   Handle reserve(const BpRequest& request);

@@ -1,30 +1,30 @@
-// bench/baselines/seed003_arbiter.cpp — see the header for the description it follows.
-#include "baselines/seed003_arbiter.h"
+// bench/baselines/linux2009_arbiter.cpp — see the header for the description it follows.
+#include "baselines/linux2009_arbiter.h"
 
 #include <algorithm>
 #include <stdexcept>
 
 namespace hwarb::bench {
 
-struct Seed003Arbiter::Breakpoint {
+struct Linux2009Arbiter::Breakpoint {
   BpRequest request;
   TaskContext* ctx = nullptr;  // null: CPU-bound
   std::list<Breakpoint*>::iterator entry;
 };
 
-Seed003Arbiter::Seed003Arbiter(int cpus, int slots)
+Linux2009Arbiter::Linux2009Arbiter(int cpus, int slots)
     : cpus_(cpus),
       slots_(slots),
       online_(static_cast<std::size_t>(cpus), 1),
       nr_cpu_bp_pinned_(static_cast<std::size_t>(cpus), 0),
       task_bp_pinned_(static_cast<std::size_t>(cpus)) {
   if (cpus < 1 || slots < 1 || slots > kMaxBaselineSlots) {
-    throw std::invalid_argument("Seed003Arbiter: bad cpus or slots");
+    throw std::invalid_argument("Linux2009Arbiter: bad cpus or slots");
   }
   for (auto& hist : task_bp_pinned_) hist.fill(0);
 }
 
-Seed003Arbiter::~Seed003Arbiter() {
+Linux2009Arbiter::~Linux2009Arbiter() {
   for (auto& [task, ctx] : tasks_) {
     for (Breakpoint* bp : ctx.event_list) delete bp;
   }
@@ -32,7 +32,7 @@ Seed003Arbiter::~Seed003Arbiter() {
 
 // Slots the task holds on `cpu`: its breakpoints on that CPU plus those on all CPUs. Walks the
 // whole event list, every time.
-int Seed003Arbiter::task_bp_pinned(const TaskContext& ctx, int cpu) const {
+int Linux2009Arbiter::task_bp_pinned(const TaskContext& ctx, int cpu) const {
   int count = 0;
   for (const Breakpoint* bp : ctx.event_list) {
     if (bp->request.cpu < 0 || bp->request.cpu == cpu) count += bp->request.weight;
@@ -40,7 +40,7 @@ int Seed003Arbiter::task_bp_pinned(const TaskContext& ctx, int cpu) const {
   return count;
 }
 
-int Seed003Arbiter::max_task_bp_pinned(int cpu) const {
+int Linux2009Arbiter::max_task_bp_pinned(int cpu) const {
   const auto& hist = task_bp_pinned_[static_cast<std::size_t>(cpu)];
   for (int i = slots_ - 1; i >= 0; --i) {
     if (hist[static_cast<std::size_t>(i)] > 0) return i + 1;
@@ -49,7 +49,7 @@ int Seed003Arbiter::max_task_bp_pinned(int cpu) const {
 }
 
 // The pinned load the request would join: on its CPU, or the largest over the online CPUs.
-int Seed003Arbiter::fetch_bp_busy_slots(const BpRequest& request, const TaskContext* ctx) const {
+int Linux2009Arbiter::fetch_bp_busy_slots(const BpRequest& request, const TaskContext* ctx) const {
   auto load_on = [&](int cpu) {
     int nr = nr_cpu_bp_pinned_[static_cast<std::size_t>(cpu)];
     nr += ctx != nullptr ? task_bp_pinned(*ctx, cpu) : max_task_bp_pinned(cpu);
@@ -66,7 +66,8 @@ int Seed003Arbiter::fetch_bp_busy_slots(const BpRequest& request, const TaskCont
 
 // Moves the task from bucket `count` to `count +/- weight` in the CPU's histogram. On enable the
 // new breakpoint is not in the list yet; on disable it still is.
-void Seed003Arbiter::toggle_bp_task_slot(const TaskContext& ctx, int cpu, int weight, bool enable) {
+void Linux2009Arbiter::toggle_bp_task_slot(const TaskContext& ctx, int cpu, int weight,
+                                           bool enable) {
   auto& hist = task_bp_pinned_[static_cast<std::size_t>(cpu)];
   const int count = task_bp_pinned(ctx, cpu);
   const int next = enable ? count + weight : count - weight;
@@ -74,7 +75,7 @@ void Seed003Arbiter::toggle_bp_task_slot(const TaskContext& ctx, int cpu, int we
   if (next > 0) ++hist[static_cast<std::size_t>(next - 1)];
 }
 
-void Seed003Arbiter::toggle_bp_slot(const Breakpoint& bp, bool enable) {
+void Linux2009Arbiter::toggle_bp_slot(const Breakpoint& bp, bool enable) {
   const int weight = bp.request.weight;
   if (bp.ctx != nullptr) {
     if (bp.request.cpu >= 0) {
@@ -91,7 +92,7 @@ void Seed003Arbiter::toggle_bp_slot(const Breakpoint& bp, bool enable) {
   nr += enable ? weight : -weight;
 }
 
-Seed003Arbiter::Handle Seed003Arbiter::reserve(const BpRequest& request) {
+Linux2009Arbiter::Handle Linux2009Arbiter::reserve(const BpRequest& request) {
   if (request.cpu >= cpus_ || (request.task < 0 && request.cpu < 0) || request.weight < 1) {
     return nullptr;
   }
@@ -105,7 +106,7 @@ Seed003Arbiter::Handle Seed003Arbiter::reserve(const BpRequest& request) {
   return bp;
 }
 
-void Seed003Arbiter::release(Handle& handle) {
+void Linux2009Arbiter::release(Handle& handle) {
   if (handle == nullptr) return;
   {
     std::lock_guard lock(nr_bp_mutex_);
@@ -118,7 +119,7 @@ void Seed003Arbiter::release(Handle& handle) {
 }
 
 // True while any breakpoint is live or any counter is not back to zero.
-bool Seed003Arbiter::is_used() const {
+bool Linux2009Arbiter::is_used() const {
   std::lock_guard lock(nr_bp_mutex_);
   if (live_ != 0) return true;
   for (int cpu = 0; cpu < cpus_; ++cpu) {
