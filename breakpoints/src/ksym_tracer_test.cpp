@@ -113,7 +113,7 @@ TEST(KsymTracer, TracesASymbolOnEveryCpuWithAKernelBreakpoint) {
   EXPECT_EQ(t.entries()[0].type, BpType::kRw);
 }
 
-// The seed's startup selftest (trace_selftest_startup_ksym): trace ksym_selftest_dummy rw, touch
+// The 2009 ksym tracer's startup selftest (trace_selftest_startup_ksym): trace ksym_selftest_dummy rw, touch
 // it, and the tracer has recorded the access.
 TEST(KsymTracer, SelftestOfTheSeed) {
   auto s = make(2);
@@ -128,7 +128,7 @@ TEST(KsymTracer, SelftestOfTheSeed) {
   EXPECT_FALSE(s->arbiter().is_used());
 }
 
-// The seed's defect: process_new_ksym_entry set the handle to NULL before PTR_ERR(handle), so a
+// The 2009 ksym tracer's defect: process_new_ksym_entry set the handle to NULL before PTR_ERR(handle), so a
 // failed register_wide_hw_breakpoint returned 0 (success) with no entry. The error must come
 // back, and nothing may be left: no entry, no event, no slot, no register on any CPU.
 TEST(KsymTracer, AFailedWideRegistrationReturnsItsErrorAndLeavesNothing) {

@@ -155,7 +155,7 @@ TEST_F(PtraceBtsTest, Fix1SameRoundedSizeKeepsTheBufferAndItsRecords) {
   const auto id = ptrace_->context(kTask);
   ASSERT_TRUE(id);
   take(0, 3);
-  config(100, kBtsTrace);  // the seed compared 100 with 96 and reallocated
+  config(100, kBtsTrace);  // the 2008 ptrace BTS API compared 100 with 96 and reallocated
   config(110, kBtsTrace);  // rounds to 96 too
   config(96, kBtsTrace);
   EXPECT_EQ(ptrace_->context(kTask), id);
