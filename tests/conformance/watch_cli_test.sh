@@ -90,6 +90,33 @@ count "$tmp/out" '"syscall":"pread64"' 100 "kernel rewrites: pread64"
 count "$tmp/out" '"syscall":"preadv"' 100 "kernel rewrites: preadv"
 has "$tmp/out" 'reads=200' "kernel rewrites: program output"
 
+# The CPU makes each access to a watched page where another user of the breakpoints may be
+# there: with --cpu-accesses, once the program opens a perf breakpoint of its own, and while
+# another process has perf events open. The counts stay exact.
+run 0 "--cpu-accesses" stat --software --cpu-accesses target:w -- "$programs/prog_writer" 50
+has "$tmp/err" "the CPU makes each access to a watched page (--cpu-accesses)" "--cpu-accesses"
+has "$tmp/err" "50 hits" "--cpu-accesses: exact"
+run 0 "program's own breakpoint" stat --software target:w -- "$programs/prog_self_watch" 50
+has "$tmp/err" "opened a perf breakpoint: accesses to the watched pages are made by the CPU" \
+  "program's own breakpoint: noted"
+has "$tmp/err" "50 hits" "program's own breakpoint: exact"
+if command -v perf >/dev/null; then
+  perf stat -e task-clock -- sleep 30 >/dev/null 2>&1 &
+  holder=$!
+  for _ in $(seq 100); do
+    ls -l "/proc/$holder/fd" 2>/dev/null | grep -q perf_event && break
+    sleep 0.05
+  done
+  run 0 "another process's perf events" stat --software target:w -- "$programs/prog_writer" 50
+  has "$tmp/err" "the CPU makes each access to a watched page (perf events are open in perf[$holder]" \
+    "another process's perf events: named"
+  has "$tmp/err" "50 hits" "another process's perf events: exact"
+  kill "$holder" 2>/dev/null
+  wait "$holder" 2>/dev/null
+else
+  skip_case - "another process's perf events" "perf is not installed"
+fi
+
 # A program's own SIGSEGV handler and its own protection, in both modes: stores that fault on
 # the program's mprotect did not happen (no hit; 8 writes of page.value), and the handler's writes
 # of the watched page (SIGSEGV blocked there) leave its action in place: 4 handled faults, the
@@ -118,8 +145,9 @@ for mode in "" "--software"; do
   has "$tmp/out" "at=$libvar n=5" "$m: library address: program output"
 done
 
-# Golden: the human format of a small run (addresses repeat: ASLR is off as in gdb; times vary).
-run 0 "golden human" watch --software target:w -- "$programs/prog_writer" 3
+# Golden: the human format of a small run (addresses repeat: ASLR is off as in gdb; times vary;
+# --emulate-accesses: the same status lines whatever else on the machine has perf events open).
+run 0 "golden human" watch --software --emulate-accesses target:w -- "$programs/prog_writer" 3
 sed -E 's/^ +[0-9]+\.[0-9]+  tid [0-9]+/TIME  tid TID/' "$tmp/out" >"$tmp/human"
 sed -E "s#$programs#PROGRAMS#" "$tmp/err" >>"$tmp/human"
 if ! diff -u "$golden/writer_human.expected" "$tmp/human" >&2; then

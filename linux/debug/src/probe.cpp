@@ -133,29 +133,6 @@ Result<void> count_slots(ProbeReport& report) {
   return {};
 }
 
-// The processes other than this one with a perf event open ("comm[pid]"), from /proc/*/fd.
-std::vector<std::string> perf_event_holders() {
-  std::vector<std::string> found;
-  std::error_code ec;
-  const std::string self = std::to_string(::getpid());
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string pid = entry.path().filename().string();
-    if (pid.empty() || !std::all_of(pid.begin(), pid.end(), ::isdigit) || pid == self) continue;
-    std::error_code fd_ec;
-    for (const auto& fd : std::filesystem::directory_iterator(entry.path() / "fd", fd_ec)) {
-      std::error_code link_ec;
-      if (std::filesystem::read_symlink(fd.path(), link_ec).string() != "anon_inode:[perf_event]") {
-        continue;
-      }
-      std::ifstream comm(entry.path() / "comm");
-      std::string name;
-      std::getline(comm, name);
-      found.push_back(name + "[" + pid + "]");
-      break;
-    }
-  }
-  return found;
-}
 
 // One canary run: a child writes the canary under a write breakpoint; the event's count after it
 // exited. nullopt (with a note) when the run could not be made.
@@ -331,6 +308,29 @@ std::string yes_no(bool b) {
 }
 
 }  // namespace
+
+std::vector<std::string> perf_event_holders() {
+  std::vector<std::string> found;
+  std::error_code ec;
+  const std::string self = std::to_string(::getpid());
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.empty() || !std::all_of(pid.begin(), pid.end(), ::isdigit) || pid == self) continue;
+    std::error_code fd_ec;
+    for (const auto& fd : std::filesystem::directory_iterator(entry.path() / "fd", fd_ec)) {
+      std::error_code link_ec;
+      if (std::filesystem::read_symlink(fd.path(), link_ec).string() != "anon_inode:[perf_event]") {
+        continue;
+      }
+      std::ifstream comm(entry.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      found.push_back(name + "[" + pid + "]");
+      break;
+    }
+  }
+  return found;
+}
 
 Result<ProbeReport> probe(const ProbeOptions& options) {
   ProbeReport r;

@@ -564,6 +564,7 @@ std::string SoftWatch::describe() const {
     if (!out.empty()) out += " + ";
     out += "int3 (" + std::to_string(traps_.size()) + ")";
   }
+  if (cpu_accesses_ && !pages_.empty()) out += ", each access made by the CPU";
   return out;
 }
 

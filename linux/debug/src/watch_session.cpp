@@ -112,6 +112,10 @@ WatchSessionOptions session_options(const ProbeReport& report) {
   } else if (report.breakpoint_slots == 0) {
     o.no_hardware = "the probe could open no breakpoint on a thread (" + report.slots_error + ")";
   }
+  if (report.slots_held_elsewhere) {
+    o.cpu_accesses = true;
+    o.cpu_accesses_why = slots_held_text(report);
+  }
   return o;
 }
 
@@ -334,6 +338,12 @@ struct WatchSession::State {
       collector.hits.clear();
     }
     if (soft) {
+      // A breakpoint the program opened is still there: the next software path keeps letting the
+      // CPU make the accesses.
+      if (soft->cpu_accesses() && !options.cpu_accesses) {
+        options.cpu_accesses = true;
+        options.cpu_accesses_why = "the program opened a perf breakpoint";
+      }
       auto r = soft->disarm();
       soft.reset();
       if (!r && first) first = r;
@@ -387,7 +397,9 @@ struct WatchSession::State {
       }
       if (!soft_ranges.empty()) {
         auto s = SoftWatch::arm(*inferior, soft_ranges,
-                                {.inject_in = last_tid, .stop_at_hits = options.stop_at_hits});
+                                {.inject_in = last_tid,
+                                 .stop_at_hits = options.stop_at_hits,
+                                 .cpu_accesses = options.cpu_accesses});
         if (!s) return std::unexpected(s.error());
         soft.emplace(std::move(*s));
       }

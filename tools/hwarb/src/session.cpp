@@ -240,15 +240,31 @@ void Progress::clear() {
   shown_ = false;
 }
 
-native::WatchSessionOptions watch_options(bool software) {
+native::WatchSessionOptions watch_options(bool software, std::optional<bool> cpu_accesses) {
   native::WatchSessionOptions options{.hardware = false, .no_hardware = "--software", .slots = 4};
-  if (software) return options;
-  auto report = native::probe();
-  if (!report) {
-    options.no_hardware = "the probe failed: " + report.error().to_string();
-    return options;
+  if (!software) {
+    auto report = native::probe();
+    if (report) {
+      options = native::session_options(*report);
+    } else {
+      options.no_hardware = "the probe failed: " + report.error().to_string();
+    }
   }
-  return native::session_options(*report);
+  if (cpu_accesses) {
+    options.cpu_accesses = *cpu_accesses;
+    options.cpu_accesses_why = *cpu_accesses ? "--cpu-accesses" : "";
+  } else if (!options.cpu_accesses) {
+    // Another process with perf events open may have a breakpoint on a watched page.
+    const std::vector<std::string> holders = native::perf_event_holders();
+    if (!holders.empty()) {
+      options.cpu_accesses = true;
+      options.cpu_accesses_why = "perf events are open in";
+      for (std::size_t i = 0; i < holders.size(); ++i) {
+        options.cpu_accesses_why += (i == 0 ? " " : ", ") + holders[i];
+      }
+    }
+  }
+  return options;
 }
 
 unsigned access_bits(WatchAccess access) {

@@ -120,8 +120,11 @@ int finish_report(const char* command, Report& report, int status);
 
 // How watches may be placed: what the probe measured (hardware where hits are delivered, its
 // register count), or software alone with `software` (--software) or when the probe failed
-// (no_hardware says why).
-native::WatchSessionOptions watch_options(bool software);
+// (no_hardware says why). Whether the software path lets the CPU make the accesses: as
+// `cpu_accesses` says (--cpu-accesses, --emulate-accesses), else where another user holds
+// breakpoint slots or another process has perf events open (cpu_accesses_why says which).
+native::WatchSessionOptions watch_options(bool software,
+                                          std::optional<bool> cpu_accesses = std::nullopt);
 // The watch path's access bits (native::kWatchRead | ...) of an expression's access.
 unsigned access_bits(WatchAccess access);
 

@@ -62,8 +62,10 @@ struct WatchArgs {
   std::string output;
   bool json = false;
   TargetOptions target;
-  bool all_cpus = false;  // stat -a
-  std::string cpu_list;   // stat -C
+  bool cpu_accesses = false;      // --cpu-accesses
+  bool emulate_accesses = false;  // --emulate-accesses
+  bool all_cpus = false;          // stat -a
+  std::string cpu_list;           // stat -C
   bool user_only = false;
 };
 
@@ -558,11 +560,11 @@ std::string software_why(const std::vector<Watched>& watched,
 }
 
 // The status line of a session (stderr): the mode, how the watches are taken, and why a watch
-// is software.
+// is software; where the CPU makes the software path's accesses, why.
 void print_mode(const char* name, native::WatchSession& session,
                 const std::vector<Watched>& watched,
                 const std::map<std::size_t, std::size_t>& expr_of,
-                const std::vector<native::WatchInfo>& infos) {
+                const std::vector<native::WatchInfo>& infos, const std::string& why_cpu) {
   const std::string mode = mode_of(infos);
   std::cerr << "hwarb " << name << ": " << mode << " mode, ";
   if (mode == "hardware") {
@@ -572,11 +574,15 @@ void print_mode(const char* name, native::WatchSession& session,
   }
   if (mode == "software") {
     std::cerr << session.describe() << " (" << software_why(watched, expr_of, infos) << ")\n";
-    return;
+  } else {
+    std::cerr << session.describe() << ", " << session.perf_events()
+              << " perf breakpoint events; software: " << software_why(watched, expr_of, infos)
+              << "\n";
   }
-  std::cerr << session.describe() << ", " << session.perf_events()
-            << " perf breakpoint events; software: " << software_why(watched, expr_of, infos)
-            << "\n";
+  if (!why_cpu.empty()) {
+    std::cerr << "hwarb " << name << ": the CPU makes each access to a watched page (" << why_cpu
+              << ")\n";
+  }
 }
 
 // `hwarb watch|stat` once the report is open (run_watch): the exit status of the run, to which
@@ -635,7 +641,8 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
   for (std::size_t i = 0; i < infos->size(); ++i) {
     expr_of[static_cast<std::size_t>((*infos)[i].id)] = ranges[i].id;
   }
-  print_mode(name, session, *watched, expr_of, *infos);
+  print_mode(name, session, *watched, expr_of, *infos,
+             options.cpu_accesses ? options.cpu_accesses_why : "");
   class ById final : public native::WatchObserver {
    public:
     ById(Reporter& reporter, const std::map<std::size_t, std::size_t>& expr_of)
@@ -733,7 +740,12 @@ int run_watch(WatchArgs& args) {
 
   // Hardware or software: what the machine really does decides (the probe), unless --software
   // (or --hardware, which insists); then each watch is placed by the session.
-  const native::WatchSessionOptions options = watch_options(args.software);
+  if (args.cpu_accesses && args.emulate_accesses) {
+    return usage_error(name, "mode: --cpu-accesses and --emulate-accesses are exclusive");
+  }
+  std::optional<bool> cpu_accesses;
+  if (args.cpu_accesses || args.emulate_accesses) cpu_accesses = args.cpu_accesses;
+  const native::WatchSessionOptions options = watch_options(args.software, cpu_accesses);
   if (!args.software) {
     if (args.hardware && !options.hardware) {
       std::cerr << "hwarb " << name
@@ -767,6 +779,14 @@ CommandRunner setup(CLI::App& app, bool stat) {
   }
   sub->add_flag("--software", args->software,
                 "use the software path (page protection, int3) even where hardware hits work");
+  sub->add_flag("--cpu-accesses", args->cpu_accesses,
+                "software path: let the CPU make every access to a watched page (each stepped, "
+                "slower) so that other users' breakpoints there see it; automatic when another "
+                "process has perf events open or the program opens a breakpoint");
+  sub->add_flag("--emulate-accesses", args->emulate_accesses,
+                "software path: hwarb makes the loads and stores to watched pages itself even "
+                "where another process has perf events open (faster; their breakpoints on those "
+                "pages miss them) until the program opens a breakpoint of its own");
   sub->add_flag("--hardware", args->hardware,
                 "insist on the hardware path (perf breakpoints): an error (exit 1) where this "
                 "machine does not deliver their hits or the expressions need more registers");

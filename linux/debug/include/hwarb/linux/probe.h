@@ -76,6 +76,10 @@ Result<ProbeReport> probe(const ProbeOptions& options = {});
 // (or "2 of 4 breakpoint slots are ..."). Empty unless report.slots_held_elsewhere.
 std::string slots_held_text(const ProbeReport& report);
 std::string probe_to_json(const ProbeReport& report);
+// The processes other than this one with a perf event open now, "comm[pid]" (from /proc/*/fd:
+// the candidates for another user of the breakpoints, not proof; /proc does not say an event's
+// kind).
+std::vector<std::string> perf_event_holders();
 std::string probe_to_text(const ProbeReport& report);
 
 }  // namespace hwarb::native

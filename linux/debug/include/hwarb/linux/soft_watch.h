@@ -174,6 +174,9 @@ class SoftWatch {
   RestorePlan restore_plan() const;
   std::uint64_t plan_generation() const { return generation_; }
   const SoftWatchStats& stats() const { return stats_; }
+  // Whether the CPU makes the accesses (SoftWatchOptions::cpu_accesses, or since the program
+  // opened a perf breakpoint).
+  bool cpu_accesses() const { return cpu_accesses_; }
 
  private:
   struct Page {

@@ -141,8 +141,15 @@ struct WatchSessionOptions {
   // for the caller to resume. Off: it runs on at once. Software execute watches (int3) and
   // kernel accesses seen at a system call's exit are reported without stopping either way.
   bool stop_at_hits = false;
+  // The software path lets the CPU make every access to a watched page (stepped with the page
+  // open, SoftWatchOptions::cpu_accesses) from the start, so that another user's breakpoints on
+  // those pages see each access; `cpu_accesses_why` says why, for the caller's mode line. The
+  // software path turns it on by itself when the program opens a perf breakpoint.
+  bool cpu_accesses = false;
+  std::string cpu_accesses_why = {};
 };
-// The options a probe report gives: hardware when hits are delivered, its slot count.
+// The options a probe report gives: hardware when hits are delivered, its slot count; the CPU
+// makes the software path's accesses when another user holds breakpoint slots.
 WatchSessionOptions session_options(const ProbeReport& report);
 
 // What handle() made of one event.
