@@ -13,6 +13,8 @@
 #          runs to its end;
 #  vfork   `catch vfork`, then stepi twice over the vfork: the parent's pc stays readable (no
 #          "Could not read registers", no SIGSEGV at pc 0) and the program ends normally.
+#  signal  tests/programs/own_segv.c's SIGSEGV: `$_siginfo` (qXfer:siginfo:read), `info threads`
+#          with the thread's name (qXfer:threads:read), `info proc` (vFile:readlink).
 # gdb's lines that tell what happened (catchpoints, attach/detach notes, breakpoint hits, the
 # inferiors, printed values, exits) must equal gdbserver's, process ids aside.
 set -uo pipefail
@@ -35,19 +37,21 @@ fi
 events=$P/prog_gdb_events
 
 # run NAME SERVER PROGRAM-ARGS COMMANDS...: gdb in batch mode against SERVER (a command line that
-# takes the program after it); output in $tmp/NAME.out, the program's own on $tmp/NAME.err.
+# takes the program after it: PROGRAM-ARGS are prog_gdb_events's, or a program and its arguments
+# when they start with /); output in $tmp/NAME.out, the program's own on $tmp/NAME.err.
 run() {
   local name=$1 server=$2 args=$3 c
   shift 3
+  [[ $args == /* ]] || args="$events $args"
   local gdb_args=(-nx -batch -ex 'set remotetimeout 30' -ex 'set confirm off' -ex 'set pagination off'
-                  -ex 'set width 0' -ex "target remote | $server $events $args")
+                  -ex 'set width 0' -ex "target remote | $server $args")
   for c in "$@"; do gdb_args+=(-ex "$c"); done
   timeout 120 gdb "${gdb_args[@]}" >"$tmp/$name.out" 2>"$tmp/$name.err"
 }
 # The lines that tell what gdb saw, process and thread ids replaced by N (and the thread names
 # gdbserver adds from /proc dropped), the connection column of `info inferiors` cut.
 story() {
-  grep -E '^(Catchpoint [0-9]+ \(|\[(Detaching|Attaching|New inferior|Inferior|Switching to Thread)|Thread [0-9.]+ .*hit |\$[0-9]+ = |[* ] +[0-9]+ +(process|<null>)|Could not read|Program (received|terminated))' "$1" |
+  grep -E '^(Catchpoint [0-9]+ \(|\[(Detaching|Attaching|New inferior|Inferior|Switching to Thread)|Thread [0-9.]+ .*hit |\$[0-9]+ = |[* ] +[0-9]+ +(process|<null>|Thread)|Could not read|Program (received|terminated)|process [0-9]+$|(cmdline|cwd|exe) = )' "$1" |
     sed -E 's/(process|Thread|pid) [0-9]+(\.[0-9]+)?/\1 N/g; s/ "prog_gdb_events"//; s/^([* ] +[0-9]+ +(process N|<null>)).*/\1/'
 }
 expect() {  # expect FILE REGEX DESCRIPTION: at least one line matches
@@ -59,8 +63,10 @@ child_cmds=('set follow-fork-mode child' 'break in_child' continue 'info inferio
 keep_cmds=('set detach-on-fork off' 'set schedule-multiple on' 'break in_child' continue 'info inferiors'
            continue 'inferior 1' continue)
 vfork_cmds=('catch vfork' continue stepi 'p $pc' stepi 'p $pc' continue)
-cases=(catch child keep vfork)
-declare -A prog_of=([catch]=fork [child]=fork [keep]=fork [vfork]=vfork)
+signal_cmds=(continue 'p $_siginfo.si_signo' 'p $_siginfo.si_code'
+             'p $_siginfo._sifields._sigfault.si_addr == &area.spare' 'info threads' 'info proc' kill)
+cases=(catch child keep vfork signal)
+declare -A prog_of=([catch]=fork [child]=fork [keep]=fork [vfork]=vfork [signal]="$P/prog_own_segv 3")
 for c in "${cases[@]}"; do
   cmds_name="${c}_cmds[@]"
   run "$c-gdbserver" "gdbserver -" "${prog_of[$c]}" "${!cmds_name}"
@@ -85,6 +91,9 @@ for mode in "" "--software"; do
   expect "$tmp/vfork$m.err" '^child status=3$' "$m: catch vfork: the child's exit, seen by the parent"
   expect "$tmp/child$m.out" 'Inferior 2 \(process [0-9]+\) exited with code 03' "$m: follow-fork-mode child: the child's exit"
   expect "$tmp/vfork$m.out" '^\$2 = \(void \(\*\)\(\)\) 0x[0-9a-f]+ <__libc_vfork\+[0-9]+>' "$m: stepi over vfork: the parent's pc"
+  expect "$tmp/signal$m.out" '^\$1 = 11$' "$m: \$_siginfo.si_signo of the program's SIGSEGV"
+  expect "$tmp/signal$m.out" 'Thread [0-9.]+ "prog_own_segv"' "$m: info threads: the thread's name"
+  expect "$tmp/signal$m.out" "^exe = '$P/prog_own_segv'" "$m: info proc: the executable"
 done
 
 exit $fail

@@ -667,6 +667,14 @@ std::string GdbServer::file_request(std::string_view request) {
     return parse_hex_u64(args[i]);
   };
   if (op == "setfs") return "F0";  // one process: its file system is ours
+  if (op == "readlink") {
+    // `info proc` reads /proc/PID/cwd and exe this way.
+    auto path = from_hex(args.empty() ? std::string_view() : args[0]);
+    if (!path) return fail(path.error());
+    auto target = read_link(std::string(path->begin(), path->end()));
+    if (!target) return fail(target.error());
+    return "F" + hex_u64(target->size()) + ";" + *target;
+  }
   if (op == "open") {
     auto path = from_hex(args.empty() ? std::string_view() : args[0]);
     auto flags = number(1);
@@ -718,7 +726,7 @@ std::string GdbServer::file_request(std::string_view request) {
     be(static_cast<std::uint64_t>(st->ctime), 4);
     return "F" + hex_u64(out.size()) + ";" + out;
   }
-  return std::string();  // unlink, readlink, pwrite: not served
+  return std::string();  // unlink, pwrite: not served
 }
 
 Result<std::string> GdbServer::query(const std::string& p) {
@@ -733,7 +741,7 @@ Result<std::string> GdbServer::query(const std::string& p) {
     last_stop_ = stop_reply(SIGTRAP, last_thread_, "");  // the thread id in the client's form
     return "PacketSize=" + hex_u64(kPacketSize) +
            ";qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:read+;qXfer:threads:read+"
-           ";qXfer:libraries-svr4:read+"
+           ";qXfer:libraries-svr4:read+;qXfer:siginfo:read+"
            ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+" +
            std::string(error_messages_ ? ";error-message+" : "") +
            std::string(exec_events_ ? ";exec-events+" : "") +
@@ -863,10 +871,27 @@ Result<std::string> GdbServer::xfer(std::string_view object, std::string_view an
     if (!path) return std::unexpected(path.error());
     return xfer_slice(*path, offset, length);
   }
+  if (object == "siginfo") {
+    // The siginfo of the general thread's stop (x86-64 Linux layout, 128 bytes), as
+    // PTRACE_GETSIGINFO gives it.
+    const pid_t tid = thread_for(g_thread_);
+    if (!inferior_.is_stopped(tid)) {
+      return make_error(ErrorCode::kSrch, "thread: " + std::to_string(tid) + " is not stopped");
+    }
+    siginfo_t info{};
+    if (auto r = ptrace_getsiginfo(tid, info); !r) return std::unexpected(r.error());
+    return xfer_slice(std::string(reinterpret_cast<const char*>(&info), sizeof info), offset,
+                      length);
+  }
   if (object == "threads") {
     std::string xml = "<?xml version=\"1.0\"?>\n<threads>\n";
     for (pid_t t : inferior_.threads()) {
-      xml += "<thread id=\"" + thread_id(t) + "\"/>\n";
+      // The thread's name, as gdbserver gives it (/proc/PID/task/TID/comm).
+      auto comm = read_proc_file(inferior_.group_of(t), "task/" + std::to_string(t) + "/comm");
+      std::string name = comm ? *comm : std::string();
+      if (!name.empty() && name.back() == '\n') name.pop_back();
+      xml += "<thread id=\"" + thread_id(t) + "\"" +
+             (name.empty() ? std::string() : " name=\"" + xml_escape(name) + "\"") + "/>\n";
     }
     xml += "</threads>\n";
     return xfer_slice(xml, offset, length);

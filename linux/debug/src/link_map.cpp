@@ -45,6 +45,8 @@ Result<std::string> read_name(const MemoryReader& read, std::uint64_t addr) {
                                         std::to_string(kMaxName) + " bytes");
 }
 
+}  // namespace
+
 std::string xml_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
@@ -70,8 +72,6 @@ std::string xml_escape(const std::string& text) {
   }
   return out;
 }
-
-}  // namespace
 
 Result<LinkMap> read_link_map(std::span<const std::uint8_t> auxv, const MemoryReader& read) {
   // 1. The program headers from auxv.

@@ -196,12 +196,19 @@ Result<std::vector<pid_t>> list_threads(pid_t pid) {
 
 Result<std::string> executable_path(pid_t pid) {
   const std::string path = proc_path(pid, "exe");
+  auto target = read_link(path);
+  if (!target) {
+    return sys_fail<std::string>(static_cast<int>(target.error().code()), "pid",
+                                 "readlink " + path + " of " + pid_text(pid));
+  }
+  return target;
+}
+
+Result<std::string> read_link(const std::string& path) {
   std::string target(256, '\0');
   for (;;) {
     const ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
-    if (n < 0) {
-      return sys_fail<std::string>(errno, "pid", "readlink " + path + " of " + pid_text(pid));
-    }
+    if (n < 0) return sys_fail<std::string>(errno, "path", "readlink " + path);
     // readlink truncates silently: a full buffer may be a cut name, so grow and retry.
     if (static_cast<std::size_t>(n) < target.size()) {
       target.resize(static_cast<std::size_t>(n));

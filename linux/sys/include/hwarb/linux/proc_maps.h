@@ -83,6 +83,8 @@ struct RemoteRead {
 
 // /proc/PID/exe resolved (the executable's path).
 Result<std::string> executable_path(pid_t pid);
+// readlink(2) of `path`, whatever its length: the kernel's errno naming `path`.
+[[nodiscard]] Result<std::string> read_link(const std::string& path);
 
 // /proc/PID/mem opened read-only, or read-write when `writable`, close-on-exec, for
 // pread_memory/pwrite_memory. The descriptor keeps the address space the process had when it
