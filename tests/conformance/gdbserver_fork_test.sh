@@ -15,6 +15,8 @@
 #          "Could not read registers", no SIGSEGV at pc 0) and the program ends normally.
 #  signal  tests/programs/own_segv.c's SIGSEGV: `$_siginfo` (qXfer:siginfo:read), `info threads`
 #          with the thread's name (qXfer:threads:read), `info proc` (vFile:readlink).
+#  syscall `catch syscall write` (entry and return), then `catch syscall` (any: exit_group)
+#          on tests/programs/hello.c (QCatchSyscalls).
 # gdb's lines that tell what happened (catchpoints, attach/detach notes, breakpoint hits, the
 # inferiors, printed values, exits) must equal gdbserver's, process ids aside.
 set -uo pipefail
@@ -65,8 +67,10 @@ keep_cmds=('set detach-on-fork off' 'set schedule-multiple on' 'break in_child' 
 vfork_cmds=('catch vfork' continue stepi 'p $pc' stepi 'p $pc' continue)
 signal_cmds=(continue 'p $_siginfo.si_signo' 'p $_siginfo.si_code'
              'p $_siginfo._sifields._sigfault.si_addr == &area.spare' 'info threads' 'info proc' kill)
-cases=(catch child keep vfork signal)
-declare -A prog_of=([catch]=fork [child]=fork [keep]=fork [vfork]=vfork [signal]="$P/prog_own_segv 3")
+syscall_cmds=('catch syscall write' continue continue 'catch syscall' continue continue)
+cases=(catch child keep vfork signal syscall)
+declare -A prog_of=([catch]=fork [child]=fork [keep]=fork [vfork]=vfork [signal]="$P/prog_own_segv 3"
+                    [syscall]="$P/prog_hello")
 for c in "${cases[@]}"; do
   cmds_name="${c}_cmds[@]"
   run "$c-gdbserver" "gdbserver -" "${prog_of[$c]}" "${!cmds_name}"
@@ -94,6 +98,8 @@ for mode in "" "--software"; do
   expect "$tmp/signal$m.out" '^\$1 = 11$' "$m: \$_siginfo.si_signo of the program's SIGSEGV"
   expect "$tmp/signal$m.out" 'Thread [0-9.]+ "prog_own_segv"' "$m: info threads: the thread's name"
   expect "$tmp/signal$m.out" "^exe = '$P/prog_own_segv'" "$m: info proc: the executable"
+  expect "$tmp/syscall$m.out" '^Catchpoint 1 \(returned from syscall write\)' "$m: catch syscall write: its return"
+  expect "$tmp/syscall$m.out" '^Catchpoint 2 \(call to syscall exit_group\)' "$m: catch syscall: exit_group"
 done
 
 exit $fail

@@ -1,6 +1,7 @@
 #include "hwarb/linux/gdb_server.h"
 
 #include <signal.h>
+#include <sys/syscall.h>
 
 #include <algorithm>
 #include <array>
@@ -229,6 +230,11 @@ std::string GdbServer::stop_reply(int signal, pid_t tid, const std::string& reas
     out += ";";
   }
   return out;
+}
+
+Resume GdbServer::run_mode() const {
+  const Resume mode = session_.resume_mode();
+  return catch_syscalls_ && mode == Resume::kCont ? Resume::kSyscall : mode;
 }
 
 std::string GdbServer::thread_id(pid_t tid) const {
@@ -742,7 +748,7 @@ Result<std::string> GdbServer::query(const std::string& p) {
     return "PacketSize=" + hex_u64(kPacketSize) +
            ";qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:read+;qXfer:threads:read+"
            ";qXfer:libraries-svr4:read+;qXfer:siginfo:read+"
-           ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+" +
+           ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+" +
            std::string(error_messages_ ? ";error-message+" : "") +
            std::string(exec_events_ ? ";exec-events+" : "") +
            std::string(multiprocess_ ? ";multiprocess+" : "") +
@@ -776,6 +782,30 @@ Result<std::string> GdbServer::query(const std::string& p) {
     auto al = addr_len(rest.substr(c2 + 1));
     if (!al) return std::unexpected(al.error());
     return xfer(object, annex, al->first, al->second);
+  }
+  if (p.starts_with("QCatchSyscalls:")) {
+    // QCatchSyscalls:0 | QCatchSyscalls:1[;NR]... (hex numbers; none: every call).
+    std::string_view rest = std::string_view(p).substr(15);
+    if (rest == "0") {
+      catch_syscalls_ = false;
+      caught_syscalls_.clear();
+      return std::string("OK");
+    }
+    if (!rest.starts_with("1")) return make_error(ErrorCode::kInval, "QCatchSyscalls: 0 or 1");
+    rest = rest.substr(1);
+    std::set<long> numbers;
+    while (!rest.empty()) {
+      if (rest[0] != ';') return make_error(ErrorCode::kInval, "QCatchSyscalls: ';' expected");
+      rest = rest.substr(1);
+      const std::size_t end = rest.find(';');
+      auto nr = parse_hex_u64(rest.substr(0, end));
+      if (!nr) return std::unexpected(nr.error());
+      numbers.insert(static_cast<long>(*nr));
+      rest = end == std::string_view::npos ? std::string_view() : rest.substr(end);
+    }
+    catch_syscalls_ = true;
+    caught_syscalls_ = std::move(numbers);
+    return std::string("OK");
   }
   if (p == "QThreadSuffixSupported") {
     thread_suffix_ = true;
@@ -1078,13 +1108,28 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
   interrupt_ = false;
   stepping_ = 0;
   session_.set_stepping(0);
-  const Resume mode = session_.resume_mode();
+  const Resume mode = run_mode();
   // Each thread an action names must exist: else nothing is resumed (and nothing would stop).
   const std::vector<pid_t> threads = inferior_.threads();
   for (const Action& a : list) {
     if (a.tid > 0 && std::find(threads.begin(), threads.end(), a.tid) == threads.end()) {
       return make_error(ErrorCode::kSrch,
                         "vCont: no thread " + hex_u64(static_cast<std::uint64_t>(a.tid)));
+    }
+  }
+  // The return of an execve the client catches: the exec stop's thread is at the new image's
+  // first instruction with execve's exit stepped over (Inferior::leave_exec_stop), so that
+  // syscall-exit stop is reported now, before anything runs, where gdbserver reports it.
+  if (const std::set<pid_t> execed = std::exchange(execve_return_, {}); !execed.empty()) {
+    const pid_t tid = *execed.begin();
+    const auto it = std::find_if(list.begin(), list.end(), [&](const Action& a) {
+      return a.tid == tid || a.tid == -1 || a.tid == 0;
+    });
+    if (catch_syscalls_ && (caught_syscalls_.empty() || caught_syscalls_.contains(SYS_execve)) &&
+        it != list.end() && it->kind == 'c' && inferior_.is_stopped(tid)) {
+      last_thread_ = tid;
+      return stop_reply(SIGTRAP, tid,
+                        "syscall_return:" + hex_u64(static_cast<std::uint64_t>(SYS_execve)) + ";");
     }
   }
   std::size_t going = 0;  // threads resumed, or with an event to report
@@ -1287,7 +1332,7 @@ Result<void> GdbServer::run_as_asked(pid_t tid) {
     asked.step = true;
   }
   if (asked.step) begin_step(tid);
-  const Resume how = asked.step ? Resume::kStep : session_.resume_mode();
+  const Resume how = asked.step ? Resume::kStep : run_mode();
   if (auto r = inferior_.resume(tid, how, asked.signal);
       !r && r.error().code() != ErrorCode::kSrch) {
     return r;
@@ -1310,6 +1355,8 @@ Result<std::optional<std::string>> GdbServer::exec_stop(pid_t tid, bool running)
   last_thread_ = tid;
   stepping_ = 0;
   session_.set_stepping(0);
+  // Unless a watch let it run, the thread is still where execve returns (see resume()).
+  if (!running) execve_return_ = {tid};
   std::string reason;
   if (auto path = executable_path(inferior_.pid()); path && exec_events_) {
     reason = "exec:" + hex_text(*path) + ";";
@@ -1570,7 +1617,7 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
     return exec_stop(ev.tid, v->handled);
   }
   if (v->handled) return std::optional<std::string>();
-  const Resume mode = session_.resume_mode();
+  const Resume mode = run_mode();
   Result<void> step;
   switch (ev.kind) {
     case EventKind::kExited:
@@ -1656,6 +1703,20 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
       step = ev.vfork ? inferior_.resume(ev.child, mode) : inferior_.release(ev.child);
       break;
 
+    case EventKind::kSyscallEnter:
+    case EventKind::kSyscallExit:
+      if (catch_syscalls_ && (caught_syscalls_.empty() || caught_syscalls_.contains(ev.syscall))) {
+        // `catch syscall`: the stop gdb asked for, as gdbserver reports it.
+        const std::string reason =
+            std::string(ev.kind == EventKind::kSyscallEnter ? "syscall_entry:"
+                                                            : "syscall_return:") +
+            hex_u64(static_cast<std::uint64_t>(ev.syscall)) + ";";
+        auto r = stop_others(ev.tid, stop_reply(SIGTRAP, ev.tid, reason));
+        if (!r) return std::unexpected(r.error());
+        return std::optional<std::string>(*r);
+      }
+      step = inferior_.resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);
+      break;
     default:
       step = inferior_.resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);
       break;

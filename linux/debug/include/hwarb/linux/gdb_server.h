@@ -185,6 +185,9 @@ class GdbServer {
   // Every watch of the session rebuilt (one taken out and put back): a followed fork is left
   // unwatched, its pages and bytes as the program made them (WatchSession's contract).
   Result<void> rebuild_watches();
+  // How a thread runs on when the client does not step it: the session's way, through system
+  // call stops while `catch syscall` is on.
+  Resume run_mode() const;
   std::string stop_reply(int signal, pid_t tid, const std::string& reason) const;
   // A Linux signal number as the client numbers signals (gdb_signals.h), and back (nullopt: no
   // signal of this target).
@@ -242,6 +245,12 @@ class GdbServer {
   bool fork_events_ = false;   // fork-events+ (with multiprocess+)
   bool vfork_events_ = false;  // vfork-events+ (with multiprocess+)
   std::set<pid_t> forked_;     // child processes reported by fork/vfork stops, still traced
+  // QCatchSyscalls (`catch syscall`): on, and the system calls to report (none listed: all).
+  bool catch_syscalls_ = false;
+  std::set<long> caught_syscalls_;
+  // The thread of the last exec stop, while it has not run since: its execve's return is still
+  // to report to a client that catches it.
+  std::set<pid_t> execve_return_;
   // The int3s planted, per process (thread group; a vfork child writes its parent's memory).
   std::map<pid_t, Int3Map> int3_;
   std::map<WatchKey, WatchId> watches_;
