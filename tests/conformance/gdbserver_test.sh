@@ -226,10 +226,16 @@ if ! command -v gdbserver >/dev/null; then
 fi
 
 # 4g. gdb's `monitor exit` ends the server at once (gdb's testsuite ends every session so);
-# another monitor command gets the list of those served.
-gdb_run mon "" 'break main' continue 'monitor help' 'monitor exit' 'info registers rip'
+# `monitor help` lists those served; `monitor watches` says where each watchpoint is and why,
+# `monitor slots` the debug registers.
+gdb_run mon "" 'break main' continue 'watch counter' 'watch -l *(char(*)[64])&counter' continue \
+  'monitor watches' 'monitor slots' 'monitor help' 'monitor exit' 'info registers rip'
 cat "$tmp/mon.out" "$tmp/mon.err" >"$tmp/mon.all"
-expect "$tmp/mon.all" '^hwarb gdbserver: monitor commands: exit' "monitor help: the list"
+expect "$tmp/mon.all" '^monitor commands:' "monitor help: the list"
+expect "$tmp/mon.all" '^  watches ' "monitor help: watches listed"
+expect "$tmp/mon.all" '^2 watchpoint\(s\): ' "monitor watches: both"
+expect "$tmp/mon.all" '^  #2 0x[0-9a-f]+/64:w  (software|hardware)' "monitor watches: the 64-byte one"
+expect "$tmp/mon.all" '^debug registers per thread: [0-9]+; held by this session' "monitor slots"
 count "$tmp/mon.all" 'Target does not support this command' 0 "monitor exit: served"
 expect "$tmp/mon.all" 'Remote connection closed|Target disconnected|The program has no registers now' "monitor exit: the server ended"
 expect "$tmp/mon.all" 'hwarb gdbserver: the client went away' "monitor exit: the program left as at a disconnect"

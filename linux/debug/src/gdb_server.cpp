@@ -13,6 +13,7 @@
 #include "hwarb/linux/gdb_regs.h"
 #include "hwarb/linux/gdb_signals.h"
 #include "hwarb/linux/link_map.h"
+#include "hwarb/linux/probe.h"
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/socket.h"
 #include "hwarb/linux/syscalls.h"
@@ -378,11 +379,61 @@ Result<std::optional<GdbServerEnd>> GdbServer::monitor(std::string_view hex_comm
     if (!end) return std::unexpected(end.error());
     return *end;
   }
-  // Anything else: the text gdb shows (an O packet, hex), then OK.
-  const std::string text = "hwarb gdbserver: monitor commands: exit\n";
+  // The text gdb shows (O packets, hex), then OK.
+  std::string text;
+  if (command == "watches") {
+    text = monitor_watches();
+  } else if (command == "slots") {
+    text = monitor_slots();
+  } else {
+    text = std::string(command == "help" ? "" : "hwarb gdbserver: unknown monitor command\n") +
+           "monitor commands:\n"
+           "  exit      end the server (the program as at a disconnect)\n"
+           "  watches   each watchpoint: hardware or software, and why\n"
+           "  slots     the debug registers: how many, how many the watches hold, who else may\n";
+  }
   if (auto r = reply("O" + hex_text(text)); !r) return std::unexpected(r.error());
   if (auto r = reply("OK"); !r) return std::unexpected(r.error());
   return std::optional<GdbServerEnd>();
+}
+
+std::string GdbServer::monitor_watches() const {
+  const std::vector<WatchInfo> infos = session_.watches();
+  if (infos.empty()) return "no watchpoints\n";
+  std::string out = std::to_string(infos.size()) + " watchpoint(s): " + session_.describe() + "\n";
+  for (const WatchInfo& w : infos) {
+    const unsigned a = w.spec.access;
+    std::string access;
+    if ((a & kWatchRead) != 0) access += 'r';
+    if ((a & kWatchWrite) != 0) access += 'w';
+    if ((a & kWatchExec) != 0) access += 'x';
+    out += "  #" + std::to_string(static_cast<std::size_t>(w.id)) + " 0x" + hex_u64(w.spec.addr) +
+           "/" + std::to_string(w.spec.len) + ":" + access + "  " + placement_name(w.placement);
+    if (w.placement == Placement::kHardware) {
+      out += " (" + std::to_string(w.registers) + " debug register(s))";
+    }
+    if (!w.why.empty()) out += ": " + w.why;
+    out += "\n";
+  }
+  return out;
+}
+
+std::string GdbServer::monitor_slots() const {
+  const WatchSessionOptions& o = session_.options();
+  int held = 0;
+  for (const WatchInfo& w : session_.watches()) held += w.registers;
+  std::string out = "debug registers per thread: " + std::to_string(o.slots) +
+                    "; held by this session's watchpoints: " + std::to_string(held) + "\n";
+  out += o.hardware ? std::string("hardware watchpoints: yes\n")
+                    : "hardware watchpoints: no (" + o.no_hardware + ")\n";
+  const std::vector<std::string> others = perf_event_holders();
+  out += "other processes with perf events open:";
+  if (others.empty()) out += " none";
+  for (std::size_t i = 0; i < others.size(); ++i) out += (i == 0 ? " " : ", ") + others[i];
+  out += "\n";
+  if (o.cpu_accesses)
+    out += "software watchpoints: the CPU makes each access (" + o.cpu_accesses_why + ")\n";
+  return out;
 }
 
 Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {

@@ -806,6 +806,10 @@ Result<void> WatchSession::uninstall() {
   return r;
 }
 
+const WatchSessionOptions& WatchSession::options() const {
+  return state_->options;
+}
+
 std::string WatchSession::describe() const {
   const State& s = *state_;
   std::string out;

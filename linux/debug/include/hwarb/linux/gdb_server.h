@@ -185,6 +185,9 @@ class GdbServer {
   // Every watch of the session rebuilt (one taken out and put back): a followed fork is left
   // unwatched, its pages and bytes as the program made them (WatchSession's contract).
   Result<void> rebuild_watches();
+  // `monitor watches` and `monitor slots`: the text gdb shows.
+  std::string monitor_watches() const;
+  std::string monitor_slots() const;
   // How a thread runs on when the client does not step it: the session's way, through system
   // call stops while `catch syscall` is on.
   Resume run_mode() const;

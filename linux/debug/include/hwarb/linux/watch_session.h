@@ -199,6 +199,8 @@ class WatchSession {
   // "2 debug registers" / "page protection (1 page)" / "2 debug registers + int3": how the
   // watches are taken now; empty without watches.
   std::string describe() const;
+  // The options the session runs with (with what it learnt since: cpu_accesses).
+  const WatchSessionOptions& options() const;
   // Breakpoint events open (hardware path) and the software path's statistics (faults).
   std::size_t perf_events() const;
   std::uint64_t software_faults() const;
