@@ -61,6 +61,8 @@ if hold 4; then
   has "$tmp/probe.json" '"breakpoint_slots":0,' "probe --json, 4 held"
   has "$tmp/probe.json" '"slots_held_elsewhere":true' "probe --json, 4 held"
   has "$tmp/probe.json" "\"perf[$perf_pid]\"" "probe --json, 4 held: the holder"
+  has "$tmp/probe.json" '"slots":{"registers":4,"free":0,"held_elsewhere":4,' "probe --json, 4 held: slots"
+  has "$tmp/probe.txt" "breakpoint slots: ENOSPC — 4 slots (DR0-DR3); held: elsewhere 4 (perf[$perf_pid]" "probe, 4 held: explained"
 
   run 1 "watch --hardware, 4 held" watch --hardware target:w -- "$P/prog_writer" 5
   has "$tmp/err" "--hardware: hardware mode not possible: ENOSPC: every breakpoint slot is held CPU-wide by another user" "watch --hardware, 4 held"
@@ -68,6 +70,8 @@ if hold 4; then
   run 0 "watch, 4 held" watch target:w -- "$P/prog_writer" 5
   has "$tmp/err" "software mode" "watch, 4 held: the fallback"
   has "$tmp/err" "ENOSPC: every breakpoint slot is held CPU-wide by another user" "watch, 4 held: its reason"
+  # Another user's breakpoints may be on the watched page: the CPU makes each access.
+  has "$tmp/err" "the CPU makes each access to a watched page (ENOSPC" "watch, 4 held: CPU accesses"
   count "$tmp/out" ' set_target\+0x0 .* target:w 0x[0-9a-f]+ w ' 5 "watch, 4 held: every write"
   release
 fi
@@ -76,6 +80,7 @@ if hold 2; then
   "$hwarb" probe --json >"$tmp/probe2.json" 2>&1
   has "$tmp/probe2.json" '"breakpoint_slots":2,' "probe --json, 2 held"
   has "$tmp/probe2.json" '"slots_held_elsewhere":true' "probe --json, 2 held"
+  has "$tmp/probe2.json" '"free":2,"held_elsewhere":2,' "probe --json, 2 held: slots"
   "$hwarb" probe >"$tmp/probe2.txt" 2>&1
   has "$tmp/probe2.txt" "2 slots per thread free; ENOSPC: 2 of 4 breakpoint slots are held CPU-wide by another user" "probe, 2 held"
   release

@@ -133,7 +133,6 @@ Result<void> count_slots(ProbeReport& report) {
   return {};
 }
 
-
 // One canary run: a child writes the canary under a write breakpoint; the event's count after it
 // exited. nullopt (with a note) when the run could not be made.
 Result<std::optional<std::uint64_t>> run_canary_once(ProbeReport& report) {
@@ -362,6 +361,28 @@ std::string slots_held_text(const ProbeReport& r) {
   return text + ")";
 }
 
+std::string slots_explain(const ProbeReport& r) {
+  if (!r.breakpoint_pmu) return {};
+  const std::string total = std::to_string(x86::kSlots) + " slots (DR0-DR3)";
+  if (!r.slots_held_elsewhere && r.breakpoint_slots >= x86::kSlots) {
+    return "ok — " + total + ", " + std::to_string(r.breakpoint_slots) + " free for a thread here";
+  }
+  if (!r.slots_held_elsewhere) {
+    return (r.slots_error.empty() ? std::string("error") : r.slots_error) + " — " + total +
+           "; free " + std::to_string(r.breakpoint_slots);
+  }
+  std::string text =
+      "ENOSPC — " + total + "; held: elsewhere " + std::to_string(x86::kSlots - r.breakpoint_slots);
+  if (!r.perf_holders.empty()) {
+    text += " (";
+    for (std::size_t i = 0; i < r.perf_holders.size(); ++i) {
+      text += (i == 0 ? "" : ", ") + r.perf_holders[i];
+    }
+    text += ")";
+  }
+  return text + "; free " + std::to_string(r.breakpoint_slots);
+}
+
 std::string probe_to_json(const ProbeReport& r) {
   std::string out = "{";
   out += "\"perf_event_paranoid\":" + json_int(r.perf_event_paranoid);
@@ -370,6 +391,10 @@ std::string probe_to_json(const ProbeReport& r) {
   out += ",\"slots_error\":" + json_string(r.slots_error);
   out += ",\"slots_held_elsewhere\":" + json_bool(r.slots_held_elsewhere);
   out += ",\"perf_holders\":" + json_strings(r.perf_holders);
+  out += ",\"slots\":{\"registers\":" + std::to_string(x86::kSlots) +
+         ",\"free\":" + std::to_string(r.breakpoint_slots) + ",\"held_elsewhere\":" +
+         std::to_string(r.slots_held_elsewhere ? x86::kSlots - r.breakpoint_slots : 0) +
+         ",\"explain\":" + json_string(slots_explain(r)) + "}";
   out += ",\"hits_delivered\":" + json_bool(r.hits_delivered);
   out += ",\"canary_writes\":" + std::to_string(r.canary_writes);
   out += ",\"canary_hits\":" + std::to_string(r.canary_hits);
@@ -413,6 +438,7 @@ std::string probe_to_text(const ProbeReport& r) {
   } else {
     line("hits delivered: NO (no canary ran)");
   }
+  if (r.breakpoint_pmu) line("breakpoint slots: " + slots_explain(r));
   line("BTS: " + yes_no(r.intel_bts));
   line("intel_pt: " + yes_no(r.intel_pt));
   line(std::string("ptrace: ") + (r.ptrace_allowed ? "allowed" : "refused") +

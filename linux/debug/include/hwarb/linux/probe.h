@@ -75,6 +75,10 @@ Result<ProbeReport> probe(const ProbeOptions& options = {});
 // every breakpoint slot is held CPU-wide by another user (perf events open in: perf[1234])"
 // (or "2 of 4 breakpoint slots are ..."). Empty unless report.slots_held_elsewhere.
 std::string slots_held_text(const ProbeReport& report);
+// The breakpoint slots of a thread here in the words of the simulator's `explain`: "ok — 4 slots
+// (DR0-DR3), 4 free for a thread here", or "ENOSPC — 4 slots (DR0-DR3); held: elsewhere 2
+// (perf[1234]); free 2". Empty without a breakpoint PMU.
+std::string slots_explain(const ProbeReport& report);
 std::string probe_to_json(const ProbeReport& report);
 // The processes other than this one with a perf event open now, "comm[pid]" (from /proc/*/fd:
 // the candidates for another user of the breakpoints, not proof; /proc does not say an event's
