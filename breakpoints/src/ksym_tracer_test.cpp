@@ -113,9 +113,9 @@ TEST(KsymTracer, TracesASymbolOnEveryCpuWithAKernelBreakpoint) {
   EXPECT_EQ(t.entries()[0].type, BpType::kRw);
 }
 
-// The 2009 ksym tracer's startup selftest (trace_selftest_startup_ksym): trace ksym_selftest_dummy rw, touch
-// it, and the tracer has recorded the access.
-TEST(KsymTracer, SelftestOfTheSeed) {
+// The 2009 ksym tracer's startup selftest (trace_selftest_startup_ksym): trace ksym_selftest_dummy
+// rw, touch it, and the tracer has recorded the access.
+TEST(KsymTracer, TheStartupSelftestOf2009Passes) {
   auto s = make(2);
   constexpr std::uint64_t kDummy = 0xffffffff83000100;
   ASSERT_TRUE(s->kernel_symbols().add(sym("ksym_selftest_dummy", kDummy, 4)));
@@ -128,9 +128,10 @@ TEST(KsymTracer, SelftestOfTheSeed) {
   EXPECT_FALSE(s->arbiter().is_used());
 }
 
-// The 2009 ksym tracer's defect: process_new_ksym_entry set the handle to NULL before PTR_ERR(handle), so a
-// failed register_wide_hw_breakpoint returned 0 (success) with no entry. The error must come
-// back, and nothing may be left: no entry, no event, no slot, no register on any CPU.
+// The 2009 ksym tracer's defect: process_new_ksym_entry set the handle to NULL before
+// PTR_ERR(handle), so a failed register_wide_hw_breakpoint returned 0 (success) with no entry. The
+// error must come back, and nothing may be left: no entry, no event, no slot, no register on any
+// CPU.
 TEST(KsymTracer, AFailedWideRegistrationReturnsItsErrorAndLeavesNothing) {
   auto s = make(4);
   std::vector<BreakpointHandle> full;
