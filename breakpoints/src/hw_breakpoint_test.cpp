@@ -113,7 +113,7 @@ TEST(HwBreakpoint, UserBreakpointFollowsItsTaskOnAnyCpu) {
   EXPECT_EQ(regs(*s, 0).dr[0], 0x1000u);
   EXPECT_TRUE(write(*s, 0, a, 0x1000, 8));
   EXPECT_EQ(hits.size(), 2u);
-  bp->close();
+  EXPECT_TRUE(bp->close());
   EXPECT_EQ(regs(*s, 0).dr7, 0u);
   EXPECT_FALSE(s->arbiter().is_used());
 }
@@ -164,7 +164,7 @@ TEST(HwBreakpoint, UserBreakpointsAreUnprivileged) {
   auto bad = s->breakpoints().register_cpu_hw_breakpoint(ek, {}, CpuId(1));
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code(), ErrorCode::kInval);
-  cpu_bp->close();
+  EXPECT_TRUE(cpu_bp->close());
   EXPECT_FALSE(s->arbiter().is_used());
 }
 
@@ -300,7 +300,7 @@ TEST(HwBreakpoint, CpuBreakpointIsInstalledAtOnceAndSeesEveryTaskOnItsCpu) {
                                                   CpuId(0));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code(), ErrorCode::kNoDev);
-  bp->close();
+  EXPECT_TRUE(bp->close());
   EXPECT_FALSE(s->arbiter().is_used());
 }
 
@@ -526,7 +526,7 @@ TEST(HwBreakpoint, ModifyReinstallsAnInstalledBreakpointAtOnce) {
   EXPECT_EQ(regs(s, 1).dr[0], 0x3000u);
   EXPECT_EQ(regs(s, 1).dr7, x86::dr7::install(0, 0, DrType::kWrite, DrLen::k1));
   EXPECT_TRUE(write(s, 1, f.a, 0x3000, 1));
-  f.bp.close();
+  EXPECT_TRUE(f.bp.close());
   EXPECT_FALSE(s.arbiter().is_used());
 }
 
@@ -680,7 +680,7 @@ TEST(HwBreakpoint, DisabledBreakpointIsNotInstalledButHoldsItsSlot) {
   EXPECT_TRUE(write(s, 0, f.a, 0x1800, 4));
   EXPECT_EQ(f.hits.size(), 1u);
   more.clear();
-  f.bp.close();
+  EXPECT_TRUE(f.bp.close());
   EXPECT_FALSE(s.arbiter().is_used());
 }
 
@@ -707,7 +707,7 @@ TEST(HwBreakpoint, RegisteredDisabledHoldsItsSlot) {
   EXPECT_EQ(d->event()->state(), pmu::EventState::kActive);
   EXPECT_EQ(regs(*s, 0).dr[3], 0x1000u);
   hs.clear();
-  d->close();
+  EXPECT_TRUE(d->close());
   EXPECT_FALSE(s->arbiter().is_used());
 }
 
@@ -745,7 +745,7 @@ TEST(HwBreakpoint, ModifyToAFullPoolFailsAndKeepsTheBreakpoint) {
       s->breakpoints().modify_user_hw_breakpoint(*data, breakpoint_attr(0x500000, 4, BpType::kX)));
   EXPECT_EQ(data->event()->hw_index, 5);
   hs.clear();
-  data->close();
+  EXPECT_TRUE(data->close());
   EXPECT_FALSE(s->arbiter().is_used());
 }
 

@@ -561,7 +561,7 @@ TEST(Watchpoints, ReportsOfOneAccessComeInRegisterOrder) {
   ASSERT_TRUE(plug);
   auto first = f.watch(f.t, 0x7000, 4);
   ASSERT_TRUE(first);
-  plug->close();
+  EXPECT_TRUE(plug->close());
   auto second = f.watch(f.t, 0x7000, 2);
   ASSERT_TRUE(second);
   const auto e1 = f.w().events(*first), e2 = f.w().events(*second);

@@ -229,7 +229,7 @@ TEST(DebugRegEmulation, TwoPassRestoreWhenAnotherUserHoldsASlot) {
   ASSERT_FALSE(perf2);
   EXPECT_EQ(perf2.error().code(), ErrorCode::kNoSpc);
   // Once the perf user goes, enabling all four works.
-  perf->close();
+  EXPECT_TRUE(perf->close());
   ASSERT_TRUE(f.set(7, all));
   EXPECT_EQ(f.get(7), all);
 }

@@ -137,7 +137,7 @@ TEST(SystemGuest, HostChangesWhileInTheGuestTakeEffectAtExit) {
   ASSERT_TRUE(h.s->guest_enter(h.cpu, guest_regs()));
   h.cpu_bp = *h.s->breakpoints().register_cpu_hw_breakpoint(breakpoint_attr(0x3000, 4, BpType::kW),
                                                             h.record(), h.cpu);
-  h.task_bp.close();
+  EXPECT_TRUE(h.task_bp.close());
   // The hardware still holds the guest's registers; the image has the change.
   EXPECT_EQ(*h.m.dr7(h.cpu), guest_regs().dr7);
   EXPECT_EQ(*h.m.guest_access(h.cpu, AccessKind::kWrite, 0x3000, 4), 0u);

@@ -39,7 +39,7 @@ TEST(System, TaskBreakpointFiresOnlyWhileItsTaskRuns) {
   EXPECT_EQ(*m.dr7(CpuId(0)), 0u);
   ASSERT_TRUE(m.access(CpuId(0), b, AccessKind::kWrite, 0x1000, 4, 7).has_value());
   EXPECT_EQ(hits.size(), 1u);
-  bp->close();
+  EXPECT_TRUE(bp->close());
   EXPECT_FALSE(s->arbiter().is_used());
 }
 
@@ -61,7 +61,7 @@ TEST(System, ForkInheritsAndExitCleansUp) {
   ASSERT_TRUE(m.exit(c).has_value());
   EXPECT_EQ(bp->read()->count, 1u);
   ASSERT_TRUE(m.exit(a).has_value());
-  bp->close();
+  EXPECT_TRUE(bp->close());
   EXPECT_FALSE(s->arbiter().is_used());
 }
 

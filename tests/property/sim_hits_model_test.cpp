@@ -1131,7 +1131,7 @@ TEST(SimHitsModel, ModifyBetweenExecuteAndDataOnAnOfflineCpu) {
   auto back =
       s.breakpoints().modify_user_hw_breakpoint(*bp, breakpoint_attr(kWindow, 8, BpType::kX));
   EXPECT_TRUE(back.has_value()) << back.error().to_string();
-  bp->close();
+  EXPECT_TRUE(bp->close());
   EXPECT_FALSE(s.arbiter().is_used());
 }
 

@@ -144,7 +144,7 @@ class Inferior {
   // Several parts in one system call (read_process_memory's gathered read), all or nothing: an
   // error when any part cannot be read that way (e.g. a PROT_NONE page: read_memory still can).
   [[nodiscard]] Result<void> read_memory(std::span<const RemoteRead> parts, pid_t process = 0);
-  Result<void> write_memory(std::uint64_t addr, std::span<const std::uint8_t> data,
+  [[nodiscard]] Result<void> write_memory(std::uint64_t addr, std::span<const std::uint8_t> data,
                             pid_t process = 0);
   Result<std::uint64_t> read_word(std::uint64_t addr, int size, pid_t process = 0);
   // The instruction at `addr` of this process (or `process`), decoded from as many of the 15
@@ -200,7 +200,7 @@ class Inferior {
   // event's) the kernel would ignore it, so it is raised for the thread (tgkill) and, when its
   // signal-delivery stop comes, delivered from there without an event, the thread resumed as
   // asked (a step then stops in the handler, as from a signal-delivery stop).
-  Result<void> resume(pid_t tid, Resume how, int signal = 0);
+  [[nodiscard]] Result<void> resume(pid_t tid, Resume how, int signal = 0);
   // resume(tid, kSyscall) for thread `tid` in the syscall-entry stop of rt_sigreturn (kSyscall
   // otherwise), without the call's syscall-exit stop (PTRACE_SYSEMU: the call still runs) when
   // that stop is one spent on nothing: a signal that the thread takes as soon as it is back in
@@ -237,7 +237,7 @@ class Inferior {
   // interrupt (not those that stopped for an event of their own, which are queued). A thread
   // waiting for its vfork child to exec or exit sleeps in the kernel and cannot stop: it is left
   // as it is (is_stopped false; it runs no user code meanwhile).
-  Result<std::vector<pid_t>> stop_all(pid_t except = -1);
+  [[nodiscard]] Result<std::vector<pid_t>> stop_all(pid_t except = -1);
   // Signals of `mask` (bit n-1 for signal n) that are pending for stopped thread `tid` and not
   // blocked by it, but not reported yet (a signal raised as the thread stopped for something
   // else, e.g. a perf breakpoint's SIGTRAP racing PTRACE_INTERRUPT): the thread is resumed
@@ -270,7 +270,7 @@ class Inferior {
   Result<void> release(pid_t child);
   // Stops every thread and detaches from all of them (kept signals delivered). The process
   // runs on untraced.
-  Result<void> detach();
+  [[nodiscard]] Result<void> detach();
   // SIGKILL and reap.
   Result<void> kill();
 
