@@ -681,6 +681,15 @@ Result<void> BranchTracer::stop() {
   ended_ = true;
   Result<void> first;
   if (inferior_->alive()) {
+    // An int3 trap raised as stop_all interrupted the thread stays pending behind the interrupt
+    // stop: resumed untraced, the program would die of it. It is made to show now, and taken
+    // back with the queued ones below.
+    for (pid_t t : inferior_->threads()) {
+      if (!inferior_->is_stopped(t)) continue;
+      auto surfaced = inferior_->surface_pending(t, std::uint64_t{1} << (SIGTRAP - 1));
+      if (!surfaced) continue;  // the thread is gone
+      for (auto it = surfaced->rbegin(); it != surfaced->rend(); ++it) inferior_->requeue(*it);
+    }
     first = restore_all(0);
     // Stops of the tracer's int3s not handled yet: back onto the restored instruction.
     for (pid_t t : inferior_->threads()) {
