@@ -1171,8 +1171,7 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
   // The return of an execve the client catches: the exec stop's thread is at the new image's
   // first instruction with execve's exit stepped over (Inferior::leave_exec_stop), so that
   // syscall-exit stop is reported now, before anything runs, where gdbserver reports it.
-  if (const std::set<pid_t> execed = std::exchange(execve_return_, {}); !execed.empty()) {
-    const pid_t tid = *execed.begin();
+  if (const pid_t tid = std::exchange(execve_return_, 0); tid != 0) {
     const auto it = std::find_if(list.begin(), list.end(), [&](const Action& a) {
       return a.tid == tid || a.tid == -1 || a.tid == 0;
     });
@@ -1407,7 +1406,7 @@ Result<std::optional<std::string>> GdbServer::exec_stop(pid_t tid, bool running)
   stepping_ = 0;
   session_.set_stepping(0);
   // Unless a watch let it run, the thread is still where execve returns (see resume()).
-  if (!running) execve_return_ = {tid};
+  if (!running) execve_return_ = tid;
   std::string reason;
   if (auto path = executable_path(inferior_.pid()); path && exec_events_) {
     reason = "exec:" + hex_text(*path) + ";";

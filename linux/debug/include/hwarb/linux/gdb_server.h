@@ -251,9 +251,9 @@ class GdbServer {
   // QCatchSyscalls (`catch syscall`): on, and the system calls to report (none listed: all).
   bool catch_syscalls_ = false;
   std::set<long> caught_syscalls_;
-  // The thread of the last exec stop, while it has not run since: its execve's return is still
-  // to report to a client that catches it.
-  std::set<pid_t> execve_return_;
+  // The thread of the last exec stop, while it has not run since (0: none): its execve's return
+  // is still to report to a client that catches it.
+  pid_t execve_return_ = 0;
   // The int3s planted, per process (thread group; a vfork child writes its parent's memory).
   std::map<pid_t, Int3Map> int3_;
   std::map<WatchKey, WatchId> watches_;
