@@ -60,6 +60,24 @@ expect() {  # expect FILE REGEX DESCRIPTION: at least one line matches
   grep -qE -- "$2" "$1" || { bad "$3: no line matches '$2'"; sed 's/^/  | /' "$1" | tail -25 >&2; }
 }
 
+# same_story CASE STORY DIFF: STORY equals gdbserver's story of CASE. gdbserver's own session
+# is not always the same story: under load its parent's exit can go unreported when both
+# processes run at once (seen in `keep`). A story that differs is compared with up to two more
+# gdbserver sessions, and the diff against the first is kept for the report.
+same_story() {
+  local c=$1 story=$2 difffile=$3 again cmds_name="${1}_cmds[@]"
+  diff -u "$tmp/$c-gdbserver.story" "$story" >"$difffile" && return 0
+  for again in 2 3; do
+    run "$c-gdbserver$again" "gdbserver -" "${prog_of[$c]}" "${!cmds_name}"
+    story "$tmp/$c-gdbserver$again.out" >"$tmp/$c-gdbserver$again.story"
+    if cmp -s "$tmp/$c-gdbserver$again.story" "$story"; then
+      echo "note: $c: gdbserver's session $again told the same story as hwarb's; its first did not" >&2
+      return 0
+    fi
+  done
+  return 1
+}
+
 catch_cmds=('catch fork' continue continue)
 child_cmds=('set follow-fork-mode child' 'break in_child' continue 'info inferiors' continue)
 keep_cmds=('set detach-on-fork off' 'set schedule-multiple on' 'break in_child' continue 'info inferiors'
@@ -84,10 +102,10 @@ for mode in "" "--software"; do
     cmds_name="${c}_cmds[@]"
     run "$c$m" "$hwarb gdbserver $mode --stdio --" "${prog_of[$c]}" "${!cmds_name}"
     story "$tmp/$c$m.out" >"$tmp/$c$m.story"
-    if ! diff -u "$tmp/$c-gdbserver.story" "$tmp/$c$m.story" >"$tmp/$c$m.diff"; then
+    same_story "$c" "$tmp/$c$m.story" "$tmp/$c$m.diff" || {
       bad "$m: $c: gdb's story differs from gdbserver's (- gdbserver, + hwarb):"
       sed 's/^/  | /' "$tmp/$c$m.diff" >&2
-    fi
+    }
   done
   # The program's own words: the parent's waitpid saw the child's exit 3.
   expect "$tmp/catch$m.err" '^child status=3$' "$m: catch fork: the child's exit, seen by the parent"
