@@ -19,19 +19,8 @@
 #          on tests/programs/hello.c (QCatchSyscalls).
 # gdb's lines that tell what happened (catchpoints, attach/detach notes, breakpoint hits, the
 # inferiors, printed values, exits) must equal gdbserver's, process ids aside.
-set -uo pipefail
-hwarb=$(realpath "$1")
-P=$(realpath "$2")
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-# shellcheck source=../support/skips.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/skips.sh"
-bad() {
-  echo "FAIL: $*" >&2
-  fail=1
-}
-command -v gdb >/dev/null || { echo "FAIL: gdb is not installed (scripts/setup installs it)" >&2; exit 1; }
+# shellcheck source=gdb_test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gdb_test_lib.sh" "$@"
 if ! command -v gdbserver >/dev/null; then
   skip_case - "every case (compared with Debian's gdbserver)" "Debian's gdbserver is not installed"
   exit $fail

@@ -7,19 +7,8 @@
 # own; detach lets it run on unchanged. gdb waits up to 30 s for each answer (remotetimeout; its
 # default, 2 s, is less than a sanitizer build of the server may take to probe the machine and
 # start the program while other tests load the CPUs).
-set -uo pipefail
-hwarb=$(realpath "$1")  # absolute: a case runs gdb from another directory
-P=$(realpath "$2")
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-# shellcheck source=../support/skips.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/skips.sh"
-bad() {
-  echo "FAIL: $*" >&2
-  fail=1
-}
-command -v gdb >/dev/null || { echo "FAIL: gdb is not installed (scripts/setup installs it)" >&2; exit 1; }
+# shellcheck source=gdb_test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gdb_test_lib.sh" "$@"
 prog=$P/prog_gdb_target
 
 # gdb NAME MODE COMMANDS...: gdb in batch mode against `hwarb gdbserver MODE --stdio -- prog`;
@@ -227,11 +216,19 @@ fi
 
 # 4g. gdb's `monitor exit` ends the server at once (gdb's testsuite ends every session so);
 # `monitor help` lists those served; `monitor watches` says where each watchpoint is and why,
-# `monitor slots` the debug registers.
+# `monitor slots` the debug registers; gdbserver's `monitor set remote-debug 1` logs the packets
+# on the server's stderr (and `monitor set debug 0` answers as gdbserver's); a bare `monitor` is
+# gdbserver's unknown command (its text, then a protocol error).
 gdb_run mon "" 'break main' continue 'watch counter' 'watch -l *(char(*)[64])&counter' continue \
-  'monitor watches' 'monitor slots' 'monitor help' 'monitor exit' 'info registers rip'
+  'monitor watches' 'monitor slots' 'monitor help' 'monitor set remote-debug 1' 'p counter' \
+  'monitor set remote-debug 0' 'monitor set debug 0' 'monitor' 'monitor exit' 'info registers rip'
 cat "$tmp/mon.out" "$tmp/mon.err" >"$tmp/mon.all"
-expect "$tmp/mon.all" '^monitor commands:' "monitor help: the list"
+expect "$tmp/mon.all" '^The following monitor commands are supported:' "monitor help: the list"
+expect "$tmp/mon.all" '^Protocol debug output enabled\.' "monitor set remote-debug 1: answered"
+expect "$tmp/mon.all" 'hwarb gdbserver: remote: received m[0-9a-f]+,[0-9a-f]+' "monitor set remote-debug 1: a packet logged"
+expect "$tmp/mon.all" '^Debug output disabled\.' "monitor set debug 0: answered"
+expect "$tmp/mon.all" '^Unknown monitor command\.' "monitor: unknown"
+expect "$tmp/mon.all" 'Protocol error with Rcmd' "monitor: its protocol error"
 expect "$tmp/mon.all" '^  watches ' "monitor help: watches listed"
 expect "$tmp/mon.all" '^2 watchpoint\(s\): ' "monitor watches: both"
 expect "$tmp/mon.all" '^  #2 0x[0-9a-f]+/64:w  (software|hardware)' "monitor watches: the 64-byte one"

@@ -13,19 +13,8 @@
 #  next     `next` in two threads running through one breakpoint: another thread's breakpoint
 #           stop interrupts the first `next`, and the step trap it left behind is no SIGTRAP
 #           reported to gdb at the following `next`.
-set -uo pipefail
-hwarb=$(realpath "$1")
-P=$(realpath "$2")
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-# shellcheck source=../support/skips.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/skips.sh"
-bad() {
-  echo "FAIL: $*" >&2
-  fail=1
-}
-command -v gdb >/dev/null || { echo "FAIL: gdb is not installed (scripts/setup installs it)" >&2; exit 1; }
+# shellcheck source=gdb_test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gdb_test_lib.sh" "$@"
 prog=$P/prog_gdb_threads
 src=$(dirname "${BASH_SOURCE[0]}")/../programs/gdb_threads.c
 bump_line=$(grep -n 'bump_line \*/' "$src" | cut -d: -f1)

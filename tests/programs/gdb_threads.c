@@ -4,6 +4,9 @@
 //                           "traps=N", exits N.
 //   prog_gdb_threads bump   two threads (main and one more) count up forever on the line
 //                           marked bump_line, each its own counter.
+//   prog_gdb_threads count  four threads each call counted(who, n) for n = 0..999 (who: the
+//                           thread's index 0-3); main joins them, prints "calls=N" (N the
+//                           calls counted, 4000) and exits 0.
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,6 +29,22 @@ static void* trap_worker(void* arg) {
   return arg;
 }
 
+static volatile int calls;
+static pthread_mutex_t calls_lock = PTHREAD_MUTEX_INITIALIZER;
+
+__attribute__((noinline)) void counted(int who, int n) {
+  (void)who;
+  (void)n;
+  pthread_mutex_lock(&calls_lock);
+  calls = calls + 1;
+  pthread_mutex_unlock(&calls_lock);
+}
+
+static void* counter(void* arg) {
+  for (int n = 0; n < 1000; ++n) counted((int)(long)arg, n);
+  return arg;
+}
+
 static void* bumper(void* arg) {
   volatile unsigned* mine = &counters[(long)arg];
   for (;;) {
@@ -43,6 +62,13 @@ int main(int argc, char** argv) {
     pthread_join(id, NULL);
     printf("traps=%d\n", traps);
     return traps;
+  }
+  if (strcmp(mode, "count") == 0) {
+    pthread_t ids[4];
+    for (long i = 0; i < 4; ++i) pthread_create(&ids[i], NULL, counter, (void*)i);
+    for (int i = 0; i < 4; ++i) pthread_join(ids[i], NULL);
+    printf("calls=%d\n", calls);
+    return 0;
   }
   if (strcmp(mode, "bump") == 0) {
     pthread_create(&id, NULL, bumper, (void*)1L);

@@ -22,6 +22,32 @@
 namespace hwarb::native {
 namespace {
 
+const char* event_kind_name(EventKind kind) {
+  switch (kind) {
+    case EventKind::kSignal:
+      return "signal";
+    case EventKind::kSyscallEnter:
+      return "syscall-entry";
+    case EventKind::kSyscallExit:
+      return "syscall-exit";
+    case EventKind::kNewThread:
+      return "new-thread";
+    case EventKind::kThreadExit:
+      return "thread-exit";
+    case EventKind::kFork:
+      return "fork";
+    case EventKind::kExec:
+      return "exec";
+    case EventKind::kVforkDone:
+      return "vfork-done";
+    case EventKind::kExited:
+      return "exited";
+    case EventKind::kKilled:
+      return "killed";
+  }
+  return "?";
+}
+
 constexpr int kSiKernel = 0x80;              // SI_KERNEL: the SIGTRAP of an int3
 constexpr std::size_t kPacketSize = 0x4000;  // what we announce (PacketSize)
 constexpr std::uint8_t kInt3 = 0xCC;
@@ -149,8 +175,21 @@ Result<void> GdbServer::publish_plan() {
 }
 
 Result<void> GdbServer::send(std::string_view payload) {
+  if (remote_debug_) debug_line("remote: sending " + std::string(payload.substr(0, 200)));
   last_sent_ = rsp_frame(payload);
   return write_raw(last_sent_);
+}
+
+void GdbServer::debug_line(const std::string& text) const {
+  std::string line;
+  if (debug_timestamps_) {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(now).count();
+    line =
+        std::to_string(us / 1000000) + "." + std::to_string(1000000 + us % 1000000).substr(1) + " ";
+  }
+  line += "hwarb gdbserver: " + text + "\n";
+  (void)write_all(STDERR_FILENO, line);
 }
 
 Result<void> GdbServer::write_raw(std::string_view bytes) {
@@ -300,6 +339,7 @@ Result<GdbServerEnd> GdbServer::serve_packets() {
           if (ack_) {
             if (auto r = write_raw("+"); !r) return std::unexpected(r.error());
           }
+          if (remote_debug_) debug_line("remote: received " + item->payload.substr(0, 200));
           auto end = on_packet(item->payload);
           // Breakpoints and watches the packet changed, to the watchdog (a failure is kept in
           // watchdog_error_; the packet's answer stands).
@@ -379,21 +419,45 @@ Result<std::optional<GdbServerEnd>> GdbServer::monitor(std::string_view hex_comm
     if (!end) return std::unexpected(end.error());
     return *end;
   }
-  // The text gdb shows (O packets, hex), then OK.
+  // The text gdb shows (O packets, hex), then OK; an unknown command's text, then E01 (gdb
+  // says "Protocol error with Rcmd"), as gdbserver answers.
+  const std::string help =
+      "The following monitor commands are supported:\n"
+      "  exit                    end the server (the program as at a disconnect)\n"
+      "  watches                 each watchpoint: hardware or software, and why\n"
+      "  slots                   the debug registers: how many, how many the watches hold,"
+      " who else may\n"
+      "  set debug <0|1>         log the server's events on its standard error\n"
+      "  set remote-debug <0|1>  log the packets received and sent\n"
+      "  set debug-format <all|none|timestamp>  prefix each log line with the time\n"
+      "  help                    this list\n";
   std::string text;
+  bool known = true;
   if (command == "watches") {
     text = monitor_watches();
   } else if (command == "slots") {
     text = monitor_slots();
+  } else if (command == "help") {
+    text = help;
+  } else if (command == "set debug 1" || command == "set debug 0") {
+    debug_ = command.back() == '1';
+    text = debug_ ? "Debug output enabled.\n" : "Debug output disabled.\n";
+  } else if (command == "set remote-debug 1" || command == "set remote-debug 0") {
+    remote_debug_ = command.back() == '1';
+    text = remote_debug_ ? "Protocol debug output enabled.\n" : "Protocol debug output disabled.\n";
+  } else if (command == "set debug-format all" || command == "set debug-format timestamp") {
+    debug_timestamps_ = true;
+    text = command.ends_with("all") ? "All extra debug format options enabled.\n"
+                                    : "Timestamps will be added to debug output.\n";
+  } else if (command == "set debug-format none") {
+    debug_timestamps_ = false;
+    text = "All extra debug format options disabled.\n";
   } else {
-    text = std::string(command == "help" ? "" : "hwarb gdbserver: unknown monitor command\n") +
-           "monitor commands:\n"
-           "  exit      end the server (the program as at a disconnect)\n"
-           "  watches   each watchpoint: hardware or software, and why\n"
-           "  slots     the debug registers: how many, how many the watches hold, who else may\n";
+    known = false;
+    text = "Unknown monitor command.\n\n" + help;
   }
   if (auto r = reply("O" + hex_text(text)); !r) return std::unexpected(r.error());
-  if (auto r = reply("OK"); !r) return std::unexpected(r.error());
+  if (auto r = reply(known ? "OK" : "E01"); !r) return std::unexpected(r.error());
   return std::optional<GdbServerEnd>();
 }
 
@@ -589,10 +653,17 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
       const char type = rest[0];
       if (type < '0' || type > '4') return answer(std::string());
       std::string_view spec = rest.substr(2);
-      spec = spec.substr(0, spec.find(';'));  // conditions and commands are gdb's to evaluate
+      const std::size_t semi = spec.find(';');
+      std::vector<AgentExpr> conditions;
+      if (semi != std::string_view::npos && c == 'Z' && (type == '0' || type == '1')) {
+        auto parsed = parse_agent_conditions(spec.substr(semi));
+        if (!parsed) return answer(std::unexpected(parsed.error()));
+        conditions = std::move(*parsed);
+      }
+      spec = spec.substr(0, semi);  // commands (cmds:) are gdb's to run
       auto al = addr_len(spec);
       if (!al) return answer(std::unexpected(al.error()));
-      return answer(c == 'Z' ? insert_point(type, al->first, al->second)
+      return answer(c == 'Z' ? insert_point(type, al->first, al->second, std::move(conditions))
                              : remove_point(type, al->first, al->second));
     }
     case 'c':
@@ -799,7 +870,8 @@ Result<std::string> GdbServer::query(const std::string& p) {
     return "PacketSize=" + hex_u64(kPacketSize) +
            ";qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:read+;qXfer:threads:read+"
            ";qXfer:libraries-svr4:read+;qXfer:siginfo:read+"
-           ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+" +
+           ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+"
+           ";ConditionalBreakpoints+" +
            std::string(error_messages_ ? ";error-message+" : "") +
            std::string(exec_events_ ? ";exec-events+" : "") +
            std::string(multiprocess_ ? ";multiprocess+" : "") +
@@ -1019,12 +1091,16 @@ Result<void> GdbServer::write_memory(std::uint64_t addr, const std::vector<std::
   return inferior_.write_memory(addr, out, process);
 }
 
-Result<std::string> GdbServer::insert_point(char type, std::uint64_t addr, std::uint64_t len) {
+Result<std::string> GdbServer::insert_point(char type, std::uint64_t addr, std::uint64_t len,
+                                            std::vector<AgentExpr> conditions) {
   const pid_t process = general_process();
   Int3Map& int3s = int3_[process];
   const auto plant = [&](bool software) -> Result<std::string> {
     if (auto it = int3s.find(addr); it != int3s.end()) {
+      // gdb sends a breakpoint again when its conditions change: the new list replaces the old.
       (software ? it->second.software : it->second.hardware) = true;
+      (software ? it->second.software_conditions : it->second.hardware_conditions) =
+          std::move(conditions);
       return std::string("OK");
     }
     std::uint8_t original = 0;
@@ -1035,7 +1111,11 @@ Result<std::string> GdbServer::insert_point(char type, std::uint64_t addr, std::
         !r) {
       return std::unexpected(r.error());
     }
-    int3s[addr] = Breakpoint{.original = original, .software = software, .hardware = !software};
+    Breakpoint& bp = int3s[addr];
+    bp.original = original;
+    bp.software = software;
+    bp.hardware = !software;
+    (software ? bp.software_conditions : bp.hardware_conditions) = std::move(conditions);
     return std::string("OK");
   };
   if (type == '0') return plant(true);
@@ -1043,6 +1123,8 @@ Result<std::string> GdbServer::insert_point(char type, std::uint64_t addr, std::
   // are not served (taken as placed, so that the client's bookkeeping goes on).
   if (process != inferior_.pid()) return type == '1' ? plant(false) : std::string("OK");
   WatchSpec spec{.addr = addr, .len = len, .access = kWatchWrite};
+  // A hardware breakpoint with conditions is an int3: the conditions are evaluated at its trap.
+  if (type == '1' && !conditions.empty()) return plant(false);
   if (type == '1') {
     spec.len = 1;
     spec.access = kWatchExec;
@@ -1155,6 +1237,15 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
     list.push_back(a);
   }
   if (list.empty()) return make_error(ErrorCode::kInval, "vCont: no action");
+  // Which threads the client lets run beyond those it names: a thread created meanwhile runs
+  // only under such an action (see on_event).
+  wildcard_process_.reset();
+  for (const Action& a : list) {
+    if ((a.tid == -1 || a.tid == 0) && (a.kind == 'c' || a.kind == 'C')) {
+      wildcard_process_ = a.process > 0 ? a.process : 0;
+      break;
+    }
+  }
   if (auto r = flush_removed(); !r) return std::unexpected(r.error());
   interrupt_ = false;
   stepping_ = 0;
@@ -1564,6 +1655,7 @@ Result<std::optional<std::string>> GdbServer::on_breakpoint_trap(const Event& ev
     regs->rip = at;
     if (auto r = inferior_.set_regs(ev.tid, *regs); !r) return std::unexpected(r.error());
   }
+  if (stepping_ != ev.tid && !condition_holds(ev.tid, int3s.at(at))) return step_over(ev.tid, at);
   deferred_.erase(ev.tid);
   const bool stepping = stepping_ != 0;
   auto r = stop_others(ev.tid, "");
@@ -1576,14 +1668,110 @@ Result<std::optional<std::string>> GdbServer::on_breakpoint_trap(const Event& ev
       stop_reply(SIGTRAP, tid, int3s.at(at).software ? "swbreak:;" : "hwbreak:;"));
 }
 
+bool GdbServer::condition_holds(pid_t tid, const Breakpoint& bp) {
+  if ((bp.software && bp.software_conditions.empty()) ||
+      (bp.hardware && bp.hardware_conditions.empty())) {
+    return true;
+  }
+  // A watch's own stops and faults would interleave with the step over the breakpoint: with
+  // watches, gdb evaluates the conditions.
+  if (!session_.watches().empty()) return true;
+  const pid_t process = inferior_.process_of(tid);
+  std::optional<std::pair<x86::Regs, FpRegs>> regs;
+  AgentAccess access;
+  access.reg = [&](int regno) -> Result<std::uint64_t> {
+    if (!regs) {
+      auto got = read_registers(tid);
+      if (!got) return std::unexpected(got.error());
+      regs = *got;
+    }
+    auto hex = gdb_read_register(regno, regs->first, regs->second);
+    if (!hex) return std::unexpected(hex.error());
+    auto bytes = from_hex(*hex);
+    if (!bytes) return std::unexpected(bytes.error());
+    std::uint64_t v = 0;
+    for (std::size_t i = std::min<std::size_t>(bytes->size(), 8); i-- > 0;)
+      v = (v << 8) | (*bytes)[i];
+    return v;
+  };
+  access.memory = [&](std::uint64_t addr, int size) -> Result<std::uint64_t> {
+    std::array<std::uint8_t, 8> bytes{};
+    auto r = inferior_.read_memory(addr, std::span(bytes.data(), static_cast<std::size_t>(size)),
+                                   process);
+    if (!r) return std::unexpected(r.error());
+    // The program's bytes, not our int3s.
+    for (const auto& [at, b] : int3_[process]) {
+      if (at >= addr && at < addr + static_cast<std::uint64_t>(size)) bytes[at - addr] = b.original;
+    }
+    std::uint64_t v = 0;
+    for (int i = size; i-- > 0;) v = (v << 8) | bytes[static_cast<std::size_t>(i)];
+    return v;
+  };
+  const auto any = [&](const std::vector<AgentExpr>& conditions) {
+    for (const AgentExpr& c : conditions) {
+      auto v = eval_agent_expr(c, access);
+      if (!v || *v != 0) return true;  // an error: reported, for gdb to evaluate
+    }
+    return false;
+  };
+  return (bp.software && any(bp.software_conditions)) ||
+         (bp.hardware && any(bp.hardware_conditions));
+}
+
+Result<std::optional<std::string>> GdbServer::step_over(pid_t tid, std::uint64_t at) {
+  const pid_t process = inferior_.process_of(tid);
+  auto stopped = inferior_.stop_all(tid);
+  if (!stopped) return std::unexpected(stopped.error());
+  const std::uint8_t original = int3_[process].at(at).original;
+  if (auto r = inferior_.write_memory(at, std::span(&original, 1), process); !r) {
+    return std::unexpected(r.error());
+  }
+  Result<Event> ev = make_error(ErrorCode::kSrch, "thread: gone");
+  if (auto r = inferior_.resume(tid, Resume::kStep); r) {
+    ev = inferior_.wait_for(tid);
+  } else if (r.error().code() != ErrorCode::kSrch) {
+    return std::unexpected(r.error());
+  }
+  // The int3 goes back unless the step ended the image (an exec) or the breakpoint went.
+  const bool exec = ev && ev->kind == EventKind::kExec;
+  if (!exec && int3_[process].contains(at)) {
+    if (auto r = inferior_.write_memory(at, std::span<const std::uint8_t>(&kInt3, 1), process);
+        !r && r.error().code() != ErrorCode::kSrch) {
+      return std::unexpected(r.error());
+    }
+  }
+  if (!ev) {
+    if (ev.error().code() != ErrorCode::kSrch) return std::unexpected(ev.error());
+  } else if (ev->kind == EventKind::kSignal && ev->signal == SIGTRAP &&
+             (ev->code == TRAP_TRACE || ev->code == TRAP_BRKPT)) {
+    if (auto r = run_as_asked(tid); !r) return std::unexpected(r.error());
+  } else {
+    inferior_.requeue(*ev);  // handled by the main loop, as any event of the thread
+  }
+  for (pid_t t : *stopped) {
+    if (!inferior_.is_stopped(t) || inferior_.has_queued(t)) continue;
+    if (auto r = inferior_.resume_as_before(t); !r && r.error().code() != ErrorCode::kSrch) {
+      return std::unexpected(r.error());
+    }
+  }
+  return std::optional<std::string>();
+}
+
 pid_t GdbServer::pick_reported(pid_t tid, std::uint64_t at) {
   std::vector<pid_t> candidates{tid};
   for (const Event& ev : inferior_.queued_events()) {
-    if (ev.kind == EventKind::kSignal && ev.signal == SIGTRAP && ev.code == kSiKernel &&
-        rewound_.contains(ev.tid) &&
-        std::find(candidates.begin(), candidates.end(), ev.tid) == candidates.end()) {
-      candidates.push_back(ev.tid);
+    const auto rewound = rewound_.find(ev.tid);
+    if (ev.kind != EventKind::kSignal || ev.signal != SIGTRAP || ev.code != kSiKernel ||
+        rewound == rewound_.end() ||
+        std::find(candidates.begin(), candidates.end(), ev.tid) != candidates.end()) {
+      continue;
     }
+    // A held trap at a breakpoint whose conditions are false for its thread is no stop: it is
+    // stepped over when it is taken.
+    const Int3Map& int3s = int3_[inferior_.process_of(ev.tid)];
+    const auto bp = int3s.find(rewound->second);
+    if (bp != int3s.end() && !condition_holds(ev.tid, bp->second)) continue;
+    candidates.push_back(ev.tid);
   }
   // xorshift64: cheap, and no two runs need the same sequence.
   pick_state_ ^= pick_state_ << 13;
@@ -1614,6 +1802,12 @@ pid_t GdbServer::pick_reported(pid_t tid, std::uint64_t at) {
 }
 
 Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
+  if (debug_) {
+    debug_line("event: thread " + std::to_string(ev.tid) + " " + event_kind_name(ev.kind) +
+               (ev.kind == EventKind::kSignal
+                    ? " signal " + std::to_string(ev.signal) + " code " + std::to_string(ev.code)
+                    : std::string()));
+  }
   auto v = session_.handle(ev);
   if (!v) return std::unexpected(v.error());
   if (ev.kind == EventKind::kFork && !v->stopped && (ev.vfork ? vfork_events_ : fork_events_)) {
@@ -1766,6 +1960,16 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
         return std::optional<std::string>(*r);
       }
       step = inferior_.resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);
+      break;
+    case EventKind::kNewThread:
+      // A thread created while the client runs only some threads (gdb stepping one thread
+      // over a breakpoint it took out) stays stopped until the client resumes every thread:
+      // run now, it could pass that breakpoint unseen. gdbserver leaves such a thread stopped.
+      if (!wildcard_process_ ||
+          (*wildcard_process_ != 0 && *wildcard_process_ != inferior_.group_of(ev.tid))) {
+        break;
+      }
+      step = inferior_.resume(ev.tid, mode);
       break;
     default:
       step = inferior_.resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);

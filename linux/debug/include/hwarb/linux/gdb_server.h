@@ -20,11 +20,19 @@
 //     delivers hits and one is free, else an int3 reported as hwbreak; Z2/Z3/Z4 a watch of the
 //     session (any address and length). A Z that cannot be honoured answers E NN (with the
 //     message, E.text, when the client announced error-message support).
+//     ConditionalBreakpoints+: a Z0/Z1 may carry conditions (gdb's agent expressions:
+//     agent_expr.h), evaluated here at each hit while the session has no watch: a breakpoint
+//     none of whose conditions holds is stepped over without a stop (the other threads stopped
+//     meanwhile), so a false condition costs no round trip to the client. A Z1 with conditions
+//     is an int3. With watches, or where a condition cannot be evaluated, the stop is reported
+//     and gdb evaluates the condition itself, as it does after every reported stop.
 //  6. Host I/O (vFile setfs/open/pread/fstat/close), read-only: gdb's default sysroot reads the
 //     executable and libraries through it.
 //  7. D (detach) and k/vKill: every int3, protection and register of the session is undone
 //     first; a detached program runs on unmodified. `monitor exit` (qRcmd) ends the server at
-//     once, as a client that goes away would.
+//     once, as a client that goes away would; gdbserver's `monitor set debug`, `set
+//     remote-debug` and `set debug-format` turn the server's log on stderr on and off (events;
+//     packets; timestamps); an unknown command gets the list and E01, as from gdbserver.
 //  8. Processes, when the client announced them in qSupported (gdb does): multiprocess+ (thread
 //     ids pPID.TID everywhere, vCont actions per process, D;PID and vKill;PID for one process,
 //     W/X with ;process:PID), fork-events+ and vfork-events+ (a fork or vfork stops the parent
@@ -66,6 +74,7 @@
 #include <vector>
 
 #include "hwarb/base/error.h"
+#include "hwarb/linux/agent_expr.h"
 #include "hwarb/linux/gdb_regs.h"
 #include "hwarb/linux/inferior.h"
 #include "hwarb/linux/rsp.h"
@@ -104,6 +113,9 @@ class GdbServer {
     std::uint8_t original = 0;
     bool software = false;  // Z0
     bool hardware = false;  // Z1 taken as an int3
+    // The conditions of each (ConditionalBreakpoints): it stops when one holds; none: always.
+    std::vector<AgentExpr> software_conditions;
+    std::vector<AgentExpr> hardware_conditions;
   };
   using Int3Map = std::map<std::uint64_t, Breakpoint>;
   struct WatchKey {
@@ -118,6 +130,8 @@ class GdbServer {
   // Reads what the client sent (blocking when `block`); false at end of input.
   Result<bool> receive(bool block);
   Result<void> reply(std::string_view payload) { return send(payload); }
+  // One line of the server's debug output (monitor set debug / remote-debug) on stderr.
+  void debug_line(const std::string& text) const;
   // Bytes to the client as they are; a failed write marks the client lost.
   Result<void> write_raw(std::string_view bytes);
   Result<GdbServerEnd> serve_packets();
@@ -135,7 +149,8 @@ class GdbServer {
   Result<std::string> write_registers(pid_t tid, const std::pair<x86::Regs, FpRegs>& regs);
   Result<std::string> read_memory(std::uint64_t addr, std::uint64_t len);
   Result<void> write_memory(std::uint64_t addr, const std::vector<std::uint8_t>& bytes);
-  Result<std::string> insert_point(char type, std::uint64_t addr, std::uint64_t len);
+  Result<std::string> insert_point(char type, std::uint64_t addr, std::uint64_t len,
+                                   std::vector<AgentExpr> conditions = {});
   Result<std::string> remove_point(char type, std::uint64_t addr, std::uint64_t len);
   // Applies the watch removals gdb asked for since the last resume (see remove_point).
   Result<void> flush_removed();
@@ -152,6 +167,14 @@ class GdbServer {
   // breakpoint of ours too (their traps queued), as gdbserver draws among its threads with
   // events so that no thread starves another. The others' traps stay held (rewound_).
   pid_t pick_reported(pid_t tid, std::uint64_t at);
+  // Whether the breakpoint `tid` stopped at is to be reported: it has no condition, one of its
+  // conditions holds for `tid`, or one cannot be evaluated (gdb evaluates it again).
+  bool condition_holds(pid_t tid, const Breakpoint& bp);
+  // A breakpoint whose conditions are all false: thread `tid` (stopped on it, pc at `at`) runs
+  // its instruction with the int3 out while every other thread is stopped, then runs on as the
+  // client asked; nullopt. An event of the step other than its trap (a signal, an exit, a fork,
+  // an exec) is queued for the main loop, the int3 back in place first (but for an exec).
+  Result<std::optional<std::string>> step_over(pid_t tid, std::uint64_t at);
   // The process's own exec (thread `tid` now the leader): the stop reply, with exec:PATH when
   // the client takes exec events. `running`: the session resumed the thread already.
   Result<std::optional<std::string>> exec_stop(pid_t tid, bool running);
@@ -204,17 +227,23 @@ class GdbServer {
   RspReader reader_;
   SpinWindow client_spin_;
   bool ack_ = true;
-  bool error_messages_ = false;             // the client announced error-message+
-  bool thread_suffix_ = false;              // lldb's QThreadSuffixSupported
-  bool list_threads_ = false;               // lldb's QListThreadsInStopReply
-  bool native_signals_ = false;             // Linux's signal numbers (lldb), not gdb's
-  std::string last_sent_;                   // for a '-' from the client
-  bool interrupt_ = false;                  // 0x03 seen while running
-  std::string last_stop_;                   // the reply to '?'
-  pid_t last_thread_ = 0;                   // the thread of the last stop
-  pid_t g_thread_ = 0;                      // Hg (0: the last stop's)
-  pid_t c_thread_ = 0;                      // Hc
-  pid_t stepping_ = 0;                      // the thread of a step in progress
+  bool error_messages_ = false;    // the client announced error-message+
+  bool thread_suffix_ = false;     // lldb's QThreadSuffixSupported
+  bool list_threads_ = false;      // lldb's QListThreadsInStopReply
+  bool native_signals_ = false;    // Linux's signal numbers (lldb), not gdb's
+  bool debug_ = false;             // `monitor set debug 1`: events on stderr
+  bool remote_debug_ = false;      // `monitor set remote-debug 1`: packets on stderr
+  bool debug_timestamps_ = false;  // `monitor set debug-format all|timestamp`
+  std::string last_sent_;          // for a '-' from the client
+  bool interrupt_ = false;         // 0x03 seen while running
+  std::string last_stop_;          // the reply to '?'
+  pid_t last_thread_ = 0;          // the thread of the last stop
+  pid_t g_thread_ = 0;             // Hg (0: the last stop's)
+  pid_t c_thread_ = 0;             // Hc
+  pid_t stepping_ = 0;             // the thread of a step in progress
+  // The process whose threads the last resume ran by default (a vCont action without a thread:
+  // 0 every process), nullopt when it ran only threads it named: a new thread runs only then.
+  std::optional<pid_t> wildcard_process_;
   std::vector<x86::MemRef> step_accesses_;  // its instruction's memory operands
   bool exited_ = false;                     // the process ended (W/X sent)
   // Threads single-stepped for the client whose step's trap has not been reported: a trap that

@@ -1,0 +1,19 @@
+# gdb_test_lib.sh — what every conformance test with gdb as the client starts with; sourced
+# with the test's arguments: source gdb_test_lib.sh HWARB PROGRAMS_DIR
+# It sets strict mode, $hwarb and $P (both absolute: a case may run gdb from another
+# directory), a scratch directory $tmp removed at exit, $fail (0) with bad() to record a
+# failure, skip_case (tests/support/skips.sh), and ends the test as a failure when gdb is
+# missing (scripts/setup installs it).
+set -uo pipefail
+hwarb=$(realpath "$1")
+P=$(realpath "$2")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+# shellcheck source=../support/skips.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/skips.sh"
+bad() {
+  echo "FAIL: $*" >&2
+  fail=1
+}
+command -v gdb >/dev/null || { echo "FAIL: gdb is not installed (scripts/setup installs it)" >&2; exit 1; }
