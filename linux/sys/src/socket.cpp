@@ -1,13 +1,17 @@
 #include "hwarb/linux/socket.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "sys_error.h"
 
@@ -22,30 +26,64 @@ std::string fd_text(int fd) {
 
 }  // namespace
 
-Result<Fd> listen_tcp(std::string_view host, std::uint16_t port) {
-  const std::string address =
-      host.empty() || host == "localhost" ? std::string("127.0.0.1") : std::string(host);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  if (::inet_pton(AF_INET, address.c_str(), &sa.sin_addr) != 1) {
-    return make_error(ErrorCode::kInval,
-                      "host: '" + std::string(host) + "' is not \"localhost\" or an IPv4 address");
+Result<Fd> listen_tcp(std::string_view host, std::uint16_t port, IpFamily family) {
+  // "" is the loopback address of the family (IPv4 unless only IPv6 was asked for).
+  std::string name(host);
+  if (name.size() >= 2 && name.front() == '[' && name.back() == ']') {
+    name = name.substr(1, name.size() - 2);
   }
-  const std::string where = address + ":" + std::to_string(port);
-
-  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return sys_fail<Fd>(errno, "port", "socket for " + where);
-  const int one = 1;
-  if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
-    return sys_fail<Fd>(errno, "port", "SO_REUSEADDR on the socket for " + where);
+  if (name.empty()) name = family == IpFamily::kV6 ? "::1" : "127.0.0.1";
+  addrinfo hints{};
+  hints.ai_family = family == IpFamily::kV4   ? AF_INET
+                    : family == IpFamily::kV6 ? AF_INET6
+                                              : AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int rc = ::getaddrinfo(name.c_str(), service.c_str(), &hints, &found); rc != 0) {
+    return make_error(ErrorCode::kInval, "host: '" + std::string(host) +
+                                             "': cannot resolve name: " + ::gai_strerror(rc));
   }
-  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
-    const int err = errno;
-    return sys_fail<Fd>(err, err == EADDRNOTAVAIL ? "host" : "port", "bind to " + where);
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owned(found, &::freeaddrinfo);
+  // IPv4 first where a name has both (localhost): the address gdb tries first.
+  std::vector<const addrinfo*> order;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) order.push_back(a);
   }
-  if (::listen(fd.get(), 1) != 0) return sys_fail<Fd>(errno, "port", "listen on " + where);
-  return fd;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET6) order.push_back(a);
+  }
+  Result<Fd> last = make_error(ErrorCode::kInval,
+                               "host: '" + std::string(host) + "' has no IPv4 or IPv6 address");
+  for (const addrinfo* a : order) {
+    std::array<char, INET6_ADDRSTRLEN> text{};
+    const void* raw =
+        a->ai_family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr)
+            : &reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr;
+    ::inet_ntop(a->ai_family, raw, text.data(), text.size());
+    const std::string where = a->ai_family == AF_INET
+                                  ? std::string(text.data()) + ":" + service
+                                  : "[" + std::string(text.data()) + "]:" + service;
+    Fd fd(::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd) {
+      last = sys_fail<Fd>(errno, "port", "socket for " + where);
+      continue;
+    }
+    const int one = 1;
+    if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
+      return sys_fail<Fd>(errno, "port", "SO_REUSEADDR on the socket for " + where);
+    }
+    if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0) {
+      const int err = errno;
+      last = sys_fail<Fd>(err, err == EADDRNOTAVAIL ? "host" : "port", "bind to " + where);
+      continue;
+    }
+    if (::listen(fd.get(), 1) != 0) return sys_fail<Fd>(errno, "port", "listen on " + where);
+    return fd;
+  }
+  return last;
 }
 
 Result<std::uint16_t> local_port(int fd) {
@@ -54,8 +92,9 @@ Result<std::uint16_t> local_port(int fd) {
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
     return sys_fail<std::uint16_t>(errno, "fd", "getsockname of " + fd_text(fd));
   }
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port);
   if (ss.ss_family != AF_INET) {
-    return make_error(ErrorCode::kInval, "fd: " + fd_text(fd) + " is not an IPv4 socket");
+    return make_error(ErrorCode::kInval, "fd: " + fd_text(fd) + " is not an IP socket");
   }
   return ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port);
 }

@@ -4,8 +4,10 @@
 //   hwarb gdbserver [--software] [--once] [--attach] COMM [PROG [ARGS] | PID]   (gdbserver's form)
 //   hwarb gdbserver [--software] [--once] (COMM | --stdio) (-- CMD ARGS | -p PID)
 //
-// COMM: HOST:PORT listens for one client on TCP (":1234" and "localhost:1234" are 127.0.0.1;
-// port 0 picks one, said on stderr; gdbserver's "tcp:" and "tcp4:" prefixes are accepted);
+// COMM: HOST:PORT listens for one client on TCP (":1234" is 127.0.0.1, "localhost:1234" its
+// IPv4 address first; HOST a name or an IPv4 or IPv6 address, "[::1]:1234" or with tcp6:
+// "::1:1234"; port 0 picks one, said on stderr; gdbserver's "tcp:", "tcp4:" and "tcp6:"
+// prefixes choose the family; a name that does not resolve says "cannot resolve name");
 // "stdio", "-" or --stdio talk on standard input and output, as `target remote | hwarb
 // gdbserver stdio prog` wants: the program's standard output then goes to standard error, so
 // that it never mixes with the protocol. As with gdbserver, whoever can connect to the port
@@ -17,7 +19,7 @@
 // and trace search PATH alone, as perf and execvp(3) do. --once is the only way it runs (one
 // client, then the server ends); it is accepted for gdbserver's users, as are
 // --disable-randomization (the default) and --no-disable-randomization (= --aslr). gdbserver's
-// --multi (extended-remote), --wrapper and IPv6/UDP connections are refused as usage errors
+// --multi (extended-remote), --wrapper and UDP connections are refused as usage errors
 // naming what is not served.
 // Watchpoints take debug registers where the probe sees hits delivered, else (and with
 // --software) the software path. Exit status: 0 when the client detached, killed the program or
@@ -46,7 +48,8 @@ namespace hwarb::cli {
 namespace {
 
 struct ServerArgs {
-  std::string where;  // COMM: [tcp:|tcp4:]HOST:PORT, "stdio" or "-"
+  std::string where;  // COMM: [tcp:|tcp4:|tcp6:]HOST:PORT, "stdio" or "-"
+  native::IpFamily family = native::IpFamily::kAny;  // from the tcp4:/tcp6: prefix
   bool stdio = false;
   bool software = false;
   bool once = false;
@@ -95,13 +98,19 @@ Result<void> take_gdbserver_form(ServerArgs& args) {
                       "--disable-randomization: contradicts --no-disable-randomization");
   }
   if (args.keep_aslr) args.target.aslr = true;
-  for (const char* prefix : {"tcp:", "tcp4:"}) {
-    if (args.where.rfind(prefix, 0) == 0) args.where.erase(0, std::string_view(prefix).size());
+  for (const auto& [prefix, family] :
+       {std::pair{"tcp:", native::IpFamily::kAny}, std::pair{"tcp4:", native::IpFamily::kV4},
+        std::pair{"tcp6:", native::IpFamily::kV6}}) {
+    if (args.where.rfind(prefix, 0) == 0) {
+      args.where.erase(0, std::string_view(prefix).size());
+      args.family = family;
+      break;
+    }
   }
-  for (const char* prefix : {"tcp6:", "udp:", "udp4:", "udp6:"}) {
+  for (const char* prefix : {"udp:", "udp4:", "udp6:"}) {
     if (args.where.rfind(prefix, 0) == 0) {
       return make_error(ErrorCode::kOpNotSupp,
-                        "connection: '" + args.where + "': only TCP over IPv4 is served");
+                        "connection: '" + args.where + "': only TCP is served");
     }
   }
   if (args.where == "stdio") args.where = "-";
@@ -163,7 +172,7 @@ int run_server(ServerArgs& args) {
   // Listen before the program starts: a port in use is the user's error, with nothing run.
   native::Fd listener;
   if (listen) {
-    auto l = native::listen_tcp(listen->first, listen->second);
+    auto l = native::listen_tcp(listen->first, listen->second, args.family);
     if (!l) return fail(l.error().to_string(), kExitUsage);
     listener = std::move(*l);
   }

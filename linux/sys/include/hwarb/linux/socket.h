@@ -1,12 +1,17 @@
-// hwarb/linux/socket.h — the TCP socket calls of `hwarb gdbserver`: one listening IPv4 socket,
-// one accepted connection, and reads and writes on it. The only place hwarb makes socket system
-// calls.
+// hwarb/linux/socket.h — the TCP socket calls of `hwarb gdbserver`: one listening socket (IPv4
+// or IPv6), one accepted connection, and reads and writes on it. The only place hwarb makes
+// socket system calls.
 //
 // Contract:
-//  - listen_tcp(host, port) makes a close-on-exec IPv4 stream socket with SO_REUSEADDR, binds it
-//    to host:port and listens with a backlog of 1. `host` is "" or "localhost" (both 127.0.0.1)
-//    or an IPv4 literal ("0.0.0.0" for every interface); anything else is EINVAL naming `host`
-//    (no name lookup). `port` 0 lets the kernel choose (local_port tells which).
+//  - listen_tcp(host, port, family) makes a close-on-exec stream socket with SO_REUSEADDR, binds
+//    it to host:port and listens with a backlog of 1. `host` is a name or an address literal as
+//    gdbserver takes them (IPv6 ones with or without brackets: "::1", "[::1]"); "" is the
+//    loopback address (127.0.0.1; ::1 for kV6); "0.0.0.0" or "::" every interface. A name is
+//    resolved (getaddrinfo) within `family`; its IPv4 addresses are tried before its IPv6 ones
+//    (localhost: 127.0.0.1 first, where gdb connects first), the first that binds is taken. A
+//    name that does not resolve is EINVAL naming `host`, "host: 'NAME': cannot resolve name:
+//    REASON" (gdbserver's words, which gdb's testsuite waits for). `port` 0 lets the kernel
+//    choose (local_port tells which).
 //  - Errors are converted once, as every linux/sys wrapper's: the code is from_errno(errno) (an
 //    errno outside ErrorCode, such as EADDRINUSE or EPIPE, becomes EIO) and the message starts
 //    with the field the kernel refused and ends with the kernel's errno name and text, e.g.
@@ -37,9 +42,11 @@
 
 namespace hwarb::native {
 
-[[nodiscard]] Result<Fd> listen_tcp(std::string_view host, std::uint16_t port);
+enum class IpFamily : std::uint8_t { kAny, kV4, kV6 };
+[[nodiscard]] Result<Fd> listen_tcp(std::string_view host, std::uint16_t port,
+                                    IpFamily family = IpFamily::kAny);
 // The local port of a bound socket (getsockname(2)); EBADF/ENOTSOCK naming `fd`, EINVAL naming
-// `fd` for a socket that is not IPv4.
+// `fd` for a socket that is neither IPv4 nor IPv6.
 [[nodiscard]] Result<std::uint16_t> local_port(int fd);
 [[nodiscard]] Result<Fd> accept_one(int listen_fd);
 [[nodiscard]] Result<std::size_t> read_some(int fd, std::span<char> out);
