@@ -141,14 +141,14 @@ err_case "local" 'local_rounds:w' "ENOENT" "'local_rounds' is a local variable o
 err_case "thread-local" 't_local:w' "EOPNOTSUPP" "'t_local' is a thread-local variable" \
   "not supported yet"
 err_case "no such member" 'ns::g_cfg.limits[2].maxx:w' "ENOENT" \
-  "'ns::g_cfg.limits[2]' (Limit) has no member 'maxx'; did you mean: max"
+  "member: 'ns::g_cfg.limits[2]' (Limit) has no member 'maxx'; did you mean: max"
 err_case "index past the end" 'ns::g_cfg.limits[4].max:w' "ERANGE" \
-  "index 4 is past the end of 'ns::g_cfg.limits' (Limit[4]: 0 to 3)"
+  "index: 4 is past the end of 'ns::g_cfg.limits' (Limit[4]: 0 to 3)"
 err_case "no member of a scalar" 'ns::g_cfg.flags.bits:w' "EINVAL" \
-  "'ns::g_cfg.flags' is a long int, not a struct, class or union"
+  "member: 'ns::g_cfg.flags' is a long int, not a struct, class or union"
 err_case "unknown qualified name" 'ns::Counter::totl:w' "ENOENT" "did you mean: ns::Counter::total"
 err_case "static member through an object" 'g_counter.total:w' "EINVAL" \
-  "'total' is a static member of Counter, not in 'g_counter': watch it as ns::Counter::total"
+  "member: 'total' is a static member of Counter, not in 'g_counter': watch it as ns::Counter::total"
 run 2 "stat: thread-local" stat 't_local:w' -- "$prog" 1
 has "$tmp/err" "thread-local" "stat: thread-local"
 

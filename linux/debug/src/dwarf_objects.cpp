@@ -336,8 +336,9 @@ ValueType value_type(Cursor& c) {
   return v;
 }
 
-std::unexpected<Error> path_error(ErrorCode code, const std::string& text) {
-  return make_error(code, text);
+// An error of a path, named by its field ("member: ...", "index: ...", "pointer: ...").
+std::unexpected<Error> path_error(ErrorCode code, const char* field, const std::string& text) {
+  return make_error(code, std::string(field) + ": " + text);
 }
 
 // Reads the pointer at the cursor and moves onto what it points to (element `index`).
@@ -345,11 +346,11 @@ Result<void> follow(Cursor& c, std::uint64_t index, const MemoryReader& read,
                     std::vector<std::string>& notes) {
   Dwarf_Die t, pointee;
   if (!c.dims.empty() || !strip(c.type, &t) || dwarf_tag(&t) != DW_TAG_pointer_type) {
-    return path_error(ErrorCode::kInval,
+    return path_error(ErrorCode::kInval, "pointer",
                       "'" + c.spelled + "' is a " + cursor_type_name(c) + ", not a pointer");
   }
   if (!ref(&t, DW_AT_type, &pointee)) {
-    return path_error(ErrorCode::kInval,
+    return path_error(ErrorCode::kInval, "pointer",
                       "'" + c.spelled + "' is a void*: what it points to has no type");
   }
   std::uint8_t bytes[8] = {};
@@ -359,13 +360,13 @@ Result<void> follow(Cursor& c, std::uint64_t index, const MemoryReader& read,
   std::uint64_t value = 0;
   std::memcpy(&value, bytes, sizeof value);
   if (value == 0) {
-    return path_error(ErrorCode::kFault, "'" + c.spelled + "' is a null pointer");
+    return path_error(ErrorCode::kFault, "pointer", "'" + c.spelled + "' is a null pointer");
   }
   Dwarf_Die stripped;
   Dwarf_Word elem_size = 0;
   if (index != 0 &&
       (!strip(pointee, &stripped) || dwarf_aggregate_size(&stripped, &elem_size) != 0)) {
-    return path_error(ErrorCode::kInval,
+    return path_error(ErrorCode::kInval, "pointer",
                       "'" + c.spelled + "': the size of " + type_name(pointee) + " is unknown");
   }
   notes.push_back("'" + c.spelled + "' (" + type_name(c.type) + ") was read once: " + hex(value) +
@@ -405,23 +406,24 @@ Result<void> member(Dwfl_Module* mod, Cursor& c, std::string_view name,
   Dwarf_Die t;
   const int tag = c.dims.empty() && strip(c.type, &t) ? dwarf_tag(&t) : 0;
   if (tag != DW_TAG_structure_type && tag != DW_TAG_class_type && tag != DW_TAG_union_type) {
-    return path_error(ErrorCode::kInval, "'" + c.spelled + "' is a " + cursor_type_name(c) +
-                                             ", not a struct, class or union: it has no member '" +
-                                             std::string(name) + "'");
+    return path_error(ErrorCode::kInval, "member",
+                      "'" + c.spelled + "' is a " + cursor_type_name(c) +
+                          ", not a struct, class or union: it has no member '" + std::string(name) +
+                          "'");
   }
   std::vector<std::string> names;
   auto m = find_member(&t, name, names);
   if (!m) {
-    return path_error(ErrorCode::kNoEnt, "'" + c.spelled + "' (" + type_name(c.type) +
-                                             ") has no member '" + std::string(name) + "'" +
-                                             near_names(name, names));
+    return path_error(ErrorCode::kNoEnt, "member",
+                      "'" + c.spelled + "' (" + type_name(c.type) + ") has no member '" +
+                          std::string(name) + "'" + near_names(name, names));
   }
   if (m->is_static) {
     std::string qualified = static_member_name(mod, &m->decl);
     if (qualified.empty()) qualified = type_name(t) + "::" + std::string(name);
-    return path_error(ErrorCode::kInval, "'" + std::string(name) + "' is a static member of " +
-                                             type_name(t) + ", not in '" + c.spelled +
-                                             "': watch it as " + qualified);
+    return path_error(ErrorCode::kInval, "member",
+                      "'" + std::string(name) + "' is a static member of " + type_name(t) +
+                          ", not in '" + c.spelled + "': watch it as " + qualified);
   }
   c = land(c.addr + m->offset, m->type, spelled);
   return {};
@@ -430,16 +432,15 @@ Result<void> member(Dwfl_Module* mod, Cursor& c, std::string_view name,
 Result<void> element(Cursor& c, std::uint64_t index, const std::string& spelled) {
   const std::uint64_t count = c.dims.front();
   if (count != kUnknownCount && index >= count) {
-    return path_error(ErrorCode::kRange, "index " + std::to_string(index) +
-                                             " is past the end of '" + c.spelled + "' (" +
-                                             cursor_type_name(c) + ": 0 to " +
-                                             std::to_string(count - 1) + ")");
+    return path_error(ErrorCode::kRange, "index",
+                      std::to_string(index) + " is past the end of '" + c.spelled + "' (" +
+                          cursor_type_name(c) + ": 0 to " + std::to_string(count - 1) + ")");
   }
   Dwarf_Die elem, stripped;
   Dwarf_Word stride = 0;
   if (!element_of(c, &elem) || !strip(elem, &stripped) ||
       dwarf_aggregate_size(&stripped, &stride) != 0) {
-    return path_error(ErrorCode::kInval,
+    return path_error(ErrorCode::kInval, "index",
                       "'" + c.spelled + "': the size of its elements is unknown");
   }
   c.dims.erase(c.dims.begin());
@@ -508,9 +509,9 @@ Result<SourceObject> object_at(Dwfl_Module* mod, const SourceObject& base, std::
   Dwarf_Die type;
   if (!var || !ref(&*var, DW_AT_type, &type)) {
     if (path.empty()) return base;
-    return make_error(ErrorCode::kInval, "no DWARF type for '" + base.symbol.name + "' in " +
-                                             base.symbol.module + " (built without -g?): '" +
-                                             std::string(path) + "' needs it");
+    return path_error(ErrorCode::kInval, "dwarf",
+                      "no DWARF type for '" + base.symbol.name + "' in " + base.symbol.module +
+                          " (built without -g?): '" + std::string(path) + "' needs it");
   }
   SourceObject out = base;
   Cursor c = land(base.symbol.address, type, base.symbol.name);
@@ -526,10 +527,10 @@ Result<SourceObject> object_at(Dwfl_Module* mod, const SourceObject& base, std::
       }
       const std::string_view name = path.substr(name_at, pos - name_at);
       if (name.empty()) {
-        return make_error(ErrorCode::kInval, "expected a member name after '" +
-                                                 std::string(path.substr(start, name_at - start)) +
-                                                 "' in '" + c.spelled +
-                                                 std::string(path.substr(start)) + "'");
+        return path_error(ErrorCode::kInval, "member",
+                          "expected a member name after '" +
+                              std::string(path.substr(start, name_at - start)) + "' in '" +
+                              c.spelled + std::string(path.substr(start)) + "'");
       }
       const std::string spelled = c.spelled + std::string(path.substr(start, pos - start));
       if (arrow) {
@@ -539,14 +540,15 @@ Result<SourceObject> object_at(Dwfl_Module* mod, const SourceObject& base, std::
     } else if (path[pos] == '[') {
       const std::size_t close = path.find(']', pos);
       if (close == std::string_view::npos) {
-        return make_error(ErrorCode::kInval, "expected ']' in '" + std::string(path) + "'");
+        return path_error(ErrorCode::kInval, "index",
+                          "expected ']' in '" + std::string(path) + "'");
       }
       const std::string_view text = path.substr(pos + 1, close - pos - 1);
       pos = close + 1;
       const std::string spelled = c.spelled + std::string(path.substr(start, pos - start));
       auto index = index_value(text);
       if (!index) {
-        return make_error(ErrorCode::kInval,
+        return path_error(ErrorCode::kInval, "index",
                           "'" + spelled + "': the index '" + std::string(text) +
                               "' is not a number (decimal, or hexadecimal with 0x)");
       }
@@ -555,17 +557,18 @@ Result<SourceObject> object_at(Dwfl_Module* mod, const SourceObject& base, std::
       } else {
         Dwarf_Die t;
         if (!strip(c.type, &t) || dwarf_tag(&t) != DW_TAG_pointer_type) {
-          return make_error(ErrorCode::kInval, "'" + c.spelled + "' is a " + cursor_type_name(c) +
-                                                   ", not an array or pointer: it has no '[" +
-                                                   std::string(text) + "]'");
+          return path_error(ErrorCode::kInval, "index",
+                            "'" + c.spelled + "' is a " + cursor_type_name(c) +
+                                ", not an array or pointer: it has no '[" + std::string(text) +
+                                "]'");
         }
         if (auto r = follow(c, *index, read, out.notes); !r) return std::unexpected(r.error());
         c.spelled = spelled;
       }
     } else {
-      return make_error(ErrorCode::kInval, "unexpected '" + std::string(1, path[pos]) +
-                                               "' after '" + c.spelled +
-                                               "' (expected '.', '->' or '[')");
+      return path_error(ErrorCode::kInval, "member",
+                        "unexpected '" + std::string(1, path[pos]) + "' after '" + c.spelled +
+                            "' (expected '.', '->' or '[')");
     }
   }
   out.address = c.addr;

@@ -175,7 +175,8 @@ TEST_F(SourceNames, ResolvesMembersAndElementsThroughDwarf) {
 TEST_F(SourceNames, ErrorsSayWhatTheNameIs) {
   Error e = error("ns::g_cfg.limits[2].maxx");
   EXPECT_EQ(e.code(), ErrorCode::kNoEnt);
-  EXPECT_EQ(e.message(), "'ns::g_cfg.limits[2]' (Limit) has no member 'maxx'; did you mean: max");
+  EXPECT_EQ(e.message(),
+            "member: 'ns::g_cfg.limits[2]' (Limit) has no member 'maxx'; did you mean: max");
   e = error("ns::g_cfg.limitz[1]");
   EXPECT_EQ(e.code(), ErrorCode::kNoEnt);
   EXPECT_NE(e.message().find("did you mean: limits"), std::string::npos) << e.message();
@@ -184,7 +185,7 @@ TEST_F(SourceNames, ErrorsSayWhatTheNameIs) {
       << e.message();
   e = error("ns::g_cfg.limits[4].max");
   EXPECT_EQ(e.code(), ErrorCode::kRange);
-  EXPECT_EQ(e.message(), "index 4 is past the end of 'ns::g_cfg.limits' (Limit[4]: 0 to 3)");
+  EXPECT_EQ(e.message(), "index: 4 is past the end of 'ns::g_cfg.limits' (Limit[4]: 0 to 3)");
   e = error("g_matrix[1][4]");
   EXPECT_EQ(e.code(), ErrorCode::kRange);
   e = error("ns::g_cfg.flags.x");
@@ -198,7 +199,7 @@ TEST_F(SourceNames, ErrorsSayWhatTheNameIs) {
   e = error("g_counter.total");
   EXPECT_EQ(e.code(), ErrorCode::kInval);
   EXPECT_EQ(e.message(),
-            "'total' is a static member of Counter, not in 'g_counter': watch it as "
+            "member: 'total' is a static member of Counter, not in 'g_counter': watch it as "
             "ns::Counter::total");
   e = error("ns::Counter::totl");
   EXPECT_EQ(e.code(), ErrorCode::kNoEnt);

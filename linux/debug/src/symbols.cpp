@@ -676,7 +676,7 @@ Result<SourceObject> SymbolTable::resolve(std::string_view text, const MemoryRea
   if (sym->function) {
     if (!path.empty()) {
       return make_error(ErrorCode::kInval,
-                        "'" + base + "' is a function: it has no '" + path + "'");
+                        "symbol: '" + base + "' is a function: it has no '" + path + "'");
     }
     return whole;
   }
@@ -685,7 +685,7 @@ Result<SourceObject> SymbolTable::resolve(std::string_view text, const MemoryRea
   if (module == nullptr) {
     if (path.empty()) return whole;
     return make_error(ErrorCode::kInval,
-                      "'" + base + "' is in no module: no DWARF for '" + path + "'");
+                      "dwarf: '" + base + "' is in no module: no DWARF for '" + path + "'");
   }
   std::lock_guard lock(impl_->dwarf_mutex);
   return dwarf::object_at(module->mod, whole, path, read);
