@@ -64,7 +64,24 @@ namespace {
 
 volatile int hidden;
 
+namespace inner {
+volatile int twin = 1;  // inner::twin, spelt without its anonymous namespace: ambiguous
+}  // namespace inner
+
+int first_twin() {
+  return inner::twin;
+}
+
 }  // namespace
+
+namespace inner {
+namespace {
+volatile int twin = 2;
+}  // namespace
+int second_twin() {
+  return twin;
+}
+}  // namespace inner
 
 enum class Mode { kOff, kOn, kAuto };
 
@@ -125,6 +142,7 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) threads.emplace_back(thread_writes, rounds);
   for (std::thread& t : threads) t.join();
-  std::printf("total=%ld rounds=%d\n", ns::Counter::total, static_cast<int>(local_rounds));
+  std::printf("total=%ld rounds=%d\n", ns::Counter::total,
+              static_cast<int>(local_rounds) + first_twin() + ::inner::second_twin() - 3);
   return 0;
 }

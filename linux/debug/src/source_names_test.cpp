@@ -205,6 +205,16 @@ TEST_F(SourceNames, ErrorsSayWhatTheNameIs) {
   EXPECT_EQ(e.code(), ErrorCode::kNoEnt);
   EXPECT_NE(e.message().find("did you mean: ns::Counter::total"), std::string::npos) << e.message();
 
+  // Two `twin`s that differ only by where their anonymous namespace is.
+  e = error("inner::twin");
+  EXPECT_EQ(e.code(), ErrorCode::kInval);
+  EXPECT_NE(e.message().find("'inner::twin' is ambiguous: it names "), std::string::npos)
+      << e.message();
+  EXPECT_NE(e.message().find("(anonymous namespace)::inner::twin"), std::string::npos);
+  EXPECT_NE(e.message().find("inner::(anonymous namespace)::twin"), std::string::npos);
+  EXPECT_NE(address("(anonymous namespace)::inner::twin"),
+            address("inner::(anonymous namespace)::twin"));
+
   e = error("t_local");
   EXPECT_EQ(e.code(), ErrorCode::kOpNotSupp);
   EXPECT_NE(e.message().find("thread-local"), std::string::npos) << e.message();
