@@ -188,7 +188,7 @@ for mode in "" "--software"; do
   count "$tmp/err" '"event"' 0 "$m: -o: no report on stderr"
   run 0 "$m: --output human" watch $mode --output "$tmp/report" target:w -- "$programs/prog_writer" 3
   [[ $(cat "$tmp/out") == "sum=9" ]] || { echo "FAIL: $m: --output: stdout is not the program's alone" >&2; fail=1; }
-  count "$tmp/report" '  tid [0-9]+  set_target\+0x0 .* target:w 0x[0-9a-f]+ w  0x[0-9a-f] -> 0x[0-9a-f]$' 3 "$m: --output: hit lines in the file"
+  count "$tmp/report" '  tid [0-9]+  set_target\+0x0 .* target:w 0x[0-9a-f]+ w  [0-9] -> [0-9]$' 3 "$m: --output: hit lines in the file"
   count "$tmp/report" '^hwarb watch: 3 hits \(target:w: 3\) in ' 1 "$m: --output: summary in the file"
   count "$tmp/err" '^hwarb watch: [0-9]+ hits' 0 "$m: --output: no summary on stderr"
   run 0 "$m: stat -o" stat $mode -o "$tmp/report" slots/16:w -- "$programs/prog_threads" 4 50

@@ -54,19 +54,68 @@ Result<void> run_to(Inferior& inferior, std::uint64_t addr) {
   }
 }
 
+namespace {
+
+// Runs a spawned program to `addr` and loads its symbols again (its libraries mapped since).
+Result<void> run_and_reload(Inferior& inferior, SymbolTable& table, std::uint64_t addr) {
+  if (auto r = run_to(inferior, addr); !r) return r;
+  auto fresh = SymbolTable::load(inferior.pid());
+  if (!fresh) return std::unexpected(fresh.error());
+  table = std::move(*fresh);
+  return {};
+}
+
+// Whether a name not found (ENOENT) is looked up again after the program runs to its entry.
+bool second_look(const Error& error, Inferior& inferior, const SymbolTable& table,
+                 bool ran_to_entry) {
+  return error.code() == ErrorCode::kNoEnt && !ran_to_entry && inferior.spawned() &&
+         table.entry().has_value();
+}
+
+}  // namespace
+
 Result<Symbol> find_symbol(Inferior& inferior, SymbolTable& table, bool& ran_to_entry,
                            std::string_view name) {
   auto sym = table.find(name);
-  if (!sym && sym.error().code() == ErrorCode::kNoEnt && !ran_to_entry && inferior.spawned() &&
-      table.entry()) {
+  if (!sym && second_look(sym.error(), inferior, table, ran_to_entry)) {
     ran_to_entry = true;
-    if (auto r = run_to(inferior, *table.entry()); !r) return std::unexpected(r.error());
-    auto fresh = SymbolTable::load(inferior.pid());
-    if (!fresh) return std::unexpected(fresh.error());
-    table = std::move(*fresh);
+    if (auto r = run_and_reload(inferior, table, *table.entry()); !r) {
+      return std::unexpected(r.error());
+    }
     sym = table.find(name);
   }
   return sym;
+}
+
+Result<SourceObject> find_object(Inferior& inferior, SymbolTable& table, bool& ran_to_entry,
+                                 std::string_view text) {
+  const MemoryReader read = [&inferior](std::uint64_t addr, std::span<std::uint8_t> out) {
+    return inferior.read_memory(addr, out);
+  };
+  auto object = table.resolve(text, read);
+  if (!object && second_look(object.error(), inferior, table, ran_to_entry)) {
+    ran_to_entry = true;
+    if (auto r = run_and_reload(inferior, table, *table.entry()); !r) {
+      return std::unexpected(r.error());
+    }
+    object = table.resolve(text, read);
+  }
+  // A pointer read at a spawned program's first instruction is not relocated yet (nor set by a
+  // static constructor): the program runs to main (else its entry point) and it is read again.
+  if (object && !object->notes.empty() && !ran_to_entry && inferior.spawned()) {
+    ran_to_entry = true;
+    auto main_sym = table.find("main");
+    const std::optional<std::uint64_t> stop =
+        main_sym && main_sym->function ? std::optional(main_sym->address) : table.entry();
+    if (!stop) return object;
+    if (auto r = run_and_reload(inferior, table, *stop); !r) return std::unexpected(r.error());
+    object = table.resolve(text, read);
+    if (object) {
+      object->notes.push_back("the program ran to " + table.describe(*stop) +
+                              " to read it; watches start there");
+    }
+  }
+  return object;
 }
 
 bool wait_end(pid_t pid, bool nohang, RunResult& result) {

@@ -4,9 +4,12 @@
 #include <gelf.h>
 #include <libelf.h>
 
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <memory>
@@ -17,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "dwarf_objects.h"
 #include "hwarb/base/format.h"
 #include "hwarb/linux/fd.h"
 #include "hwarb/linux/proc_maps.h"
@@ -41,7 +45,39 @@
 // the module's bias, the link-time address that addr2line and objdump use.
 
 namespace hwarb::native {
+
+namespace dwarf {
+
+// Optimal string alignment distance (Levenshtein plus adjacent transpositions), or limit + 1 as
+// soon as it is certain to exceed `limit`.
+std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t limit) {
+  const std::size_t la = a.size(), lb = b.size();
+  if ((la > lb ? la - lb : lb - la) > limit) return limit + 1;
+  std::vector<std::size_t> prev2(lb + 1), prev(lb + 1), cur(lb + 1);
+  for (std::size_t j = 0; j <= lb; ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= la; ++i) {
+    cur[0] = i;
+    std::size_t row_min = cur[0];
+    for (std::size_t j = 1; j <= lb; ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        cur[j] = std::min(cur[j], prev2[j - 2] + 1);
+      }
+      row_min = std::min(row_min, cur[j]);
+    }
+    if (row_min > limit) return limit + 1;
+    std::swap(prev2, prev);
+    std::swap(prev, cur);
+  }
+  return prev[lb];
+}
+
+}  // namespace dwarf
+
 namespace {
+
+using dwarf::edit_distance;
 
 constexpr std::uint32_t kNoModule = ~std::uint32_t{0};
 
@@ -74,29 +110,50 @@ std::size_t leading_underscores(std::string_view name) {
   return std::min(name.find_first_not_of('_'), name.size());
 }
 
-// Optimal string alignment distance (Levenshtein plus adjacent transpositions), or limit + 1 as
-// soon as it is certain to exceed `limit`.
-std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t limit) {
-  const std::size_t la = a.size(), lb = b.size();
-  if ((la > lb ? la - lb : lb - la) > limit) return limit + 1;
-  std::vector<std::size_t> prev2(lb + 1), prev(lb + 1), cur(lb + 1);
-  for (std::size_t j = 0; j <= lb; ++j) prev[j] = j;
-  for (std::size_t i = 1; i <= la; ++i) {
-    cur[0] = i;
-    std::size_t row_min = cur[0];
-    for (std::size_t j = 1; j <= lb; ++j) {
-      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        cur[j] = std::min(cur[j], prev2[j - 2] + 1);
-      }
-      row_min = std::min(row_min, cur[j]);
-    }
-    if (row_min > limit) return limit + 1;
-    std::swap(prev2, prev);
-    std::swap(prev, cur);
+// The name as c++filt writes it; `name` itself when it is not a mangled C++ name.
+std::string demangled(std::string_view name) {
+  if (!name.starts_with("_Z")) return std::string(name);
+  int status = 0;
+  char* out = abi::__cxa_demangle(std::string(name).c_str(), nullptr, nullptr, &status);
+  if (out == nullptr || status != 0) {
+    std::free(out);
+    return std::string(name);
   }
-  return prev[lb];
+  std::string text = out;
+  std::free(out);
+  return text;
+}
+
+constexpr std::string_view kAnonymous = "(anonymous namespace)::";
+
+// The comparison key of a C++ name: without spaces, and without its parameter list when
+// `no_params` (a function named without one).
+std::string name_key(std::string_view name, bool no_params) {
+  std::string out;
+  for (char c : name) {
+    if (c != ' ') out += c;
+  }
+  if (no_params && out.ends_with(")")) {
+    int depth = 0;
+    for (std::size_t i = out.size(); i-- > 0;) {
+      if (out[i] == ')') ++depth;
+      if (out[i] == '(' && --depth == 0) {
+        out.resize(i);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// The name without any "(anonymous namespace)::" in it.
+std::string without_anonymous(std::string_view name) {
+  std::string out(name);
+  const std::string key = name_key(kAnonymous, false);
+  for (std::size_t at = out.find(key); at != std::string::npos; at = out.find(key)) {
+    out.erase(at, key.size());
+  }
+  return out;
 }
 
 void init_libelf() {
@@ -215,7 +272,8 @@ std::uint64_t bias_from_mapping(const ElfHeaders& h, const Mapping& m, std::uint
 
 struct SymbolTable::Impl {
   struct Entry {
-    std::string name;
+    std::string name;     // demangled
+    std::string linkage;  // the ELF name, when it differs from `name`
     std::uint64_t address = 0;
     std::uint64_t size = 0;
     bool function = false;
@@ -235,7 +293,8 @@ struct SymbolTable::Impl {
   std::vector<Entry> entries;          // by address
   std::vector<std::uint32_t> by_name;  // indices into entries, by name then preference
   std::optional<std::uint64_t> entry_point;
-  mutable std::mutex dwarf_mutex;  // libdwfl loads DWARF lazily and is not thread-safe
+  std::vector<std::string> tls_names;  // thread-local variables (STT_TLS), demangled
+  mutable std::mutex dwarf_mutex;      // libdwfl loads DWARF lazily and is not thread-safe
 
   // Reports `path` (already open as `fd`) at `bias`; the Fd is consumed on success.
   Result<void> report(const std::string& path, const std::string& open_path, Fd& fd,
@@ -329,10 +388,12 @@ struct SymbolTable::Impl {
         if (name == nullptr || *name == '\0') continue;
         if (shndx == SHN_UNDEF || shndx == SHN_ABS || shndx == static_cast<GElf_Word>(-1)) continue;
         const int type = GELF_ST_TYPE(sym.st_info);
+        if (type == STT_TLS) tls_names.push_back(demangled(plain_name(name)));
         if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_OBJECT) continue;
         Entry e;
-        e.name = plain_name(name);
+        e.name = demangled(plain_name(name));
         if (e.name.empty()) continue;
+        if (e.name != plain_name(name)) e.linkage = plain_name(name);
         e.address = addr;
         e.size = sym.st_size;
         e.function = type != STT_OBJECT;
@@ -361,7 +422,12 @@ struct SymbolTable::Impl {
   }
 
   Symbol to_symbol(const Entry& e) const {
-    return Symbol{e.name, e.address, e.size, e.function, modules[e.module].path};
+    return Symbol{e.name,
+                  e.address,
+                  e.size,
+                  e.function,
+                  modules[e.module].path,
+                  e.linkage.empty() ? e.name : e.linkage};
   }
 
   const Module* module_at(std::uint64_t addr, std::uint32_t* index) const {
@@ -508,13 +574,121 @@ Result<Symbol> SymbolTable::find(std::string_view name) const {
   if (!wanted.empty() && it != impl_->by_name.end() && entries[*it].name == wanted) {
     return impl_->to_symbol(entries[*it]);
   }
+  if (wanted.empty()) {
+    return make_error(ErrorCode::kNoEnt, "symbol: unknown symbol '" + std::string(name) + "'");
+  }
+  // The ELF (mangled) name, then C++ spellings: spaces aside, a function without its parameter
+  // list, a name in an anonymous namespace without it. The by_name order gives the preferred
+  // entry of a name first.
+  const bool params = wanted.ends_with(")");
+  const std::string key = name_key(wanted, false);
+  const std::string loose = without_anonymous(key);
+  std::vector<std::uint32_t> matches;
+  std::string_view previous;
+  for (std::uint32_t i : impl_->by_name) {
+    const Impl::Entry& e = entries[i];
+    if (e.linkage == wanted) return impl_->to_symbol(e);
+    if (e.name == previous) continue;
+    const std::string k = name_key(e.name, e.function && !params);
+    if (k == key || without_anonymous(k) == loose) {
+      previous = e.name;
+      matches.push_back(i);
+    }
+  }
+  // An exact key (spaces aside) wins over one that only matches without anonymous namespaces.
+  std::vector<std::uint32_t> exact;
+  for (std::uint32_t i : matches) {
+    if (name_key(entries[i].name, entries[i].function && !params) == key) exact.push_back(i);
+  }
+  if (!exact.empty()) matches = exact;
+  if (matches.size() == 1) return impl_->to_symbol(entries[matches.front()]);
+  if (matches.size() > 1) {
+    std::string message = "symbol: '" + std::string(name) + "' is ambiguous: it names ";
+    for (std::size_t i = 0; i < matches.size() && i < 6; ++i) {
+      message += (i == 0 ? "" : ", ") + entries[matches[i]].name;
+    }
+    if (matches.size() > 6) message += ", ...";
+    return make_error(ErrorCode::kInval, message + " (give the full name)");
+  }
+  for (const std::string& tls : impl_->tls_names) {
+    const std::string k = name_key(tls, false);
+    if (k == key || without_anonymous(k) == loose) {
+      return make_error(ErrorCode::kOpNotSupp,
+                        "symbol: '" + std::string(name) +
+                            "' is a thread-local variable (one copy per thread): watching "
+                            "thread-locals is not supported yet");
+    }
+  }
   std::string message = "symbol: unknown symbol '" + std::string(name) + "'";
+  {
+    std::lock_guard lock(impl_->dwarf_mutex);
+    for (const Impl::Module& m : impl_->modules) {
+      if (auto local = dwarf::local_of(m.mod, wanted)) {
+        return make_error(ErrorCode::kNoEnt,
+                          "symbol: '" + std::string(name) + "' is " + *local +
+                              ", not a global: it exists only while its function runs; watch it "
+                              "with `hwarb gdbserver` and gdb (`watch " +
+                              std::string(name) + "` in that frame)");
+      }
+    }
+  }
   const std::vector<std::string> close = near(name, 3);
   for (std::size_t i = 0; i < close.size(); ++i) {
     message += i == 0 ? "; did you mean: " : ", ";
     message += close[i];
   }
   return make_error(ErrorCode::kNoEnt, std::move(message));
+}
+
+Result<SourceObject> SymbolTable::resolve(std::string_view text, const MemoryReader& read) const {
+  // The whole text first (ELF names may hold '.', e.g. "x.0"); else NAME and its path: NAME ends
+  // at the first '.', '[' or "->" outside brackets, and "(*NAME)REST" is NAME[0]REST.
+  std::string base(text);
+  std::string path;
+  auto sym = find(text);
+  if (!sym && sym.error().code() == ErrorCode::kNoEnt) {
+    if (text.starts_with("(*") && text.find(')') != std::string_view::npos) {
+      const std::size_t close = text.find(')');
+      base = std::string(text.substr(2, close - 2));
+      path = "[0]" + std::string(text.substr(close + 1));
+    } else {
+      int depth = 0;
+      for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '(' || c == '<') ++depth;
+        if ((c == ')' || c == '>') && depth > 0 && !(c == '>' && i > 0 && text[i - 1] == '-')) {
+          --depth;
+        }
+        if (depth == 0 && (c == '.' || c == '[' || text.substr(i).starts_with("->")) && i > 0) {
+          base = std::string(text.substr(0, i));
+          path = std::string(text.substr(i));
+          break;
+        }
+      }
+    }
+    if (!path.empty()) sym = find(base);
+  }
+  if (!sym) return std::unexpected(sym.error());
+  SourceObject whole;
+  whole.address = sym->address;
+  whole.size = sym->size;
+  whole.symbol = *sym;
+  if (sym->function) {
+    if (!path.empty()) {
+      return make_error(ErrorCode::kInval,
+                        "symbol: '" + base + "' is a function: it has no '" + path + "'");
+    }
+    return whole;
+  }
+  std::uint32_t mi = kNoModule;
+  const Impl::Module* module = impl_->module_at(sym->address, &mi);
+  if (module == nullptr) {
+    if (path.empty()) return whole;
+    return make_error(ErrorCode::kInval,
+                      "dwarf: '" + base + "' is in no module: no DWARF for '" + path + "'");
+  }
+  std::lock_guard lock(impl_->dwarf_mutex);
+  return dwarf::object_at(module->mod, whole, path, read);
 }
 
 std::vector<std::string> SymbolTable::near(std::string_view name, std::size_t n) const {

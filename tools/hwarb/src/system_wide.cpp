@@ -82,7 +82,7 @@ Result<std::vector<Resolved>> resolve(const std::vector<WatchExpr>& exprs,
           if (!loaded) return std::unexpected(loaded.error());
           table.emplace(std::move(*loaded));
         }
-        auto sym = native::find_symbol(*inferior, *table, ran_to_entry, e.symbol);
+        auto sym = native::find_object(*inferior, *table, ran_to_entry, e.symbol);
         if (sym) {
           r.range.addr = sym->address + static_cast<std::uint64_t>(e.offset);
           size = sym->size;

@@ -437,7 +437,8 @@ CommandRunner setup_trace(CLI::App& app) {
                 "lines as `perf script` prints branch samples: COMM TID TIME: PERIOD branches: "
                 "FROM SYM+OFF (DSO) => TO SYM+OFF (DSO)");
   sub->add_option("--filter", args->filter,
-                  "only branches taken inside FUNCTION (int3s are planted there only)");
+                  "only branches taken inside FUNCTION (int3s are planted there only); C++ "
+                  "names as c++filt writes them, e.g. ns::Counter::bump or ns::Counter::bump()");
   sub->add_option("--start", args->start,
                   "begin when execution reaches SYMBOL (default for a command: main, else the "
                   "entry point; 'entry': from the first instruction)");

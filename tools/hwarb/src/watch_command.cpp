@@ -1,7 +1,9 @@
 // `hwarb watch` and `hwarb stat`: watch memory (and code) of a real process.
 //
 // The expressions are resolved against the target's ELF symbols (SymbolTable, with load
-// biases), then watched by one of two paths of linux/debug:
+// biases) and, for members, elements and pointers, its DWARF types (find_object: the watched
+// object's size and type, whose values the hits print), then watched by one of two paths of
+// linux/debug:
 //  1. hardware (hard_watch.h), when the probe shows that this machine delivers breakpoint hits:
 //     perf_event_open breakpoints on every thread, as many as the probe found a thread gets. Each
 //     hit stops the hitting thread (perf's sigtrap, seen through ptrace) for its values and its
@@ -46,6 +48,7 @@
 #include "number_scan.h"
 #include "session.h"
 #include "system_wide.h"
+#include "typed_value.h"
 
 namespace hwarb::cli {
 namespace {
@@ -70,8 +73,10 @@ struct WatchArgs {
 };
 
 struct Watched {
-  native::WatchRange range;  // id: the index of the expression
-  std::string label;         // the expression as given
+  native::WatchRange range;        // id: the index of the expression
+  std::string label;               // the expression as given
+  std::vector<std::string> notes;  // of its resolution (a pointer read once)
+  native::ValueType type;          // of the whole watched object (kBytes: not known to be one)
 };
 
 std::string access_letters(unsigned bits) {
@@ -230,11 +235,16 @@ Result<std::vector<Watched>> resolve(const std::vector<WatchExpr>& exprs,
         return std::unexpected(r.error().with_context("expression '" + e.text + "'"));
       }
     } else {
-      auto sym = native::find_symbol(inferior, *table, ran_to_entry, e.symbol);
-      if (!sym) return std::unexpected(sym.error().with_context("expression '" + e.text + "'"));
-      w.range.addr = sym->address + static_cast<std::uint64_t>(e.offset);
-      wrapped = e.offset >= 0 ? w.range.addr < sym->address : w.range.addr > sym->address;
-      size = sym->size;
+      auto object = native::find_object(inferior, *table, ran_to_entry, e.symbol);
+      if (!object) {
+        return std::unexpected(object.error().with_context("expression '" + e.text + "'"));
+      }
+      w.range.addr = object->address + static_cast<std::uint64_t>(e.offset);
+      wrapped = e.offset >= 0 ? w.range.addr < object->address : w.range.addr > object->address;
+      size = object->size;
+      w.notes = object->notes;
+      // Values are typed when the range is the object itself.
+      if (e.offset == 0 && (!e.length || *e.length == object->size)) w.type = object->type;
     }
     w.range.len = e.access == WatchAccess::kExec ? 1 : default_length(e, size);
     if (wrapped || w.range.addr > ~std::uint64_t{0} - (w.range.len - 1)) {
@@ -339,6 +349,14 @@ class Reporter final : public native::WatchObserver {
         // An unknown value is left out.
         if (!h.old_value.empty()) line += ",\"old\":\"" + value_text(h.old_value) + "\"";
         if (!h.new_value.empty()) line += ",\"new\":\"" + value_text(h.new_value) + "\"";
+        const auto old_typed = typed_value(w.type, h.old_value, symbols_, true);
+        const auto new_typed = typed_value(w.type, h.new_value, symbols_, true);
+        if (old_typed || new_typed) {
+          line += ",\"value\":{\"type\":" + json_string(w.type.name);
+          if (old_typed) line += ",\"old\":" + *old_typed;
+          if (new_typed) line += ",\"new\":" + *new_typed;
+          line += "}";
+        }
       }
       char time[32];
       std::snprintf(time, sizeof(time), "%.6f", static_cast<double>(h.time_ns) / 1e9);
@@ -354,7 +372,10 @@ class Reporter final : public native::WatchObserver {
                          describe(h.ip) + "  " + w.label + " " + hex(h.addr) + " " +
                          access_letters(h.access);
       if (h.access != native::kWatchExec) {
-        line += "  " + value_text(h.old_value) + " -> " + value_text(h.new_value);
+        const auto text = [&](const std::vector<std::uint8_t>& bytes) {
+          return typed_value(w.type, bytes, symbols_, false).value_or(value_text(bytes));
+        };
+        line += "  " + text(h.old_value) + " -> " + text(h.new_value);
       }
       if (!h.syscall.empty()) line += "  (kernel, " + h.syscall + ")";
       report_.line(line);
@@ -595,10 +616,17 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
   if (!inferior) return target_error(name, inferior.error());
   auto watched = resolve(exprs, *inferior);
   if (!watched) {
-    const bool usage =
-        watched.error().code() == ErrorCode::kNoEnt || watched.error().code() == ErrorCode::kInval;
+    // What the expressions name (unknown, ambiguous, out of bounds, thread-local) is the user's.
+    const ErrorCode code = watched.error().code();
+    const bool usage = code == ErrorCode::kNoEnt || code == ErrorCode::kInval ||
+                       code == ErrorCode::kRange || code == ErrorCode::kOpNotSupp;
     std::cerr << "hwarb " << name << ": " << watched.error().to_string() << "\n";
     return usage ? kExitUsage : kExitFailure;
+  }
+  for (const Watched& w : *watched) {
+    for (const std::string& note : w.notes) {
+      std::cerr << "hwarb " << name << ": note: " << w.label << ": " << note << "\n";
+    }
   }
   auto table = native::SymbolTable::load(inferior->pid());
   Reporter reporter(args, *watched, condition, inferior->pid(), output);
@@ -768,7 +796,9 @@ CommandRunner setup(CLI::App& app, bool stat) {
            : "report every access to memory (or execution of code) of a real process");
   sub->add_option("expr", args->exprs,
                   "mem:ADDR[/LEN][:ACCESS] or SYMBOL[+OFF][/LEN][:ACCESS]; ACCESS from r, w, x "
-                  "(default rw; length 4, a symbol's size, or 8 for x)")
+                  "(default rw; length 4, the object's size, or 8 for x). SYMBOL as the source "
+                  "spells it: ns::Class::member, (anonymous namespace)::x, ns::Box<int>::n, "
+                  "members and elements g_cfg.limits[2].max, p->f (p read once)")
       ->required();
   if (!stat) {
     sub->add_option("--if", args->condition,

@@ -36,11 +36,12 @@ class Parser {
       if (!addr) return std::unexpected(addr.error());
       e.address = *addr;
     } else {
-      if (!symbol_start(text_[0])) {
+      if (!symbol_start(text_[0]) && text_[0] != '(' && !text_.starts_with("::")) {
         return fail(0, "expected a symbol name or mem:ADDR, found " + quoted(text_[0]));
       }
-      while (pos_ < text_.size() && symbol_char(text_[pos_])) ++pos_;
-      e.symbol = std::string(text_.substr(0, pos_));
+      auto name = source_name();
+      if (!name) return std::unexpected(name.error());
+      e.symbol = std::move(*name);
       if (at('+') || at('-')) {
         const bool negative = text_[pos_] == '-';
         offset_given = true;
@@ -97,6 +98,53 @@ class Parser {
   std::unexpected<Error> fail(std::size_t index, const std::string& reason) const {
     return make_error(ErrorCode::kInval, "expression '" + std::string(text_) + "': at column " +
                                              std::to_string(index + 1) + ": " + reason);
+  }
+
+  // The name at pos_ as the source spells it, which it moves past: symbol characters, the scope
+  // operator ::, and within brackets ((), [], <>) anything but another closing bracket; at depth 0
+  // it ends at '+', '/', a ':' that is not half of "::", a '-' that is not the start of "->", or
+  // anything else that is not a name character (an error then follows from the caller).
+  Result<std::string> source_name() {
+    const std::size_t start = pos_;
+    std::string open;  // the closing brackets expected, innermost last
+    while (pos_ < text_.size()) {
+      const char c = text_[pos_];
+      const auto closing = [](char o) { return o == '(' ? ')' : o == '[' ? ']' : '>'; };
+      if (c == '(' || c == '[' || c == '<') {
+        open += closing(c);
+        ++pos_;
+        continue;
+      }
+      if (c == ')' || c == ']' || c == '>') {
+        if (c == '>' && open.empty() && pos_ > start && text_[pos_ - 1] == '-') {
+          ++pos_;  // the '>' of "->"
+          continue;
+        }
+        if (open.empty() || open.back() != c) {
+          return fail(pos_, "unbalanced " + quoted(c) +
+                                (open.empty() ? "" : " (expected " + quoted(open.back()) + ")"));
+        }
+        open.pop_back();
+        ++pos_;
+        continue;
+      }
+      if (!open.empty()) {
+        ++pos_;
+        continue;
+      }
+      if (c == ':' && pos_ + 1 < text_.size() && text_[pos_ + 1] == ':') {
+        pos_ += 2;
+        continue;
+      }
+      if (c == '-' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '>') {
+        ++pos_;
+        continue;
+      }
+      if (!symbol_char(c)) break;
+      ++pos_;
+    }
+    if (!open.empty()) return fail(pos_, "expected " + quoted(open.back()));
+    return std::string(text_.substr(start, pos_ - start));
   }
 
   // A hexadecimal (0x) or decimal number at pos_, which it moves past.

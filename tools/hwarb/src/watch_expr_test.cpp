@@ -55,6 +55,23 @@ TEST(ParseWatchExpr, AcceptsPerfSyntax) {
       {"s+9223372036854775807", std::nullopt, "s", INT64_MAX, std::nullopt, kRW, false},
       {"s-9223372036854775808", std::nullopt, "s", INT64_MIN, std::nullopt, kRW, false},
       {"s-0x8000000000000000", std::nullopt, "s", INT64_MIN, std::nullopt, kRW, false},
+      // Names as C++ source spells them: "::" is scope, the access is the last ':' and letters.
+      {"ns::Class::member:w", std::nullopt, "ns::Class::member", 0, std::nullopt,
+       WatchAccess::kWrite, true},
+      {"::g", std::nullopt, "::g", 0, std::nullopt, kRW, false},
+      {"ns::w", std::nullopt, "ns::w", 0, std::nullopt, kRW, false},
+      {"(anonymous namespace)::hidden:rw", std::nullopt, "(anonymous namespace)::hidden", 0,
+       std::nullopt, kRW, true},
+      {"ns::Pair<int, char>::x+4/2:r", std::nullopt, "ns::Pair<int, char>::x", 4, 2,
+       WatchAccess::kRead, true},
+      {"ns::Counter::bump():x", std::nullopt, "ns::Counter::bump()", 0, std::nullopt,
+       WatchAccess::kExec, true},
+      {"g_cfg.limits[2].max:w", std::nullopt, "g_cfg.limits[2].max", 0, std::nullopt,
+       WatchAccess::kWrite, true},
+      {"m[1][2]-4", std::nullopt, "m[1][2]", -4, std::nullopt, kRW, false},
+      {"p->f->g:w", std::nullopt, "p->f->g", 0, std::nullopt, WatchAccess::kWrite, true},
+      {"(*p).f/8", std::nullopt, "(*p).f", 0, 8, kRW, false},
+      {"a[i-1]:w", std::nullopt, "a[i-1]", 0, std::nullopt, WatchAccess::kWrite, true},
   };
   for (const Good& c : cases) {
     auto e = parse_watch_expr(c.text);
@@ -113,6 +130,12 @@ TEST(ParseWatchExpr, RejectsWithColumnAndReason) {
        "offset 9223372036854775809 does not fit in a signed 64-bit "
        "offset"},
       {"counter:rw:", 11, "unknown access letter ':' (use r, w, x)"},
+      {"a[2:w", 6, "expected ']'"},
+      {"ns::x:w:", 8, "unknown access letter ':' (use r, w, x)"},
+      {"a]2:w", 2, "unbalanced ']'"},
+      {"(*p].f", 4, "unbalanced ']' (expected ')')"},
+      {"ns::Box<int::count:w", 21, "expected '>'"},
+      {"*p:w", 1, "expected a symbol name or mem:ADDR, found '*'"},
       // The last byte of a range is at most 2^64-1 (the default length counts).
       {"mem:0xffffffffffffffff/8", 5,
        "range 0xffffffffffffffff/8 wraps past the end of the address space"},

@@ -15,6 +15,11 @@
 //    looked up again after run_to(entry point) (shared libraries are mapped by the dynamic
 //    loader), at most once per `ran_to_entry`; the table is reloaded then. ENOENT with near
 //    matches for an unknown name.
+//  - find_object() is SymbolTable::resolve (a source-level name: C++ names, members, elements,
+//    pointers read from the process) with find_symbol's second look after run_to(entry point).
+//    A path through a pointer in a spawned program that has not run yet (ran_to_entry false)
+//    runs it to main (else its entry point) first: relocations and static constructors set
+//    pointers; a note says so.
 //  - run_target() resumes every thread with the engine's resume mode and passes each event to
 //    the engine first; events it does not take are handled as a debugger does (signals passed
 //    through unchanged, new threads and exits followed, forks released). It returns when:
@@ -56,6 +61,8 @@ struct Target {
 [[nodiscard]] Result<void> run_to(Inferior& inferior, std::uint64_t addr);
 [[nodiscard]] Result<Symbol> find_symbol(Inferior& inferior, SymbolTable& table, bool& ran_to_entry,
                                          std::string_view name);
+[[nodiscard]] Result<SourceObject> find_object(Inferior& inferior, SymbolTable& table,
+                                               bool& ran_to_entry, std::string_view text);
 
 // An engine driven by run_target.
 class Engine {

@@ -14,6 +14,24 @@
 //    names), one per stub that jumps through a GOT slot of a JUMP_SLOT or GLOB_DAT relocation,
 //    sized as the section's entries; find("NAME@plt") finds them. Unknown: ENOENT naming
 //    `symbol` with up to three near matches by edit distance ("did you mean: a, b, c").
+//    C++ names: a mangled symbol is known by its demangled name (as c++filt writes it:
+//    `ns::Counter::total`, `ns::Box<int>::count`, `ns::Counter::bump()`) and by its mangled one;
+//    Symbol::name is the demangled name, Symbol::linkage_name the one in the ELF file. Spaces do
+//    not count in a comparison; a function is also found without its parameter list, and a name
+//    in an anonymous namespace without its `(anonymous namespace)::` when that is unique (else
+//    EINVAL "ambiguous", naming the candidates). A thread-local variable (STT_TLS) is EOPNOTSUPP
+//    ("thread-local ... not supported yet"); a name DWARF knows only as a local variable or
+//    parameter of a function is ENOENT saying so (watch it through `hwarb gdbserver` and gdb).
+//  - resolve(text, read) gives the object that a source-level name denotes: NAME (anything find
+//    knows) followed by member and element accesses `.m`, `[i]`, `->m`, or `(*NAME)` — e.g.
+//    `g_cfg.limits[2].max`, `p->next->v`, `m[1][2]` — through the DWARF types of the module that
+//    holds NAME. The size is the sizeof of the selected object (the ELF symbol's size for NAME
+//    alone without DWARF); the type says how to print its values. A pointer on the path is read
+//    once through `read` (an entry of `notes` says so: the watch is not moved if it changes).
+//    Errors: find's for NAME; ENOENT for a member that does not exist (naming the nearest ones,
+//    or the members there are); ERANGE for an index past an array's bound; EINVAL for an access
+//    the type does not have (a member of a non-struct, an index of a scalar), a bad index, a
+//    path without DWARF; a read's error for a pointer that cannot be read.
 //  - locate(addr) gives the symbol containing addr (or the nearest preceding function in the
 //    same module when sizes are missing) and, with DWARF, its source file:line.
 //  - describe(addr) = "sym+0xoff (file.c:12)", "sym+0xoff", "[module]+0xoff", or "0x..." — never
@@ -25,10 +43,13 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hwarb/base/error.h"
@@ -36,12 +57,43 @@
 namespace hwarb::native {
 
 struct Symbol {
-  std::string name;
+  std::string name;           // demangled (as c++filt writes it) when the ELF name is a C++ one
   std::uint64_t address = 0;  // run-time address (link-time value + the module's bias)
   std::uint64_t size = 0;
-  bool function = false;  // STT_FUNC (else a data object)
-  std::string module;     // the ELF file's path
+  bool function = false;     // STT_FUNC (else a data object)
+  std::string module;        // the ELF file's path
+  std::string linkage_name;  // the name in the ELF file (mangled), without its symbol version
 };
+
+// How to print a value of a source-level object.
+enum class ValueKind : std::uint8_t {
+  kBytes,      // unknown or aggregate: the bytes
+  kSigned,     // a signed integer (char types included when not in an array)
+  kUnsigned,   // an unsigned integer
+  kBool,       // bool / _Bool
+  kFloat,      // float, double (4 or 8 bytes)
+  kEnum,       // an enumeration: by enumerator name
+  kPointer,    // an address: with its symbol
+  kCharArray,  // char[N]: a string up to its first NUL
+};
+
+struct ValueType {
+  ValueKind kind = ValueKind::kBytes;
+  std::string name;  // as the source spells it: "int", "Limit", "char[16]", "Config*"; "" unknown
+  std::vector<std::pair<std::int64_t, std::string>> enumerators;  // kEnum
+};
+
+// What a source-level name denotes in the process.
+struct SourceObject {
+  std::uint64_t address = 0;
+  std::uint64_t size = 0;  // sizeof the object (0 unknown)
+  Symbol symbol;           // the variable the path starts at
+  ValueType type;
+  std::vector<std::string> notes;  // e.g. a pointer read once
+};
+
+// Reads process memory at a run-time address (for pointers on a path).
+using MemoryReader = std::function<Result<void>(std::uint64_t, std::span<std::uint8_t>)>;
 
 struct Location {
   std::optional<Symbol> symbol;
@@ -62,6 +114,7 @@ class SymbolTable {
   ~SymbolTable();
 
   Result<Symbol> find(std::string_view name) const;
+  Result<SourceObject> resolve(std::string_view text, const MemoryReader& read) const;
   Location locate(std::uint64_t addr) const;
   std::string describe(std::uint64_t addr) const;
   // Up to `n` known names closest to `name` (edit distance, an adjacent transposition counting

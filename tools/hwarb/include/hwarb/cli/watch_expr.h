@@ -5,11 +5,18 @@
 //    into its parts and checks the syntax and the limits; resolving a symbol is the caller's.
 //    Grammar:
 //      mem:ADDR[/LEN][:ACCESS]                   ADDR hexadecimal with 0x, or decimal
-//      SYMBOL[+OFF|-OFF][/LEN][:ACCESS]          SYMBOL = [A-Za-z_.$][A-Za-z0-9_.$@]*
+//      NAME[+OFF|-OFF][/LEN][:ACCESS]            NAME as the source spells it (below)
+//    NAME starts with [A-Za-z_.$], '(' or "::" and goes on with [A-Za-z0-9_.$@], the scope
+//    operator "::", "->", and brackets (), [], <> holding anything (spaces too) but an unbalanced
+//    closing bracket: `counter`, `ns::Counter::total`, `(anonymous namespace)::hidden`,
+//    `ns::Box<int>::count`, `g_cfg.limits[2].max`, `p->f`, `(*p).f`. At bracket depth 0 it ends
+//    at '+', '/', a ':' that is not half of "::" (so the access suffix is the last ':' with its
+//    letters), or a '-' that does not start "->". What NAME means (an ELF symbol, a C++ name,
+//    members and elements through DWARF) is the resolver's.
 //    Numbers are hexadecimal with 0x/0X or decimal, up to 2^64-1 (OFF: up to 2^63-1, or 2^63 after
 //    '-'). LEN is 1 .. kMaxWatchLength. ACCESS is a set of the letters r, w, x in any order, each
 //    at most once ("rw" and "wr" are the same); x cannot be combined with r or w. Without ACCESS
-//    the access is rw. A symbol cannot be called `mem` when followed by ':' (that is the mem form).
+//    the access is rw. A name cannot be `mem` when followed by ':' (that is the mem form).
 //  - A mem: range must end at or below 2^64-1: ADDR + LEN - 1, LEN the default length when not
 //    given (an execute watch counts its first byte alone), else "range ADDR/LEN wraps past the
 //    end of the address space" at the column of ADDR.
@@ -42,7 +49,7 @@ inline constexpr std::uint64_t kMaxWatchLength = std::uint64_t{1} << 20;
 struct WatchExpr {
   std::string text;                      // as given
   std::optional<std::uint64_t> address;  // mem:ADDR form
-  std::string symbol;                    // SYMBOL form ("" for mem:)
+  std::string symbol;                    // NAME form, as given ("" for mem:)
   std::int64_t offset = 0;               // +OFF / -OFF after the symbol
   std::optional<std::uint64_t> length;   // /LEN if given
   WatchAccess access = WatchAccess::kReadWrite;
