@@ -3,14 +3,17 @@
 #   hwarb gdbserver [--once] [--attach] COMM [PROG ARGS | PID]
 # The same gdb session (Debian's gdb, batch mode) against Debian's gdbserver and against hwarb
 # with the same command line must show the same program output; the forms gdbserver has and
-# hwarb does not serve (--multi, --wrapper, IPv6) are usage errors (exit 2) naming them, as are
-# the malformed ones, and nothing is run then.
+# hwarb does not serve (--multi, --wrapper, UDP) are usage errors (exit 2) naming them, as are
+# the malformed ones and a host name that does not resolve, and nothing is run then. IPv6
+# (tcp6:[::1]) is served where the machine has an IPv6 loopback.
 set -uo pipefail
 hwarb=$(realpath "$1")
 P=$(realpath "$2")
 tmp=$(mktemp -d)
 fail=0
 trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=../support/skips.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/skips.sh"
 bad() {
   echo "FAIL: $*" >&2
   fail=1
@@ -22,7 +25,8 @@ done
 
 # serve NAME SERVER ARGS...: starts SERVER ARGS in the background (stderr to $tmp/NAME.srv,
 # stdout to $tmp/NAME.prog), waits for its port, and runs gdb's session against it: `continue`
-# to the program's end. gdb's output in $tmp/NAME.gdb.
+# to the program's end. gdb's output in $tmp/NAME.gdb. gdb connects to $connect_host (default
+# 127.0.0.1).
 serve() {
   local name=$1 port=
   shift
@@ -41,7 +45,7 @@ serve() {
     return
   fi
   timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' -ex 'set confirm off' \
-    -ex "target remote 127.0.0.1:$port" -ex continue >"$tmp/$name.gdb" 2>&1
+    -ex "target remote ${connect_host:-127.0.0.1}:$port" -ex continue >"$tmp/$name.gdb" 2>&1
   timeout 30 tail --pid="$server" -f /dev/null
   wait "$server"
   echo $? >"$tmp/$name.rc"
@@ -57,6 +61,15 @@ cmp -s "$tmp/ref_echo.prog" "$tmp/want_echo" ||
 cmp -s "$tmp/hw_echo.prog" "$tmp/ref_echo.prog" ||
   bad "PROG ARGS: hwarb's echo printed '$(cat "$tmp/hw_echo.prog")', gdbserver's '$(cat "$tmp/ref_echo.prog")'"
 grep -q 'exited normally' "$tmp/hw_echo.gdb" || bad "PROG ARGS: gdb: $(tail -3 "$tmp/hw_echo.gdb")"
+
+# 1b. IPv6, gdbserver's tcp6: form: gdb connects to [::1].
+if python3 -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' 2>/dev/null; then
+  connect_host='tcp6:[::1]' serve hw_v6 "$hwarb" gdbserver --once 'tcp6:[::1]:0' /bin/echo over-ipv6
+  grep -qx 'over-ipv6' "$tmp/hw_v6.prog" || bad "tcp6: the program printed '$(cat "$tmp/hw_v6.prog")'"
+  grep -q 'exited normally' "$tmp/hw_v6.gdb" || bad "tcp6: gdb: $(tail -3 "$tmp/hw_v6.gdb")"
+else
+  skip_case - "tcp6: gdb over [::1]" "this machine has no IPv6 loopback"
+fi
 [[ $(cat "$tmp/hw_echo.rc" 2>/dev/null) == 0 ]] || bad "PROG ARGS: hwarb exited $(cat "$tmp/hw_echo.rc" 2>/dev/null)"
 
 # 2. gdbserver's "tcp:" prefix and a program found in the working directory.
@@ -106,7 +119,8 @@ refused() {  # refused TEXT ARGS...: `hwarb gdbserver ARGS` exits 2 saying TEXT
 refused '--multi: extended-remote is not served' --multi 127.0.0.1:0
 refused '--multi: extended-remote is not served' --multi 127.0.0.1:0 /bin/true
 refused '--wrapper: not served' --wrapper env 127.0.0.1:0 /bin/true
-refused 'only TCP over IPv4' 'tcp6:[::1]:0' /bin/true
+refused 'only TCP is served' 'udp:127.0.0.1:0' /bin/true
+refused "host: 'no-such-host.invalid': cannot resolve name" no-such-host.invalid:0 /bin/true
 refused "--attach: PID 'x' is not a process id" --attach 127.0.0.1:0 x
 refused '--attach: give exactly one PID' --attach 127.0.0.1:0 1 2
 refused "after COMM and -p or -t" 127.0.0.1:0 -p 1 /bin/true
