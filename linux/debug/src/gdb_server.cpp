@@ -1,5 +1,6 @@
 #include "hwarb/linux/gdb_server.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/syscall.h>
 
@@ -754,7 +755,7 @@ Result<std::string> GdbServer::write_registers(pid_t tid, const std::pair<x86::R
 }
 
 // Host I/O (vFile): gdb reads the executable and libraries through the server (its default
-// sysroot "target:"). Read-only: a file is opened for reading only, or refused with EACCES.
+// sysroot "target:"), and `remote put`, `get` and `delete` copy and delete files there.
 // Replies "F<result>" or "F-1,<errno>" with gdb's File-I/O errno values.
 std::string GdbServer::file_request(std::string_view request) {
   const auto fail = [](const Error& e) {
@@ -803,12 +804,28 @@ std::string GdbServer::file_request(std::string_view request) {
     if (!target) return fail(target.error());
     return "F" + hex_u64(target->size()) + ";" + *target;
   }
+  if (op == "unlink") {
+    auto path = from_hex(args.empty() ? std::string_view() : args[0]);
+    if (!path) return fail(path.error());
+    if (auto r = unlink_file(std::string(path->begin(), path->end())); !r) return fail(r.error());
+    return "F0";
+  }
   if (op == "open") {
     auto path = from_hex(args.empty() ? std::string_view() : args[0]);
     auto flags = number(1);
-    if (!path || !flags) return fail(path ? flags.error() : path.error());
-    if ((*flags & 3) != 0) return fail(Error(ErrorCode::kAcces, "vFile: read-only"));
-    auto fd = open_file(std::string(path->begin(), path->end()));
+    auto mode = args.size() > 2 ? number(2) : Result<std::uint64_t>(0);
+    if (!path || !flags || !mode) {
+      return fail(!path ? path.error() : !flags ? flags.error() : mode.error());
+    }
+    // gdb's File-I/O open flags (O_RDONLY 0, O_WRONLY 1, O_RDWR 2, O_APPEND 0x8, O_CREAT 0x200,
+    // O_TRUNC 0x400, O_EXCL 0x800), as Linux's; its mode bits are Linux's permission bits.
+    int linux_flags = (*flags & 3) == 1 ? O_WRONLY : (*flags & 3) == 2 ? O_RDWR : O_RDONLY;
+    if ((*flags & 0x8) != 0) linux_flags |= O_APPEND;
+    if ((*flags & 0x200) != 0) linux_flags |= O_CREAT;
+    if ((*flags & 0x400) != 0) linux_flags |= O_TRUNC;
+    if ((*flags & 0x800) != 0) linux_flags |= O_EXCL;
+    auto fd = open_file(std::string(path->begin(), path->end()), linux_flags,
+                        static_cast<unsigned>(*mode & 07777));
     if (!fd) return fail(fd.error());
     const int n = fd->get();
     files_[n] = std::move(*fd);
@@ -854,7 +871,22 @@ std::string GdbServer::file_request(std::string_view request) {
     be(static_cast<std::uint64_t>(st->ctime), 4);
     return "F" + hex_u64(out.size()) + ";" + out;
   }
-  return std::string();  // unlink, pwrite: not served
+  if (op == "pwrite") {
+    // vFile:pwrite:FD,OFFSET,DATA: the data binary, escaped as in X packets.
+    auto offset = number(1);
+    if (!offset) return fail(offset.error());
+    const std::size_t second = request.find(',', request.find(',') + 1);
+    if (second == std::string_view::npos) {
+      return fail(Error(ErrorCode::kInval, "vFile: pwrite without data"));
+    }
+    const std::string data = rsp_unescape(request.substr(second + 1));
+    auto n =
+        pwrite_file(file->first, *offset,
+                    std::span(reinterpret_cast<const std::uint8_t*>(data.data()), data.size()));
+    if (!n) return fail(n.error());
+    return "F" + hex_u64(*n);
+  }
+  return std::string();
 }
 
 Result<std::string> GdbServer::query(const std::string& p) {

@@ -320,6 +320,23 @@ Result<Fd> open_file(const std::string& path) {
   return Fd(fd);
 }
 
+Result<Fd> open_file(const std::string& path, int flags, unsigned mode) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC, static_cast<mode_t>(mode));
+  if (fd < 0) return sys_fail<Fd>(errno, "file", "open " + path);
+  return Fd(fd);
+}
+
+Result<std::size_t> pwrite_file(int fd, std::uint64_t offset, std::span<const std::uint8_t> data) {
+  const ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
+  if (n < 0) return sys_fail<std::size_t>(errno, "fd", "pwrite of fd " + std::to_string(fd));
+  return static_cast<std::size_t>(n);
+}
+
+Result<void> unlink_file(const std::string& path) {
+  if (::unlink(path.c_str()) != 0) return sys_fail<void>(errno, "file", "unlink " + path);
+  return {};
+}
+
 Result<std::size_t> pread_file(int fd, std::uint64_t offset, std::span<std::uint8_t> out) {
   const ssize_t n = ::pread(fd, out.data(), out.size(), static_cast<off_t>(offset));
   if (n < 0) return sys_fail<std::size_t>(errno, "fd", "pread of fd " + std::to_string(fd));

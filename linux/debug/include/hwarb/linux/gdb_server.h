@@ -26,8 +26,9 @@
 //     meanwhile), so a false condition costs no round trip to the client. A Z1 with conditions
 //     is an int3. With watches, or where a condition cannot be evaluated, the stop is reported
 //     and gdb evaluates the condition itself, as it does after every reported stop.
-//  6. Host I/O (vFile setfs/open/pread/fstat/close), read-only: gdb's default sysroot reads the
-//     executable and libraries through it.
+//  6. Host I/O (vFile setfs/open/pread/pwrite/fstat/close/unlink/readlink): gdb's default
+//     sysroot reads the executable and libraries through it; `remote put`, `remote get` and
+//     `remote delete` copy and delete files on the target, as with gdbserver.
 //  7. D (detach) and k/vKill: every int3, protection and register of the session is undone
 //     first; a detached program runs on unmodified. `monitor exit` (qRcmd) ends the server at
 //     once, as a client that goes away would; gdbserver's `monitor set debug`, `set

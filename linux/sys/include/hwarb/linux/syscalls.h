@@ -129,6 +129,16 @@ Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len
 // open(2) of `path` read-only and close-on-exec. The kernel's errno naming `file` (ENOENT,
 // EACCES, ...), the message "file: open <path>: <ERRNAME> (<text>)".
 [[nodiscard]] Result<Fd> open_file(const std::string& path);
+// open(2) of `path` with `flags` (O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_EXCL, O_APPEND; always
+// close-on-exec) and `mode` for a file it creates: a debugger's remote file write. The kernel's
+// errno naming `file`.
+[[nodiscard]] Result<Fd> open_file(const std::string& path, int flags, unsigned mode);
+// One pwrite(2) of `data` at `offset`: how many bytes were written. The kernel's errno naming
+// `fd`.
+[[nodiscard]] Result<std::size_t> pwrite_file(int fd, std::uint64_t offset,
+                                              std::span<const std::uint8_t> data);
+// unlink(2) of `path`; the kernel's errno naming `file`.
+[[nodiscard]] Result<void> unlink_file(const std::string& path);
 // One pread(2) of up to out.size() bytes at `offset`: how many were read (0 at the end). The
 // kernel's errno naming `fd`.
 [[nodiscard]] Result<std::size_t> pread_file(int fd, std::uint64_t offset,
