@@ -214,6 +214,22 @@ std::string_view function_of(std::string_view sym_off) {
   return plus == std::string_view::npos || plus == 0 ? sym_off : sym_off.substr(0, plus);
 }
 
+CallSlices::Kind call_kind(x86::BranchKind kind) {
+  switch (kind) {
+    case x86::BranchKind::kCall:
+    case x86::BranchKind::kIndirectCall:
+      return CallSlices::Kind::kCall;
+    case x86::BranchKind::kReturn:
+      return CallSlices::Kind::kReturn;
+    case x86::BranchKind::kJump:
+    case x86::BranchKind::kCondJump:
+    case x86::BranchKind::kIndirectJump:
+      return CallSlices::Kind::kJump;
+    default:
+      return CallSlices::Kind::kOther;
+  }
+}
+
 void CallSlices::close_top(int tid, Stack& s, double ts) {
   const Open top = std::move(s.open.back());
   s.open.pop_back();

@@ -36,6 +36,7 @@
 
 #include "hwarb/base/error.h"
 #include "hwarb/linux/session.h"
+#include "hwarb/x86/insn.h"
 
 namespace hwarb::cli {
 
@@ -193,6 +194,10 @@ void add_timeline_option(CLI::App& sub, std::string& path);
 // could not be written ("hwarb watch: --timeline FILE: ENOSPC: ..."), the latter a failure
 // (kExitFailure unless `status` already is one). Returns the exit status.
 int finish_timeline(const char* command, std::optional<Timeline>& timeline, int status);
+
+// What a taken branch of `kind` does to the call slices: calls, returns, jumps (direct,
+// conditional, indirect); the rest (system calls, interrupts, far branches) nothing.
+CallSlices::Kind call_kind(x86::BranchKind kind);
 
 // A function's name from "name+0x1c" (the symbolizer's sym+off), else the text itself.
 std::string_view function_of(std::string_view sym_off);

@@ -186,6 +186,9 @@ TEST(Timeline, FunctionOfSymOff) {
   EXPECT_EQ(function_of("main+0x1c"), "main");
   EXPECT_EQ(function_of("[unknown]"), "[unknown]");
   EXPECT_EQ(function_of("puts@plt+0x4"), "puts@plt");
+  EXPECT_EQ(call_kind(x86::BranchKind::kIndirectCall), CallSlices::Kind::kCall);
+  EXPECT_EQ(call_kind(x86::BranchKind::kCondJump), CallSlices::Kind::kJump);
+  EXPECT_EQ(call_kind(x86::BranchKind::kSyscall), CallSlices::Kind::kOther);
 }
 
 }  // namespace

@@ -123,22 +123,6 @@ class Symbolizer {
   bool reload_allowed_ = true;
 };
 
-CallSlices::Kind slice_kind(x86::BranchKind kind) {
-  switch (kind) {
-    case x86::BranchKind::kCall:
-    case x86::BranchKind::kIndirectCall:
-      return CallSlices::Kind::kCall;
-    case x86::BranchKind::kReturn:
-      return CallSlices::Kind::kReturn;
-    case x86::BranchKind::kJump:
-    case x86::BranchKind::kCondJump:
-    case x86::BranchKind::kIndirectJump:
-      return CallSlices::Kind::kJump;
-    default:
-      return CallSlices::Kind::kOther;
-  }
-}
-
 // The printing of the branches drained from the store, with the counts the summary gives.
 class Output {
  public:
@@ -173,7 +157,7 @@ class Output {
     if (calls_ != nullptr) {
       const std::string from(function_of(symbols_.names(b.from).sym_off));
       const std::string to(function_of(symbols_.names(b.to).sym_off));
-      calls_->branch(b.tid, calls_base_us_ + b.time * 1e6, slice_kind(b.kind), from, to);
+      calls_->branch(b.tid, calls_base_us_ + b.time * 1e6, call_kind(b.kind), from, to);
     }
     switch (format_) {
       case Format::kJson: {
