@@ -3,7 +3,8 @@
 #  1. watch/trace --timeline: the file is valid trace-event JSON (trace_event_check.py: the
 #     format's required fields), with a track per thread, every hit an instant event with its
 #     access, instruction (symbol+offset, file:line) and old -> new values, hwarb's phases, call
-#     slices for a branch trace; an unwritable FILE is a usage error before the program runs.
+#     slices for a branch trace, detach last for an attached target (Ctrl-C); an unwritable FILE
+#     is a usage error before the program runs.
 #  2. sim --svg: the SVG of examples/flexible_rotation.scn equals its golden
 #     (flexible_rotation.svg here); an unwritable FILE is a usage error before the scenario runs.
 #  3. report: the page of a watch --json run of the threaded writer holds its placements, sites
@@ -62,6 +63,26 @@ if check_events "$tmp/t.json" "threads --timeline"; then
   expect "threads: 4 writing threads, 25 hits each" 'sorted(__import__("collections").Counter(h["tid"] for h in s["hits"]).values()) == [25] * 4'
   expect "threads: each named" 'all(("%d/%d" % (h["pid"], h["tid"])) in s["threads"] for h in s["hits"])'
 fi
+
+# Attached, then Ctrl-C: the phases end with detach, which says how the target was left.
+"$programs/prog_ticker" "$tmp/pid" 6000 >/dev/null 2>&1 &  # 6 s of ticks
+spin=$!
+for _ in $(seq 100); do [[ -s $tmp/pid ]] && break; sleep 0.05; done
+"$hwarb" watch --timeline "$tmp/t.json" ticks:w -p "$spin" >/dev/null 2>"$tmp/err" &
+watcher=$!
+if handles "$watcher" 2; then
+  sleep 0.5
+  kill -INT "$watcher"
+fi
+wait "$watcher"
+wait "$spin"  # it ends by itself, detached unmodified
+spin=
+if check_events "$tmp/t.json" "watch -p --timeline"; then
+  expect "attached: phases" 'all(s["names"].get("X:" + p) == 1 for p in ("attach", "arm", "run", "detach"))'
+  expect "attached: hits" 'len(s["hits"]) > 0'
+fi
+python3 -c 'import json,sys; d=[e for e in json.load(open(sys.argv[1])) if e.get("name") == "detach"]; sys.exit(0 if d and "detached" in d[0]["args"]["target"] else 1)' \
+  "$tmp/t.json" || { echo "FAIL: attached: detach does not say how the target was left" >&2; fail=1; }
 
 # An unwritable timeline: a usage error naming the option and errno; the program never runs.
 run 2 "watch --timeline unwritable" watch --timeline /nonexistent-dir/t.json target:w -- \
