@@ -153,7 +153,9 @@ std::string time_svg(const Run& run) {
     const auto& [tid, times] = threads[row];
     std::vector<std::uint64_t> bins(kTimeBins, 0);
     for (const double t : *times) {
-      auto b = static_cast<std::size_t>(t / span * static_cast<double>(kTimeBins));
+      // A time outside [0, end] (a record edited by hand) goes to the nearest bin.
+      const double at = t > 0 ? std::min(t / span, 1.0) : 0.0;
+      const auto b = static_cast<std::size_t>(at * static_cast<double>(kTimeBins));
       bins[std::min(b, kTimeBins - 1)]++;
     }
     const std::uint64_t most = *std::max_element(bins.begin(), bins.end());
