@@ -152,6 +152,10 @@ echo "not a run" >"$tmp/bad.json"
 run 2 "report of no records" report "$tmp/bad.json" -o "$tmp/bad.html"
 count "$tmp/err" '^hwarb report: EINVAL: no hwarb watch --json records in ' 1 \
   "report of no records: the message"
+[[ ! -e $tmp/bad.html ]] || { echo "FAIL: report of no records: it wrote a page" >&2; fail=1; }
+run 2 "report of a directory" report "$tmp" -o "$tmp/bad.html"
+count "$tmp/err" "^hwarb report: [A-Z]+: cannot read $tmp: Is a directory\$" 1 \
+  "report of a directory: the message"
 run 2 "report unwritable" report "$tmp/run.json" -o /nonexistent-dir/r.html
 count "$tmp/err" '^hwarb report: ENOENT: --output: file: create /nonexistent-dir/r.html' 1 \
   "report unwritable: the message"

@@ -1,35 +1,41 @@
 // `hwarb report RUN.json [-o OUT.html]`: a self-contained HTML page from the records of a
 // `hwarb watch --json` run (report_html.h says what the page holds).
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "commands.h"
+#include "hwarb/scenario/scenario.h"
 #include "report_html.h"
 #include "session.h"
 
 namespace hwarb::cli {
 namespace {
 
+constexpr std::size_t kMaxRunBytes = std::size_t{1} << 30;
+
 int run_report(const std::string& input, const std::string& output) {
-  std::ifstream in(input, std::ios::binary);
-  std::ostringstream text;
-  if (in) text << in.rdbuf();
-  if (!in || in.bad()) {
-    std::cerr << "hwarb report: cannot read " << input << "\n";
+  // The scenario reader: the errno of a missing, unreadable or directory RUN, and a bound.
+  scenario::Limits limits;
+  limits.file_bytes = kMaxRunBytes;
+  auto text = scenario::read_scenario_file(input, limits);
+  if (!text) {
+    std::cerr << "hwarb report: " << text.error().to_string() << "\n";
     return kExitUsage;
   }
-  auto out = Report::open(output);
+  if (text->size() > kMaxRunBytes) {
+    std::cerr << "hwarb report: EFBIG: " << input << " is larger than 1 GiB\n";
+    return kExitUsage;
+  }
+  auto html = render_report(*text, input);
+  if (!html) {
+    std::cerr << "hwarb report: " << html.error().to_string() << "\n";
+    return kExitUsage;
+  }
+  auto out = Report::open(output);  // after the page: no empty OUT for a RUN without records
   if (!out) {
     std::cerr << "hwarb report: " << out.error().to_string() << "\n";
     return kExitUsage;
-  }
-  auto html = render_report(text.str(), input);
-  if (!html) {
-    std::cerr << "hwarb report: " << html.error().to_string() << "\n";
-    return finish_report("report", *out, kExitUsage);
   }
   out->write(*html);
   return finish_report("report", *out, kExitOk);
