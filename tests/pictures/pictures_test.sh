@@ -195,6 +195,27 @@ else
   timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --user-data-dir="$tmp/profile" \
     --dump-dom "file://$tmp/run.html" >"$tmp/dom" 2>/dev/null
   has "$tmp/dom" 'data-script="ran"' "report in Chromium: the script ran"
+  # Sorting: a click on "hits" puts the busiest site first, a second click the quietest.
+  cat >"$tmp/sites.json" <<'JSON'
+{"event":"hit","expr":"target:w","tid":11,"ip":"0x1","addr":"0x10","access":"w","old":"0x0","new":"0x1","time":0.001,"symbol":"set_target+0x4 (writer.c:21)"}
+{"event":"hit","expr":"target:w","tid":11,"ip":"0x2","addr":"0x10","access":"w","old":"0x1","new":"0x2","time":0.002,"symbol":"main+0x10 (writer.c:40)"}
+{"event":"hit","expr":"target:w","tid":11,"ip":"0x1","addr":"0x10","access":"w","old":"0x2","new":"0x3","time":0.003,"symbol":"set_target+0x4 (writer.c:21)"}
+JSON
+  "$hwarb" report "$tmp/sites.json" -o "$tmp/sites.html"
+  cat >>"$tmp/sites.html" <<'HTML'
+<script>
+var th = document.querySelectorAll("#sites th")[3];
+var first = function () { return document.querySelector("#sites tbody tr td code").textContent; };
+th.click();
+var down = first();
+th.click();
+document.body.setAttribute("data-sorted", down + "|" + first());
+</script>
+HTML
+  timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --user-data-dir="$tmp/profile" \
+    --dump-dom "file://$tmp/sites.html" >"$tmp/dom" 2>/dev/null
+  has "$tmp/dom" 'data-sorted="set_target+0x4 (writer.c:21)|main+0x10 (writer.c:40)"' \
+    "report in Chromium: a click sorts the sites"
   # The picture's failure shows: a blank page is caught.
   echo '<html><body></body></html>' >"$tmp/blank.html"
   saved=$fail
