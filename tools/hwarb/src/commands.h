@@ -37,5 +37,6 @@ CommandRunner setup_watch(CLI::App& app);      // watch_command.cpp
 CommandRunner setup_stat(CLI::App& app);       // watch_command.cpp
 CommandRunner setup_trace(CLI::App& app);      // trace_command.cpp
 CommandRunner setup_gdbserver(CLI::App& app);  // gdbserver_command.cpp
+CommandRunner setup_report(CLI::App& app);     // report_command.cpp
 
 }  // namespace hwarb::cli

@@ -27,8 +27,13 @@ constexpr const char* kUsage =
   hwarb gdbserver [--software] [--attach] COMM [PROG [ARGS] | PID]
                                    gdb, lldb or an IDE debug the process with hwarb's
                                    watchpoints (gdbserver's command line; COMM HOST:PORT or stdio)
-  hwarb sim FILE.scn [--explain]   run a scenario on the simulated machine's slot arbiter;
+  hwarb sim FILE.scn [--explain] [--svg OUT.svg]
+                                   run a scenario on the simulated machine's slot arbiter;
                                    one line per request: 'NAME ok' or 'NAME <ERRNO>'
+  hwarb report RUN.json [-o OUT.html]
+                                   a page of a 'watch --json' run: placements, hits per site
+                                   and over time
+    --timeline FILE (watch, trace): the run as Chrome trace-event JSON (Perfetto)
 )";
 
 constexpr const char* kExitStatus =

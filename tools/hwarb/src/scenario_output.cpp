@@ -1,5 +1,6 @@
 // The scenario runner's output: result lines, hits, `show`, and the --explain reasons.
 #include <algorithm>
+#include <cstdlib>
 
 #include "hwarb/base/format.h"
 #include "scenario_runner.h"
@@ -45,8 +46,64 @@ void Runner::ok(const std::string& name) {
 
 void Runner::refuse(const std::string& name, ErrorCode code, const Reason& why) {
   std::string line = name + " " + errno_name(code);
-  if (options_.explain) line += " — " + why();
+  if (options_.on_step) {
+    const std::string reason = why();
+    if (options_.explain) line += " — " + reason;
+    step_refusals_.push_back({.name = name, .error = errno_name(code), .reason = reason});
+  } else if (options_.explain) {
+    line += " — " + why();
+  }
   emit(std::move(line));
+}
+
+// ---- pictures ----
+
+void Runner::record_step(const Command& cmd) {
+  SlotStep step;
+  step.line = cmd.line;
+  step.command = to_string(cmd.kind);
+  step.name = cmd.name;
+  const int cpus = std::min(machine().possible_cpus(), std::max(options_.step_cpus, 0));
+  // The exclusive holders (bts, pt, lbr) of each CPU: requests bound to it or to none.
+  std::vector<std::vector<std::string>> exclusive(static_cast<std::size_t>(cpus));
+  const auto hold = [&](std::optional<CpuId> cpu, const std::string& label) {
+    for (int c = 0; c < cpus; ++c) {
+      if (!cpu || cpu->value() == c) exclusive[static_cast<std::size_t>(c)].push_back(label);
+    }
+  };
+  for (const auto& [name, h] : held_) {
+    if (!h.live() || h.request.kind == ResourceKind::kBreakpoint) continue;
+    const char* kind = h.request.kind == ResourceKind::kBts  ? "bts "
+                       : h.request.kind == ResourceKind::kPt ? "pt "
+                                                             : "lbr ";
+    hold(h.request.cpu, kind + name);
+  }
+  for (const auto& [name, id] : contexts_) hold(std::nullopt, "bts " + name);
+  for (const auto& [name, tracee] : tracees_) {
+    if (sys_->ptrace_bts().context(tracee.task())) hold(std::nullopt, "ptrace bts " + name);
+  }
+  for (int c = 0; c < cpus; ++c) {
+    const CpuId cpu(c);
+    SlotStep::Cpu out;
+    out.online = *machine().is_online(cpu);
+    auto cur = *machine().current(cpu);
+    out.task = cur ? task_name(*cur) : std::string("idle");
+    for (const pmu::Event* e : sys_->bp_pmu().installed(cpu)) {
+      out.slots.push_back(e != nullptr ? event_name(*e) : std::string());
+    }
+    out.exclusive = std::move(exclusive[static_cast<std::size_t>(c)]);
+    step.cpus.push_back(std::move(out));
+  }
+  for (SlotStep::Refusal& r : step_refusals_) {
+    if (cmd.cpu && !cmd.cpu->any) {
+      r.cpu = cmd.cpu->index;
+    } else if (r.reason.starts_with("cpu ")) {
+      r.cpu = std::atoi(r.reason.c_str() + 4);
+    }
+  }
+  step.refusals = std::move(step_refusals_);
+  step_refusals_.clear();
+  options_.on_step(step);
 }
 
 // "hit NAME task=T cpu=N ip=HEX addr=HEX access=r|w|x"

@@ -42,6 +42,7 @@ Result<std::vector<std::string>> Runner::run() {
       Error e = r.error().with_context(where);
       return std::unexpected(run_error_ ? e : e.with_context(kInternal));
     }
+    if (options_.on_step) record_step(cmd);
     if (out_bytes_ > limit) {
       return make_error(ErrorCode::kNoSpc, where + ": " + std::string(to_string(cmd.kind)) +
                                                ": output over the limit of " +

@@ -110,6 +110,8 @@ class Runner {
   pmu::OverflowHandler hit_printer(const std::string& name);
   std::string event_name(const pmu::Event& e) const;
   void show();
+  // The SlotStep after `cmd` for RunOptions::on_step (scenario_output.cpp).
+  void record_step(const Command& cmd);
   std::string request_name(RequestId id) const;
   std::string reason(const arbiter::Request& request, const Error& error);
   std::string reason_any(const std::vector<arbiter::Request>& requests, const Error& error);
@@ -135,7 +137,8 @@ class Runner {
   int paranoid_ = pmu::kDefaultParanoid;            // sysctl perf_event_paranoid=
   bool run_error_ = false;  // the error being returned is a run-time scenario error
   std::vector<std::string> out_;
-  std::size_t out_bytes_ = 0;  // of every line emitted, dropped ones included
+  std::size_t out_bytes_ = 0;                     // of every line emitted, dropped ones included
+  std::vector<SlotStep::Refusal> step_refusals_;  // of the running command, for on_step
 };
 
 }  // namespace hwarb::scenario::internal

@@ -2,17 +2,19 @@
 // help is generated from the scenario command table (hwarb/scenario/grammar.h).
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "commands.h"
 #include "hwarb/scenario/grammar.h"
 #include "hwarb/scenario/scenario.h"
 #include "session.h"
+#include "svg_occupancy.h"
 
 namespace hwarb::cli {
 namespace {
 
-int run_sim(const std::string& file, bool explain) {
+int run_sim(const std::string& file, bool explain, const std::string& svg_path) {
   auto text = scenario::read_scenario_file(file);
   if (!text) {
     std::cerr << "hwarb sim: " << text.error().message() << "\n";
@@ -23,7 +25,19 @@ int run_sim(const std::string& file, bool explain) {
     std::cerr << scenario.error().message() << "\n";
     return kExitUsage;
   }
-  auto lines = scenario::run_scenario(*scenario, {.explain = explain});
+  std::optional<PictureFile> svg;
+  OccupancyChart chart;
+  scenario::RunOptions options{.explain = explain};
+  if (!svg_path.empty()) {
+    auto f = PictureFile::open("--svg", svg_path);
+    if (!f) {
+      std::cerr << "hwarb sim: " << f.error().to_string() << "\n";
+      return kExitUsage;
+    }
+    svg.emplace(std::move(*f));
+    options.on_step = [&chart](const scenario::SlotStep& step) { chart.add(step); };
+  }
+  auto lines = scenario::run_scenario(*scenario, options);
   if (!lines) {
     if (!scenario::is_internal_error(lines.error())) {  // a run-time scenario error
       std::cerr << lines.error().message() << "\n";
@@ -38,7 +52,17 @@ int run_sim(const std::string& file, bool explain) {
     out.write(line);
     out.write("\n");
   }
-  return finish_report("sim", out, kExitOk);
+  int status = kExitOk;
+  if (svg) {
+    const auto slash = file.rfind('/');
+    if (auto r =
+            svg->write_all(chart.svg(slash == std::string::npos ? file : file.substr(slash + 1)));
+        !r) {
+      std::cerr << "hwarb sim: " << r.error().message() << "\n";
+      status = kExitFailure;
+    }
+  }
+  return finish_report("sim", out, status);
 }
 
 }  // namespace
@@ -47,6 +71,7 @@ CommandRunner setup_sim(CLI::App& app) {
   struct Options {
     std::string file;
     bool explain = false;
+    std::string svg;
   };
   auto options = std::make_shared<Options>();
   CLI::App* sim = app.add_subcommand("sim", "Run a scenario file (.scn) on the simulated machine");
@@ -54,8 +79,13 @@ CommandRunner setup_sim(CLI::App& app) {
   sim->add_flag("--explain", options->explain,
                 "Append ' — reason' to each refusal: the full CPU and pool and who holds it, "
                 "the exclusive kind in use, the offline CPU or the invalid field");
+  sim->add_option("--svg", options->svg,
+                  "also draw the slots of each CPU over the scenario's commands as an SVG picture "
+                  "in FILE: a lane per debug register and BTS, refusals marked (their reason on "
+                  "hover)")
+      ->type_name("FILE");
   sim->footer(scenario::scenario_help());
-  return [options] { return run_sim(options->file, options->explain); };
+  return [options] { return run_sim(options->file, options->explain, options->svg); };
 }
 
 }  // namespace hwarb::cli

@@ -43,6 +43,7 @@
 #include "hwarb/linux/trace_engine.h"
 #include "hwarb/x86/insn.h"
 #include "session.h"
+#include "timeline.h"
 
 namespace hwarb::cli {
 namespace {
@@ -57,6 +58,7 @@ struct TraceArgs {
   std::string filter;
   std::string start;
   std::string output;
+  std::string timeline;  // --timeline FILE
   TargetOptions target;
 };
 
@@ -141,12 +143,22 @@ class Output {
   std::uint64_t printed() const { return printed_; }
   const Report& report() const { return report_; }
   const std::map<x86::BranchKind, std::uint64_t>& by_kind() const { return by_kind_; }
+  // Each branch also into `calls`, at `base_us` (when the store was opened) + its time.
+  void set_calls(CallSlices* calls, double base_us) {
+    calls_ = calls;
+    calls_base_us_ = base_us;
+  }
 
  private:
   void print(const native::StoredBranch& b) {
     if (only_tid_ != 0 && b.tid != only_tid_) return;
     ++printed_;
     ++by_kind_[b.kind];
+    if (calls_ != nullptr) {
+      const std::string from(function_of(symbols_.names(b.from).sym_off));
+      const std::string to(function_of(symbols_.names(b.to).sym_off));
+      calls_->branch(b.tid, calls_base_us_ + b.time * 1e6, call_kind(b.kind), from, to);
+    }
     switch (format_) {
       case Format::kJson: {
         const std::string f = symbols_.names(b.from).described;
@@ -186,6 +198,8 @@ class Output {
   const Report& report_;
   std::uint64_t printed_ = 0;
   std::map<x86::BranchKind, std::uint64_t> by_kind_;
+  CallSlices* calls_ = nullptr;
+  double calls_base_us_ = 0;
 };
 
 std::string target_json(const native::RunResult& end) {
@@ -282,7 +296,8 @@ void summary(const TraceArgs& args, Format format, const Output& output, std::ui
 // Hardware mode (see the file comment). The process is stopped: spawned at its first
 // instruction, or attached.
 int run_hardware(const TraceArgs& args, Format format, native::Inferior& inferior, Output& output,
-                 native::BranchStore& store, native::BranchTracerOptions options) {
+                 native::BranchStore& store, native::BranchTracerOptions options,
+                 RunPhases& phases) {
   const bool spawned = inferior.spawned();
   auto bts = native::IntelBtsTrace::open();
   if (!bts) return target_error(bts.error());
@@ -300,7 +315,9 @@ int run_hardware(const TraceArgs& args, Format format, native::Inferior& inferio
     return "hwarb trace: " + std::to_string(bts->stats().records) + " branches (intel_bts)";
   });
   const auto began = std::chrono::steady_clock::now();
-  auto end = native::run_target(inferior, shown);
+  phases.mark("run");
+  PhaseEngine phased(shown, phases);
+  auto end = native::run_target(inferior, phased);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   progress.clear();
@@ -327,7 +344,9 @@ int symbol_error(const Error& error, const char* option) {
 // `hwarb trace` once the report is open (run_trace): the exit status of the run, to which
 // finish_report adds the report's own failure.
 int trace_target(const TraceArgs& args, Format format, bool hardware,
-                 const std::string& why_software, const Report& report) {
+                 const std::string& why_software, const Report& report, Timeline* timeline) {
+  RunPhases phases(timeline);
+  phases.mark("attach");
   auto inferior = native::open_target(args.target);
   if (!inferior) return target_error(inferior.error());
   const bool spawned = inferior->spawned();
@@ -365,10 +384,29 @@ int trace_target(const TraceArgs& args, Format format, bool hardware,
   if (comm.size() > 15) comm.resize(15);  // as the kernel's comm
   Symbolizer symbols(*inferior, std::move(*table));
   Output output(format, args.target.tid, comm, symbols, report);
+  phases.mark("arm");
+  std::optional<CallSlices> calls;
+  if (timeline != nullptr) {
+    timeline->process(pid, comm);
+    calls.emplace(*timeline, pid);
+    output.set_calls(&*calls, timeline->now_us());
+  }
+  // The open call slices end where the run ends (or the trace stopped).
+  struct CloseCalls {
+    std::optional<CallSlices>& calls;
+    Timeline* timeline;
+    ~CloseCalls() {
+      if (calls) calls->finish(timeline->now_us());
+    }
+  } close_calls{calls, timeline};
   auto store = native::BranchStore::open(
       pid, [&output](std::span<const native::StoredBranch> batch) { output.print(batch); });
   if (!store) return target_error(store.error());
-  if (hardware) return run_hardware(args, format, *inferior, output, **store, options);
+  if (hardware) {
+    const int status = run_hardware(args, format, *inferior, output, **store, options, phases);
+    phases.end();
+    return status;
+  }
   auto tracer = native::BranchTracer::start(
       *inferior, options, [&store](const native::BranchRecord& r) { (*store)->add(r); });
   if (!tracer) return target_error(tracer.error());
@@ -382,11 +420,14 @@ int trace_target(const TraceArgs& args, Format format, bool hardware,
            std::to_string(tracer->stats().stops) + " stops";
   });
   const auto began = std::chrono::steady_clock::now();
-  auto end = native::run_target(*inferior, shown);
+  phases.mark("run");
+  PhaseEngine phased(shown, phases);
+  auto end = native::run_target(*inferior, phased);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   progress.clear();
   (*store)->drain();
+  phases.end(end ? "\"target\":" + json_string(describe_end(*end, spawned)) : "");
   if (!end) return target_error(end.error());
   if ((*store)->error()) return target_error(*(*store)->error());
   summary(args, format, output, (*store)->lost(), RunFacts{false, tracer->stats(), {}}, *end,
@@ -421,8 +462,15 @@ int run_trace(TraceArgs& args) {
                                            : Format::kHuman;
   auto report = Report::open(args.output);
   if (!report) return usage_error(report.error().to_string());
-  return finish_report("trace", *report,
-                       trace_target(args, format, hardware, why_software, *report));
+  std::optional<Timeline> timeline;
+  if (!args.timeline.empty()) {
+    auto t = Timeline::open(args.timeline);
+    if (!t) return usage_error(t.error().to_string());
+    timeline.emplace(std::move(*t));
+  }
+  const int status =
+      trace_target(args, format, hardware, why_software, *report, timeline ? &*timeline : nullptr);
+  return finish_report("trace", *report, finish_timeline("trace", timeline, status));
 }
 
 }  // namespace
@@ -446,6 +494,7 @@ CommandRunner setup_trace(CLI::App& app) {
                 "trace with intel_bts (the default where the kernel has it); an error elsewhere");
   sub->add_flag("--software", args->software, "trace in software even where intel_bts exists");
   add_output_option(*sub, args->output);
+  add_timeline_option(*sub, args->timeline);
   add_target_options(*sub, args->target);
   sub->footer(
       "Target: -p PID | -t TID | -- COMMAND [ARGS]. With intel_bts, the hardware records every "

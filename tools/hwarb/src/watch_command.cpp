@@ -48,6 +48,7 @@
 #include "number_scan.h"
 #include "session.h"
 #include "system_wide.h"
+#include "timeline.h"
 #include "typed_value.h"
 
 namespace hwarb::cli {
@@ -63,6 +64,7 @@ struct WatchArgs {
   bool software = false;
   bool hardware = false;
   std::string output;
+  std::string timeline;  // --timeline FILE
   bool json = false;
   TargetOptions target;
   bool cpu_accesses = false;      // --cpu-accesses
@@ -339,6 +341,20 @@ class Reporter final : public native::WatchObserver {
     if ((h.access & native::kWatchWrite) != 0) ++c.writes;
     if ((h.access & native::kWatchExec) != 0) ++c.execs;
     ++c.total;
+    if (timeline_ != nullptr) {
+      const bool values = h.access != native::kWatchExec;
+      record_hit(*timeline_, {.pid = pid_,
+                              .tid = h.tid,
+                              .ts_us = timeline_base_us_ + static_cast<double>(h.time_ns) / 1e3,
+                              .expr = w.label,
+                              .access = access_letters(h.access),
+                              .ip = h.ip,
+                              .addr = h.addr,
+                              .instruction = describe(h.ip),
+                              .old_value = values ? value_text(h.old_value) : "",
+                              .new_value = values ? value_text(h.new_value) : "",
+                              .syscall = h.syscall});
+    }
     if (args_.stat) return;
     if (args_.json) {
       std::string line = "{\"event\":\"hit\",\"expr\":" + json_string(w.label) +
@@ -458,6 +474,11 @@ class Reporter final : public native::WatchObserver {
   // Samples the kernel dropped (a full ring): the counts are then lower bounds, and say so.
   void set_lost(std::uint64_t lost) { lost_ = lost; }
   void set_symbols(native::SymbolTable* table) { symbols_ = table; }
+  // Each hit also on `timeline`, at `base_us` (when the watch began) + its time.
+  void set_timeline(Timeline* timeline, double base_us) {
+    timeline_ = timeline;
+    timeline_base_us_ = base_us;
+  }
 
  private:
   struct Counts {
@@ -504,6 +525,8 @@ class Reporter final : public native::WatchObserver {
   native::SymbolTable* symbols_ = nullptr;
   int reloads_ = 0;
   std::uint64_t lost_ = 0;
+  Timeline* timeline_ = nullptr;
+  double timeline_base_us_ = 0;
 };
 
 // Counting writes and executions (stat) in hardware mode: perf's counting events, read when the
@@ -580,6 +603,26 @@ std::string software_why(const std::vector<Watched>& watched,
   return out;
 }
 
+// --json: where each expression's watch went, one "watch" record each (before the hits), for
+// `hwarb report`: its range, the placement and why, the debug registers it holds.
+void report_placements(const Report& output, const std::vector<Watched>& watched,
+                       const std::vector<native::WatchRange>& ranges,
+                       const std::vector<native::WatchInfo>& infos) {
+  for (const Watched& w : watched) {
+    for (std::size_t i = 0; i < ranges.size() && i < infos.size(); ++i) {
+      if (!same_range(ranges[i], w.range)) continue;
+      const native::WatchInfo& info = infos[i];
+      const bool hard = info.placement == native::Placement::kHardware;
+      output.line("{\"event\":\"watch\",\"expr\":" + json_string(w.label) + ",\"addr\":\"" +
+                  hex(w.range.addr) + "\",\"len\":" + std::to_string(w.range.len) + ",\"type\":\"" +
+                  access_letters(w.range.access) + "\",\"placement\":\"" +
+                  (hard ? "hardware" : "software") + "\",\"why\":" + json_string(info.why) +
+                  ",\"registers\":" + std::to_string(info.registers) + "}");
+      break;
+    }
+  }
+}
+
 // The status line of a session (stderr): the mode, how the watches are taken, and why a watch
 // is software; where the CPU makes the software path's accesses, why.
 void print_mode(const char* name, native::WatchSession& session,
@@ -610,8 +653,10 @@ void print_mode(const char* name, native::WatchSession& session,
 // finish_report adds the report's own failure.
 int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
                  const Condition& condition, const native::WatchSessionOptions& options,
-                 const Report& output) {
+                 const Report& output, Timeline* timeline) {
   const char* name = args.stat ? "stat" : "watch";
+  RunPhases phases(timeline);
+  phases.mark("attach");
   auto inferior = native::open_target(args.target);
   if (!inferior) return target_error(name, inferior.error());
   auto watched = resolve(exprs, *inferior);
@@ -645,6 +690,11 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
     }
   }
   // Every other case: one WatchSession, each distinct range a watch (its id the range's index).
+  phases.mark("arm");
+  if (timeline != nullptr) {
+    name_process(*timeline, inferior->pid());
+    reporter.set_timeline(timeline, timeline->now_us());
+  }
   native::WatchSession session(*inferior, options);
   std::vector<native::WatchSpec> specs;
   for (const native::WatchRange& r : ranges) {
@@ -671,6 +721,7 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
   }
   print_mode(name, session, *watched, expr_of, *infos,
              options.cpu_accesses ? options.cpu_accesses_why : "");
+  if (args.json && !args.stat) report_placements(output, *watched, ranges, *infos);
   class ById final : public native::WatchObserver {
    public:
     ById(Reporter& reporter, const std::map<std::size_t, std::size_t>& expr_of)
@@ -708,8 +759,11 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
   const bool spawned = inferior->spawned();
   const std::string mode = mode_of(*infos);
   const std::string method = session.describe();
-  auto end = native::run_target(*inferior, shown);
+  phases.mark("run");
+  PhaseEngine phased(shown, phases);
+  auto end = native::run_target(*inferior, phased);
   progress.clear();
+  phases.end(end ? "\"target\":" + json_string(describe_end(*end, spawned)) : "");
   if (session.watchdog_error()) {
     std::cerr << "hwarb " << name << ": warning: the watchdog missed a change of the watch ("
               << session.watchdog_error()->to_string() << ")\n";
@@ -743,6 +797,7 @@ int run_watch(WatchArgs& args) {
     return usage_error(name, "mode: --hardware and --software are exclusive");
   }
   if (args.all_cpus || !args.cpu_list.empty()) {
+    if (!args.timeline.empty()) return usage_error(name, "--timeline: not with -a or -C");
     if (!condition.terms.empty() || args.count != 0) {
       return usage_error(name,
                          "-a/-C: --if and --count need each hit's values, which nothing "
@@ -783,7 +838,15 @@ int run_watch(WatchArgs& args) {
   }
   auto output = Report::open(args.output);
   if (!output) return usage_error(name, output.error().to_string());
-  return finish_report(name, *output, watch_target(args, exprs, condition, options, *output));
+  std::optional<Timeline> timeline;
+  if (!args.timeline.empty()) {
+    auto t = Timeline::open(args.timeline);
+    if (!t) return usage_error(name, t.error().to_string());
+    timeline.emplace(std::move(*t));
+  }
+  const int status =
+      watch_target(args, exprs, condition, options, *output, timeline ? &*timeline : nullptr);
+  return finish_report(name, *output, finish_timeline(name, timeline, status));
 }
 
 CommandRunner setup(CLI::App& app, bool stat) {
@@ -806,6 +869,7 @@ CommandRunner setup(CLI::App& app, bool stat) {
     args->count_option = sub->add_option("--count", args->count_text,
                                          "stop watching after N hits (the target runs on)")
                              ->type_name("N");
+    add_timeline_option(*sub, args->timeline);
   }
   sub->add_flag("--software", args->software,
                 "use the software path (page protection, int3) even where hardware hits work");

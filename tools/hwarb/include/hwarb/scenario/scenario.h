@@ -36,6 +36,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -255,8 +256,34 @@ Result<std::string> read_scenario_file(const std::string& path, const Limits& li
 Result<Scenario> parse_scenario(std::string_view text, std::string_view file,
                                 const Limits& limits = {});
 
+// What the machine's slots hold after one command, for pictures (`hwarb sim --svg`): handed to
+// RunOptions::on_step after each command, in order.
+struct SlotStep {
+  int line = 0;              // the command's line
+  std::string_view command;  // its name in the table ("bp", "tick")
+  std::string name;          // the request or task it names, if any
+  struct Cpu {
+    bool online = true;
+    std::string task;                    // the task running there, or "idle"
+    std::vector<std::string> slots;      // the occupant of each debug register ("": free)
+    std::vector<std::string> exclusive;  // holders of BTS, PT, LBR there ("bts NAME")
+  };
+  std::vector<Cpu> cpus;  // the first RunOptions::step_cpus CPUs
+  struct Refusal {
+    std::string name;
+    std::string error;   // "ENOSPC"
+    std::string reason;  // the --explain reason
+    std::optional<int> cpu =
+        std::nullopt;  // the CPU it names (cpu=N, or the reason's "cpu N"), if one
+  };
+  std::vector<Refusal> refusals;  // made by this command
+};
+
 struct RunOptions {
   bool explain = false;  // append " — reason" to refusals
+  // Called after each command with what the slots hold (nothing recorded when empty).
+  std::function<void(const SlotStep&)> on_step = nullptr;
+  int step_cpus = 64;  // CPUs a SlotStep describes at most
 };
 
 // Runs a parsed scenario on a fresh arbiter; returns the output lines (without newlines), or a
