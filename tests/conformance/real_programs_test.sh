@@ -226,6 +226,66 @@ if wanted attach_signals; then
   done
 fi
 
+# 21. SIGKILL of `stat -p` on a busy program: 4 threads adding to one mutex-protected watched
+# counter as fast as they can (the mutex on the watched page too), so that some thread is in a
+# stop of the watch at almost any moment; killed at a random moment, the program must run to its
+# end with its own output and status (the parachute, the watchdog: docs/cli.md, "If hwarb is
+# killed"). Without the parachute about two rounds in three died. Software mode: the hardware
+# path's stops at hits have no parachute yet (docs/cli.md).
+if wanted kill9_busy; then
+  rounds=${KILL9_ROUNDS:-8}
+  for mode in --software; do
+    for r in $(seq "$rounds"); do
+      "$P/prog_futex_counter" 4 2000000 >"$tmp/fc.prog" 2>&1 &
+      target=$!
+      for _ in $(seq 200); do
+        [[ $(readlink "/proc/$target/exe") == */prog_futex_counter ]] && break
+        sleep 0.01
+      done
+      "$hwarb" stat "$mode" -o /dev/null counter:w -p "$target" >/dev/null 2>"$tmp/fc.err" &
+      watcher=$!
+      for _ in $(seq 400); do grep -q ' mode, ' "$tmp/fc.err" && break; sleep 0.01; done
+      sleep "0.$((RANDOM % 3 + 1))$((RANDOM % 10))"
+      kill -KILL "$watcher" 2>/dev/null
+      wait "$watcher" 2>/dev/null
+      timeout 120 tail --pid="$target" -f /dev/null
+      wait "$target"
+      rc=$?
+      if [[ $rc -ne 0 ]] || ! grep -q '^counter=8000000$' "$tmp/fc.prog"; then
+        bad "kill9_busy round $r ($mode): the program ended with status $rc," \
+          "output '$(head -c 200 "$tmp/fc.prog")'; hwarb: $(tail -2 "$tmp/fc.err" | tr '\n' ' ')"
+      fi
+    done
+  done
+fi
+
+# 22. The parachute unseen: attached in software mode, a program reads and sets its own SIGSEGV
+# and SIGTRAP actions and sees exactly what it sees alone; ended by its own SIGTRAP or SIGSEGV
+# (default actions), it dies of that signal as alone; hwarb ends with it.
+if wanted parachute_unseen; then
+  for end in exit trap segv; do
+    timeout -s KILL "$limit" "$P/prog_sigaction_probe" "$end" 0 >"$tmp/sp.alone" 2>/dev/null
+    alone_rc=$?
+    "$P/prog_sigaction_probe" "$end" 10 >"$tmp/sp.prog" 2>/dev/null &
+    target=$!
+    for _ in $(seq 200); do
+      [[ $(readlink "/proc/$target/exe") == */prog_sigaction_probe ]] && break
+      sleep 0.01
+    done
+    timeout -s KILL "$limit" "$hwarb" stat --software -o "$tmp/sp" counter:w -p "$target" \
+      >/dev/null 2>"$tmp/sp.err"
+    hwarb_rc=$?
+    wait "$target"
+    rc=$?
+    [[ $rc -eq $alone_rc ]] || bad "parachute_unseen ($end): status $rc, alone $alone_rc"
+    if ! diff -q "$tmp/sp.alone" "$tmp/sp.prog" >/dev/null; then
+      bad "parachute_unseen ($end): the program saw its signal actions differently"
+      diff "$tmp/sp.alone" "$tmp/sp.prog" | head -10 | sed 's/^/  /' >&2
+    fi
+    [[ $hwarb_rc -eq 0 ]] || bad "parachute_unseen ($end): hwarb exit $hwarb_rc: $(tail -2 "$tmp/sp.err")"
+  done
+fi
+
 # 19. Signals to hwarb at random moments of a spawned target's life (start-up, vfork, exec):
 # hwarb always ends within seconds, and leaves no process behind.
 if wanted kill_rounds; then

@@ -427,27 +427,39 @@ Result<void> Inferior::set_fxsave(pid_t tid, const Fxsave& area) {
   return ptrace_set_regset(tid, NT_PRFPREG, std::as_bytes(std::span(area)));
 }
 
-Result<std::uint64_t> Inferior::find_gadget(pid_t process) {
-  if (auto it = gadgets_.find(process); it != gadgets_.end()) return it->second;
+Result<std::uint64_t> Inferior::find_code(pid_t process, std::span<const std::uint8_t> code) {
+  if (code.empty()) return make_error(ErrorCode::kInval, "code: empty");
   auto maps = read_maps(process);
   if (!maps) return std::unexpected(maps.error());
+  constexpr std::uint64_t kChunk = 65536;
   std::vector<std::uint8_t> chunk;
   for (const Mapping& m : *maps) {
     if (!m.exec || m.path == "[vsyscall]") continue;
-    for (std::uint64_t at = m.start; at < m.end; at += 65536) {
-      const std::uint64_t n = std::min<std::uint64_t>(65536 + 1, m.end - at);
+    // Chunks overlap by the pattern's length less one, so a match across a boundary is found.
+    for (std::uint64_t at = m.start; at < m.end; at += kChunk) {
+      const std::uint64_t n = std::min<std::uint64_t>(kChunk + code.size() - 1, m.end - at);
       chunk.resize(n);
       if (!read_memory(at, chunk, process)) break;
-      for (std::size_t i = 0; i + 1 < chunk.size(); ++i) {
-        if (chunk[i] == 0x0f && chunk[i + 1] == 0x05) {
-          gadgets_[process] = at + i;
-          return at + i;
-        }
-      }
+      auto hit = std::search(chunk.begin(), chunk.end(), code.begin(), code.end());
+      if (hit != chunk.end()) return at + static_cast<std::uint64_t>(hit - chunk.begin());
     }
   }
   return make_error(ErrorCode::kNoEnt,
-                    "text: no `syscall` instruction in the process's executable mappings");
+                    "text: no such instruction sequence in the executable "
+                    "mappings of process " +
+                        std::to_string(process));
+}
+
+Result<std::uint64_t> Inferior::find_gadget(pid_t process) {
+  if (auto it = gadgets_.find(process); it != gadgets_.end()) return it->second;
+  constexpr std::uint8_t kSyscall[] = {0x0f, 0x05};
+  auto at = find_code(process, kSyscall);
+  if (!at) {
+    return make_error(ErrorCode::kNoEnt,
+                      "text: no `syscall` instruction in the process's executable mappings");
+  }
+  gadgets_[process] = *at;
+  return *at;
 }
 
 void Inferior::set_spin(int spin_us) {
@@ -593,6 +605,21 @@ Result<std::int64_t> Inferior::inject_syscall(pid_t tid, long nr,
   auto saved = get_regs(tid);
   if (!saved) return std::unexpected(saved.error());
   x86::Regs regs = *saved;
+  if (injection_observer_) {
+    x86::Regs restore = *saved;
+    if (t->stop == StopKind::kSyscallEnter) {
+      restore.rip -= 2;  // the program's call runs again from its `syscall` instruction
+      restore.rax = saved->orig_rax;
+    }
+    injection_observer_(tid, &restore);
+  }
+  struct Told {
+    const InjectionObserver& observer;
+    pid_t tid;
+    ~Told() {
+      if (observer) observer(tid, nullptr);
+    }
+  } told{injection_observer_, tid};
   auto set_args = [&](x86::Regs& r) {
     r.rdi = args[0];
     r.rsi = args[1];

@@ -19,10 +19,10 @@
 namespace hwarb::native {
 namespace {
 
-constexpr int kSegvAccErr = 2;        // SEGV_ACCERR: a protection fault on a mapped page
-constexpr int kSiKernel = 0x80;       // SI_KERNEL: the SIGTRAP of an int3
-constexpr std::uint64_t kSigDfl = 0;  // SIG_DFL and SIG_IGN as rt_sigaction(2) stores them
-constexpr std::uint64_t kSigIgn = 1;
+constexpr int kSegvAccErr = 2;   // SEGV_ACCERR: a protection fault on a mapped page
+constexpr int kSiKernel = 0x80;  // SI_KERNEL: the SIGTRAP of an int3
+constexpr std::uint64_t kSigDfl = kSigDflHandler;
+constexpr std::uint64_t kSigIgn = kSigIgnHandler;
 
 bool overlaps(std::uint64_t a, std::uint64_t alen, std::uint64_t b, std::uint64_t blen) {
   return a < b + blen && b < a + alen;
@@ -474,34 +474,6 @@ Result<void> SoftWatch::protect(pid_t tid, std::uint64_t page, int prot, std::ui
 // blocked SIGSEGV of the default action (no reset to see); another thread's SIGSEGV between the
 // fault and the restore still reaches the restored action, since its signal-delivery-stop is
 // reported to the watcher first and the action is looked up only after it.
-Result<SoftWatch::KernelSigaction> SoftWatch::segv_sigaction(pid_t tid,
-                                                             const KernelSigaction* set) {
-  auto regs = inferior_->get_regs(tid);
-  if (!regs) return std::unexpected(regs.error());
-  const pid_t process = inferior_->process_of(tid);
-  constexpr std::uint64_t kRedZone = 128;
-  std::array<KernelSigaction, 2> structs{};  // act, oldact
-  const std::uint64_t at = (regs->rsp - kRedZone - sizeof structs) & ~std::uint64_t{15};
-  std::array<std::uint8_t, sizeof structs> saved{};
-  if (auto r = inferior_->read_memory(at, saved, process); !r) return std::unexpected(r.error());
-  if (set != nullptr) structs[0] = *set;
-  auto bytes = std::span(reinterpret_cast<std::uint8_t*>(structs.data()), sizeof structs);
-  if (auto r = inferior_->write_memory(at, bytes, process); !r) return std::unexpected(r.error());
-  auto ret = inferior_->inject_syscall(
-      tid, SYS_rt_sigaction,
-      {SIGSEGV, set != nullptr ? at : 0, at + sizeof(KernelSigaction), 8, 0, 0});
-  auto read = inferior_->read_memory(at, bytes, process);
-  auto put_back = inferior_->write_memory(at, saved, process);
-  if (!ret) return std::unexpected(ret.error());
-  if (*ret < 0) {
-    return std::unexpected(syscall_return_error(
-        *ret, "pid", "rt_sigaction(SIGSEGV) in thread " + std::to_string(tid)));
-  }
-  if (!read) return std::unexpected(read.error());
-  if (!put_back) return std::unexpected(put_back.error());
-  return structs[1];
-}
-
 Result<void> SoftWatch::learn_segv_action(pid_t tid) {
   const pid_t process = inferior_->process_of(tid);
   auto dispositions = signal_dispositions(process);
@@ -511,7 +483,7 @@ Result<void> SoftWatch::learn_segv_action(pid_t tid) {
     segv_[process] = KernelSigaction{};
     return {};
   }
-  auto old = segv_sigaction(tid, nullptr);
+  auto old = inject_sigaction(*inferior_, tid, SIGSEGV, nullptr);
   if (!old) return std::unexpected(old.error());
   segv_[process] = *old;
   return {};
@@ -529,11 +501,111 @@ Result<void> SoftWatch::keep_segv_action(pid_t tid) {
   constexpr std::uint64_t kBit = std::uint64_t{1} << (SIGSEGV - 1);
   if (((ignored ? now->ignored : now->caught) & kBit) != 0) return {};  // not reset
   const KernelSigaction action = it->second;
-  if (auto r = segv_sigaction(tid, &action); !r) return std::unexpected(r.error());
+  if (auto r = inject_sigaction(*inferior_, tid, SIGSEGV, &action); !r) {
+    return std::unexpected(r.error());
+  }
   if (!ignored) {
     auto mask = ptrace_getsigmask(tid);
     if (!mask) return std::unexpected(mask.error());
     if (auto r = ptrace_setsigmask(tid, *mask | kBit); !r) return r;
+  }
+  return {};
+}
+
+// The parachute (signal_action.h). Per process, parachutes_ holds which of SIGSEGV and SIGTRAP
+// it is the action of now, and the program's own action of each: what the program's
+// rt_sigaction must see and what is put back. Rules:
+//  1. It goes up for a signal only while the program's action for it is the default: a handler
+//     or SIG_IGN of the program's is never replaced.
+//  2. A signal of the program's own (not the watch's) is passed through only after the parachute
+//     for it is down: its default action then kills, or stops, as without hwarb.
+//  3. The program's rt_sigaction of the signal runs as it is; at its exit the old action it got
+//     is replaced by its own, and the parachute goes up again when it set the default.
+//  4. A forked child inherits its parent's actions, so its parachute too; an exec resets them
+//     (a handler becomes the default), and the parachute goes up again in a re-armed image.
+//  5. disarm() and the watchdog (restore_plan()) put the program's action back.
+Result<void> SoftWatch::deploy_parachute() {
+  parachute_ = true;
+  std::set<pid_t> done;
+  Result<void> first;
+  for (pid_t t : inferior_->threads()) {
+    const pid_t process = inferior_->process_of(t);
+    if (!inferior_->is_stopped(t) || unwatched_.contains(process) || done.contains(process)) {
+      continue;
+    }
+    done.insert(process);
+    if (auto r = deploy_parachute_in(t); !r && first) first = r;
+  }
+  return first;
+}
+
+Result<void> SoftWatch::deploy_parachute_in(pid_t tid) {
+  for (int sig : {SIGSEGV, SIGTRAP}) {
+    auto program = inject_sigaction(*inferior_, tid, sig, nullptr);
+    if (!program) return std::unexpected(program.error());
+    if (program->handler != kSigDfl) continue;
+    if (auto r = raise_parachute(tid, sig, *program); !r) return r;
+  }
+  return {};
+}
+
+Result<void> SoftWatch::raise_parachute(pid_t tid, int sig, const KernelSigaction& program) {
+  const pid_t process = inferior_->process_of(tid);
+  Parachute& p = parachutes_[process];
+  p.program[sig] = program;
+  if (p.action.handler == kSigDfl) {
+    auto action = parachute_action(*inferior_, process);
+    if (!action) {
+      if (!ranges_.empty()) {
+        notes_.push_back(
+            {ranges_[0].id, "process " + std::to_string(process) +
+                                " runs without a parachute: " + action.error().message()});
+      }
+      p.action.handler = kSigIgn;  // looked for, not found
+      return {};
+    }
+    p.action = *action;
+  }
+  if (p.action.handler == kSigIgn) return {};
+  if (auto r = inject_sigaction(*inferior_, tid, sig, &p.action); !r) {
+    return std::unexpected(r.error());
+  }
+  p.signals |= signal_bit(sig);
+  ++generation_;
+  return {};
+}
+
+Result<void> SoftWatch::lower_parachute(pid_t tid, int sig) {
+  auto it = parachutes_.find(inferior_->process_of(tid));
+  if (it == parachutes_.end() || (it->second.signals & signal_bit(sig)) == 0) return {};
+  const KernelSigaction program = it->second.program[sig];
+  if (auto r = inject_sigaction(*inferior_, tid, sig, &program); !r) {
+    return std::unexpected(r.error());
+  }
+  it->second.signals &= ~signal_bit(sig);
+  ++generation_;
+  return {};
+}
+
+Result<void> SoftWatch::after_sigaction(pid_t tid, const OpenSyscall& st) {
+  const pid_t process = inferior_->process_of(tid);
+  Parachute& p = parachutes_[process];
+  const int sig = st.sigaction_signal;
+  if ((p.signals & signal_bit(sig)) != 0) {
+    if (st.sigaction_old != 0) {
+      // The kernel gave the parachute as the old action: the program gets its own.
+      const KernelSigaction own = p.program[sig];
+      auto bytes = std::span(reinterpret_cast<const std::uint8_t*>(&own), sizeof own);
+      if (auto r = inferior_->write_memory(st.sigaction_old, bytes, process); !r) return r;
+    }
+    if (!st.sigaction_set) return {};  // a query: the parachute stays
+    p.signals &= ~signal_bit(sig);     // the kernel holds the program's action now
+  }
+  if (st.sigaction_set) {
+    p.program[sig] = *st.sigaction_set;
+    if (st.sigaction_set->handler == kSigDfl) {
+      if (auto r = raise_parachute(tid, sig, *st.sigaction_set); !r) return r;
+    }
   }
   return {};
 }
@@ -580,6 +652,11 @@ RestorePlan SoftWatch::restore_plan() const {
   }
   for (const auto& [addr, page] : pages_) plan.pages.push_back({addr, page.original});
   for (const auto& [addr, trap] : traps_) plan.bytes.push_back({addr, trap.original});
+  for (const auto& [process, p] : parachutes_) {
+    if (p.signals != 0 && !unwatched_.contains(process)) {
+      plan.signals.push_back({process, p.signals});
+    }
+  }
   return plan;
 }
 
@@ -647,6 +724,10 @@ Result<bool> SoftWatch::handle(const Event& ev, std::vector<WatchHit>& hits) {
       if (ev.signal == SIGTRAP && ev.code == kSiKernel && !traps_.empty()) {
         return on_trap(ev, hits);
       }
+      if (ev.signal == SIGSEGV || ev.signal == SIGTRAP) {
+        // The program's own: its action, not the parachute, must take it.
+        if (auto r = lower_parachute(ev.tid, ev.signal); !r) return std::unexpected(r.error());
+      }
       return false;
     case EventKind::kSyscallEnter:
       return on_syscall_enter(ev);
@@ -669,6 +750,10 @@ Result<bool> SoftWatch::handle(const Event& ev, std::vector<WatchHit>& hits) {
       if (auto it = segv_.find(inferior_->process_of(ev.tid)); it != segv_.end()) {
         const KernelSigaction parent = it->second;
         segv_[inferior_->process_of(ev.child)] = parent;
+      }
+      if (auto it = parachutes_.find(inferior_->process_of(ev.tid)); it != parachutes_.end()) {
+        const Parachute parent = it->second;
+        parachutes_[inferior_->process_of(ev.child)] = parent;
       }
       if (single_step_) {
         if (auto r = prepare_step(ev.child); !r) return std::unexpected(r.error());
@@ -740,6 +825,7 @@ Result<bool> SoftWatch::on_exec(pid_t process) {
   if (auto it = segv_.find(process); it != segv_.end() && it->second.handler != kSigIgn) {
     it->second = KernelSigaction{};  // an exec resets handlers; SIG_IGN stays
   }
+  parachutes_.erase(process);  // an exec resets handlers: the parachute is gone with them
   open_.erase(process);
   step_.erase(process);
   rep_.erase(process);
@@ -750,6 +836,9 @@ Result<bool> SoftWatch::on_exec(pid_t process) {
   if (!again) return std::unexpected(again.error());
   if (*again) {
     unwatched_.erase(process);
+    if (parachute_) {
+      if (auto r = deploy_parachute_in(process); !r) return std::unexpected(r.error());
+    }
     if (auto r = inferior_->resume(process, resume_mode()); !r) return std::unexpected(r.error());
     return true;
   }
@@ -1060,6 +1149,21 @@ Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
       st.segv_action = act;
     }
   }
+  if (ev.syscall == SYS_rt_sigaction && parachute_ &&
+      (ev.args[0] == SIGSEGV || ev.args[0] == SIGTRAP)) {
+    st.sigaction_signal = static_cast<int>(ev.args[0]);
+    st.sigaction_old = ev.args[2];
+    if (ev.args[1] != 0) {
+      KernelSigaction act;
+      if (!inferior_->read_memory(ev.args[1],
+                                  std::span(reinterpret_cast<std::uint8_t*>(&act), sizeof act),
+                                  inferior_->process_of(tid))) {
+        st.sigaction_signal = 0;  // the call fails (EFAULT): nothing changes
+      } else {
+        st.sigaction_set = act;
+      }
+    }
+  }
   if (ev.syscall == SYS_perf_event_open && !cpu_accesses_ && !ranges_.empty()) {
     // The program opens a perf event: a breakpoint (struct perf_event_attr's first word, its
     // type, is PERF_TYPE_BREAKPOINT) may be on a protected page, and a store the watcher
@@ -1123,7 +1227,7 @@ Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
       }
     }
   }
-  if (st.pages.empty() && st.effect_nr < 0 && !st.segv_action) {
+  if (st.pages.empty() && st.effect_nr < 0 && !st.segv_action && st.sigaction_signal == 0) {
     // Nothing to do at its exit. rt_sigreturn's exit stop is left out where the next signal is
     // already pending (a signal flood would otherwise cost three stops per signal, not two).
     auto r = ev.syscall == SYS_rt_sigreturn ? inferior_->resume_from_sigreturn(tid)
@@ -1163,6 +1267,9 @@ Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<WatchHit>& 
   OpenSyscall st = std::move(it->second);
   open_.erase(it);
   if (st.segv_action && ev.ret == 0) segv_[inferior_->process_of(tid)] = *st.segv_action;
+  if (st.sigaction_signal != 0 && ev.ret == 0) {
+    if (auto r = after_sigaction(tid, st); !r) return std::unexpected(r.error());
+  }
   const std::string name = syscall_name(st.nr);
   for (std::size_t i = 0; i < ranges_.size(); ++i) {
     if (st.before.size() <= i || st.before[i].empty()) continue;
@@ -1453,6 +1560,9 @@ Result<void> SoftWatch::disarm() {
   }
   Result<void> first;
   for (const auto& [process, tid] : processes) {
+    for (int sig : {SIGSEGV, SIGTRAP}) {
+      if (auto r = lower_parachute(tid, sig); !r && first) first = r;
+    }
     for (auto& [p, page] : pages_) {
       if (auto r = protect(tid, p, page.original); !r && first) first = r;
     }
@@ -1488,6 +1598,7 @@ Result<void> SoftWatch::disarm() {
   pages_.clear();
   gone_.clear();
   traps_.clear();
+  parachutes_.clear();
   ++generation_;
   return first;
 }

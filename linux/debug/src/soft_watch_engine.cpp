@@ -22,7 +22,10 @@ Result<void> SoftWatchEngine::guard(Watchdog& watchdog) {
   if (!r) return r;
   watchdog_ = &watchdog;
   published_ = watch_.plan_generation();
-  return {};
+  // The parachute for the stops of the watch (signal_action.h), published as it goes up.
+  auto deployed = watch_.deploy_parachute();
+  if (watch_.plan_generation() != published_) publish();
+  return deployed;
 }
 
 void SoftWatchEngine::publish() {

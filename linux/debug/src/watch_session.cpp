@@ -402,6 +402,14 @@ struct WatchSession::State {
                                  .cpu_accesses = options.cpu_accesses});
         if (!s) return std::unexpected(s.error());
         soft.emplace(std::move(*s));
+        if (watchdog != nullptr) {
+          // Guarded: the parachute for the stops of the watch (signal_action.h).
+          if (auto r = soft->deploy_parachute(); !r) {
+            (void)soft->disarm();
+            soft.reset();
+            return std::unexpected(r.error());
+          }
+        }
       }
       // Rule 4: the single-step method sees every access of every thread.
       bool steps = false;
@@ -483,6 +491,7 @@ struct WatchSession::State {
   // alone it restores only what is restored already.
   void undo() noexcept {
     watchdog = nullptr;
+    if (inferior != nullptr) inferior->set_injection_observer(nullptr);
     const bool changed = hard || soft || !held.empty();
     if (changed && inferior != nullptr && inferior->pid() > 0 && !inferior->threads().empty()) {
       std::vector<pid_t> stopped;
@@ -835,6 +844,16 @@ Result<void> WatchSession::guard(Watchdog& watchdog) {
   if (auto r = watchdog.publish(s.plan()); !r) return r;
   s.watchdog = &watchdog;
   s.published = s.plan_key();
+  // A thread caught in an injected call when hwarb dies gets its registers back.
+  s.inferior->set_injection_observer([state = &s](pid_t tid, const x86::Regs* restore) {
+    if (state->watchdog != nullptr) state->watchdog->injecting(tid, restore);
+  });
+  if (s.soft) {
+    // The parachute for the stops of the watch (signal_action.h), published as it goes up.
+    auto deployed = s.soft->deploy_parachute();
+    s.publish();
+    if (!deployed) return deployed;
+  }
   return {};
 }
 

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -16,6 +17,7 @@
 #include "hwarb/linux/inferior.h"
 #include "hwarb/linux/owner_lock.h"
 #include "hwarb/linux/proc_maps.h"
+#include "hwarb/linux/signal_action.h"
 #include "hwarb/linux/spawn.h"
 #include "hwarb/linux/syscalls.h"
 
@@ -26,10 +28,11 @@ namespace {
 // One copy of a plan in the shared memory (fixed size: the watchdog reads it without allocating
 // from hwarb's heap state).
 struct Slot {
-  std::uint32_t processes = 0, pages = 0, bytes = 0;
+  std::uint32_t processes = 0, pages = 0, bytes = 0, signals = 0;
   std::array<pid_t, Watchdog::kMaxProcesses> pid{};
   std::array<RestorePage, Watchdog::kMaxPages> page{};
   std::array<RestoreByte, Watchdog::kMaxBytes> byte{};
+  std::array<RestoreSignals, Watchdog::kMaxProcesses> signal{};
 };
 
 }  // namespace
@@ -48,6 +51,16 @@ struct Watchdog::Shared {
   // touching nothing).
   std::atomic<std::uint32_t> published{0};
   std::array<Slot, 2> slot;
+  // The thread of an injection in progress (Watchdog::injecting): 0, or 1 with `tid` and its
+  // registers to put back. Written by hwarb only, in order: fields, then `injecting` (release);
+  // cleared first.
+  std::atomic<std::uint32_t> injecting{0};
+  pid_t injecting_tid = 0;
+  x86::Regs injecting_regs{};
+  std::optional<RestoreThread> injecting_thread() const {
+    if (injecting.load(std::memory_order_acquire) == 0) return std::nullopt;
+    return RestoreThread{injecting_tid, injecting_regs};
+  }
 };
 
 namespace {
@@ -57,6 +70,7 @@ RestorePlan plan_of(const Slot& s) {
   plan.processes.assign(s.pid.begin(), s.pid.begin() + s.processes);
   plan.pages.assign(s.page.begin(), s.page.begin() + s.pages);
   plan.bytes.assign(s.byte.begin(), s.byte.begin() + s.bytes);
+  plan.signals.assign(s.signal.begin(), s.signal.begin() + s.signals);
   return plan;
 }
 
@@ -91,7 +105,7 @@ bool untraced(pid_t pid) {
   for (pid_t p : plan.processes) {
     if (untraced(p)) free_ones.processes.push_back(p);
   }
-  auto restored = restore_processes(free_ones, true);
+  auto restored = restore_processes(free_ones, true, shared.injecting_thread());
   std::string line = "hwarb: watchdog: hwarb ended without undoing its changes; ";
   if (restored) {
     line += "restored " + std::to_string(plan.pages.size()) + " page protection(s) and " +
@@ -105,9 +119,34 @@ bool untraced(pid_t pid) {
   exit_now(restored ? 0 : 1);
 }
 
+// The signals the watch's own stops left pending when hwarb died (a stop not collected yet keeps
+// its signal, which the kernel then delivers: with the parachute, again and again for a fault
+// on a page still protected) are made to show and dropped; the others are requeued, and detach
+// delivers them.
+void drop_stale_signals(Inferior& inferior, const RestorePlan& plan) {
+  constexpr int kSegvAccErr = 2;
+  constexpr int kSiKernel = 0x80;
+  const auto on_plan_page = [&](std::uint64_t addr) {
+    return std::any_of(plan.pages.begin(), plan.pages.end(), [&](const RestorePage& p) {
+      return addr >= p.addr && addr - p.addr < page_size();
+    });
+  };
+  for (pid_t tid : inferior.threads()) {
+    auto surfaced = inferior.surface_pending(tid, signal_bit(SIGSEGV) | signal_bit(SIGTRAP));
+    if (!surfaced) continue;  // the thread is gone
+    for (auto it = surfaced->rbegin(); it != surfaced->rend(); ++it) {
+      const bool stale_fault =
+          it->signal == SIGSEGV && it->code == kSegvAccErr && on_plan_page(it->fault_addr);
+      const bool stale_trap = it->signal == SIGTRAP && (it->code > 0 || it->code == kSiKernel);
+      if (!stale_fault && !stale_trap) inferior.requeue(*it);
+    }
+  }
+}
+
 }  // namespace
 
-Result<std::size_t> restore_processes(const RestorePlan& plan, bool stopped_by_us) {
+Result<std::size_t> restore_processes(const RestorePlan& plan, bool stopped_by_us,
+                                      const std::optional<RestoreThread>& injecting) {
   std::size_t done = 0;
   Result<std::size_t> first = done;
   for (pid_t pid : plan.processes) {
@@ -126,6 +165,10 @@ Result<std::size_t> restore_processes(const RestorePlan& plan, bool stopped_by_u
     }
     const std::vector<pid_t> threads = inferior->threads();
     Result<void> ok;
+    if (injecting && std::find(threads.begin(), threads.end(), injecting->tid) != threads.end()) {
+      // First, before anything is injected here: that thread's own registers back.
+      ok = inferior->set_regs(injecting->tid, injecting->regs);
+    }
     for (const RestorePage& p : plan.pages) {
       if (threads.empty() || !ok) break;
       auto r = inferior->inject_syscall(
@@ -137,6 +180,18 @@ Result<std::size_t> restore_processes(const RestorePlan& plan, bool stopped_by_u
       if (!ok) break;
       ok = inferior->write_memory(b.addr, std::span<const std::uint8_t>(&b.original, 1));
     }
+    std::uint64_t parachute = 0;
+    for (const RestoreSignals& r : plan.signals) {
+      if (r.process == pid) parachute |= r.signals;
+    }
+    for (int sig : {SIGSEGV, SIGTRAP}) {
+      if (!ok || threads.empty() || (parachute & signal_bit(sig)) == 0) continue;
+      const KernelSigaction default_action;
+      if (auto r = inject_sigaction(*inferior, threads.front(), sig, &default_action); !r) {
+        ok = std::unexpected(r.error());
+      }
+    }
+    if (ok) drop_stale_signals(*inferior, plan);
     auto detached = inferior->detach();
     if (stopped_by_us) (void)send_signal(pid, SIGCONT);
     if (!ok && first)
@@ -182,8 +237,8 @@ Watchdog::~Watchdog() {
 
 Result<void> Watchdog::publish(const RestorePlan& plan) {
   if (!shared_) return make_error(ErrorCode::kInval, "watchdog: released");
-  if (plan.processes.size() > kMaxProcesses || plan.pages.size() > kMaxPages ||
-      plan.bytes.size() > kMaxBytes) {
+  if (plan.processes.size() > kMaxProcesses || plan.signals.size() > kMaxProcesses ||
+      plan.pages.size() > kMaxPages || plan.bytes.size() > kMaxBytes) {
     return make_error(ErrorCode::kNoSpc,
                       "plan: " + std::to_string(plan.processes.size()) + " processes, " +
                           std::to_string(plan.pages.size()) + " pages, " +
@@ -196,12 +251,28 @@ Result<void> Watchdog::publish(const RestorePlan& plan) {
   s.processes = static_cast<std::uint32_t>(plan.processes.size());
   s.pages = static_cast<std::uint32_t>(plan.pages.size());
   s.bytes = static_cast<std::uint32_t>(plan.bytes.size());
+  s.signals = static_cast<std::uint32_t>(plan.signals.size());
   std::copy(plan.processes.begin(), plan.processes.end(), s.pid.begin());
   std::copy(plan.pages.begin(), plan.pages.end(), s.page.begin());
   std::copy(plan.bytes.begin(), plan.bytes.end(), s.byte.begin());
+  std::copy(plan.signals.begin(), plan.signals.end(), s.signal.begin());
   shared_->current.store(next, std::memory_order_release);
   shared_->published.store(1, std::memory_order_release);
   return {};
+}
+
+void Watchdog::injecting(pid_t tid, const x86::Regs* restore) {
+  if (!shared_) return;
+  shared_->injecting.store(0, std::memory_order_release);
+  if (restore == nullptr) return;
+  shared_->injecting_tid = tid;
+  shared_->injecting_regs = *restore;
+  shared_->injecting.store(1, std::memory_order_release);
+}
+
+std::optional<RestoreThread> Watchdog::injecting_thread() const {
+  if (!shared_) return std::nullopt;
+  return shared_->injecting_thread();
 }
 
 RestorePlan Watchdog::published_plan() const {

@@ -5,10 +5,12 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -37,11 +39,18 @@ struct NoHits final : WatchObserver {
   void hit(const WatchHit&) override {}
 };
 
+// How the watcher ends.
+enum class End {
+  kNormally,   // disarm, release, detach after 200 ms
+  kRunning,    // SIGKILLed after 200 ms, as the program enters a system call
+  kAtFault,    // SIGKILLed with a thread in a protection fault's stop it has not collected
+  kInjecting,  // SIGKILLed with a thread in the trap of an injected call's step, not collected
+};
+
 // The watcher: a forked copy of this test that attaches to `target`, watches its `ticks` in
 // software with a watchdog (its standard error to `errors`), handles events for 200 ms, then
-// dies by SIGKILL (`killed`, at the next system call entry) or ends normally: disarm, release,
-// detach.
-[[noreturn]] void watcher(pid_t target, const std::string& errors, bool killed) {
+// ends as `end` says.
+[[noreturn]] void watcher(pid_t target, const std::string& errors, End end) {
   const int fd = ::open(errors.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd < 0 || ::dup2(fd, 2) < 0) ::_exit(10);
   auto inf = Inferior::attach(target);
@@ -57,12 +66,38 @@ struct NoHits final : WatchObserver {
   auto dog = Watchdog::start();
   if (!dog || !engine.guard(*dog)) ::_exit(15);
   if (!inf->resume_all(engine.resume_mode())) ::_exit(16);
+  const bool killed = end != End::kNormally;
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
   for (;;) {
     const bool late = std::chrono::steady_clock::now() >= until;
     if (late && !killed) break;
     auto ev = inf->wait();
     if (!ev) ::_exit(17);
+    if (late && watch->is_fault(*ev) && (end == End::kAtFault || end == End::kInjecting)) {
+      // The stop hwarb is killed in: one of its own, raised and not collected yet (its signal
+      // still held), with the trap flag of a step set.
+      if (end == End::kAtFault) {
+        // The faulting store stepped on the page still protected: the same fault again.
+        if (!inf->resume(ev->tid, Resume::kStep)) ::_exit(23);
+      } else {
+        // An injected getpid half-way, as Inferior::inject_syscall runs one: told to the
+        // watchdog, registers set, the `syscall` instruction stepped.
+        auto regs = inf->get_regs(ev->tid);
+        constexpr std::uint8_t kSyscall[] = {0x0f, 0x05};
+        auto gadget = inf->find_code(target, kSyscall);
+        if (!regs || !gadget) ::_exit(24);
+        dog->injecting(ev->tid, &*regs);
+        x86::Regs injected = *regs;
+        injected.rip = *gadget;
+        injected.rax = SYS_getpid;
+        injected.orig_rax = ~0ULL;
+        if (!inf->set_regs(ev->tid, injected) || !inf->resume(ev->tid, Resume::kStep)) {
+          ::_exit(25);
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ::raise(SIGKILL);
+    }
     auto mine = engine.handle(*ev);
     if (!mine) ::_exit(18);
     if (!*mine) {
@@ -70,9 +105,8 @@ struct NoHits final : WatchObserver {
       const int sig = ev->kind == EventKind::kSignal ? ev->signal : 0;
       if (!inf->resume(ev->tid, engine.resume_mode(), sig)) ::_exit(20);
     }
-    // Killed while the program runs (here: as it enters its 1 ms sleep), the common case; a
-    // thread stopped at a fault of the watched page when its watcher dies is not covered.
-    if (late && ev->kind == EventKind::kSyscallEnter) ::raise(SIGKILL);
+    // Killed while the program runs (here: as it enters its 1 ms sleep), the common case.
+    if (late && end == End::kRunning && ev->kind == EventKind::kSyscallEnter) ::raise(SIGKILL);
   }
   if (killed) ::_exit(22);
   if (!inf->stop_all() || !engine.finish() || !inf->detach()) ::_exit(21);
@@ -87,7 +121,7 @@ struct TickerRun {
 };
 
 // The ticker (1 ms per tick, 600 ticks) as a plain child of this test, watched by a watcher.
-TickerRun watched_ticker(bool killed) {
+TickerRun watched_ticker(End end) {
   TickerRun run;
   const std::string out = ::testing::TempDir() + "watchdog_ticker.out";
   const std::string errors = ::testing::TempDir() + "watchdog_watcher.err";
@@ -109,7 +143,7 @@ TickerRun watched_ticker(bool killed) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const pid_t w = ::fork();
-  if (w == 0) watcher(target, errors, killed);
+  if (w == 0) watcher(target, errors, end);
   ::waitpid(w, &run.watcher_status, 0);
   ::waitpid(target, &run.target_status, 0);
   // The watchdog writes its line after the restore, before the target can end.
@@ -118,8 +152,37 @@ TickerRun watched_ticker(bool killed) {
   return run;
 }
 
+// The ticker ran to its end with its own output after its watcher was SIGKILLed, and the
+// watchdog restored it.
+void expect_survived(const TickerRun& run) {
+  ASSERT_TRUE(WIFSIGNALED(run.watcher_status)) << "watcher status " << run.watcher_status;
+  EXPECT_EQ(WTERMSIG(run.watcher_status), SIGKILL);
+  EXPECT_TRUE(WIFEXITED(run.target_status) && WEXITSTATUS(run.target_status) == 0)
+      << "target status " << run.target_status
+      << (WIFSIGNALED(run.target_status)
+              ? " (signal " + std::to_string(WTERMSIG(run.target_status)) + ")"
+              : "");
+  EXPECT_EQ(run.target_output, "ticks=600\n");
+  EXPECT_NE(run.watcher_errors.find("restored 1 page protection(s) and 0 byte(s) in 1 of 1"),
+            std::string::npos)
+      << run.watcher_errors;
+}
+
+// The parachute takes the fault's SIGSEGV the kernel delivers as it detaches the thread (and
+// the retries of the store until the watchdog restores the page); the watchdog drops the one
+// left pending.
+TEST(Watchdog, AThreadInAnUncollectedFaultStopSurvives) {
+  expect_survived(watched_ticker(End::kAtFault));
+}
+
+// The parachute takes the step's SIGTRAP; the watchdog puts back the registers the injection
+// had replaced.
+TEST(Watchdog, AThreadInTheMiddleOfAnInjectedCallSurvives) {
+  expect_survived(watched_ticker(End::kInjecting));
+}
+
 TEST(Watchdog, AnAttachedProgramRunsOnWhenItsWatcherIsKilled) {
-  const TickerRun run = watched_ticker(true);
+  const TickerRun run = watched_ticker(End::kRunning);
   ASSERT_TRUE(WIFSIGNALED(run.watcher_status)) << "watcher status " << run.watcher_status;
   EXPECT_EQ(WTERMSIG(run.watcher_status), SIGKILL);
   EXPECT_TRUE(WIFEXITED(run.target_status) && WEXITSTATUS(run.target_status) == 0)
@@ -131,7 +194,7 @@ TEST(Watchdog, AnAttachedProgramRunsOnWhenItsWatcherIsKilled) {
 }
 
 TEST(Watchdog, AReleasedWatchdogTouchesNothing) {
-  const TickerRun run = watched_ticker(false);
+  const TickerRun run = watched_ticker(End::kNormally);
   ASSERT_TRUE(WIFEXITED(run.watcher_status)) << "watcher status " << run.watcher_status;
   EXPECT_EQ(WEXITSTATUS(run.watcher_status), 0);
   EXPECT_TRUE(WIFEXITED(run.target_status) && WEXITSTATUS(run.target_status) == 0)

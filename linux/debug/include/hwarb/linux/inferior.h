@@ -61,6 +61,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -145,8 +146,11 @@ class Inferior {
   // error when any part cannot be read that way (e.g. a PROT_NONE page: read_memory still can).
   [[nodiscard]] Result<void> read_memory(std::span<const RemoteRead> parts, pid_t process = 0);
   [[nodiscard]] Result<void> write_memory(std::uint64_t addr, std::span<const std::uint8_t> data,
-                            pid_t process = 0);
+                                          pid_t process = 0);
   Result<std::uint64_t> read_word(std::uint64_t addr, int size, pid_t process = 0);
+  // The address of the first occurrence of `code` in the executable mappings of `process`
+  // ([vsyscall] aside); ENOENT naming `text` when there is none.
+  [[nodiscard]] Result<std::uint64_t> find_code(pid_t process, std::span<const std::uint8_t> code);
   // The instruction at `addr` of this process (or `process`), decoded from as many of the 15
   // bytes there as are readable (an instruction may end just before an unmapped page).
   // x86::decode's errors.
@@ -194,6 +198,15 @@ class Inferior {
   // Runs system call `nr` with `args` in stopped thread `tid`; the kernel's return value (a
   // negative errno on failure). See the contract.
   Result<std::int64_t> inject_syscall(pid_t tid, long nr, std::array<std::uint64_t, 6> args);
+  // Told of each injection while its registers are the injection's: first (tid, the registers
+  // that put the thread back as if nothing had been injected: for a call injected at a system
+  // call's entry, on the `syscall` instruction to run the program's call), then (tid, null)
+  // once they are the thread's own again (every return of inject_syscall). A watchdog keeps
+  // them, for a thread caught in the middle when hwarb dies. Empty: nobody told.
+  using InjectionObserver = std::function<void(pid_t tid, const x86::Regs* restore)>;
+  void set_injection_observer(InjectionObserver observer) {
+    injection_observer_ = std::move(observer);
+  }
 
   // Resumes stopped thread `tid`, delivering `signal` (0: none). From a signal-delivery stop
   // the signal replaces the stop's own; from any other stop (an interrupt, a system call's, an
@@ -355,8 +368,9 @@ class Inferior {
   std::set<pid_t> announced_;  // new threads of a clone event whose first stop is not read yet
   std::set<pid_t> unreaped_;   // threads forgotten before their exit status was read
   std::map<pid_t, std::uint64_t> gadgets_;  // per process: address of a `syscall` instruction
-  std::map<pid_t, Fd> mems_;                // followed processes' memory
-  std::uint64_t process_changes_ = 0;       // process_changes()
+  InjectionObserver injection_observer_;
+  std::map<pid_t, Fd> mems_;           // followed processes' memory
+  std::uint64_t process_changes_ = 0;  // process_changes()
   bool follow_execs_ = false;
   bool hold_forks_ = false;
   SpinWindow spin_{std::chrono::nanoseconds(0)};

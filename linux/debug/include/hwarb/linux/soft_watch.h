@@ -91,6 +91,7 @@
 #include "hwarb/base/error.h"
 #include "hwarb/linux/inferior.h"
 #include "hwarb/linux/proc_maps.h"
+#include "hwarb/linux/signal_action.h"
 #include "hwarb/linux/watch_hit.h"
 #include "hwarb/linux/watchdog.h"
 #include "hwarb/x86/insn.h"
@@ -173,6 +174,15 @@ class SoftWatch {
   // mprotect/munmap/mmap/mremap of a watched page, disarm).
   RestorePlan restore_plan() const;
   std::uint64_t plan_generation() const { return generation_; }
+  // The parachute (signal_action.h) for an attached program a Watchdog guards: set now in each
+  // watched process for SIGSEGV and SIGTRAP where the program's action is the default, and kept
+  // from then on: a followed fork has its parent's, an exec of the armed image gets it again,
+  // and the program's own rt_sigaction of those signals sees and sets the program's action as
+  // without it (up again when the program sets the default). It is taken down for a signal of
+  // the program's that is passed through (the default action then runs as without hwarb), and
+  // by disarm(); restore_plan() names it for the watchdog. A process whose text lacks the
+  // instructions it needs goes without (a note says so). Every thread stopped.
+  Result<void> deploy_parachute();
   const SoftWatchStats& stats() const { return stats_; }
   // Whether the CPU makes the accesses (SoftWatchOptions::cpu_accesses, or since the program
   // opened a perf breakpoint).
@@ -187,17 +197,22 @@ class SoftWatch {
     std::uint8_t original = 0;
     std::vector<std::size_t> ranges;
   };
-  // The kernel's struct sigaction of rt_sigaction(2) on x86-64.
-  struct KernelSigaction {
-    std::uint64_t handler = 0;  // SIG_DFL 0, SIG_IGN 1, else the handler's address
-    std::uint64_t flags = 0;
-    std::uint64_t restorer = 0;
-    std::uint64_t mask = 0;
+  // The parachute of one process (deploy_parachute()).
+  struct Parachute {
+    std::uint64_t signals = 0;  // signal_bit()s of the signals whose action it is now
+    KernelSigaction action;     // its action there (handler 0: not looked for yet)
+    // Per signal (SIGSEGV, SIGTRAP): the program's own action, what its rt_sigaction sees.
+    std::map<int, KernelSigaction> program;
   };
   struct OpenSyscall {
     long nr = -1;
     // rt_sigaction(SIGSEGV, act, ...): the action the program sets, known at exit.
     std::optional<KernelSigaction> segv_action;
+    // rt_sigaction(SIGSEGV or SIGTRAP, act, oldact) while the parachute may be up: the signal,
+    // the action set (none for a query) and where the old one goes.
+    int sigaction_signal = 0;
+    std::optional<KernelSigaction> sigaction_set;
+    std::uint64_t sigaction_old = 0;
     std::uint64_t ip = 0;
     std::vector<std::uint64_t> pages;
     std::vector<std::vector<std::uint8_t>> before;  // per range (empty when not on an open page)
@@ -239,9 +254,15 @@ class SoftWatch {
   unsigned page_access(std::uint64_t page) const;
   Result<bool> on_step(pid_t tid, std::vector<WatchHit>& hits);
   Result<void> prepare_step(pid_t tid);
-  // rt_sigaction(SIGSEGV, set, &old) run in thread `tid` (its structs on the thread's stack below
-  // the red zone, the bytes there put back): the old action.
-  Result<KernelSigaction> segv_sigaction(pid_t tid, const KernelSigaction* set);
+  // The parachute in the process of stopped thread `tid`: set for each of SIGSEGV and SIGTRAP
+  // whose action is the program's default (deploy), or put back to the program's action for
+  // `sig` (lower).
+  Result<void> deploy_parachute_in(pid_t tid);
+  Result<void> raise_parachute(pid_t tid, int sig, const KernelSigaction& program);
+  Result<void> lower_parachute(pid_t tid, int sig);
+  // The program's rt_sigaction `st` of SIGSEGV or SIGTRAP succeeded: it saw and set its own
+  // action, and the parachute is up again where that is the default.
+  Result<void> after_sigaction(pid_t tid, const OpenSyscall& st);
   // The SIGSEGV action of `tid`'s process read at arm (from /proc when it is the default).
   Result<void> learn_segv_action(pid_t tid);
   // After a fault of the watch in `tid`: the SIGSEGV action the kernel reset, put back.
@@ -272,6 +293,8 @@ class SoftWatch {
   std::set<pid_t> trap_steps_;             // threads stepping over an int3's original instruction
   std::set<pid_t> unwatched_;              // processes whose new image could not be watched
   std::map<pid_t, KernelSigaction> segv_;  // per process: its SIGSEGV action as last set
+  std::map<pid_t, Parachute> parachutes_;  // per process, once deploy_parachute() ran
+  bool parachute_ = false;                 // deploy_parachute() ran
   std::string image_;                      // the executable armed (/proc/PID/exe)
   bool single_step_ = false;
   bool stop_at_hits_ = false;  // SoftWatchOptions::stop_at_hits

@@ -22,18 +22,32 @@
 //     tracees, so the watchdog's first act (real-time where allowed, so it runs at once), a
 //     SIGSTOP to each process of the plan, usually arrives while they are still traced: they stop
 //     at their detach instead of running on into a watched page. It waits until no process has a
-//     tracer, seizes each one (Inferior::attach), injects the mprotect calls and writes the bytes
-//     back, detaches, sends SIGCONT, says so on standard error and exits.
+//     tracer, seizes each one (Inferior::attach), puts back the registers of a thread caught in
+//     an injected system call (injecting()), injects the mprotect calls, writes the bytes back,
+//     sets the parachute's signals back to the default, drops the signals the watch's own stops
+//     left pending, detaches, sends SIGCONT, says so on standard error and exits.
 //
-// The guarantee that results (README, "If hwarb is killed"): an attached program whose hwarb is
-// killed runs on with its protections and code restored, after one SIGSTOP/SIGCONT pair (a
-// parent waiting with WUNTRACED/WCONTINUED sees them). Not covered: a thread that was already
-// stopped at a fault of a watched page when hwarb died (the kernel delivers that SIGSEGV when
-// it detaches the thread), a thread whose registers hwarb had changed to inject a system call,
-// and the single-step method (the trap flag is the kernel's to clear).
+// Two kinds of thread would die at the detach whatever the watchdog does afterwards, and are
+// covered before hwarb dies:
+//  a. a thread in a stop of the watch that hwarb had not collected yet (waitpid) keeps the stop's
+//     signal (a fault's SIGSEGV, a step's SIGTRAP), which the kernel delivers as it detaches it;
+//     a thread whose trap flag a step set traps once more as it runs on. The parachute
+//     (signal_action.h, SoftWatch::deploy_parachute) takes those signals.
+//  b. a thread whose registers were an injected call's runs on from the injection's `syscall`
+//     instruction with them. hwarb tells the watchdog each injection's registers to put back
+//     (injecting()), and the SIGSTOP holds the thread until they are.
 //
-// Contract: publish() is all-or-nothing (ENOSPC naming `plan` past kMaxProcesses, kMaxPages or
-// kMaxBytes; the previous plan stays). Move-only; the destructor releases.
+// The guarantee that results (docs/cli.md, "If hwarb is killed"): an attached program whose
+// hwarb is killed runs on with its protections, code and signal actions restored, after one
+// SIGSTOP/SIGCONT pair (a parent waiting with WUNTRACED/WCONTINUED sees them). Not covered: a
+// program whose own action for SIGSEGV or SIGTRAP is a handler or SIG_IGN (no parachute: the
+// handler gets the signal of case a), a process whose text has no rt_sigreturn sequence (a
+// static program without signal code), a SIGSTOP that comes after the detach (case b then runs
+// on), int3 stops (the thread resumes one byte past the restored instruction: `trace -p`), and
+// the single-step method (the trap flag is the kernel's to clear).
+//
+// Contract: publish() is all-or-nothing (ENOSPC naming `plan` past kMaxProcesses (processes or
+// signals), kMaxPages or kMaxBytes; the previous plan stays). Move-only; the destructor releases.
 // Thread-safety: one owner thread; the shared slots are handed over with release/acquire.
 #pragma once
 
@@ -41,10 +55,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "hwarb/base/error.h"
+#include "hwarb/x86/insn.h"
 
 namespace hwarb::native {
 
@@ -58,19 +74,39 @@ struct RestoreByte {
   std::uint8_t original = 0;
   bool operator==(const RestoreByte&) const = default;
 };
+// Signals whose action in `process` is the watch's parachute (signal_action.h): set back to the
+// default, the program's own action under the parachute.
+struct RestoreSignals {
+  pid_t process = 0;
+  std::uint64_t signals = 0;  // bit n-1 for signal n
+  bool operator==(const RestoreSignals&) const = default;
+};
 // What to undo in each process (every process had the same changes made: a forked child keeps
-// its parent's).
+// its parent's), and the parachutes.
 struct RestorePlan {
   std::vector<pid_t> processes;
   std::vector<RestorePage> pages;
   std::vector<RestoreByte> bytes;
+  std::vector<RestoreSignals> signals;
   bool operator==(const RestorePlan&) const = default;
 };
 
 // Undoes `plan` in each of its processes now, which must not be traced (they are seized,
-// restored, detached, and continued when `stopped_by_us`). Returns how many processes were
-// restored; a process that is gone is skipped. What the watchdog runs; public for tests.
-[[nodiscard]] Result<std::size_t> restore_processes(const RestorePlan& plan, bool stopped_by_us);
+// restored, detached, and continued when `stopped_by_us`): page protections, bytes, the
+// parachute's signals set back to the default, and then the signals the watch's stops left
+// pending (a protection fault's SIGSEGV on a plan page, a kernel's SIGTRAP: a step's trap, an
+// int3's), which are dropped; any other pending signal is delivered as usual. Returns how many
+// processes were restored; a process that is gone is skipped. What the watchdog runs; public
+// for tests.
+// A thread whose registers were an injected system call's when hwarb died, and the registers
+// that put it back (Inferior::set_injection_observer).
+struct RestoreThread {
+  pid_t tid = 0;
+  x86::Regs regs{};
+};
+[[nodiscard]] Result<std::size_t> restore_processes(
+    const RestorePlan& plan, bool stopped_by_us,
+    const std::optional<RestoreThread>& injecting = std::nullopt);
 
 class Watchdog {
  public:
@@ -92,6 +128,11 @@ class Watchdog {
   [[nodiscard]] RestorePlan published_plan() const;
   // The watchdog exits without touching anything (idempotent).
   void release();
+  // The thread whose registers are an injected call's now, and those that put it back (null:
+  // none any more). Lock-free, for every injection; nothing once released.
+  void injecting(pid_t tid, const x86::Regs* restore);
+  // The thread injecting() names now (for tests and diagnostics).
+  std::optional<RestoreThread> injecting_thread() const;
 
   struct Shared;  // the two slots (watchdog.cpp)
 
