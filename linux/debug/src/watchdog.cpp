@@ -191,9 +191,12 @@ Result<std::size_t> restore_processes(const RestorePlan& plan, bool stopped_by_u
         ok = std::unexpected(r.error());
       }
     }
+    // SIGCONT first: its threads stay in their ptrace stops until resumed, but a thread resumed
+    // while the group stop is in effect stops for it again at once, without a report, and would
+    // never show its pending signal to drop_stale_signals.
+    if (stopped_by_us) (void)send_signal(pid, SIGCONT);
     if (ok) drop_stale_signals(*inferior, plan);
     auto detached = inferior->detach();
-    if (stopped_by_us) (void)send_signal(pid, SIGCONT);
     if (!ok && first)
       first = std::unexpected(ok.error().with_context("process " + std::to_string(pid)));
     if (!detached && first) first = std::unexpected(detached.error());
