@@ -3,7 +3,10 @@
 format's required fields, and prints what it holds as JSON on stdout (counts by phase and name,
 the tracks, the hits' args) for the caller's own checks.
 
-  trace_event_check.py FILE
+  trace_event_check.py FILE [--hits N]
+
+--hits N keeps only the first N hits in the summary ("hit_count" has them all), for a large file
+whose summary is read several times.
 
 The trace-event format (its JSON array form, or an object with traceEvents): every event is an
 object with a string "ph"; every event has "pid"; all but metadata ("M") have a numeric "ts" and
@@ -21,6 +24,7 @@ PHASES = set("BEXiIMCbenstfPOND") | {"(", ")"}
 
 def main():
     path = sys.argv[1]
+    keep = int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[2] == "--hits" else None
     with open(path, encoding="utf-8") as f:
         doc = json.load(f)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
@@ -93,7 +97,7 @@ def main():
         print(f"{path}: {len(bad)} violations of the trace-event format", file=sys.stderr)
         return 1
     json.dump({"events": len(events), "by_ph": by_ph, "names": names, "processes": processes,
-               "threads": threads, "hits": hits}, sys.stdout)
+               "threads": threads, "hit_count": len(hits), "hits": hits[:keep]}, sys.stdout)
     print()
     return 0
 
