@@ -92,6 +92,7 @@
 #include "hwarb/linux/inferior.h"
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/signal_action.h"
+#include "hwarb/linux/syscall_buffers.h"
 #include "hwarb/linux/watch_hit.h"
 #include "hwarb/linux/watchdog.h"
 #include "hwarb/x86/insn.h"
@@ -117,15 +118,6 @@ struct SoftWatchOptions {
   // that address (perf's mem: events, another debugger's debug registers); one the CPU makes is
   // seen by them. It costs more stops per access (bench/README.md, "per hit").
   bool cpu_accesses = false;
-};
-
-// A system call's user buffers (read, write, their vector and socket forms): where its data
-// goes (buffers from data_from on, in order; before them a msghdr's name and control buffers)
-// and whether the kernel reads them (write-like) or writes them (read-like).
-struct SyscallBuffers {
-  bool kernel_reads = false;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> buffers;
-  std::size_t data_from = 0;
 };
 
 struct SoftWatchStats {
