@@ -3,7 +3,7 @@
 #   hwarb gdbserver [--once] [--attach] COMM [PROG ARGS | PID]
 # The same gdb session (Debian's gdb, batch mode) against Debian's gdbserver and against hwarb
 # with the same command line must show the same program output; the forms gdbserver has and
-# hwarb does not serve (--multi, --wrapper, UDP) are usage errors (exit 2) naming them, as are
+# hwarb does not serve (--wrapper, UDP) are usage errors (exit 2) naming them, as are
 # the malformed ones and a host name that does not resolve, and nothing is run then. IPv6
 # (tcp6:[::1]) is served where the machine has an IPv6 loopback.
 set -uo pipefail
@@ -116,8 +116,6 @@ refused() {  # refused TEXT ARGS...: `hwarb gdbserver ARGS` exits 2 saying TEXT
   grep -qF -- "$text" "$tmp/ref.err" || bad "gdbserver $*: stderr '$(cat "$tmp/ref.err")' lacks '$text'"
   grep -q 'is process' "$tmp/ref.err" && bad "gdbserver $*: a program was started"
 }
-refused '--multi: extended-remote is not served' --multi 127.0.0.1:0
-refused '--multi: extended-remote is not served' --multi 127.0.0.1:0 /bin/true
 refused '--wrapper: not served' --wrapper env 127.0.0.1:0 /bin/true
 refused 'only TCP is served' 'udp:127.0.0.1:0' /bin/true
 refused "host: 'no-such-host.invalid': cannot resolve name" no-such-host.invalid:0 /bin/true
