@@ -131,6 +131,31 @@ std::string hex_text(std::string_view text) {
 
 }  // namespace
 
+Result<Inferior> spawn_program(const std::vector<std::string>& wrapper,
+                               const std::vector<std::string>& argv,
+                               const InferiorOptions& options) {
+  std::vector<std::string> command = wrapper;
+  command.insert(command.end(), argv.begin(), argv.end());
+  auto inferior = Inferior::spawn(command, options);
+  if (!inferior || wrapper.empty()) return inferior;
+  // The wrapper runs until it execs the program, as under gdbserver's --wrapper.
+  pid_t tid = inferior->pid();
+  int signal = 0;
+  for (;;) {
+    if (auto r = inferior->resume(tid, Resume::kCont, signal); !r)
+      return std::unexpected(r.error());
+    auto ev = inferior->wait();
+    if (!ev) return std::unexpected(ev.error());
+    tid = ev->tid;
+    signal = ev->kind == EventKind::kSignal ? ev->signal : 0;
+    if (ev->kind == EventKind::kExec) return inferior;
+    if (ev->kind == EventKind::kExited || ev->kind == EventKind::kKilled) {
+      return make_error(ErrorCode::kSrch,
+                        "wrapper: '" + wrapper[0] + "' ended before it ran the program");
+    }
+  }
+}
+
 GdbServer::GdbServer(Inferior& inferior, WatchSession& session, int in_fd, int out_fd)
     : inferior_(&inferior),
       session_(&session),
@@ -267,7 +292,7 @@ Result<std::string> GdbServer::run_program(std::string_view args) {
   }
   if (auto r = drop_process(GdbServerEnd::How::kKilled); !r) return std::unexpected(r.error());
   last_program_ = argv;
-  auto spawned = Inferior::spawn(argv, launch_->inferior);
+  auto spawned = spawn_program(launch_->wrapper, argv, launch_->inferior);
   if (!spawned) return std::unexpected(spawned.error());
   (void)write_all(STDERR_FILENO, "hwarb gdbserver: process " + argv[0] +
                                      " created; pid = " + std::to_string(spawned->pid()) + "\n");
@@ -916,6 +941,17 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
       }
       if (auto r = reply("OK"); !r) return std::unexpected(r.error());
       return end;
+    }
+    case 'R': {
+      // Extended mode's restart (gdb without vRun): the last program again, with no reply.
+      if (!extended_ || !launch_) return answer(std::string());
+      if (auto r = drop_process(GdbServerEnd::How::kKilled); !r) return std::unexpected(r.error());
+      std::vector<std::string> argv = last_program_.empty() ? launch_->program : last_program_;
+      if (argv.empty()) return std::optional<GdbServerEnd>();
+      std::string args = hex_text(argv[0]);
+      for (std::size_t i = 1; i < argv.size(); ++i) args += ";" + hex_text(argv[i]);
+      (void)run_program(args);
+      return std::optional<GdbServerEnd>();
     }
     case 'k': {
       if (extended_) {

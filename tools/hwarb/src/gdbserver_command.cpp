@@ -24,8 +24,9 @@
 // program: the client then runs one (`set remote exec-file`, `run`). As gdbserver's, the server
 // ends at a disconnect unless it is in extended mode (--multi, or the client asked for it) and
 // --once was not given: then it waits for the next client; `monitor exit` ends it. With --stdio
-// there is one client. gdbserver's --wrapper and UDP connections are refused as usage errors
-// naming what is not served.
+// there is one client. --wrapper WRAPPER... -- runs each program through the wrapper (as
+// gdbserver: `env FOO=1 --`), stopped at the program's exec. UDP connections are refused as
+// usage errors naming what is not served.
 // Watchpoints take debug registers where the probe sees hits delivered, else (and with
 // --software) the software path. Exit status: 0 when the client detached, killed the program or
 // went away; 1 when the target could not be traced or the server failed; 2 for usage errors.
@@ -60,9 +61,10 @@ struct ServerArgs {
   bool once = false;
   bool attach = false;  // gdbserver's --attach: what follows COMM is a PID
   bool multi = false;
-  bool keep_aslr = false;  // gdbserver's --no-disable-randomization
-  bool no_aslr = false;    // gdbserver's --disable-randomization (the default)
-  std::string wrapper;
+  bool keep_aslr = false;                  // gdbserver's --no-disable-randomization
+  bool no_aslr = false;                    // gdbserver's --disable-randomization (the default)
+  std::string wrapper;                     // --wrapper WORD (without gdbserver's closing "--")
+  std::vector<std::string> wrapper_words;  // gdbserver's --wrapper WRAPPER... -- (main.cpp)
   TargetOptions target;
   std::vector<std::string> rest;  // what follows COMM (gdbserver's form)
 };
@@ -92,7 +94,6 @@ Result<std::pair<std::string, std::uint16_t>> parse_where(const std::string& whe
 // gdbserver's form onto the target options: PROG ARGS after COMM, or --attach PID. A usage
 // error naming the field when both forms, or neither, give the target.
 Result<void> take_gdbserver_form(ServerArgs& args) {
-  if (!args.wrapper.empty()) return make_error(ErrorCode::kInval, "--wrapper: not served");
   if (args.keep_aslr && args.no_aslr) {
     return make_error(ErrorCode::kInval,
                       "--disable-randomization: contradicts --no-disable-randomization");
@@ -142,6 +143,8 @@ Result<void> take_gdbserver_form(ServerArgs& args) {
 }
 
 int run_server(ServerArgs& args) {
+  args.wrapper_words = take_gdbserver_wrapper();
+  if (args.wrapper_words.empty() && !args.wrapper.empty()) args.wrapper_words = {args.wrapper};
   if (auto r = take_gdbserver_form(args); !r) return fail(r.error().to_string(), kExitUsage);
   if (args.where == "-") {
     args.stdio = true;
@@ -197,7 +200,7 @@ int run_server(ServerArgs& args) {
     }
     // With --stdio, standard output is the protocol: the program writes to standard error. It
     // dies with the server (kill_on_exit) unless the client detached from it.
-    auto spawned = native::Inferior::spawn(args.target.command, spawn_options);
+    auto spawned = native::spawn_program(args.wrapper_words, args.target.command, spawn_options);
     if (!spawned) return fail(spawned.error().to_string(), kExitFailure);
     inferior.emplace(std::move(*spawned));
   } else {
@@ -224,6 +227,7 @@ int run_server(ServerArgs& args) {
     server.emplace(STDIN_FILENO, STDOUT_FILENO);
   }
   server->launch_with({.program = args.target.command,
+                       .wrapper = args.wrapper_words,
                        .inferior = spawn_options,
                        .watches = options,
                        .multi = args.multi,
@@ -300,7 +304,9 @@ CommandRunner setup_gdbserver(CLI::App& app) {
                 "extended-remote mode from the start: the program is optional (the client runs "
                 "or attaches one), and the server stays for the next client until `monitor "
                 "exit`");
-  sub->add_option("--wrapper", args->wrapper, "gdbserver's program wrapper: not served");
+  sub->add_option("--wrapper", args->wrapper,
+                  "gdbserver's --wrapper WRAPPER... --: each program runs through the wrapper "
+                  "command (e.g. --wrapper env FOO=1 --), stopped once the wrapper execs it");
   sub->add_flag("--no-disable-randomization", args->keep_aslr, "gdbserver's name of --aslr");
   sub->add_flag("--disable-randomization", args->no_aslr,
                 "address-space randomisation off for the program (the default)");

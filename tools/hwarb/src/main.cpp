@@ -65,6 +65,15 @@ int main(int argc, char** argv) {
   }
   // Everything after the first "--" is the target command of watch/stat/trace.
   std::vector<std::string> args(argv + 1, argv + argc);
+  // gdbserver's `--wrapper WRAPPER... --`: the words up to that "--" are the wrapper.
+  if (!args.empty() && args[0] == "gdbserver") {
+    const auto wrapper = std::find(args.begin(), args.end(), "--wrapper");
+    const auto end = std::find(args.begin(), args.end(), "--");
+    if (wrapper < end && end != args.end()) {
+      hwarb::cli::set_gdbserver_wrapper(std::vector<std::string>(wrapper + 1, end));
+      args.erase(wrapper, end + 1);
+    }
+  }
   std::vector<std::string> command;
   const auto dash = std::find(args.begin(), args.end(), "--");
   const bool separator = dash != args.end();

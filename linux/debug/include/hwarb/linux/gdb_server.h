@@ -46,13 +46,14 @@
 //  9. Extended mode (gdb's `target extended-remote`), as Debian's gdbserver 13.1 serves it:
 //     '!' turns it on (OK). vRun;PROG;ARG... (hex) starts PROG (empty: the last program run, or
 //     GdbLaunch::program) with those arguments, stopped at its first instruction (the stop
-//     reply); vAttach;PID attaches to PID (T05). One process at a time: either answers E NN
-//     while one runs. QDisableRandomization:0|1 sets the next vRun's randomisation. In extended
-//     mode k, vKill and D leave the process as without it but keep the server serving with no
-//     process: then '?' answers W00, qfThreadInfo an empty list, and packets that need a process
-//     E01, until the next vRun or vAttach. Each process has a session of its own
-//     (GdbLaunch::watches): the int3s and watches of a killed, detached or ended process are
-//     gone with it, and gdb's Z packets after a vRun plant them afresh in the new one.
+//     reply); vAttach;PID attaches to PID (T05); R restarts the last program (no reply). One
+//     process at a time: vRun and vAttach answer E NN while one runs. Programs run through
+//     GdbLaunch::wrapper when there is one (spawn_program). QDisableRandomization:0|1 sets the next
+//     vRun's randomisation. In extended mode k, vKill and D leave the process as without it but
+//     keep the server serving with no process: then '?' answers W00, qfThreadInfo an empty list,
+//     and packets that need a process E01, until the next vRun or vAttach. Each process has a
+//     session of its own (GdbLaunch::watches): the int3s and watches of a killed, detached or ended
+//     process are gone with it, and gdb's Z packets after a vRun plant them afresh in the new one.
 // Bad input (a malformed packet, a bad checksum, an unknown packet) gets the protocol's answer:
 // '-' (resend), an empty reply, or E NN; it never changes the process.
 //
@@ -117,11 +118,20 @@ struct GdbServerEnd {
 // `inferior`, or attached) with a WatchSession of `watches`, owned by the server.
 struct GdbLaunch {
   std::vector<std::string> program;  // the command line's PROG ARGS: a vRun without PROG's
+  std::vector<std::string> wrapper;  // gdbserver's --wrapper: each program runs through it
   InferiorOptions inferior;          // a vRun's spawn (QDisableRandomization sets disable_aslr)
   WatchSessionOptions watches;
   bool multi = false;  // gdbserver's --multi: a disconnect leaves the server serving
   bool once = false;   // gdbserver's --once: a disconnect ends the server even so
 };
+
+// gdbserver's way of starting a program: `wrapper` (none: the program itself) with `argv`
+// after it, spawned (Inferior::spawn), then run until the wrapper execs the program, which is
+// then stopped at its first instruction; signals on the way are delivered. Inferior::spawn's
+// errors; ESRCH naming the wrapper when it ends before an exec.
+[[nodiscard]] Result<Inferior> spawn_program(const std::vector<std::string>& wrapper,
+                                             const std::vector<std::string>& argv,
+                                             const InferiorOptions& options);
 
 class GdbServer {
  public:
