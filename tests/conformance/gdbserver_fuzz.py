@@ -26,7 +26,8 @@ Before the rounds (in both modes), extended mode packet by packet, without garba
 `HWARB gdbserver --multi --stdio` with no program answers '!', '?' (W00), vRun (without any
 program: E; PROG ARGS: T05; while one runs: E; an empty PROG: the last program with new
 arguments), vAttach (pid 0 or while one runs: E), vKill (OK, the process gone, W00 after),
-D (OK, the program runs on to its output), k (no reply; the server stays) as gdbserver does.
+D (OK, the program runs on to its output), k (no reply; the server stays), R (no reply; the
+last program runs again) as gdbserver does.
 
 Prints one summary line; exits 1 on any failure, with the seed, the round and its packet log tail.
 `--skip` leaves out generator categories (to look past a known bug while exploring).
@@ -859,6 +860,13 @@ def extended_packets(hwarb, prog, software):
             raise Failure("k was not acknowledged")
         srv.quiet(0.5)  # no reply to k, and the server stays
         want("qfThreadInfo", lambda r: r == "l", "after k without a process")
+        # R (a restart without vRun): the last program again, without a reply.
+        srv.write(frame("R00"), "$R00")
+        if srv.read_item(30) != "+":
+            raise Failure("R was not acknowledged")
+        srv.quiet(0.5)
+        restarted = pid_of(want("?", lambda r: r.startswith("T05"), "a process after R"))
+        want("vKill;%x" % restarted, lambda r: r == "OK", "vKill after R")
         rc = srv.close_and_wait(30)
         if rc != 0:
             raise Failure("the server exited %s" % rc)

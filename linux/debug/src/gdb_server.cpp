@@ -316,12 +316,12 @@ Result<std::string> GdbServer::attach_process(std::string_view pid_text) {
 std::optional<Result<std::string>> GdbServer::without_process(const std::string& p) {
   if (p == "?") return std::string("W00");
   if (p == "qfThreadInfo" || p == "qsThreadInfo") return std::string("l");
-  const bool needs =
-      p == "qC" || p.starts_with("qAttached") || p.starts_with("qProcessInfo") ||
-      p.starts_with("qMemoryRegionInfo") || p.starts_with("qGetTLSAddr") ||
-      (p.starts_with("qXfer:") && !p.starts_with("qXfer:features:")) ||
-      (p[0] != 'q' && p[0] != 'Q' && p[0] != '!' && p != "vCont?" && p != "vMustReplyEmpty" &&
-       !p.starts_with("vFile:") && !p.starts_with("vRun;") && !p.starts_with("vAttach;"));
+  const bool needs = p == "qC" || p.starts_with("qAttached") || p.starts_with("qProcessInfo") ||
+                     p.starts_with("qMemoryRegionInfo") || p.starts_with("qGetTLSAddr") ||
+                     (p.starts_with("qXfer:") && !p.starts_with("qXfer:features:")) ||
+                     (p[0] != 'q' && p[0] != 'Q' && p[0] != '!' && p[0] != 'R' && p != "vCont?" &&
+                      p != "vMustReplyEmpty" && !p.starts_with("vFile:") &&
+                      !p.starts_with("vRun;") && !p.starts_with("vAttach;"));
   if (needs) return make_error(ErrorCode::kSrch, "process: there is none (vRun or vAttach first)");
   return std::nullopt;
 }
@@ -699,7 +699,8 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
     if (auto r = without_process(p)) return answer(std::move(*r));
   }
   if (exited_ && c != 'k' && c != 'D' && !p.starts_with("vKill") && c != 'q' && c != '?' &&
-      !p.starts_with("Q") && c != '!' && !p.starts_with("vRun;") && !p.starts_with("vAttach;")) {
+      !p.starts_with("Q") && c != '!' && c != 'R' && !p.starts_with("vRun;") &&
+      !p.starts_with("vAttach;")) {
     return answer(make_error(ErrorCode::kSrch, "process: it has ended"));
   }
   if (p == "QStartNoAckMode") {
