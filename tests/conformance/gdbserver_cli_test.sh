@@ -108,13 +108,17 @@ grep -q 'detached' "$tmp/attach.srv" || bad "--attach: the server said: $(cat "$
 
 # 4b. --wrapper WRAPPER... --: the program runs through the wrapper (env sets a variable it
 # prints), against gdbserver and hwarb alike; without the wrapper the variable is unset.
+# The same with gdbserver's testing option --disable-packet=T,threads (S stop replies, no thread
+# packets): gdb copes with either server alike.
 for server in gdbserver "$hwarb gdbserver"; do
   [[ $server == gdbserver ]] && ! command -v gdbserver >/dev/null && continue
-  timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' \
-    -ex "target remote | $server --wrapper env HWARB_WRAPPED=yes -- stdio /usr/bin/printenv HWARB_WRAPPED" \
-    -ex continue >"$tmp/wrap.gdb" 2>"$tmp/wrap.err"
-  grep -qx 'yes' "$tmp/wrap.err" || bad "--wrapper ($server): program output: $(tail -3 "$tmp/wrap.err")"
-  grep -q 'exited normally' "$tmp/wrap.gdb" || bad "--wrapper ($server): gdb: $(tail -3 "$tmp/wrap.gdb")"
+  for disable in "" --disable-packet=T,threads; do
+    timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' \
+      -ex "target remote | $server $disable --wrapper env HWARB_WRAPPED=yes -- stdio /usr/bin/printenv HWARB_WRAPPED" \
+      -ex continue >"$tmp/wrap.gdb" 2>"$tmp/wrap.err"
+    grep -qx 'yes' "$tmp/wrap.err" || bad "--wrapper ($server $disable): program output: $(tail -3 "$tmp/wrap.err")"
+    grep -q 'exited normally' "$tmp/wrap.gdb" || bad "--wrapper ($server $disable): gdb: $(tail -3 "$tmp/wrap.gdb")"
+  done
 done
 
 # 5. Usage errors: exit 2, a message naming the field, and no program started.
@@ -127,6 +131,7 @@ refused() {  # refused TEXT ARGS...: `hwarb gdbserver ARGS` exits 2 saying TEXT
   grep -qF -- "$text" "$tmp/ref.err" || bad "gdbserver $*: stderr '$(cat "$tmp/ref.err")' lacks '$text'"
   grep -q 'is process' "$tmp/ref.err" && bad "gdbserver $*: a program was started"
 }
+refused "--disable-packet: 'foo' is not one of" --disable-packet=foo 127.0.0.1:0 /bin/true
 refused 'only TCP is served' 'udp:127.0.0.1:0' /bin/true
 refused "host: 'no-such-host.invalid': cannot resolve name" no-such-host.invalid:0 /bin/true
 refused "--attach: PID 'x' is not a process id" --attach 127.0.0.1:0 x

@@ -197,6 +197,10 @@ void GdbServer::connect(int in_fd, int out_fd) {
   files_.clear();
 }
 
+bool GdbServer::disabled(const std::string& name) const {
+  return launch_ && launch_->disabled_packets.contains(name);
+}
+
 bool GdbServer::stays() const {
   return !interrupted_ && launch_ && !launch_->once && (launch_->multi || extended_);
 }
@@ -441,7 +445,11 @@ std::optional<int> GdbServer::host_signal(std::uint64_t wire) const {
 }
 
 std::string GdbServer::stop_reply(int signal, pid_t tid, const std::string& reason) const {
-  std::string out = "T" + hex_byte(wire_signal(signal)) + "thread:" + thread_id(tid) + ";" + reason;
+  // gdbserver --disable-packet=T: an S reply, nothing more; =Tthread: no thread: field.
+  if (disabled("T")) return "S" + hex_byte(wire_signal(signal));
+  std::string out = "T" + hex_byte(wire_signal(signal)) +
+                    (disabled("Tthread") ? std::string() : "thread:" + thread_id(tid) + ";") +
+                    reason;
   // rbp, rsp and rip (gdb's 6, 7, 16): gdb then needs no 'g' to show where the thread is.
   if (auto regs = inferior_->get_regs(tid)) {
     out += "06:" + hex_le(regs->rbp, 8) + ";07:" + hex_le(regs->rsp, 8) +
@@ -692,6 +700,10 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
     return std::optional<GdbServerEnd>();
   };
   if (p.empty()) return answer(std::string());
+  if ((p.starts_with("vCont") && disabled("vCont")) || (p == "qC" && disabled("qC")) ||
+      ((p == "qfThreadInfo" || p == "qsThreadInfo") && disabled("qfThreadInfo"))) {
+    return answer(std::string());  // as a packet gdbserver does not know
+  }
   const char c = p[0];
   const std::string_view rest = std::string_view(p).substr(1);
   if (inferior_ == nullptr) {
@@ -1132,7 +1144,7 @@ Result<std::string> GdbServer::query(const std::string& p) {
     if (inferior_ != nullptr) {
       inferior_->hold_forks(fork_events_ || vfork_events_);
       // The thread id in the client's form (a stop not reported yet, or a W).
-      if (!exited_ && last_stop_.starts_with("T")) {
+      if (!exited_ && (last_stop_.starts_with("T") || last_stop_.starts_with("S"))) {
         last_stop_ = stop_reply(SIGTRAP, last_thread_, "");
       }
     }

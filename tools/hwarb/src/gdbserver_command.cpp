@@ -36,7 +36,9 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 
 #include "commands.h"
 #include "hwarb/linux/gdb_server.h"
@@ -65,6 +67,8 @@ struct ServerArgs {
   bool no_aslr = false;                    // gdbserver's --disable-randomization (the default)
   std::string wrapper;                     // --wrapper WORD (without gdbserver's closing "--")
   std::vector<std::string> wrapper_words;  // gdbserver's --wrapper WRAPPER... -- (main.cpp)
+  std::string disable_packets;             // gdbserver's --disable-packet=OPT1[,OPT2...]
+  std::set<std::string> disabled;
   TargetOptions target;
   std::vector<std::string> rest;  // what follows COMM (gdbserver's form)
 };
@@ -94,6 +98,23 @@ Result<std::pair<std::string, std::uint16_t>> parse_where(const std::string& whe
 // gdbserver's form onto the target options: PROG ARGS after COMM, or --attach PID. A usage
 // error naming the field when both forms, or neither, give the target.
 Result<void> take_gdbserver_form(ServerArgs& args) {
+  // gdbserver's --disable-packet: its names, "threads" for the four thread packets.
+  std::string_view list = args.disable_packets;
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    const std::string name(list.substr(0, comma));
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    if (name == "threads") {
+      args.disabled.insert({"vCont", "Tthread", "qC", "qfThreadInfo"});
+    } else if (name == "vCont" || name == "T" || name == "Tthread" || name == "qC" ||
+               name == "qfThreadInfo") {
+      args.disabled.insert(name);
+    } else {
+      return make_error(ErrorCode::kInval,
+                        "--disable-packet: '" + name +
+                            "' is not one of vCont, T, Tthread, qC, qfThreadInfo, threads");
+    }
+  }
   if (args.keep_aslr && args.no_aslr) {
     return make_error(ErrorCode::kInval,
                       "--disable-randomization: contradicts --no-disable-randomization");
@@ -231,7 +252,8 @@ int run_server(ServerArgs& args) {
                        .inferior = spawn_options,
                        .watches = options,
                        .multi = args.multi,
-                       .once = args.once || args.stdio});
+                       .once = args.once || args.stdio,
+                       .disabled_packets = args.disabled});
   // An attached program outlives the server: if the server dies without its cleanup (SIGKILL),
   // a watchdog takes out its int3s and the software watch's protections.
   std::optional<native::Watchdog> watchdog;
@@ -308,6 +330,10 @@ CommandRunner setup_gdbserver(CLI::App& app) {
                   "gdbserver's --wrapper WRAPPER... --: each program runs through the wrapper "
                   "command (e.g. --wrapper env FOO=1 --), stopped once the wrapper execs it");
   sub->add_flag("--no-disable-randomization", args->keep_aslr, "gdbserver's name of --aslr");
+  sub->add_option("--disable-packet", args->disable_packets,
+                  "gdbserver's testing option: OPT1[,OPT2...] of vCont, T (S stop replies), "
+                  "Tthread (stop replies without thread:), qC, qfThreadInfo, threads (all but "
+                  "T)");
   sub->add_flag("--disable-randomization", args->no_aslr,
                 "address-space randomisation off for the program (the default)");
   add_target_options(*sub, args->target);

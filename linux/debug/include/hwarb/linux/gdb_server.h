@@ -123,6 +123,9 @@ struct GdbLaunch {
   WatchSessionOptions watches;
   bool multi = false;  // gdbserver's --multi: a disconnect leaves the server serving
   bool once = false;   // gdbserver's --once: a disconnect ends the server even so
+  // gdbserver's --disable-packet (for gdb's testsuite): "vCont" (vCont packets unknown), "T"
+  // (stop replies S, not T), "Tthread" (no thread: in them), "qC", "qfThreadInfo" (unknown).
+  std::set<std::string> disabled_packets;
 };
 
 // gdbserver's way of starting a program: `wrapper` (none: the program itself) with `argv`
@@ -254,6 +257,8 @@ class GdbServer {
   // A packet while there is no process (extended mode); nullopt: served as with one.
   std::optional<Result<std::string>> without_process(const std::string& packet);
   bool running() const { return inferior_ != nullptr && !exited_; }
+  // Whether GdbLaunch::disabled_packets has `name`.
+  bool disabled(const std::string& name) const;
 
   pid_t thread_for(pid_t selected) const;
   // A thread as the client names it: pPID.TID with multiprocess+, else TID (hex).
