@@ -24,9 +24,10 @@ constexpr const char* kUsage =
                                    branch records from -> to
     -o FILE: the report to FILE; the target's own output stays on stdout and stderr
     EXPR: mem:ADDR[/LEN][:ACCESS] or SYMBOL[+OFF][/LEN][:ACCESS], ACCESS from r, w, x
-  hwarb gdbserver [--software] [--attach] COMM [PROG [ARGS] | PID]
+  hwarb gdbserver [--software] [--multi] [--attach] COMM [PROG [ARGS] | PID]
                                    gdb, lldb or an IDE debug the process with hwarb's
-                                   watchpoints (gdbserver's command line; COMM HOST:PORT or stdio)
+                                   watchpoints (gdbserver's command line; COMM HOST:PORT or stdio;
+                                   --multi: extended-remote, the client runs or attaches)
   hwarb sim FILE.scn [--explain] [--svg OUT.svg]
                                    run a scenario on the simulated machine's slot arbiter;
                                    one line per request: 'NAME ok' or 'NAME <ERRNO>'
