@@ -26,7 +26,7 @@ ticker=$P/prog_ticker
 
 # port_of FILE: the port a server said it listens on (gdbserver: "Listening on port N").
 port_of() {
-  local port= _
+  local port='' _
   for _ in $(seq 600); do
     port=$(sed -n 's/.*[Ll]istening on port \([0-9]*\).*/\1/p' "$1" | head -1)
     [[ -n $port ]] && break
