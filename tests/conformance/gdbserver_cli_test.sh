@@ -3,7 +3,7 @@
 #   hwarb gdbserver [--once] [--attach] COMM [PROG ARGS | PID]
 # The same gdb session (Debian's gdb, batch mode) against Debian's gdbserver and against hwarb
 # with the same command line must show the same program output; the forms gdbserver has and
-# hwarb does not serve (--multi, --wrapper, UDP) are usage errors (exit 2) naming them, as are
+# hwarb does not serve (UDP) are usage errors (exit 2) naming them, as are
 # the malformed ones and a host name that does not resolve, and nothing is run then. IPv6
 # (tcp6:[::1]) is served where the machine has an IPv6 loopback.
 set -uo pipefail
@@ -106,6 +106,21 @@ rc=$?
 grep -q '^ticks=100$' "$tmp/tick.out" || bad "--attach: program output '$(cat "$tmp/tick.out")'"
 grep -q 'detached' "$tmp/attach.srv" || bad "--attach: the server said: $(cat "$tmp/attach.srv")"
 
+# 4b. --wrapper WRAPPER... --: the program runs through the wrapper (env sets a variable it
+# prints), against gdbserver and hwarb alike; without the wrapper the variable is unset.
+# The same with gdbserver's testing option --disable-packet=T,threads (S stop replies, no thread
+# packets): gdb copes with either server alike.
+for server in gdbserver "$hwarb gdbserver"; do
+  [[ $server == gdbserver ]] && ! command -v gdbserver >/dev/null && continue
+  for disable in "" --disable-packet=T,threads; do
+    timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' \
+      -ex "target remote | $server $disable --wrapper env HWARB_WRAPPED=yes -- stdio /usr/bin/printenv HWARB_WRAPPED" \
+      -ex continue >"$tmp/wrap.gdb" 2>"$tmp/wrap.err"
+    grep -qx 'yes' "$tmp/wrap.err" || bad "--wrapper ($server $disable): program output: $(tail -3 "$tmp/wrap.err")"
+    grep -q 'exited normally' "$tmp/wrap.gdb" || bad "--wrapper ($server $disable): gdb: $(tail -3 "$tmp/wrap.gdb")"
+  done
+done
+
 # 5. Usage errors: exit 2, a message naming the field, and no program started.
 refused() {  # refused TEXT ARGS...: `hwarb gdbserver ARGS` exits 2 saying TEXT
   local text=$1
@@ -116,9 +131,7 @@ refused() {  # refused TEXT ARGS...: `hwarb gdbserver ARGS` exits 2 saying TEXT
   grep -qF -- "$text" "$tmp/ref.err" || bad "gdbserver $*: stderr '$(cat "$tmp/ref.err")' lacks '$text'"
   grep -q 'is process' "$tmp/ref.err" && bad "gdbserver $*: a program was started"
 }
-refused '--multi: extended-remote is not served' --multi 127.0.0.1:0
-refused '--multi: extended-remote is not served' --multi 127.0.0.1:0 /bin/true
-refused '--wrapper: not served' --wrapper env 127.0.0.1:0 /bin/true
+refused "--disable-packet: 'foo' is not one of" --disable-packet=foo 127.0.0.1:0 /bin/true
 refused 'only TCP is served' 'udp:127.0.0.1:0' /bin/true
 refused "host: 'no-such-host.invalid': cannot resolve name" no-such-host.invalid:0 /bin/true
 refused "--attach: PID 'x' is not a process id" --attach 127.0.0.1:0 x

@@ -22,6 +22,13 @@ must exit 0 when the client closes its input.
 Every fifth round instead closes the connection while the program runs (a slow watch set, then
 `vCont;c`, then close after a random delay): the server must exit 0 and the program must be gone.
 
+Before the rounds (in both modes), extended mode packet by packet, without garbage:
+`HWARB gdbserver --multi --stdio` with no program answers '!', '?' (W00), vRun (without any
+program: E; PROG ARGS: T05; while one runs: E; an empty PROG: the last program with new
+arguments), vAttach (pid 0 or while one runs: E), vKill (OK, the process gone, W00 after),
+D (OK, the program runs on to its output), k (no reply; the server stays), R (no reply; the
+last program runs again) as gdbserver does.
+
 Prints one summary line; exits 1 on any failure, with the seed, the round and its packet log tail.
 `--skip` leaves out generator categories (to look past a known bug while exploring).
 """
@@ -110,9 +117,10 @@ def frame(payload, good=True):
 
 class Server:
     def __init__(self, hwarb, prog, software, log, args=()):
+        """prog None: `gdbserver --multi --stdio` without a program (extended mode)."""
         self.errf = tempfile.TemporaryFile()
         cmd = [hwarb, "gdbserver"] + (["--software"] if software else []) + \
-              ["--stdio", "--", prog] + list(args)
+              (["--stdio", "--", prog] + list(args) if prog else ["--multi", "--stdio"])
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.errf, bufsize=0)
         self.inp = self.proc.stdin.fileno()
@@ -803,6 +811,79 @@ def round_close(args, rnd, rng, log, stats, e_entry, syms, log_stderr):
         srv.errf.close()
 
 
+def extended_packets(hwarb, prog, software):
+    """Extended mode packet by packet (no garbage): `hwarb gdbserver --multi --stdio` without a
+    program, as gdbserver 13.1 answers. Failure on the first wrong answer."""
+    log = []
+    srv = Server(hwarb, None, software, log)
+
+    def want(payload, check, what):
+        reply = srv.request(payload, timeout=30)
+        if not check(reply):
+            raise Failure("%s: %r answered %r" % (what, payload[:60], reply[:80]))
+        return reply
+
+    def hexs(text):
+        return text.encode().hex()
+
+    def pid_of(stop):  # T05thread:pPID.TID;...
+        return int(stop.split("thread:p")[1].split(".")[0], 16)
+
+    try:
+        want("qSupported:multiprocess+;swbreak+;vContSupported+",
+             lambda r: "QDisableRandomization+" in r, "qSupported")
+        want("!", lambda r: r == "OK", "extended mode on")
+        want("?", lambda r: r == "W00", "no process yet")
+        want("qfThreadInfo", lambda r: r == "l", "no threads yet")
+        want("g", lambda r: r.startswith("E"), "registers without a process")
+        want("vRun;", lambda r: r.startswith("E"), "vRun without any program")
+        want("vAttach;0", lambda r: r.startswith("E"), "vAttach of pid 0")
+        want("QDisableRandomization:1", lambda r: r == "OK", "QDisableRandomization")
+        first = pid_of(want("vRun;%s;%s" % (hexs(prog), hexs("3")), lambda r: r.startswith("T05"),
+                            "vRun PROG 3"))
+        want("vRun;%s" % hexs(prog), lambda r: r.startswith("E"), "vRun while one runs")
+        want("vAttach;%x" % first, lambda r: r.startswith("E"), "vAttach while one runs")
+        want("vKill;%x" % first, lambda r: r == "OK", "vKill")
+        want("?", lambda r: r == "W00", "no process after vKill")
+        if program_alive(first):
+            raise Failure("the killed process %d is still there" % first)
+        # An empty PROG: the last program run, with the arguments given now.
+        second = pid_of(want("vRun;;%s" % hexs("2"), lambda r: r.startswith("T05"), "vRun ;2"))
+        if second == first:
+            raise Failure("vRun gave the killed process's pid again")
+        want("vCont;c", lambda r: r.startswith("W07"), "the program's own end (exit 7)")
+        third = pid_of(want("vRun;", lambda r: r.startswith("T05"), "vRun again"))
+        want("D;%x" % third, lambda r: r == "OK", "detach")
+        want("?", lambda r: r == "W00", "no process after D")
+        srv.write(frame("k"), "$k")
+        if srv.read_item(30) != "+":
+            raise Failure("k was not acknowledged")
+        srv.quiet(0.5)  # no reply to k, and the server stays
+        want("qfThreadInfo", lambda r: r == "l", "after k without a process")
+        # R (a restart without vRun): the last program again, without a reply.
+        srv.write(frame("R00"), "$R00")
+        if srv.read_item(30) != "+":
+            raise Failure("R was not acknowledged")
+        srv.quiet(0.5)
+        restarted = pid_of(want("?", lambda r: r.startswith("T05"), "a process after R"))
+        want("vKill;%x" % restarted, lambda r: r == "OK", "vKill after R")
+        rc = srv.close_and_wait(30)
+        if rc != 0:
+            raise Failure("the server exited %s" % rc)
+        # Runs 2 (counter 2: total=933) and 3 (the default 5, detached: total=936) printed.
+        deadline = time.monotonic() + 30
+        while "total=936" not in srv.stderr_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        err = srv.stderr_text()
+        if "total=933" not in err or "total=936" not in err:
+            raise Failure("the runs' output is missing: %r" % err[-300:])
+    except Failure as e:
+        for line in log[-20:]:
+            print("  | " + line, file=sys.stderr)
+        srv.kill()
+        raise Failure("extended mode%s: %s" % (" (--software)" if software else "", e))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("hwarb")
@@ -823,6 +904,14 @@ def main():
     stats = {"sent": 0, "stops": 0, "removed": 0}
     failures = []
     t0 = time.monotonic()
+    if args.only is None:
+        for software in (False, True):
+            try:
+                extended_packets(args.hwarb, os.path.join(args.programs, "prog_gdb_target"),
+                                 software)
+            except Failure as e:
+                failures.append((-1, e, []))
+                print("FAIL: %s" % e, file=sys.stderr)
     for rnd in range(args.rounds):
         if args.only is not None and rnd != args.only:
             continue

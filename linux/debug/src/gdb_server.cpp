@@ -17,6 +17,7 @@
 #include "hwarb/linux/probe.h"
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/socket.h"
+#include "hwarb/linux/spawn.h"
 #include "hwarb/linux/syscalls.h"
 #include "hwarb/linux/terminal.h"
 
@@ -130,9 +131,34 @@ std::string hex_text(std::string_view text) {
 
 }  // namespace
 
+Result<Inferior> spawn_program(const std::vector<std::string>& wrapper,
+                               const std::vector<std::string>& argv,
+                               const InferiorOptions& options) {
+  std::vector<std::string> command = wrapper;
+  command.insert(command.end(), argv.begin(), argv.end());
+  auto inferior = Inferior::spawn(command, options);
+  if (!inferior || wrapper.empty()) return inferior;
+  // The wrapper runs until it execs the program, as under gdbserver's --wrapper.
+  pid_t tid = inferior->pid();
+  int signal = 0;
+  for (;;) {
+    if (auto r = inferior->resume(tid, Resume::kCont, signal); !r)
+      return std::unexpected(r.error());
+    auto ev = inferior->wait();
+    if (!ev) return std::unexpected(ev.error());
+    tid = ev->tid;
+    signal = ev->kind == EventKind::kSignal ? ev->signal : 0;
+    if (ev->kind == EventKind::kExec) return inferior;
+    if (ev->kind == EventKind::kExited || ev->kind == EventKind::kKilled) {
+      return make_error(ErrorCode::kSrch,
+                        "wrapper: '" + wrapper[0] + "' ended before it ran the program");
+    }
+  }
+}
+
 GdbServer::GdbServer(Inferior& inferior, WatchSession& session, int in_fd, int out_fd)
-    : inferior_(inferior),
-      session_(session),
+    : inferior_(&inferior),
+      session_(&session),
       in_fd_(in_fd),
       out_fd_(out_fd),
       client_spin_(inferior.spin_max()) {
@@ -140,13 +166,177 @@ GdbServer::GdbServer(Inferior& inferior, WatchSession& session, int in_fd, int o
   last_stop_ = stop_reply(SIGTRAP, last_thread_, "");
 }
 
-RestorePlan GdbServer::restore_plan() const {
-  RestorePlan plan = session_.restore_plan();
-  if (std::find(plan.processes.begin(), plan.processes.end(), inferior_.pid()) ==
-      plan.processes.end()) {
-    plan.processes.push_back(inferior_.pid());
+GdbServer::GdbServer(int in_fd, int out_fd)
+    : in_fd_(in_fd), out_fd_(out_fd), client_spin_(std::chrono::nanoseconds(0)) {
+  last_stop_ = "W00";
+}
+
+GdbServer::~GdbServer() = default;
+
+void GdbServer::launch_with(GdbLaunch launch) {
+  launch_ = std::move(launch);
+}
+
+void GdbServer::connect(int in_fd, int out_fd) {
+  in_fd_ = in_fd;
+  out_fd_ = out_fd;
+  reader_ = RspReader();
+  ack_ = true;
+  error_messages_ = false;
+  thread_suffix_ = false;
+  list_threads_ = false;
+  native_signals_ = false;
+  exec_events_ = false;
+  multiprocess_ = false;
+  fork_events_ = false;
+  vfork_events_ = false;
+  last_sent_.clear();
+  interrupt_ = false;
+  client_lost_ = false;
+  gone_.reset();
+  files_.clear();
+}
+
+bool GdbServer::disabled(const std::string& name) const {
+  return launch_ && launch_->disabled_packets.contains(name);
+}
+
+bool GdbServer::stays() const {
+  return !interrupted_ && launch_ && !launch_->once && (launch_->multi || extended_);
+}
+
+Result<GdbServerEnd> GdbServer::client_gone() {
+  const GdbServerEnd::How how =
+      interrupted_ ? GdbServerEnd::How::kInterrupted : GdbServerEnd::How::kDisconnected;
+  if (!stays()) {
+    auto end = finish(how);
+    if (!end) return std::unexpected(end.error());
+    return **end;
   }
-  if (auto it = int3_.find(inferior_.pid()); it != int3_.end()) {
+  GdbServerEnd end = end_;
+  end.how = how;
+  end.exited = exited_;
+  end.serving = true;
+  if (auto r = drop_process(how); !r) return std::unexpected(r.error());
+  return end;
+}
+
+Result<void> GdbServer::drop_process(GdbServerEnd::How how) {
+  if (inferior_ == nullptr) return {};
+  auto left = finish_once(how);
+  // The watchdog guards the process given on the command line only.
+  if (watchdog_ != nullptr) {
+    watchdog_->release();
+    watchdog_ = nullptr;
+    published_ = RestorePlan();
+  }
+  session_ = nullptr;
+  inferior_ = nullptr;
+  own_session_.reset();
+  own_inferior_.reset();
+  last_stop_ = "W00";
+  last_thread_ = 0;
+  g_thread_ = 0;
+  c_thread_ = 0;
+  stepping_ = 0;
+  wildcard_process_.reset();
+  step_accesses_.clear();
+  exited_ = false;
+  stepped_.clear();
+  lifted_.clear();
+  end_ = GdbServerEnd();
+  pending_signal_.clear();
+  deferred_.clear();
+  rewound_.clear();
+  forked_.clear();
+  execve_return_ = 0;
+  int3_.clear();
+  watches_.clear();
+  removed_.clear();
+  watch_type_.clear();
+  if (!left) return std::unexpected(left.error());
+  return {};
+}
+
+std::string GdbServer::take_process(Inferior&& inferior) {
+  own_inferior_ = std::make_unique<Inferior>(std::move(inferior));
+  own_session_ = std::make_unique<WatchSession>(*own_inferior_, launch_->watches);
+  inferior_ = own_inferior_.get();
+  session_ = own_session_.get();
+  client_spin_ = SpinWindow(inferior_->spin_max());
+  inferior_->hold_forks(fork_events_ || vfork_events_);
+  last_thread_ = inferior_->pid();
+  g_thread_ = 0;
+  last_stop_ = stop_reply(SIGTRAP, last_thread_, "");
+  return last_stop_;
+}
+
+Result<std::string> GdbServer::run_program(std::string_view args) {
+  if (!launch_) return make_error(ErrorCode::kOpNotSupp, "vRun: this server starts no programs");
+  if (running()) return make_error(ErrorCode::kBusy, "vRun: already debugging a process");
+  // PROG;ARG;... each hex-encoded; an empty PROG: the last program run (or the command line's),
+  // with the arguments given now, as gdbserver's handle_v_run.
+  std::vector<std::string> argv;
+  for (;;) {
+    const std::size_t semi = args.find(';');
+    auto bytes = from_hex(args.substr(0, semi));
+    if (!bytes) return std::unexpected(bytes.error().with_context("vRun"));
+    argv.emplace_back(bytes->begin(), bytes->end());
+    if (semi == std::string_view::npos) break;
+    args = args.substr(semi + 1);
+  }
+  if (argv[0].empty()) {
+    const std::vector<std::string>& last = last_program_.empty() ? launch_->program : last_program_;
+    if (last.empty()) {
+      return make_error(ErrorCode::kInval, "vRun: no program given, and none was run before");
+    }
+    argv[0] = last[0];
+  } else if (auto here = in_working_directory(argv[0])) {
+    argv[0] = *here;
+  }
+  if (auto r = drop_process(GdbServerEnd::How::kKilled); !r) return std::unexpected(r.error());
+  last_program_ = argv;
+  auto spawned = spawn_program(launch_->wrapper, argv, launch_->inferior);
+  if (!spawned) return std::unexpected(spawned.error());
+  (void)write_all(STDERR_FILENO, "hwarb gdbserver: process " + argv[0] +
+                                     " created; pid = " + std::to_string(spawned->pid()) + "\n");
+  return take_process(std::move(*spawned));
+}
+
+Result<std::string> GdbServer::attach_process(std::string_view pid_text) {
+  if (!launch_) return make_error(ErrorCode::kOpNotSupp, "vAttach: this server attaches nothing");
+  if (running()) return make_error(ErrorCode::kBusy, "vAttach: already debugging a process");
+  auto pid = parse_id(pid_text);
+  if (!pid) return std::unexpected(pid.error());
+  if (*pid <= 0) return make_error(ErrorCode::kInval, "vAttach: " + std::string(pid_text));
+  if (auto r = drop_process(GdbServerEnd::How::kKilled); !r) return std::unexpected(r.error());
+  auto attached = Inferior::attach(*pid, launch_->inferior);
+  if (!attached) return std::unexpected(attached.error());
+  (void)write_all(STDERR_FILENO,
+                  "hwarb gdbserver: attached to process " + std::to_string(*pid) + "\n");
+  return take_process(std::move(*attached));
+}
+
+std::optional<Result<std::string>> GdbServer::without_process(const std::string& p) {
+  if (p == "?") return std::string("W00");
+  if (p == "qfThreadInfo" || p == "qsThreadInfo") return std::string("l");
+  const bool needs = p == "qC" || p.starts_with("qAttached") || p.starts_with("qProcessInfo") ||
+                     p.starts_with("qMemoryRegionInfo") || p.starts_with("qGetTLSAddr") ||
+                     (p.starts_with("qXfer:") && !p.starts_with("qXfer:features:")) ||
+                     (p[0] != 'q' && p[0] != 'Q' && p[0] != '!' && p[0] != 'R' && p != "vCont?" &&
+                      p != "vMustReplyEmpty" && !p.starts_with("vFile:") &&
+                      !p.starts_with("vRun;") && !p.starts_with("vAttach;"));
+  if (needs) return make_error(ErrorCode::kSrch, "process: there is none (vRun or vAttach first)");
+  return std::nullopt;
+}
+
+RestorePlan GdbServer::restore_plan() const {
+  RestorePlan plan = session_->restore_plan();
+  if (std::find(plan.processes.begin(), plan.processes.end(), inferior_->pid()) ==
+      plan.processes.end()) {
+    plan.processes.push_back(inferior_->pid());
+  }
+  if (auto it = int3_.find(inferior_->pid()); it != int3_.end()) {
     for (const auto& [addr, bp] : it->second) {
       plan.bytes.push_back(RestoreByte{.addr = addr, .original = bp.original});
     }
@@ -255,16 +445,20 @@ std::optional<int> GdbServer::host_signal(std::uint64_t wire) const {
 }
 
 std::string GdbServer::stop_reply(int signal, pid_t tid, const std::string& reason) const {
-  std::string out = "T" + hex_byte(wire_signal(signal)) + "thread:" + thread_id(tid) + ";" + reason;
+  // gdbserver --disable-packet=T: an S reply, nothing more; =Tthread: no thread: field.
+  if (disabled("T")) return "S" + hex_byte(wire_signal(signal));
+  std::string out = "T" + hex_byte(wire_signal(signal)) +
+                    (disabled("Tthread") ? std::string() : "thread:" + thread_id(tid) + ";") +
+                    reason;
   // rbp, rsp and rip (gdb's 6, 7, 16): gdb then needs no 'g' to show where the thread is.
-  if (auto regs = inferior_.get_regs(tid)) {
+  if (auto regs = inferior_->get_regs(tid)) {
     out += "06:" + hex_le(regs->rbp, 8) + ";07:" + hex_le(regs->rsp, 8) +
            ";10:" + hex_le(regs->rip, 8) + ";";
   }
   if (list_threads_) {
     out += "threads:";
     bool first = true;
-    for (pid_t t : inferior_.threads()) {
+    for (pid_t t : inferior_->threads()) {
       out += (first ? "" : ",") + hex_u64(static_cast<std::uint64_t>(t));
       first = false;
     }
@@ -274,34 +468,34 @@ std::string GdbServer::stop_reply(int signal, pid_t tid, const std::string& reas
 }
 
 Resume GdbServer::run_mode() const {
-  const Resume mode = session_.resume_mode();
+  const Resume mode = session_->resume_mode();
   return catch_syscalls_ && mode == Resume::kCont ? Resume::kSyscall : mode;
 }
 
 std::string GdbServer::thread_id(pid_t tid) const {
   const std::string id = hex_u64(static_cast<std::uint64_t>(tid));
   if (!multiprocess_) return id;
-  return "p" + hex_u64(static_cast<std::uint64_t>(inferior_.group_of(tid))) + "." + id;
+  return "p" + hex_u64(static_cast<std::uint64_t>(inferior_->group_of(tid))) + "." + id;
 }
 
 pid_t GdbServer::general_process() const {
-  return inferior_.process_of(thread_for(g_thread_));
+  return inferior_->process_of(thread_for(g_thread_));
 }
 
 bool GdbServer::others_than(pid_t process) const {
-  for (pid_t t : inferior_.threads()) {
-    if (inferior_.group_of(t) != process) return true;
+  for (pid_t t : inferior_->threads()) {
+    if (inferior_->group_of(t) != process) return true;
   }
   return false;
 }
 
 pid_t GdbServer::thread_for(pid_t selected) const {
-  const std::vector<pid_t> threads = inferior_.threads();
+  const std::vector<pid_t> threads = inferior_->threads();
   if (selected > 0 && std::find(threads.begin(), threads.end(), selected) != threads.end()) {
     return selected;
   }
   if (std::find(threads.begin(), threads.end(), last_thread_) != threads.end()) return last_thread_;
-  return threads.empty() ? inferior_.pid() : threads.front();
+  return threads.empty() ? inferior_->pid() : threads.front();
 }
 
 Result<GdbServerEnd> GdbServer::serve() {
@@ -309,9 +503,10 @@ Result<GdbServerEnd> GdbServer::serve() {
   if (end) return end;
   // Whatever broke off the serving (a write to a client that is gone, a failed request), the
   // process is left as a disconnect leaves it: nothing of ours in it.
-  auto left =
-      finish(interrupted_ ? GdbServerEnd::How::kInterrupted : GdbServerEnd::How::kDisconnected);
-  if (client_lost_ && left && *left) return **left;
+  if (client_lost_) {
+    if (auto gone = client_gone(); gone) return gone;
+  }
+  (void)finish(interrupted_ ? GdbServerEnd::How::kInterrupted : GdbServerEnd::How::kDisconnected);
   return std::unexpected(end.error());
 }
 
@@ -353,12 +548,7 @@ Result<GdbServerEnd> GdbServer::serve_packets() {
     }
     auto more = receive(true);
     if (!more) return std::unexpected(more.error());
-    if (!*more) {
-      auto end =
-          finish(interrupted_ ? GdbServerEnd::How::kInterrupted : GdbServerEnd::How::kDisconnected);
-      if (!end) return std::unexpected(end.error());
-      return **end;
-    }
+    if (!*more) return client_gone();
   }
 }
 
@@ -372,12 +562,12 @@ Result<std::optional<GdbServerEnd>> GdbServer::finish(GdbServerEnd::How how) {
 Result<std::optional<GdbServerEnd>> GdbServer::finish_once(GdbServerEnd::How how) {
   GdbServerEnd end = end_;
   end.how = how;
-  if (exited_ || !inferior_.alive()) {
+  if (inferior_ == nullptr || exited_ || !inferior_->alive()) {
     end.exited = exited_;
     return end;
   }
   // Undo everything while every thread is stopped: the int3 bytes, the session's watches.
-  if (auto r = inferior_.stop_all(); !r && r.error().code() != ErrorCode::kSrch) {
+  if (auto r = inferior_->stop_all(); !r && r.error().code() != ErrorCode::kSrch) {
     return std::unexpected(r.error());
   }
   // The traps of int3s about to go are no signals of the program: delivered at the detach they
@@ -386,22 +576,22 @@ Result<std::optional<GdbServerEnd>> GdbServer::finish_once(GdbServerEnd::How how
   drop_rewound_traps();
   for (const auto& [process, int3s] : int3_) {
     for (const auto& [addr, bp] : int3s) {
-      (void)inferior_.write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1), process);
+      (void)inferior_->write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1), process);
     }
   }
   int3_.clear();
-  Result<void> undone = session_.uninstall();
+  Result<void> undone = session_->uninstall();
   const bool keep = how == GdbServerEnd::How::kDetached ||
-                    (how != GdbServerEnd::How::kKilled && !inferior_.spawned());
+                    (how != GdbServerEnd::How::kKilled && !inferior_->spawned());
   if (keep && undone) {
     // A spawned program the client detached from runs on after the server ends.
-    if (inferior_.spawned()) (void)inferior_.outlive_tracer();
+    if (inferior_->spawned()) (void)inferior_->outlive_tracer();
     // Signals reported to the client and not yet delivered go with the detach.
-    if (auto r = inferior_.detach(); !r) return std::unexpected(r.error());
+    if (auto r = inferior_->detach(); !r) return std::unexpected(r.error());
     end.how = how;
     return end;
   }
-  if (auto r = inferior_.kill(); !r && r.error().code() != ErrorCode::kSrch) {
+  if (auto r = inferior_->kill(); !r && r.error().code() != ErrorCode::kSrch) {
     return std::unexpected(r.error());
   }
   if (!undone) return std::unexpected(undone.error());
@@ -434,7 +624,9 @@ Result<std::optional<GdbServerEnd>> GdbServer::monitor(std::string_view hex_comm
       "  help                    this list\n";
   std::string text;
   bool known = true;
-  if (command == "watches") {
+  if ((command == "watches" || command == "slots") && session_ == nullptr) {
+    text = "no process\n";
+  } else if (command == "watches") {
     text = monitor_watches();
   } else if (command == "slots") {
     text = monitor_slots();
@@ -463,9 +655,9 @@ Result<std::optional<GdbServerEnd>> GdbServer::monitor(std::string_view hex_comm
 }
 
 std::string GdbServer::monitor_watches() const {
-  const std::vector<WatchInfo> infos = session_.watches();
+  const std::vector<WatchInfo> infos = session_->watches();
   if (infos.empty()) return "no watchpoints\n";
-  std::string out = std::to_string(infos.size()) + " watchpoint(s): " + session_.describe() + "\n";
+  std::string out = std::to_string(infos.size()) + " watchpoint(s): " + session_->describe() + "\n";
   for (const WatchInfo& w : infos) {
     const unsigned a = w.spec.access;
     std::string access;
@@ -484,9 +676,9 @@ std::string GdbServer::monitor_watches() const {
 }
 
 std::string GdbServer::monitor_slots() const {
-  const WatchSessionOptions& o = session_.options();
+  const WatchSessionOptions& o = session_->options();
   int held = 0;
-  for (const WatchInfo& w : session_.watches()) held += w.registers;
+  for (const WatchInfo& w : session_->watches()) held += w.registers;
   std::string out = "debug registers per thread: " + std::to_string(o.slots) +
                     "; held by this session's watchpoints: " + std::to_string(held) + "\n";
   out += o.hardware ? std::string("hardware watchpoints: yes\n")
@@ -508,10 +700,19 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
     return std::optional<GdbServerEnd>();
   };
   if (p.empty()) return answer(std::string());
+  if ((p.starts_with("vCont") && disabled("vCont")) || (p == "qC" && disabled("qC")) ||
+      ((p == "qfThreadInfo" || p == "qsThreadInfo") && disabled("qfThreadInfo"))) {
+    return answer(std::string());  // as a packet gdbserver does not know
+  }
   const char c = p[0];
   const std::string_view rest = std::string_view(p).substr(1);
+  if (inferior_ == nullptr) {
+    if (c == 'k') return std::optional<GdbServerEnd>();  // nothing to kill; no reply to k
+    if (auto r = without_process(p)) return answer(std::move(*r));
+  }
   if (exited_ && c != 'k' && c != 'D' && !p.starts_with("vKill") && c != 'q' && c != '?' &&
-      !p.starts_with("Q")) {
+      !p.starts_with("Q") && c != '!' && c != 'R' && !p.starts_with("vRun;") &&
+      !p.starts_with("vAttach;")) {
     return answer(make_error(ErrorCode::kSrch, "process: it has ended"));
   }
   if (p == "QStartNoAckMode") {
@@ -531,6 +732,9 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
   switch (c) {
     case '?':
       return answer(last_stop_);
+    case '!':
+      extended_ = true;
+      return answer(std::string("OK"));
     case 'q':
     case 'Q':
       if (p.starts_with("qRcmd,")) return monitor(std::string_view(p).substr(6));
@@ -539,12 +743,12 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
       if (rest.empty()) return answer(make_error(ErrorCode::kInval, "packet: H without a thread"));
       auto id = parse_ptid(rest.substr(1));
       if (!id) return answer(std::unexpected(id.error()));
-      const auto threads = inferior_.threads();
+      const auto threads = inferior_->threads();
       pid_t t = id->second;
       if (id->first > 0 && t <= 0) {
         // pPID.0 / pPID.-1: a thread of that process.
         const auto in = std::find_if(threads.begin(), threads.end(),
-                                     [&](pid_t x) { return inferior_.group_of(x) == id->first; });
+                                     [&](pid_t x) { return inferior_->group_of(x) == id->first; });
         if (in == threads.end()) {
           return answer(make_error(ErrorCode::kSrch, "thread: no such process"));
         }
@@ -559,7 +763,7 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
     case 'T': {
       auto t = parse_thread(rest);
       if (!t) return answer(std::unexpected(t.error()));
-      const auto threads = inferior_.threads();
+      const auto threads = inferior_->threads();
       if (std::find(threads.begin(), threads.end(), *t) == threads.end()) {
         return answer(make_error(ErrorCode::kSrch, "thread: no such thread"));
       }
@@ -703,6 +907,13 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
           return answer(kill_process(*process));
         }
       }
+      if (p.starts_with("vKill") && extended_) {
+        // Extended mode: the server stays, with no process.
+        if (auto r = drop_process(GdbServerEnd::How::kKilled); !r) {
+          return answer(std::unexpected(r.error()));
+        }
+        return answer(std::string("OK"));
+      }
       if (p.starts_with("vKill")) {
         auto end = finish(GdbServerEnd::How::kKilled);
         if (!end) return std::unexpected(end.error());
@@ -711,7 +922,17 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
       }
       if (p == "vMustReplyEmpty") return answer(std::string());
       if (p.starts_with("vFile:")) return answer(file_request(std::string_view(p).substr(6)));
-      return answer(std::string());  // vRun, vAttach: not served
+      if (p.starts_with("vRun;")) {
+        auto stop = run_program(std::string_view(p).substr(5));
+        if (stop) g_thread_ = last_thread_;
+        return answer(std::move(stop));
+      }
+      if (p.starts_with("vAttach;")) {
+        auto stop = attach_process(std::string_view(p).substr(8));
+        if (stop) g_thread_ = last_thread_;
+        return answer(std::move(stop));
+      }
+      return answer(std::string());
     }
     case 'D': {
       if (rest.starts_with(";") && multiprocess_) {
@@ -719,6 +940,12 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
             process && *process > 0 && others_than(*process)) {
           return answer(detach_process(*process));
         }
+      }
+      if (extended_) {
+        // Extended mode: the process runs on; the server stays, with no process.
+        auto left = drop_process(GdbServerEnd::How::kDetached);
+        if (!left) return answer(std::unexpected(left.error()));
+        return answer(std::string("OK"));
       }
       auto end = finish(GdbServerEnd::How::kDetached);
       if (!end) {
@@ -728,7 +955,24 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
       if (auto r = reply("OK"); !r) return std::unexpected(r.error());
       return end;
     }
+    case 'R': {
+      // Extended mode's restart (gdb without vRun): the last program again, with no reply.
+      if (!extended_ || !launch_) return answer(std::string());
+      if (auto r = drop_process(GdbServerEnd::How::kKilled); !r) return std::unexpected(r.error());
+      std::vector<std::string> argv = last_program_.empty() ? launch_->program : last_program_;
+      if (argv.empty()) return std::optional<GdbServerEnd>();
+      std::string args = hex_text(argv[0]);
+      for (std::size_t i = 1; i < argv.size(); ++i) args += ";" + hex_text(argv[i]);
+      (void)run_program(args);
+      return std::optional<GdbServerEnd>();
+    }
     case 'k': {
+      if (extended_) {
+        // Extended mode: no reply, and the server waits with no process (gdbserver).
+        if (auto r = drop_process(GdbServerEnd::How::kKilled); !r)
+          return std::unexpected(r.error());
+        return std::optional<GdbServerEnd>();
+      }
       auto end = finish(GdbServerEnd::How::kKilled);
       if (!end) return std::unexpected(end.error());
       return end;  // no reply to k
@@ -739,9 +983,9 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
 }
 
 Result<std::pair<x86::Regs, FpRegs>> GdbServer::read_registers(pid_t tid) {
-  auto regs = inferior_.get_regs(tid);
+  auto regs = inferior_->get_regs(tid);
   if (!regs) return std::unexpected(regs.error());
-  auto fx = inferior_.get_fxsave(tid);
+  auto fx = inferior_->get_fxsave(tid);
   if (!fx) return std::unexpected(fx.error());
   FpRegs fp;
   fp.fxsave = *fx;
@@ -749,8 +993,8 @@ Result<std::pair<x86::Regs, FpRegs>> GdbServer::read_registers(pid_t tid) {
 }
 
 Result<std::string> GdbServer::write_registers(pid_t tid, const std::pair<x86::Regs, FpRegs>& r) {
-  if (auto w = inferior_.set_regs(tid, r.first); !w) return std::unexpected(w.error());
-  if (auto w = inferior_.set_fxsave(tid, r.second.fxsave); !w) return std::unexpected(w.error());
+  if (auto w = inferior_->set_regs(tid, r.first); !w) return std::unexpected(w.error());
+  if (auto w = inferior_->set_fxsave(tid, r.second.fxsave); !w) return std::unexpected(w.error());
   return std::string("OK");
 }
 
@@ -897,13 +1141,19 @@ Result<std::string> GdbServer::query(const std::string& p) {
     fork_events_ = multiprocess_ && p.find(";fork-events+") != std::string::npos;
     vfork_events_ = multiprocess_ && p.find("vfork-events+") != std::string::npos;
     // The parent of a fork stays stopped for its event (a vfork's also at its end).
-    inferior_.hold_forks(fork_events_ || vfork_events_);
-    last_stop_ = stop_reply(SIGTRAP, last_thread_, "");  // the thread id in the client's form
+    if (inferior_ != nullptr) {
+      inferior_->hold_forks(fork_events_ || vfork_events_);
+      // The thread id in the client's form (a stop not reported yet, or a W).
+      if (!exited_ && (last_stop_.starts_with("T") || last_stop_.starts_with("S"))) {
+        last_stop_ = stop_reply(SIGTRAP, last_thread_, "");
+      }
+    }
     return "PacketSize=" + hex_u64(kPacketSize) +
            ";qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:read+;qXfer:threads:read+"
            ";qXfer:libraries-svr4:read+;qXfer:siginfo:read+"
            ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+"
            ";ConditionalBreakpoints+" +
+           std::string(launch_ ? ";QDisableRandomization+" : "") +
            std::string(error_messages_ ? ";error-message+" : "") +
            std::string(exec_events_ ? ";exec-events+" : "") +
            std::string(multiprocess_ ? ";multiprocess+" : "") +
@@ -911,11 +1161,11 @@ Result<std::string> GdbServer::query(const std::string& p) {
            std::string(vfork_events_ ? ";vfork-events+" : "");
   }
   if (p == "qC") return "QC" + thread_id(thread_for(last_thread_));
-  if (p.starts_with("qAttached")) return std::string(inferior_.spawned() ? "0" : "1");
+  if (p.starts_with("qAttached")) return std::string(inferior_->spawned() ? "0" : "1");
   if (p == "qfThreadInfo") {
     std::string out = "m";
     bool first = true;
-    for (pid_t t : inferior_.threads()) {
+    for (pid_t t : inferior_->threads()) {
       out += (first ? "" : ",") + thread_id(t);
       first = false;
     }
@@ -977,7 +1227,7 @@ Result<std::string> GdbServer::query(const std::string& p) {
            ";ptrsize:8;endian:little;ostype:linux;vendor:pc;watchpoint_exceptions_received:after;";
   }
   if (p == "qProcessInfo") {
-    return "pid:" + hex_u64(static_cast<std::uint64_t>(inferior_.pid())) +
+    return "pid:" + hex_u64(static_cast<std::uint64_t>(inferior_->pid())) +
            ";triple:" + hex_text("x86_64-pc-linux-gnu") +
            ";ostype:linux;vendor:pc;endian:little;ptrsize:8;";
   }
@@ -988,7 +1238,7 @@ Result<std::string> GdbServer::query(const std::string& p) {
   if (p.starts_with("qMemoryRegionInfo:")) {
     auto addr = parse_hex_u64(std::string_view(p).substr(18));
     if (!addr) return std::unexpected(addr.error());
-    auto maps = read_maps(inferior_.pid());
+    auto maps = read_maps(inferior_->pid());
     if (!maps) return std::unexpected(maps.error());
     std::uint64_t next = ~std::uint64_t{0};
     for (const Mapping& m : *maps) {
@@ -1007,6 +1257,11 @@ Result<std::string> GdbServer::query(const std::string& p) {
     return "start:" + hex_u64(*addr) + ";size:" + hex_u64(next - *addr) + ";";
   }
   if (p.starts_with("qSymbol")) return std::string("OK");
+  if (p.starts_with("QDisableRandomization:") && launch_) {
+    // The next vRun's personality (gdb's `set disable-randomization`).
+    launch_->inferior.disable_aslr = p.ends_with(":1");
+    return std::string("OK");
+  }
   return std::string();  // qTStatus, qOffsets, ...: not served
 }
 
@@ -1023,12 +1278,12 @@ Result<std::string> GdbServer::xfer(std::string_view object, std::string_view an
   }
   if (object == "libraries-svr4") {
     // The whole list at every offset 0 (no augmented-libraries-svr4-read: the annex is empty).
-    auto auxv = read_proc_file(inferior_.pid(), "auxv");
+    auto auxv = read_proc_file(inferior_->pid(), "auxv");
     if (!auxv) return std::unexpected(auxv.error());
     auto map = read_link_map(std::span<const std::uint8_t>(
                                  reinterpret_cast<const std::uint8_t*>(auxv->data()), auxv->size()),
                              [this](std::uint64_t addr, std::span<std::uint8_t> out) {
-                               return inferior_.read_memory(addr, out);
+                               return inferior_->read_memory(addr, out);
                              });
     if (!map) return std::unexpected(map.error());
     if (map->main_lm == 0) {
@@ -1048,7 +1303,7 @@ Result<std::string> GdbServer::xfer(std::string_view object, std::string_view an
     return xfer_slice(svr4_library_xml(*map), offset, length);
   }
   if (object == "exec-file") {
-    pid_t process = inferior_.pid();
+    pid_t process = inferior_->pid();
     if (auto annex_pid = parse_id(annex); !annex.empty() && annex_pid && *annex_pid > 0) {
       process = *annex_pid;
     }
@@ -1060,7 +1315,7 @@ Result<std::string> GdbServer::xfer(std::string_view object, std::string_view an
     // The siginfo of the general thread's stop (x86-64 Linux layout, 128 bytes), as
     // PTRACE_GETSIGINFO gives it.
     const pid_t tid = thread_for(g_thread_);
-    if (!inferior_.is_stopped(tid)) {
+    if (!inferior_->is_stopped(tid)) {
       return make_error(ErrorCode::kSrch, "thread: " + std::to_string(tid) + " is not stopped");
     }
     siginfo_t info{};
@@ -1070,9 +1325,9 @@ Result<std::string> GdbServer::xfer(std::string_view object, std::string_view an
   }
   if (object == "threads") {
     std::string xml = "<?xml version=\"1.0\"?>\n<threads>\n";
-    for (pid_t t : inferior_.threads()) {
+    for (pid_t t : inferior_->threads()) {
       // The thread's name, as gdbserver gives it (/proc/PID/task/TID/comm).
-      auto comm = read_proc_file(inferior_.group_of(t), "task/" + std::to_string(t) + "/comm");
+      auto comm = read_proc_file(inferior_->group_of(t), "task/" + std::to_string(t) + "/comm");
       std::string name = comm ? *comm : std::string();
       if (!name.empty() && name.back() == '\n') name.pop_back();
       xml += "<thread id=\"" + thread_id(t) + "\"" +
@@ -1088,13 +1343,13 @@ Result<std::string> GdbServer::read_memory(std::uint64_t addr, std::uint64_t len
   std::vector<std::uint8_t> bytes(len);
   const pid_t process = general_process();
   // All at once, else as much as is readable (gdb takes a short read).
-  if (!inferior_.read_memory(addr, bytes, process)) {
+  if (!inferior_->read_memory(addr, bytes, process)) {
     std::size_t got = 0;
     while (got < len) {
       const std::uint64_t at = addr + got;
       const std::uint64_t page_end = (at | 0xfff) + 1;
       const std::size_t chunk = std::min<std::uint64_t>(len - got, page_end - at);
-      if (!inferior_.read_memory(at, std::span(bytes).subspan(got, chunk), process)) break;
+      if (!inferior_->read_memory(at, std::span(bytes).subspan(got, chunk), process)) break;
       got += chunk;
     }
     if (got == 0)
@@ -1106,7 +1361,7 @@ Result<std::string> GdbServer::read_memory(std::uint64_t addr, std::uint64_t len
     if (at >= addr && at < addr + bytes.size()) bytes[at - addr] = original;
   };
   for (const auto& [at, bp] : int3_[process]) show(at, bp.original);
-  for (const RestoreByte& b : session_.planted_bytes()) show(b.addr, b.original);
+  for (const RestoreByte& b : session_->planted_bytes()) show(b.addr, b.original);
   return std::string(bytes.begin(), bytes.end());
 }
 
@@ -1120,7 +1375,7 @@ Result<void> GdbServer::write_memory(std::uint64_t addr, const std::vector<std::
       out[at - addr] = kInt3;
     }
   }
-  return inferior_.write_memory(addr, out, process);
+  return inferior_->write_memory(addr, out, process);
 }
 
 Result<std::string> GdbServer::insert_point(char type, std::uint64_t addr, std::uint64_t len,
@@ -1136,10 +1391,10 @@ Result<std::string> GdbServer::insert_point(char type, std::uint64_t addr, std::
       return std::string("OK");
     }
     std::uint8_t original = 0;
-    if (auto r = inferior_.read_memory(addr, std::span(&original, 1), process); !r) {
+    if (auto r = inferior_->read_memory(addr, std::span(&original, 1), process); !r) {
       return std::unexpected(r.error());
     }
-    if (auto r = inferior_.write_memory(addr, std::span<const std::uint8_t>(&kInt3, 1), process);
+    if (auto r = inferior_->write_memory(addr, std::span<const std::uint8_t>(&kInt3, 1), process);
         !r) {
       return std::unexpected(r.error());
     }
@@ -1153,7 +1408,7 @@ Result<std::string> GdbServer::insert_point(char type, std::uint64_t addr, std::
   if (type == '0') return plant(true);
   // Another process than the first (a forked child the client keeps): int3s only; its watches
   // are not served (taken as placed, so that the client's bookkeeping goes on).
-  if (process != inferior_.pid()) return type == '1' ? plant(false) : std::string("OK");
+  if (process != inferior_->pid()) return type == '1' ? plant(false) : std::string("OK");
   WatchSpec spec{.addr = addr, .len = len, .access = kWatchWrite};
   // A hardware breakpoint with conditions is an int3: the conditions are evaluated at its trap.
   if (type == '1' && !conditions.empty()) return plant(false);
@@ -1173,7 +1428,7 @@ Result<std::string> GdbServer::insert_point(char type, std::uint64_t addr, std::
   if (watches_.contains(key)) return std::string("OK");
   // A new watch: the removed ones give their registers back first.
   if (auto r = flush_removed(); !r) return std::unexpected(r.error());
-  auto info = session_.insert(spec);
+  auto info = session_->insert(spec);
   if (!info) {
     if (type == '1') return plant(false);
     return std::unexpected(info.error());
@@ -1192,7 +1447,7 @@ Result<std::string> GdbServer::remove_point(char type, std::uint64_t addr, std::
         ((type == '0' && it->second.software) || (type == '1' && it->second.hardware))) {
       (type == '0' ? it->second.software : it->second.hardware) = false;
       if (!it->second.software && !it->second.hardware) {
-        if (auto r = inferior_.write_memory(
+        if (auto r = inferior_->write_memory(
                 addr, std::span<const std::uint8_t>(&it->second.original, 1), process);
             !r) {
           return std::unexpected(r.error());
@@ -1202,10 +1457,10 @@ Result<std::string> GdbServer::remove_point(char type, std::uint64_t addr, std::
       }
       return std::string("OK");
     }
-    if (type == '0' || process != inferior_.pid()) return std::string("OK");
+    if (type == '0' || process != inferior_->pid()) return std::string("OK");
     len = 1;
   }
-  if (process != inferior_.pid()) return std::string("OK");
+  if (process != inferior_->pid()) return std::string("OK");
   const WatchKey key{type, addr, len};
   if (!watches_.contains(key)) return std::string("OK");  // gdb removes what it never got
   // Taken off at the next resume, unless inserted again before: gdb removes and re-inserts every
@@ -1219,7 +1474,7 @@ Result<void> GdbServer::flush_removed() {
   for (auto key = removed_.begin(); key != removed_.end(); key = removed_.erase(key)) {
     auto it = watches_.find(*key);
     if (it == watches_.end()) continue;
-    if (auto r = session_.remove(it->second); !r) return r;
+    if (auto r = session_->remove(it->second); !r) return r;
     watch_type_.erase(it->second);
     watches_.erase(it);
   }
@@ -1281,10 +1536,10 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
   if (auto r = flush_removed(); !r) return std::unexpected(r.error());
   interrupt_ = false;
   stepping_ = 0;
-  session_.set_stepping(0);
+  session_->set_stepping(0);
   const Resume mode = run_mode();
   // Each thread an action names must exist: else nothing is resumed (and nothing would stop).
-  const std::vector<pid_t> threads = inferior_.threads();
+  const std::vector<pid_t> threads = inferior_->threads();
   for (const Action& a : list) {
     if (a.tid > 0 && std::find(threads.begin(), threads.end(), a.tid) == threads.end()) {
       return make_error(ErrorCode::kSrch,
@@ -1299,7 +1554,7 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
       return a.tid == tid || a.tid == -1 || a.tid == 0;
     });
     if (catch_syscalls_ && (caught_syscalls_.empty() || caught_syscalls_.contains(SYS_execve)) &&
-        it != list.end() && it->kind == 'c' && inferior_.is_stopped(tid)) {
+        it != list.end() && it->kind == 'c' && inferior_->is_stopped(tid)) {
       last_thread_ = tid;
       return stop_reply(SIGTRAP, tid,
                         "syscall_return:" + hex_u64(static_cast<std::uint64_t>(SYS_execve)) + ";");
@@ -1318,14 +1573,14 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
     ~Held() {
       for (auto ev = events.rbegin(); ev != events.rend(); ++ev) inferior.requeue(*ev);
     }
-  } held{inferior_, {}};
+  } held{*inferior_, {}};
   for (pid_t tid : threads) {
     const auto it = std::find_if(list.begin(), list.end(), [&](const Action& a) {
       return a.tid == tid || ((a.tid == -1 || a.tid == 0) &&
-                              (a.process <= 0 || a.process == inferior_.group_of(tid)));
+                              (a.process <= 0 || a.process == inferior_->group_of(tid)));
     });
     if (it == list.end() || it->kind == 't') {
-      for (Event& ev : inferior_.discard_queued(tid)) {
+      for (Event& ev : inferior_->discard_queued(tid)) {
         // A fork or vfork the client takes as an event is a stop of its thread too (gdbserver
         // reports it when that thread runs again), and so is the end of a vfork.
         const bool fork_stop =
@@ -1334,28 +1589,28 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
         if (ev.kind == EventKind::kSignal || fork_stop) {
           held.events.push_back(std::move(ev));
         } else {
-          inferior_.requeue(ev);
+          inferior_->requeue(ev);
         }
       }
       continue;
     }
     ++going;
-    if (!inferior_.is_stopped(tid)) continue;
+    if (!inferior_->is_stopped(tid)) continue;
     const bool step = it->kind == 's' || it->kind == 'S';
-    if (inferior_.has_queued(tid)) {  // its event comes first
+    if (inferior_->has_queued(tid)) {  // its event comes first
       deferred_[tid] = Asked{.step = step, .signal = it->signal};
       continue;
     }
     if (step) begin_step(tid);
     pending_signal_.erase(tid);
-    if (auto r = inferior_.resume(tid, step ? Resume::kStep : mode, it->signal);
+    if (auto r = inferior_->resume(tid, step ? Resume::kStep : mode, it->signal);
         !r && r.error().code() != ErrorCode::kSrch) {
       return std::unexpected(r.error());
     }
   }
   if (going == 0) return make_error(ErrorCode::kInval, "vCont: the actions resume no thread");
   for (;;) {
-    auto got = inferior_.wait_or_poll(std::span<const int>(&in_fd_, 1), -1);
+    auto got = inferior_->wait_or_poll(std::span<const int>(&in_fd_, 1), -1);
     if (!got && got.error().code() == ErrorCode::kIntr && interrupt_requested()) {
       // A signal asked the server to end (SIGINT, SIGTERM, SIGHUP): as if the client went away.
       interrupted_ = true;
@@ -1373,8 +1628,7 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
       auto more = receive(true);
       if (!more) return std::unexpected(more.error());
       if (!*more) {
-        auto end = finish(interrupted_ ? GdbServerEnd::How::kInterrupted
-                                       : GdbServerEnd::How::kDisconnected);
+        auto end = client_gone();
         if (!end) return std::unexpected(end.error());
         gone_ = *end;
         return std::string();
@@ -1386,13 +1640,13 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
       }
       if (interrupt_) {
         interrupt_ = false;
-        auto stopped = inferior_.stop_all();
+        auto stopped = inferior_->stop_all();
         if (!stopped) return std::unexpected(stopped.error());
         if (auto r = rewind_queued_traps(); !r) return std::unexpected(r.error());
         // gdbserver sends SIGINT to the process, which its main thread takes (the kernel's
         // first choice): that thread's stop, not the last stop's thread again (gdb would step
         // that one off its breakpoint first at every continue, and it would win every race).
-        const pid_t tid = thread_for(stepping_ != 0 ? stepping_ : inferior_.pid());
+        const pid_t tid = thread_for(stepping_ != 0 ? stepping_ : inferior_->pid());
         last_thread_ = tid;
         last_stop_ = stop_reply(SIGINT, tid, "");
         return last_stop_;
@@ -1412,7 +1666,7 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
 std::string GdbServer::stepped_watch() const {
   // A software watch's hit is a stop of its own (the step faults); a debug register's trap may
   // have coalesced with the step's: the step's own operands tell.
-  for (const WatchInfo& w : session_.watches()) {
+  for (const WatchInfo& w : session_->watches()) {
     if (w.placement != Placement::kHardware || w.spec.access == kWatchExec) continue;
     for (const x86::MemRef& ref : step_accesses_) {
       const unsigned bits = (ref.access == x86::Access::kRead    ? kWatchRead
@@ -1438,42 +1692,42 @@ std::string GdbServer::stepped_watch() const {
 void GdbServer::begin_step(pid_t tid) {
   stepping_ = tid;
   stepped_.insert(tid);
-  session_.set_stepping(tid);
+  session_->set_stepping(tid);
   // The step's accesses, for a debug-register hit whose trap the step's own SIGTRAP hides (two
   // SIGTRAPs of one instruction coalesce into one stop).
   step_accesses_.clear();
-  auto regs = inferior_.get_regs(tid);
+  auto regs = inferior_->get_regs(tid);
   auto insn =
-      regs ? inferior_.decode_at(regs->rip) : Result<x86::Insn>(std::unexpected(regs.error()));
+      regs ? inferior_->decode_at(regs->rip) : Result<x86::Insn>(std::unexpected(regs.error()));
   if (insn) {
     if (auto refs = x86::effective_addresses(*insn, *regs)) step_accesses_ = std::move(*refs);
   }
 }
 
 Result<std::string> GdbServer::stop_others(pid_t tid, const std::string& reply) {
-  auto stopped = inferior_.stop_all(tid);
+  auto stopped = inferior_->stop_all(tid);
   if (!stopped) return std::unexpected(stopped.error());
   if (auto r = rewind_queued_traps(); !r) return std::unexpected(r.error());
   last_thread_ = tid;
   stepping_ = 0;
-  session_.set_stepping(0);
+  session_->set_stepping(0);
   return reply;
 }
 
 Result<void> GdbServer::rewind_queued_traps() {
-  for (const Event& ev : inferior_.queued_events()) {
+  for (const Event& ev : inferior_->queued_events()) {
     if (ev.kind != EventKind::kSignal || ev.signal != SIGTRAP || ev.code != kSiKernel ||
         rewound_.contains(ev.tid)) {
       continue;
     }
-    auto regs = inferior_.get_regs(ev.tid);
+    auto regs = inferior_->get_regs(ev.tid);
     if (!regs) {
       if (regs.error().code() == ErrorCode::kSrch) continue;  // gone: its exit follows
       return std::unexpected(regs.error());
     }
-    if (!int3_[inferior_.process_of(ev.tid)].contains(regs->rip - 1)) continue;  // the program's
+    if (!int3_[inferior_->process_of(ev.tid)].contains(regs->rip - 1)) continue;  // the program's
     regs->rip -= 1;
-    if (auto r = inferior_.set_regs(ev.tid, *regs); !r) return r;
+    if (auto r = inferior_->set_regs(ev.tid, *regs); !r) return r;
     rewound_[ev.tid] = regs->rip;
   }
   return {};
@@ -1483,7 +1737,7 @@ void GdbServer::drop_rewound_traps() {
   for (const auto& [tid, addr] : rewound_) {
     bool dropped = false;
     std::vector<Event> keep;
-    for (Event& ev : inferior_.discard_queued(tid)) {
+    for (Event& ev : inferior_->discard_queued(tid)) {
       if (!dropped && ev.kind == EventKind::kSignal && ev.signal == SIGTRAP &&
           ev.code == kSiKernel) {
         dropped = true;
@@ -1491,7 +1745,7 @@ void GdbServer::drop_rewound_traps() {
       }
       keep.push_back(std::move(ev));
     }
-    for (auto ev = keep.rbegin(); ev != keep.rend(); ++ev) inferior_.requeue(*ev);
+    for (auto ev = keep.rbegin(); ev != keep.rend(); ++ev) inferior_->requeue(*ev);
   }
   rewound_.clear();
 }
@@ -1506,7 +1760,7 @@ Result<void> GdbServer::run_as_asked(pid_t tid) {
   }
   if (asked.step) begin_step(tid);
   const Resume how = asked.step ? Resume::kStep : run_mode();
-  if (auto r = inferior_.resume(tid, how, asked.signal);
+  if (auto r = inferior_->resume(tid, how, asked.signal);
       !r && r.error().code() != ErrorCode::kSrch) {
     return r;
   }
@@ -1516,22 +1770,22 @@ Result<void> GdbServer::run_as_asked(pid_t tid) {
 Result<std::optional<std::string>> GdbServer::exec_stop(pid_t tid, bool running) {
   // A new image: the int3s went with the old one (gdb's removals must not write the old bytes
   // into the new code), and so did the threads and their held traps and signals.
-  int3_.erase(inferior_.process_of(tid));
+  int3_.erase(inferior_->process_of(tid));
   lifted_.clear();
   rewound_.clear();
   pending_signal_.clear();
   deferred_.clear();
   // The session re-armed its watches in the new image and let the thread go on: it is stopped
   // again, a few instructions into the dynamic loader.
-  auto stopped = running ? inferior_.stop_all() : inferior_.stop_all(tid);
+  auto stopped = running ? inferior_->stop_all() : inferior_->stop_all(tid);
   if (!stopped) return std::unexpected(stopped.error());
   last_thread_ = tid;
   stepping_ = 0;
-  session_.set_stepping(0);
+  session_->set_stepping(0);
   // Unless a watch let it run, the thread is still where execve returns (see resume()).
   if (!running) execve_return_ = tid;
   std::string reason;
-  if (auto path = executable_path(inferior_.pid()); path && exec_events_) {
+  if (auto path = executable_path(inferior_->pid()); path && exec_events_) {
     reason = "exec:" + hex_text(*path) + ";";
   } else if (native_signals_) {
     reason = "reason:exec;";
@@ -1540,16 +1794,16 @@ Result<std::optional<std::string>> GdbServer::exec_stop(pid_t tid, bool running)
 }
 
 Result<std::optional<std::string>> GdbServer::fork_stop(const Event& ev) {
-  const auto threads = inferior_.threads();
+  const auto threads = inferior_->threads();
   if (!ev.vfork) {
     // The child becomes a process of this server (the session may have followed it already).
     if (std::find(threads.begin(), threads.end(), ev.child) == threads.end()) {
-      if (auto r = inferior_.follow(ev.child); !r) return std::unexpected(r.error());
+      if (auto r = inferior_->follow(ev.child); !r) return std::unexpected(r.error());
     }
     // Its copy of the text holds its parent's int3s: they are its own now, as gdbserver clones
     // a parent's breakpoints; the client removes them (Hg to the child, z0) before it detaches
     // it. A vfork child shares its parent's memory and int3s.
-    int3_[ev.child] = int3_[inferior_.process_of(ev.tid)];
+    int3_[ev.child] = int3_[inferior_->process_of(ev.tid)];
   }
   forked_.insert(ev.child);
   deferred_.erase(ev.tid);
@@ -1561,25 +1815,25 @@ Result<std::optional<std::string>> GdbServer::fork_stop(const Event& ev) {
 }
 
 Result<std::string> GdbServer::detach_process(pid_t process) {
-  if (auto r = inferior_.stop_all(); !r) return std::unexpected(r.error());
+  if (auto r = inferior_->stop_all(); !r) return std::unexpected(r.error());
   if (auto r = flush_removed(); !r) return std::unexpected(r.error());
   // Its held int3 traps are no signals of the program (delivered, they would kill it).
   if (auto r = rewind_queued_traps(); !r) return std::unexpected(r.error());
-  for (pid_t t : inferior_.threads()) {
-    if (inferior_.group_of(t) != process || !rewound_.contains(t)) continue;
+  for (pid_t t : inferior_->threads()) {
+    if (inferior_->group_of(t) != process || !rewound_.contains(t)) continue;
     rewound_.erase(t);
     std::vector<Event> keep;
-    for (Event& e : inferior_.discard_queued(t)) {
+    for (Event& e : inferior_->discard_queued(t)) {
       if (e.kind != EventKind::kSignal || e.signal != SIGTRAP || e.code != kSiKernel) {
         keep.push_back(std::move(e));
       }
     }
-    for (auto e = keep.rbegin(); e != keep.rend(); ++e) inferior_.requeue(*e);
+    for (auto e = keep.rbegin(); e != keep.rend(); ++e) inferior_->requeue(*e);
   }
   // A vfork child's int3s are its parent's (one memory); a forked child's or the first
   // process's go now.
-  const bool vfork_child = inferior_.process_of(process) != process;
-  if (!vfork_child && process != inferior_.pid()) {
+  const bool vfork_child = inferior_->process_of(process) != process;
+  if (!vfork_child && process != inferior_->pid()) {
     // The session followed the child with its watches (protected pages, int3s of its own): a
     // rebuild leaves a followed process unwatched, its memory as the program made it.
     // A rebuild that fails (a system call the child cannot run in its stop) does not keep the
@@ -1588,16 +1842,16 @@ Result<std::string> GdbServer::detach_process(pid_t process) {
   }
   if (!vfork_child) {
     for (const auto& [addr, bp] : int3_[process]) {
-      (void)inferior_.write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1), process);
+      (void)inferior_->write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1), process);
     }
     int3_.erase(process);
   }
-  const bool first = process == inferior_.pid();
+  const bool first = process == inferior_->pid();
   // A spawned program the client detached from runs on after the server ends.
-  if (first && inferior_.spawned()) (void)inferior_.outlive_tracer();
-  if (auto r = inferior_.detach_process(process); !r) return std::unexpected(r.error());
+  if (first && inferior_->spawned()) (void)inferior_->outlive_tracer();
+  if (auto r = inferior_->detach_process(process); !r) return std::unexpected(r.error());
   forked_.erase(process);
-  if (first) forked_.erase(inferior_.pid());  // the child that took its place
+  if (first) forked_.erase(inferior_->pid());  // the child that took its place
   pending_signal_.clear();
   last_thread_ = thread_for(last_thread_);
   g_thread_ = c_thread_ = 0;
@@ -1605,11 +1859,11 @@ Result<std::string> GdbServer::detach_process(pid_t process) {
 }
 
 Result<void> GdbServer::rebuild_watches() {
-  const std::vector<WatchInfo> all = session_.watches();
+  const std::vector<WatchInfo> all = session_->watches();
   if (all.empty()) return {};
   const WatchInfo& w = all.front();
-  if (auto r = session_.remove(w.id); !r) return r;
-  auto again = session_.insert(w.spec);
+  if (auto r = session_->remove(w.id); !r) return r;
+  auto again = session_->insert(w.spec);
   if (!again) return std::unexpected(again.error());
   for (auto& [key, id] : watches_) {
     if (id != w.id) continue;
@@ -1625,28 +1879,28 @@ Result<void> GdbServer::rebuild_watches() {
 }
 
 Result<std::string> GdbServer::kill_process(pid_t process) {
-  if (auto r = inferior_.stop_all(); !r) return std::unexpected(r.error());
+  if (auto r = inferior_->stop_all(); !r) return std::unexpected(r.error());
   std::vector<pid_t> tids;
-  for (pid_t t : inferior_.threads()) {
-    if (inferior_.group_of(t) == process) tids.push_back(t);
+  for (pid_t t : inferior_->threads()) {
+    if (inferior_->group_of(t) == process) tids.push_back(t);
   }
   // The leader last: its end is reported once the others are reaped.
   std::stable_partition(tids.begin(), tids.end(), [&](pid_t t) { return t != process; });
   forked_.erase(process);
-  if (inferior_.process_of(process) == process) int3_.erase(process);
+  if (inferior_->process_of(process) == process) int3_.erase(process);
   if (auto r = send_signal(process, SIGKILL); !r) return std::unexpected(r.error());
   for (pid_t t : tids) {
     for (int i = 0; i < 16; ++i) {
-      auto ev = inferior_.wait_for(t);
+      auto ev = inferior_->wait_for(t);
       if (!ev || ev->kind == EventKind::kThreadExit || ev->kind == EventKind::kExited ||
           ev->kind == EventKind::kKilled) {
         break;
       }
     }
   }
-  if (process == inferior_.pid()) {
-    (void)inferior_.adopt_followed();
-    forked_.erase(inferior_.pid());
+  if (process == inferior_->pid()) {
+    (void)inferior_->adopt_followed();
+    forked_.erase(inferior_->pid());
   }
   last_thread_ = thread_for(last_thread_);
   g_thread_ = c_thread_ = 0;
@@ -1654,9 +1908,9 @@ Result<std::string> GdbServer::kill_process(pid_t process) {
 }
 
 Result<std::optional<std::string>> GdbServer::on_breakpoint_trap(const Event& ev) {
-  auto regs = inferior_.get_regs(ev.tid);
+  auto regs = inferior_->get_regs(ev.tid);
   if (!regs) return std::unexpected(regs.error());
-  Int3Map& int3s = int3_[inferior_.process_of(ev.tid)];
+  Int3Map& int3s = int3_[inferior_->process_of(ev.tid)];
   std::uint64_t at = 0;
   if (auto rewound = rewound_.find(ev.tid); rewound != rewound_.end()) {
     at = rewound->second;
@@ -1674,9 +1928,9 @@ Result<std::optional<std::string>> GdbServer::on_breakpoint_trap(const Event& ev
       // to run. An int3 of the program's own is still in its text.
       std::uint8_t byte = 0;
       if (lifted_.contains(regs->rip - 1) &&
-          inferior_.read_memory(regs->rip - 1, std::span(&byte, 1)) && byte != kInt3) {
+          inferior_->read_memory(regs->rip - 1, std::span(&byte, 1)) && byte != kInt3) {
         regs->rip -= 1;
-        if (auto r = inferior_.set_regs(ev.tid, *regs); !r) return std::unexpected(r.error());
+        if (auto r = inferior_->set_regs(ev.tid, *regs); !r) return std::unexpected(r.error());
         if (auto r = run_as_asked(ev.tid); !r) return std::unexpected(r.error());
         return std::optional<std::string>();
       }
@@ -1685,7 +1939,7 @@ Result<std::optional<std::string>> GdbServer::on_breakpoint_trap(const Event& ev
     // Back onto the instruction, as a hardware breakpoint would stop.
     at = regs->rip - 1;
     regs->rip = at;
-    if (auto r = inferior_.set_regs(ev.tid, *regs); !r) return std::unexpected(r.error());
+    if (auto r = inferior_->set_regs(ev.tid, *regs); !r) return std::unexpected(r.error());
   }
   if (stepping_ != ev.tid && !condition_holds(ev.tid, int3s.at(at))) return step_over(ev.tid, at);
   deferred_.erase(ev.tid);
@@ -1707,8 +1961,8 @@ bool GdbServer::condition_holds(pid_t tid, const Breakpoint& bp) {
   }
   // A watch's own stops and faults would interleave with the step over the breakpoint: with
   // watches, gdb evaluates the conditions.
-  if (!session_.watches().empty()) return true;
-  const pid_t process = inferior_.process_of(tid);
+  if (!session_->watches().empty()) return true;
+  const pid_t process = inferior_->process_of(tid);
   std::optional<std::pair<x86::Regs, FpRegs>> regs;
   AgentAccess access;
   access.reg = [&](int regno) -> Result<std::uint64_t> {
@@ -1728,8 +1982,8 @@ bool GdbServer::condition_holds(pid_t tid, const Breakpoint& bp) {
   };
   access.memory = [&](std::uint64_t addr, int size) -> Result<std::uint64_t> {
     std::array<std::uint8_t, 8> bytes{};
-    auto r = inferior_.read_memory(addr, std::span(bytes.data(), static_cast<std::size_t>(size)),
-                                   process);
+    auto r = inferior_->read_memory(addr, std::span(bytes.data(), static_cast<std::size_t>(size)),
+                                    process);
     if (!r) return std::unexpected(r.error());
     // The program's bytes, not our int3s.
     for (const auto& [at, b] : int3_[process]) {
@@ -1751,23 +2005,23 @@ bool GdbServer::condition_holds(pid_t tid, const Breakpoint& bp) {
 }
 
 Result<std::optional<std::string>> GdbServer::step_over(pid_t tid, std::uint64_t at) {
-  const pid_t process = inferior_.process_of(tid);
-  auto stopped = inferior_.stop_all(tid);
+  const pid_t process = inferior_->process_of(tid);
+  auto stopped = inferior_->stop_all(tid);
   if (!stopped) return std::unexpected(stopped.error());
   const std::uint8_t original = int3_[process].at(at).original;
-  if (auto r = inferior_.write_memory(at, std::span(&original, 1), process); !r) {
+  if (auto r = inferior_->write_memory(at, std::span(&original, 1), process); !r) {
     return std::unexpected(r.error());
   }
   Result<Event> ev = make_error(ErrorCode::kSrch, "thread: gone");
-  if (auto r = inferior_.resume(tid, Resume::kStep); r) {
-    ev = inferior_.wait_for(tid);
+  if (auto r = inferior_->resume(tid, Resume::kStep); r) {
+    ev = inferior_->wait_for(tid);
   } else if (r.error().code() != ErrorCode::kSrch) {
     return std::unexpected(r.error());
   }
   // The int3 goes back unless the step ended the image (an exec) or the breakpoint went.
   const bool exec = ev && ev->kind == EventKind::kExec;
   if (!exec && int3_[process].contains(at)) {
-    if (auto r = inferior_.write_memory(at, std::span<const std::uint8_t>(&kInt3, 1), process);
+    if (auto r = inferior_->write_memory(at, std::span<const std::uint8_t>(&kInt3, 1), process);
         !r && r.error().code() != ErrorCode::kSrch) {
       return std::unexpected(r.error());
     }
@@ -1778,11 +2032,11 @@ Result<std::optional<std::string>> GdbServer::step_over(pid_t tid, std::uint64_t
              (ev->code == TRAP_TRACE || ev->code == TRAP_BRKPT)) {
     if (auto r = run_as_asked(tid); !r) return std::unexpected(r.error());
   } else {
-    inferior_.requeue(*ev);  // handled by the main loop, as any event of the thread
+    inferior_->requeue(*ev);  // handled by the main loop, as any event of the thread
   }
   for (pid_t t : *stopped) {
-    if (!inferior_.is_stopped(t) || inferior_.has_queued(t)) continue;
-    if (auto r = inferior_.resume_as_before(t); !r && r.error().code() != ErrorCode::kSrch) {
+    if (!inferior_->is_stopped(t) || inferior_->has_queued(t)) continue;
+    if (auto r = inferior_->resume_as_before(t); !r && r.error().code() != ErrorCode::kSrch) {
       return std::unexpected(r.error());
     }
   }
@@ -1791,7 +2045,7 @@ Result<std::optional<std::string>> GdbServer::step_over(pid_t tid, std::uint64_t
 
 pid_t GdbServer::pick_reported(pid_t tid, std::uint64_t at) {
   std::vector<pid_t> candidates{tid};
-  for (const Event& ev : inferior_.queued_events()) {
+  for (const Event& ev : inferior_->queued_events()) {
     const auto rewound = rewound_.find(ev.tid);
     if (ev.kind != EventKind::kSignal || ev.signal != SIGTRAP || ev.code != kSiKernel ||
         rewound == rewound_.end() ||
@@ -1800,7 +2054,7 @@ pid_t GdbServer::pick_reported(pid_t tid, std::uint64_t at) {
     }
     // A held trap at a breakpoint whose conditions are false for its thread is no stop: it is
     // stepped over when it is taken.
-    const Int3Map& int3s = int3_[inferior_.process_of(ev.tid)];
+    const Int3Map& int3s = int3_[inferior_->process_of(ev.tid)];
     const auto bp = int3s.find(rewound->second);
     if (bp != int3s.end() && !condition_holds(ev.tid, bp->second)) continue;
     candidates.push_back(ev.tid);
@@ -1815,20 +2069,20 @@ pid_t GdbServer::pick_reported(pid_t tid, std::uint64_t at) {
   // is held in its place, as if a stop_all had queued it.
   std::vector<Event> keep;
   bool taken = false;
-  for (Event& ev : inferior_.discard_queued(chosen)) {
+  for (Event& ev : inferior_->discard_queued(chosen)) {
     if (!taken && ev.kind == EventKind::kSignal && ev.signal == SIGTRAP && ev.code == kSiKernel) {
       taken = true;
       continue;
     }
     keep.push_back(std::move(ev));
   }
-  for (auto ev = keep.rbegin(); ev != keep.rend(); ++ev) inferior_.requeue(*ev);
+  for (auto ev = keep.rbegin(); ev != keep.rend(); ++ev) inferior_->requeue(*ev);
   Event held;
   held.kind = EventKind::kSignal;
   held.tid = tid;
   held.signal = SIGTRAP;
   held.code = kSiKernel;
-  inferior_.requeue(held);
+  inferior_->requeue(held);
   rewound_[tid] = at;
   return chosen;
 }
@@ -1840,7 +2094,7 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
                     ? " signal " + std::to_string(ev.signal) + " code " + std::to_string(ev.code)
                     : std::string()));
   }
-  auto v = session_.handle(ev);
+  auto v = session_->handle(ev);
   if (!v) return std::unexpected(v.error());
   if (ev.kind == EventKind::kFork && !v->stopped && (ev.vfork ? vfork_events_ : fork_events_)) {
     return fork_stop(ev);
@@ -1863,8 +2117,8 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
   // A parent whose fork event a stop_all queued stayed stopped (a fork stop otherwise resumes
   // it at once): it runs on as it ran before, whoever follows the child.
   if (ev.kind == EventKind::kFork && !v->stopped && deferred_.erase(ev.tid) != 0 &&
-      inferior_.is_stopped(ev.tid) && !inferior_.has_queued(ev.tid)) {
-    if (auto r = inferior_.resume_as_before(ev.tid); !r && r.error().code() != ErrorCode::kSrch) {
+      inferior_->is_stopped(ev.tid) && !inferior_->has_queued(ev.tid)) {
+    if (auto r = inferior_->resume_as_before(ev.tid); !r && r.error().code() != ErrorCode::kSrch) {
       return std::unexpected(r.error());
     }
   }
@@ -1889,7 +2143,7 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
     if (!r) return std::unexpected(r.error());
     return std::optional<std::string>(*r);
   }
-  if (ev.kind == EventKind::kExec && inferior_.process_of(ev.tid) == inferior_.pid()) {
+  if (ev.kind == EventKind::kExec && inferior_->process_of(ev.tid) == inferior_->pid()) {
     return exec_stop(ev.tid, v->handled);
   }
   if (v->handled) return std::optional<std::string>();
@@ -1904,14 +2158,14 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
                                            : "X" + hex_byte(wire_signal(ev.signal))) +
             ";process:" + hex_u64(static_cast<std::uint64_t>(ev.tid));
         int3_.erase(ev.tid);
-        if (inferior_.adopt_followed()) {
+        if (inferior_->adopt_followed()) {
           // A forked child the client keeps goes on: it is the first process now, stopped as
           // gdbserver stops every process at a stop it reports.
-          forked_.erase(inferior_.pid());
+          forked_.erase(inferior_->pid());
           g_thread_ = c_thread_ = 0;
           auto r = stop_others(-1, reply);
           if (!r) return std::unexpected(r.error());
-          last_thread_ = inferior_.pid();
+          last_thread_ = inferior_->pid();
           return std::optional<std::string>(*r);
         }
         exited_ = true;
@@ -1971,12 +2225,12 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
       if (!ev.vfork) {
         // The child has its own copy of the text, with our int3s in it: they go before it is let
         // go (else it dies of SIGTRAP at the first one it runs), as gdbserver detaches a child.
-        for (const auto& [addr, bp] : int3_[inferior_.process_of(ev.tid)]) {
-          (void)inferior_.write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1),
-                                       ev.child);
+        for (const auto& [addr, bp] : int3_[inferior_->process_of(ev.tid)]) {
+          (void)inferior_->write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1),
+                                        ev.child);
         }
       }
-      step = ev.vfork ? inferior_.resume(ev.child, mode) : inferior_.release(ev.child);
+      step = ev.vfork ? inferior_->resume(ev.child, mode) : inferior_->release(ev.child);
       break;
 
     case EventKind::kSyscallEnter:
@@ -1991,20 +2245,20 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
         if (!r) return std::unexpected(r.error());
         return std::optional<std::string>(*r);
       }
-      step = inferior_.resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);
+      step = inferior_->resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);
       break;
     case EventKind::kNewThread:
       // A thread created while the client runs only some threads (gdb stepping one thread
       // over a breakpoint it took out) stays stopped until the client resumes every thread:
       // run now, it could pass that breakpoint unseen. gdbserver leaves such a thread stopped.
       if (!wildcard_process_ ||
-          (*wildcard_process_ != 0 && *wildcard_process_ != inferior_.group_of(ev.tid))) {
+          (*wildcard_process_ != 0 && *wildcard_process_ != inferior_->group_of(ev.tid))) {
         break;
       }
-      step = inferior_.resume(ev.tid, mode);
+      step = inferior_->resume(ev.tid, mode);
       break;
     default:
-      step = inferior_.resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);
+      step = inferior_->resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);
       break;
   }
   if (!step && step.error().code() != ErrorCode::kSrch) return std::unexpected(step.error());

@@ -2,6 +2,7 @@
 // with hwarb's watchpoints (native::GdbServer over a WatchSession).
 //
 //   hwarb gdbserver [--software] [--once] [--attach] COMM [PROG [ARGS] | PID]   (gdbserver's form)
+//   hwarb gdbserver [--software] [--once] --multi COMM [PROG [ARGS] | --attach PID]
 //   hwarb gdbserver [--software] [--once] (COMM | --stdio) (-- CMD ARGS | -p PID)
 //
 // COMM: HOST:PORT listens for one client on TCP (":1234" is 127.0.0.1, "localhost:1234" its
@@ -16,11 +17,16 @@
 // program's own included), or with --attach the PID. The program: a name without a slash is a
 // file of the working directory when there is one (run by its absolute path, which is its
 // argv[0]), else it is searched in PATH, as gdbserver 13.1 does (its program_path); watch, stat
-// and trace search PATH alone, as perf and execvp(3) do. --once is the only way it runs (one
-// client, then the server ends); it is accepted for gdbserver's users, as are
-// --disable-randomization (the default) and --no-disable-randomization (= --aslr). gdbserver's
-// --multi (extended-remote), --wrapper and UDP connections are refused as usage errors
-// naming what is not served.
+// and trace search PATH alone, as perf and execvp(3) do. --disable-randomization (the default)
+// and --no-disable-randomization (= --aslr) are gdbserver's.
+// Extended mode (gdb's `target extended-remote`): the client may `run` (vRun), `attach` (vAttach),
+// `kill` and `run` again, and `detach` without ending the server. --multi may be given without a
+// program: the client then runs one (`set remote exec-file`, `run`). As gdbserver's, the server
+// ends at a disconnect unless it is in extended mode (--multi, or the client asked for it) and
+// --once was not given: then it waits for the next client; `monitor exit` ends it. With --stdio
+// there is one client. --wrapper WRAPPER... -- runs each program through the wrapper (as
+// gdbserver: `env FOO=1 --`), stopped at the program's exec. UDP connections are refused as
+// usage errors naming what is not served.
 // Watchpoints take debug registers where the probe sees hits delivered, else (and with
 // --software) the software path. Exit status: 0 when the client detached, killed the program or
 // went away; 1 when the target could not be traced or the server failed; 2 for usage errors.
@@ -30,7 +36,9 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 
 #include "commands.h"
 #include "hwarb/linux/gdb_server.h"
@@ -55,9 +63,12 @@ struct ServerArgs {
   bool once = false;
   bool attach = false;  // gdbserver's --attach: what follows COMM is a PID
   bool multi = false;
-  bool keep_aslr = false;  // gdbserver's --no-disable-randomization
-  bool no_aslr = false;    // gdbserver's --disable-randomization (the default)
-  std::string wrapper;
+  bool keep_aslr = false;                  // gdbserver's --no-disable-randomization
+  bool no_aslr = false;                    // gdbserver's --disable-randomization (the default)
+  std::string wrapper;                     // --wrapper WORD (without gdbserver's closing "--")
+  std::vector<std::string> wrapper_words;  // gdbserver's --wrapper WRAPPER... -- (main.cpp)
+  std::string disable_packets;             // gdbserver's --disable-packet=OPT1[,OPT2...]
+  std::set<std::string> disabled;
   TargetOptions target;
   std::vector<std::string> rest;  // what follows COMM (gdbserver's form)
 };
@@ -87,12 +98,23 @@ Result<std::pair<std::string, std::uint16_t>> parse_where(const std::string& whe
 // gdbserver's form onto the target options: PROG ARGS after COMM, or --attach PID. A usage
 // error naming the field when both forms, or neither, give the target.
 Result<void> take_gdbserver_form(ServerArgs& args) {
-  if (args.multi) {
-    return make_error(ErrorCode::kInval,
-                      "--multi: extended-remote is not served; run the program as `hwarb "
-                      "gdbserver COMM PROG` and connect with `target remote`");
+  // gdbserver's --disable-packet: its names, "threads" for the four thread packets.
+  std::string_view list = args.disable_packets;
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    const std::string name(list.substr(0, comma));
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    if (name == "threads") {
+      args.disabled.insert({"vCont", "Tthread", "qC", "qfThreadInfo"});
+    } else if (name == "vCont" || name == "T" || name == "Tthread" || name == "qC" ||
+               name == "qfThreadInfo") {
+      args.disabled.insert(name);
+    } else {
+      return make_error(ErrorCode::kInval,
+                        "--disable-packet: '" + name +
+                            "' is not one of vCont, T, Tthread, qC, qfThreadInfo, threads");
+    }
   }
-  if (!args.wrapper.empty()) return make_error(ErrorCode::kInval, "--wrapper: not served");
   if (args.keep_aslr && args.no_aslr) {
     return make_error(ErrorCode::kInval,
                       "--disable-randomization: contradicts --no-disable-randomization");
@@ -142,6 +164,8 @@ Result<void> take_gdbserver_form(ServerArgs& args) {
 }
 
 int run_server(ServerArgs& args) {
+  args.wrapper_words = take_gdbserver_wrapper();
+  if (args.wrapper_words.empty() && !args.wrapper.empty()) args.wrapper_words = {args.wrapper};
   if (auto r = take_gdbserver_form(args); !r) return fail(r.error().to_string(), kExitUsage);
   if (args.where == "-") {
     args.stdio = true;
@@ -156,7 +180,13 @@ int run_server(ServerArgs& args) {
     if (!parsed) return fail(parsed.error().to_string(), kExitUsage);
     listen = *parsed;
   }
-  if (auto t = check_target(args.target); !t) return fail(t.error().to_string(), kExitUsage);
+  // --multi without a target: the client runs or attaches one (vRun, vAttach).
+  bool no_target = false;
+  if (auto t = check_target(args.target); !t) {
+    no_target =
+        args.multi && args.target.pid == 0 && args.target.tid == 0 && args.target.command.empty();
+    if (!no_target) return fail(t.error().to_string(), kExitUsage);
+  }
   if (!args.target.command.empty() && args.target.tid != 0) {
     return fail("target: -t is not served (give -p PID or a command)", kExitUsage);
   }
@@ -177,7 +207,13 @@ int run_server(ServerArgs& args) {
     listener = std::move(*l);
   }
   std::optional<native::Inferior> inferior;
-  if (!args.target.command.empty()) {
+  // As gdbserver: the program dies with the server (kill_on_exit) unless the client detached.
+  const native::InferiorOptions spawn_options{.kill_on_exit = true,
+                                              .stdout_fd = args.stdio ? STDERR_FILENO : -1,
+                                              .disable_aslr = !args.target.aslr};
+  if (no_target) {
+    // The client's vRun or vAttach makes the process.
+  } else if (!args.target.command.empty()) {
     // As gdbserver: `prog` alone is ./prog when there is such a file here (run by its absolute
     // path), before PATH; watch, stat and trace search PATH only, as perf and execvp do.
     if (auto here = native::in_working_directory(args.target.command[0])) {
@@ -185,10 +221,7 @@ int run_server(ServerArgs& args) {
     }
     // With --stdio, standard output is the protocol: the program writes to standard error. It
     // dies with the server (kill_on_exit) unless the client detached from it.
-    auto spawned =
-        native::Inferior::spawn(args.target.command, {.kill_on_exit = true,
-                                                      .stdout_fd = args.stdio ? STDERR_FILENO : -1,
-                                                      .disable_aslr = !args.target.aslr});
+    auto spawned = native::spawn_program(args.wrapper_words, args.target.command, spawn_options);
     if (!spawned) return fail(spawned.error().to_string(), kExitFailure);
     inferior.emplace(std::move(*spawned));
   } else {
@@ -196,38 +229,65 @@ int run_server(ServerArgs& args) {
     if (!attached) return fail(attached.error().to_string(), kExitFailure);
     inferior.emplace(std::move(*attached));
   }
-  std::cerr << "hwarb gdbserver: " << target_name(args.target) << " is process " << inferior->pid()
-            << "; watchpoints: "
-            << (options.hardware ? "debug registers while they last, then software"
-                                 : "software (" + options.no_hardware + ")")
-            << "\n";
-  native::Fd connection;
-  int in = STDIN_FILENO;
-  int out = STDOUT_FILENO;
-  if (listen) {
-    auto port = native::local_port(listener.get());
-    std::cerr << "hwarb gdbserver: listening on port " << (port ? *port : listen->second) << "\n";
-    auto accepted = native::accept_one(listener.get());
-    if (!accepted) return fail(accepted.error().to_string(), kExitFailure);
-    connection = std::move(*accepted);
-    listener = native::Fd();
-    in = out = connection.get();
+  const std::string placement = options.hardware ? "debug registers while they last, then software"
+                                                 : "software (" + options.no_hardware + ")";
+  if (inferior) {
+    std::cerr << "hwarb gdbserver: " << target_name(args.target) << " is process "
+              << inferior->pid() << "; watchpoints: " << placement << "\n";
+  } else {
+    std::cerr << "hwarb gdbserver: no program yet (the client runs or attaches one); "
+                 "watchpoints: "
+              << placement << "\n";
   }
-  native::WatchSession session(*inferior, options);
-  native::GdbServer server(*inferior, session, in, out);
+  std::optional<native::WatchSession> session;
+  std::optional<native::GdbServer> server;
+  if (inferior) {
+    session.emplace(*inferior, options);
+    server.emplace(*inferior, *session, STDIN_FILENO, STDOUT_FILENO);
+  } else {
+    server.emplace(STDIN_FILENO, STDOUT_FILENO);
+  }
+  server->launch_with({.program = args.target.command,
+                       .wrapper = args.wrapper_words,
+                       .inferior = spawn_options,
+                       .watches = options,
+                       .multi = args.multi,
+                       .once = args.once || args.stdio,
+                       .disabled_packets = args.disabled});
   // An attached program outlives the server: if the server dies without its cleanup (SIGKILL),
   // a watchdog takes out its int3s and the software watch's protections.
   std::optional<native::Watchdog> watchdog;
-  if (!inferior->spawned()) {
+  if (inferior && !inferior->spawned()) {
     start_watchdog(
-        watchdog, "hwarb gdbserver", [&](native::Watchdog& w) { return server.guard(w); },
+        watchdog, "hwarb gdbserver", [&](native::Watchdog& w) { return server->guard(w); },
         "if the server is killed, the program may die of its breakpoints");
   }
-  auto end = server.serve();
+  // One client after another while the server stays (extended mode without --once).
+  Result<native::GdbServerEnd> end = native::GdbServerEnd{};
+  for (bool first = true;; first = false) {
+    native::Fd connection;
+    if (listen) {
+      auto port = native::local_port(listener.get());
+      if (first) {
+        std::cerr << "hwarb gdbserver: listening on port " << (port ? *port : listen->second)
+                  << "\n";
+      }
+      auto accepted = native::accept_one(listener.get());
+      if (!accepted) {
+        end = std::unexpected(accepted.error());
+        break;
+      }
+      connection = std::move(*accepted);
+      server->connect(connection.get(), connection.get());
+    }
+    end = server->serve();
+    if (!end || !end->serving || !listen) break;
+    std::cerr << "hwarb gdbserver: the client went away; waiting for the next one\n";
+  }
   if (watchdog) watchdog->release();
-  if (server.watchdog_error()) {
+  if (server->watchdog_error()) {
     std::cerr << "hwarb gdbserver: warning: the watchdog missed a change ("
-              << server.watchdog_error()->to_string() << ")\n";
+              << server->watchdog_error()->to_string() << ")\n";
   }
   if (!end) return fail(end.error().to_string(), kExitFailure);
   const char* how = end->how == native::GdbServerEnd::How::kDetached      ? "detached"
@@ -258,11 +318,22 @@ CommandRunner setup_gdbserver(CLI::App& app) {
   sub->add_flag("--stdio", args->stdio, "talk on standard input and output");
   sub->add_flag("--software", args->software,
                 "watchpoints in software even where debug-register hits are delivered");
-  sub->add_flag("--once", args->once, "serve one client, then end (the only mode)");
+  sub->add_flag("--once", args->once,
+                "serve one client, then end (also in extended mode; without extended mode the "
+                "server ends at a disconnect anyway)");
   sub->add_flag("--attach", args->attach, "gdbserver's form: the argument after COMM is a PID");
-  sub->add_flag("--multi", args->multi, "gdbserver's extended-remote mode: not served");
-  sub->add_option("--wrapper", args->wrapper, "gdbserver's program wrapper: not served");
+  sub->add_flag("--multi", args->multi,
+                "extended-remote mode from the start: the program is optional (the client runs "
+                "or attaches one), and the server stays for the next client until `monitor "
+                "exit`");
+  sub->add_option("--wrapper", args->wrapper,
+                  "gdbserver's --wrapper WRAPPER... --: each program runs through the wrapper "
+                  "command (e.g. --wrapper env FOO=1 --), stopped once the wrapper execs it");
   sub->add_flag("--no-disable-randomization", args->keep_aslr, "gdbserver's name of --aslr");
+  sub->add_option("--disable-packet", args->disable_packets,
+                  "gdbserver's testing option: OPT1[,OPT2...] of vCont, T (S stop replies), "
+                  "Tthread (stop replies without thread:), qC, qfThreadInfo, threads (all but "
+                  "T)");
   sub->add_flag("--disable-randomization", args->no_aslr,
                 "address-space randomisation off for the program (the default)");
   add_target_options(*sub, args->target);
@@ -270,7 +341,9 @@ CommandRunner setup_gdbserver(CLI::App& app) {
   sub->prefix_command();
   sub->footer(
       "Target: PROG [ARGS] or --attach PID after COMM (gdbserver's form), or -p PID | -- COMMAND "
-      "[ARGS]. gdb: target remote | hwarb gdbserver stdio prog, or target remote :1234. Whoever "
+      "[ARGS]; none with --multi. gdb: target remote | hwarb gdbserver stdio prog, or target "
+      "remote :1234; with --multi, target extended-remote :1234, then set remote exec-file PROG "
+      "and run, or attach PID. Whoever "
       "can connect controls the program: listen on 127.0.0.1 unless the network is trusted. "
       "Exit status: 0 done, 1 the target could not be traced or the server failed, 2 usage "
       "error.");

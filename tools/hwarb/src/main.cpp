@@ -24,9 +24,10 @@ constexpr const char* kUsage =
                                    branch records from -> to
     -o FILE: the report to FILE; the target's own output stays on stdout and stderr
     EXPR: mem:ADDR[/LEN][:ACCESS] or SYMBOL[+OFF][/LEN][:ACCESS], ACCESS from r, w, x
-  hwarb gdbserver [--software] [--attach] COMM [PROG [ARGS] | PID]
+  hwarb gdbserver [--software] [--multi] [--attach] COMM [PROG [ARGS] | PID]
                                    gdb, lldb or an IDE debug the process with hwarb's
-                                   watchpoints (gdbserver's command line; COMM HOST:PORT or stdio)
+                                   watchpoints (gdbserver's command line; COMM HOST:PORT or stdio;
+                                   --multi: extended-remote, the client runs or attaches)
   hwarb sim FILE.scn [--explain] [--svg OUT.svg]
                                    run a scenario on the simulated machine's slot arbiter;
                                    one line per request: 'NAME ok' or 'NAME <ERRNO>'
@@ -65,6 +66,15 @@ int main(int argc, char** argv) {
   }
   // Everything after the first "--" is the target command of watch/stat/trace.
   std::vector<std::string> args(argv + 1, argv + argc);
+  // gdbserver's `--wrapper WRAPPER... --`: the words up to that "--" are the wrapper.
+  if (!args.empty() && args[0] == "gdbserver") {
+    const auto wrapper = std::find(args.begin(), args.end(), "--wrapper");
+    const auto end = std::find(args.begin(), args.end(), "--");
+    if (wrapper < end && end != args.end()) {
+      hwarb::cli::set_gdbserver_wrapper(std::vector<std::string>(wrapper + 1, end));
+      args.erase(wrapper, end + 1);
+    }
+  }
   std::vector<std::string> command;
   const auto dash = std::find(args.begin(), args.end(), "--");
   const bool separator = dash != args.end();

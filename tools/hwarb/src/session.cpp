@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <utility>
 
 #include "commands.h"
 #include "hwarb/linux/files.h"
@@ -12,6 +13,11 @@
 
 namespace hwarb::cli {
 namespace {
+
+std::vector<std::string>& gdbserver_wrapper() {
+  static std::vector<std::string> words;
+  return words;
+}
 
 std::vector<std::string>& trailing() {
   static std::vector<std::string> command;
@@ -28,6 +34,14 @@ bool& separated() {
 void set_trailing_command(std::vector<std::string> command, bool separator) {
   trailing() = std::move(command);
   separated() = separator;
+}
+
+void set_gdbserver_wrapper(std::vector<std::string> wrapper) {
+  gdbserver_wrapper() = std::move(wrapper);
+}
+
+std::vector<std::string> take_gdbserver_wrapper() {
+  return std::exchange(gdbserver_wrapper(), {});
 }
 
 std::vector<std::string> take_trailing_words() {

@@ -50,6 +50,10 @@ void set_trailing_command(std::vector<std::string> command, bool separator);
 // The "--" and the words after it, given back (gdbserver's form, where they are the program's
 // own arguments); the trailing command is empty afterwards.
 std::vector<std::string> take_trailing_words();
+// gdbserver's `--wrapper WRAPPER... --`, which main() takes out of the command line (its "--" is
+// not the target command's): kept here for the gdbserver command, given back once.
+void set_gdbserver_wrapper(std::vector<std::string> wrapper);
+std::vector<std::string> take_gdbserver_wrapper();
 // Adds -p/--pid, -t/--tid and --aslr to `sub`.
 void add_target_options(CLI::App& sub, TargetOptions& target);
 // Fills target.command from the trailing command and checks that exactly one target is given.

@@ -43,12 +43,24 @@
 //     at the fork, as gdbserver clones them); watches (Z2-Z4) are the first process's only.
 //     When the first process ends or is detached, a remaining child takes its place. Without
 //     these features a child is freed of the int3s and let go at once, as before.
+//  9. Extended mode (gdb's `target extended-remote`), as Debian's gdbserver 13.1 serves it:
+//     '!' turns it on (OK). vRun;PROG;ARG... (hex) starts PROG (empty: the last program run, or
+//     GdbLaunch::program) with those arguments, stopped at its first instruction (the stop
+//     reply); vAttach;PID attaches to PID (T05); R restarts the last program (no reply). One
+//     process at a time: vRun and vAttach answer E NN while one runs. Programs run through
+//     GdbLaunch::wrapper when there is one (spawn_program). QDisableRandomization:0|1 sets the next
+//     vRun's randomisation. In extended mode k, vKill and D leave the process as without it but
+//     keep the server serving with no process: then '?' answers W00, qfThreadInfo an empty list,
+//     and packets that need a process E01, until the next vRun or vAttach. Each process has a
+//     session of its own (GdbLaunch::watches): the int3s and watches of a killed, detached or ended
+//     process are gone with it, and gdb's Z packets after a vRun plant them afresh in the new one.
 // Bad input (a malformed packet, a bad checksum, an unknown packet) gets the protocol's answer:
 // '-' (resend), an empty reply, or E NN; it never changes the process.
 //
 // Contract:
 //  - The Inferior is stopped (every thread) when serve() starts, as spawn() and attach() leave
 //    it; the session has no watch yet.
+//  - A server made without a process (the second constructor) has none until a vRun or vAttach.
 //  - serve() returns when the client detached (the process runs on), killed the process, or
 //    went away (end of input, a reset connection, a failed write), or a signal of
 //    install_interrupt_flag() (terminal.h) arrived: then the process is killed when spawned,
@@ -56,6 +68,10 @@
 //    (the error is returned after it). A detached spawned process outlives the server
 //    (Inferior::outlive_tracer). The process's own end (W/X) is reported, and serve() returns at
 //    the client's next k, D or disconnect.
+//  - A disconnect returns end.serving when the server stays (GdbLaunch::multi or '!' seen, not
+//    GdbLaunch::once, not interrupted: gdbserver's rule). The process is left as a disconnect
+//    leaves it (killed when spawned, detached when attached; gdbserver would keep it for the
+//    next client) and the server has none; connect() then serve() serves the next client.
 //  - Reads from in_fd, writes to out_fd (the same socket, or a pipe pair for --stdio). While
 //    the process is stopped, the wait for the client's next packet polls in_fd for a
 //    SpinWindow (adaptive, up to the Inferior's spin_max()) before it sleeps: gdb
@@ -67,6 +83,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -91,14 +108,46 @@ struct GdbServerEnd {
   // SIGHUP) asked the server to end; the process is left as a disconnect leaves it.
   enum class How : std::uint8_t { kDetached, kKilled, kDisconnected, kInterrupted };
   How how = How::kDisconnected;
-  bool exited = false;  // the process ended by itself (status or signal)
+  bool exited = false;   // the process ended by itself (status or signal)
+  bool serving = false;  // the server stays for the next client (connect(), serve())
   int status = 0;
   int signal = 0;
 };
 
+// What extended mode's vRun and vAttach make: each new process is an Inferior (spawned with
+// `inferior`, or attached) with a WatchSession of `watches`, owned by the server.
+struct GdbLaunch {
+  std::vector<std::string> program;  // the command line's PROG ARGS: a vRun without PROG's
+  std::vector<std::string> wrapper;  // gdbserver's --wrapper: each program runs through it
+  InferiorOptions inferior;          // a vRun's spawn (QDisableRandomization sets disable_aslr)
+  WatchSessionOptions watches;
+  bool multi = false;  // gdbserver's --multi: a disconnect leaves the server serving
+  bool once = false;   // gdbserver's --once: a disconnect ends the server even so
+  // gdbserver's --disable-packet (for gdb's testsuite): "vCont" (vCont packets unknown), "T"
+  // (stop replies S, not T), "Tthread" (no thread: in them), "qC", "qfThreadInfo" (unknown).
+  std::set<std::string> disabled_packets;
+};
+
+// gdbserver's way of starting a program: `wrapper` (none: the program itself) with `argv`
+// after it, spawned (Inferior::spawn), then run until the wrapper execs the program, which is
+// then stopped at its first instruction; signals on the way are delivered. Inferior::spawn's
+// errors; ESRCH naming the wrapper when it ends before an exec.
+[[nodiscard]] Result<Inferior> spawn_program(const std::vector<std::string>& wrapper,
+                                             const std::vector<std::string>& argv,
+                                             const InferiorOptions& options);
+
 class GdbServer {
  public:
   GdbServer(Inferior& inferior, WatchSession& session, int in_fd, int out_fd);
+  // No process yet (gdbserver --multi without a program): vRun or vAttach makes one.
+  GdbServer(int in_fd, int out_fd);
+  ~GdbServer();
+
+  // Extended mode's vRun and vAttach (without this they answer E NN).
+  void launch_with(GdbLaunch launch);
+  // A new client on in_fd/out_fd after serve() returned with end.serving: the connection's
+  // state (acknowledgments, the features of qSupported) starts afresh, the process stays.
+  void connect(int in_fd, int out_fd);
 
   [[nodiscard]] Result<GdbServerEnd> serve();
 
@@ -193,6 +242,23 @@ class GdbServer {
   // Leaves the process as `how` says (once: later calls return the first end).
   Result<std::optional<GdbServerEnd>> finish(GdbServerEnd::How how);
   Result<std::optional<GdbServerEnd>> finish_once(GdbServerEnd::How how);
+  // The client went away (or a signal asked the server to end): the process is left as
+  // finish() leaves it, and end.serving says whether the server stays for another client.
+  Result<GdbServerEnd> client_gone();
+  // Whether a disconnect leaves the server serving (gdbserver: unless --once, in extended mode).
+  bool stays() const;
+  // Extended mode: the process is left as `how` says (finish_once) and dropped with its session
+  // and every per-process state; the server then has no process.
+  Result<void> drop_process(GdbServerEnd::How how);
+  // vRun's and vAttach's new process becomes the one served; the stop reply.
+  std::string take_process(Inferior&& inferior);
+  Result<std::string> run_program(std::string_view args);
+  Result<std::string> attach_process(std::string_view pid);
+  // A packet while there is no process (extended mode); nullopt: served as with one.
+  std::optional<Result<std::string>> without_process(const std::string& packet);
+  bool running() const { return inferior_ != nullptr && !exited_; }
+  // Whether GdbLaunch::disabled_packets has `name`.
+  bool disabled(const std::string& name) const;
 
   pid_t thread_for(pid_t selected) const;
   // A thread as the client names it: pPID.TID with multiprocess+, else TID (hex).
@@ -221,8 +287,16 @@ class GdbServer {
   int wire_signal(int signal) const;
   std::optional<int> host_signal(std::uint64_t wire) const;
 
-  Inferior& inferior_;
-  WatchSession& session_;
+  // The process served (nullptr: none, in extended mode) and its session: the caller's, or
+  // own_inferior_ and own_session_ once a vRun or vAttach made them.
+  Inferior* inferior_ = nullptr;
+  WatchSession* session_ = nullptr;
+  std::unique_ptr<Inferior> own_inferior_;
+  std::unique_ptr<WatchSession> own_session_;
+  std::optional<GdbLaunch> launch_;
+  bool extended_ = false;  // '!' received
+  // The program and arguments of the last vRun (gdbserver's program_path and program_args).
+  std::vector<std::string> last_program_;
   int in_fd_;
   int out_fd_;
   RspReader reader_;

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Extended-remote mode (`target extended-remote`), with Debian's gdb as the client against Debian's
+# gdbserver --multi (the reference) and `hwarb gdbserver --multi` in both modes, each started
+# without a program: gdbserver_extended_test.sh HWARB PROGRAMS_DIR
+# Two gdb sessions per server (the same commands for every server), then a second client:
+#  A (breakpoints): `set remote exec-file` prog_gdb_target, `break main`, `run`, `break bump`, two
+#    stops; `kill`, `run` again (a fresh process, the breakpoints re-inserted by gdb), a stop,
+#    `delete`, `continue` to its exit (7); `run` a third time, `detach` at a breakpoint (the
+#    program runs on to total=936); `attach PID` of a sleeping prog_ticker, `detach`.
+#  B (watches): `break main`, `run`, `watch counter`, two hits (0 -> 1, 1 -> 2); `kill`, `run`:
+#    gdb re-inserts the watch in the new process and it hits again (0 -> 1); `delete`,
+#    `continue`: the program exits 7 with total=936, as unwatched; `run`, a hit, `detach` with
+#    the watch inserted: the detached program must run on unwatched to total=936 (a protection
+#    or int3 left behind would kill it or miss writes); `attach` a ticker, `watch ticks`, a hit,
+#    `detach`: the ticker ends by itself (ticks=400, exit 0).
+#  Then `disconnect`, and a second gdb connects to the same server (it stays with --multi) and
+#  says `monitor exit`, which ends it (exit 0).
+# gdb's whole output of A, normalised (process ids, addresses, paths, library lines), must equal
+# gdbserver's; B's too where gdbserver's hardware watchpoints hit (they never do on a machine
+# that does not deliver perf breakpoint hits, where hwarb takes its software path: then B is
+# checked against the hits it must show, and the comparison is a counted skip).
+# shellcheck source=gdb_test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gdb_test_lib.sh" "$@"
+prog=$P/prog_gdb_target
+ticker=$P/prog_ticker
+
+# port_of FILE: the port a server said it listens on (gdbserver: "Listening on port N").
+port_of() {
+  local port='' _
+  for _ in $(seq 600); do
+    port=$(sed -n 's/.*[Ll]istening on port \([0-9]*\).*/\1/p' "$1" | head -1)
+    [[ -n $port ]] && break
+    sleep 0.05
+  done
+  echo "$port"
+}
+# normalise FILE: gdb's output with what differs from run to run (and between servers in ways
+# that are not the protocol's: library loading, addresses, process ids) taken out.
+normalise() {
+  sed -E -e "s#$P/##g" \
+    -e 's/(process|Thread|pid|LWP) [0-9]+/\1 N/g' \
+    -e 's/0x[0-9a-f]+/ADDR/g' -e 's/127\.0\.0\.1:[0-9]+/127.0.0.1:PORT/g' \
+    -e 's/ in [_a-z0-9]*nanosleep[_a-z0-9]* .*/ in SLEEP/' \
+    "$1" | grep -vE '^(Reading |warning: File transfers|\[Thread debugging|Using host libthread_db|\[New Thread|\[Thread .* exited|Download failed|warning: Unable to find libthread_db|warning: could not find .gnu_debugaltlink|Remote debugging using|ADDR in |[0-9]+	)'
+}
+# gdb_session NAME PORT TICKER_PID COMMANDS...: one batch gdb against the server, output to NAME.out.
+gdb_session() {
+  local name=$1 port=$2 tick=$3 c
+  shift 3
+  local args=(-nx -batch -ex 'set remotetimeout 30' -ex 'set confirm off' -ex 'set pagination off'
+              -ex 'set width 0' -ex "target extended-remote 127.0.0.1:$port"
+              -ex "set remote exec-file $prog" -ex "file $prog")
+  for c in "$@"; do args+=(-ex "${c//TICKER/$tick}"); done
+  timeout 300 gdb "${args[@]}" >"$tmp/$name.out" 2>&1
+}
+# start_ticker NAME: a prog_ticker writing `ticks` 400 times, 20 ms apart; its pid in $tick.
+start_ticker() {
+  rm -f "$tmp/$1.tick"
+  "$ticker" "$tmp/$1.tick" 400 0 20000 >"$tmp/$1.ticker" 2>&1 &
+  tick=$!
+  for _ in $(seq 200); do [[ -s $tmp/$1.tick ]] && break; sleep 0.02; done
+}
+# ticker_ended NAME PID: the ticker ran on to its own end after the detach.
+ticker_ended() {
+  wait "$2"
+  local rc=$?
+  [[ $rc -eq 0 ]] && grep -q '^ticks=400$' "$tmp/$1.ticker" ||
+    bad "$1: the attached and detached ticker did not end by itself (exit $rc, '$(cat "$tmp/$1.ticker")')"
+}
+a_cmds=('break main' run 'break bump' continue continue kill 'info breakpoints' run continue
+        delete continue 'break bump' run continue detach delete
+        "file $ticker" 'attach TICKER' 'info inferiors' detach)
+b_cmds=('break main' run 'watch counter' continue continue kill run continue 'p counter' delete
+        continue 'break bump' run 'watch counter' continue detach delete "file $ticker"
+        'attach TICKER' 'watch ticks' continue 'p ticks > 0' detach disconnect)
+# session NAME SERVER...: the server on 127.0.0.1 (any port), sessions A and B, the second client.
+session() {
+  local name=$1 port server tick rc
+  shift
+  "$@" >"$tmp/$name.prog" 2>"$tmp/$name.srv" &
+  server=$!
+  port=$(port_of "$tmp/$name.srv")
+  [[ -n $port ]] || { bad "$name: the server did not listen: $(cat "$tmp/$name.srv")"; kill "$server"; return; }
+  start_ticker "$name-a"
+  gdb_session "$name-a" "$port" "$tick" "${a_cmds[@]}"
+  ticker_ended "$name-a" "$tick"
+  start_ticker "$name-b"
+  gdb_session "$name-b" "$port" "$tick" "${b_cmds[@]}"
+  ticker_ended "$name-b" "$tick"
+  timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' \
+    -ex "target extended-remote 127.0.0.1:$port" -ex 'monitor exit' >"$tmp/$name.exit" 2>&1
+  timeout 60 tail --pid="$server" -f /dev/null || { bad "$name: the server did not end at monitor exit"; kill "$server"; }
+  wait "$server"
+  rc=$?
+  [[ $rc -eq 0 ]] || bad "$name: the server exited $rc: $(tail -3 "$tmp/$name.srv")"
+  normalise "$tmp/$name-a.out" >"$tmp/$name-a.story"
+  normalise "$tmp/$name-b.out" >"$tmp/$name-b.story"
+}
+# differs NAME REF: gdb's session NAME differs from REF's (shown).
+differs() {
+  diff -u "$tmp/$2.story" "$tmp/$1.story" >"$tmp/$1.diff" && return 1
+  sed 's/^/  | /' "$tmp/$1.diff" >&2
+  return 0
+}
+
+if command -v gdbserver >/dev/null; then
+  session gdbserver gdbserver --multi 127.0.0.1:0
+  # Session A ends twice by itself (the exit, the detached run), session B then as often as the
+  # watch lets it: twice where gdbserver's hits are delivered, 3 times where its watch never hits.
+  grep -q '^total=936$' "$tmp/gdbserver.prog" || bad "gdbserver: no run printed total=936"
+else
+  skip_case - "compared with Debian's gdbserver" "Debian's gdbserver is not installed"
+fi
+for mode in "" "--software"; do
+  m=hwarb${mode}
+  session "$m" "$hwarb" gdbserver $mode --multi 127.0.0.1:0
+  totals=$(grep -c '^total=936$' "$tmp/$m.prog")
+  [[ $totals -eq 4 ]] || bad "$m: $totals runs printed total=936 (want 4: A's exit and detach, B's): $(cat "$tmp/$m.prog")"
+  if grep -q 'Remote communication error\|Remote replied unexpectedly\|not supported' "$tmp/$m-a.out" "$tmp/$m-b.out"; then
+    bad "$m: gdb: $(grep -h -m1 'Remote communication error\|Remote replied unexpectedly\|not supported' "$tmp/$m-a.out" "$tmp/$m-b.out")"
+  fi
+  # B's hits: 0 -> 1, 1 -> 2; after kill and run 0 -> 1 again; after the third run 0 -> 1; a tick.
+  hits=$(grep -A1 '^Old value = ' "$tmp/$m-b.out" | grep -v '^--$' | tr '\n' ' ')
+  want='Old value = 0 New value = 1 Old value = 1 New value = 2 Old value = 0 New value = 1 Old value = 0 New value = 1 '
+  [[ $hits == "$want"Old\ value\ =\ *New\ value\ =\ * ]] ||
+    bad "$m: session B's watch hits are '$hits' (want '${want}Old value = T New value = T+1')"
+  grep -qx '\$1 = 1' "$tmp/$m-b.out" || bad "$m: counter after the second run's hit is not 1"
+  if [[ -f $tmp/gdbserver-a.story ]]; then
+    differs "$m-a" gdbserver-a && bad "$m: session A differs from gdbserver's (- gdbserver, + hwarb) above"
+    if grep -q '^Old value' "$tmp/gdbserver-b.out"; then
+      differs "$m-b" gdbserver-b && bad "$m: session B differs from gdbserver's (- gdbserver, + hwarb) above"
+    else
+      skip_case - "$m: session B compared with gdbserver's" \
+        "Debian's gdbserver's hardware watchpoints do not hit here (perf breakpoint hits not delivered)"
+    fi
+  fi
+done
+[[ $fail -eq 0 ]] && echo "gdbserver_extended_test: all cases passed"
+exit $fail
