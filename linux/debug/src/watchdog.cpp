@@ -76,7 +76,7 @@ bool untraced(pid_t pid) {
 // The watchdog process: waits until hwarb releases its lock or dies holding it.
 [[noreturn]] void watch_over(Watchdog::Shared& shared) {
   // It must win a race with the tracees' detach: real-time where allowed (root), else as is.
-  (void)make_realtime();
+  ignore_error(make_realtime(), "EPERM without root: it runs as is");
   auto got = shared.owner().wait();
   if (!got || *got == OwnerLock::Outcome::kReleased ||
       shared.published.load(std::memory_order_acquire) == 0) {
@@ -84,7 +84,8 @@ bool untraced(pid_t pid) {
   }
   const Slot& slot = shared.slot[shared.current.load(std::memory_order_acquire)];
   // First of all: stop them, before any runs on into a watched page.
-  for (std::uint32_t i = 0; i < slot.processes; ++i) (void)send_signal(slot.pid[i], SIGSTOP);
+  for (std::uint32_t i = 0; i < slot.processes; ++i)
+    ignore_error(send_signal(slot.pid[i], SIGSTOP), "a process that is gone needs no stop");
   const RestorePlan plan = plan_of(slot);
   RestorePlan free_ones = plan;
   free_ones.processes.clear();
@@ -138,7 +139,8 @@ Result<std::size_t> restore_processes(const RestorePlan& plan, bool stopped_by_u
       ok = inferior->write_memory(b.addr, std::span<const std::uint8_t>(&b.original, 1));
     }
     auto detached = inferior->detach();
-    if (stopped_by_us) (void)send_signal(pid, SIGCONT);
+    if (stopped_by_us)
+      ignore_error(send_signal(pid, SIGCONT), "a process that is gone needs no SIGCONT");
     if (!ok && first)
       first = std::unexpected(ok.error().with_context("process " + std::to_string(pid)));
     if (!detached && first) first = std::unexpected(detached.error());

@@ -70,7 +70,7 @@ struct RestorePlan {
 // Undoes `plan` in each of its processes now, which must not be traced (they are seized,
 // restored, detached, and continued when `stopped_by_us`). Returns how many processes were
 // restored; a process that is gone is skipped. What the watchdog runs; public for tests.
-[[nodiscard]] Result<std::size_t> restore_processes(const RestorePlan& plan, bool stopped_by_us);
+Result<std::size_t> restore_processes(const RestorePlan& plan, bool stopped_by_us);
 
 class Watchdog {
  public:
@@ -79,14 +79,14 @@ class Watchdog {
   static constexpr std::size_t kMaxBytes = 4096;
 
   // Forks the watchdog (fork_detached's errors).
-  [[nodiscard]] static Result<Watchdog> start();
+  static Result<Watchdog> start();
   Watchdog(Watchdog&& other) noexcept;
   Watchdog& operator=(Watchdog&& other) noexcept;
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
   ~Watchdog();
 
-  [[nodiscard]] Result<void> publish(const RestorePlan& plan);
+  Result<void> publish(const RestorePlan& plan);
   // The plan the watchdog holds now: the last one published, empty before the first and once
   // released (for tests and diagnostics).
   [[nodiscard]] RestorePlan published_plan() const;
