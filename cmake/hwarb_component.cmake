@@ -1,3 +1,11 @@
+# Every C++ target of hwarb (components, their tests, the CLI, benchmarks) is compiled with
+# HWARB_RESULT_FLAGS, set here for the whole tree: a dropped Result (hwarb/base/error.h, a
+# [[nodiscard]] type) or a dropped [[nodiscard]] value is a compile error in every build type
+# (the sanitizer builds of scripts/test included), with or without -Werror.
+# tests/headers' result_dropped checks that a translation unit dropping a Result fails to compile.
+set(HWARB_RESULT_FLAGS -Wunused-result -Werror=unused-result)
+add_compile_options(${HWARB_RESULT_FLAGS})
+
 # hwarb_component(NAME [INTERNAL]
 #   SOURCES src/a.cpp ...            library sources (none: header-only INTERFACE target)
 #   DEPS hwarb::base ...             public dependencies
@@ -84,8 +92,9 @@ endfunction()
 # test has none, so that no test is left out of every build.
 #   1. `race`                         -> tsan     (ThreadSanitizer)
 #   2. `bench`, `timing`, `install`,  -> release  (optimised code: speed is what they check; or
-#      `uninstrumented`                           no sanitizer: an installed package, limits
-#                                                 that shadow memory defeats)
+#      `uninstrumented`, `compile`                no sanitizer: an installed package, limits
+#                                                 that shadow memory defeats; or what the
+#                                                 compiler refuses, checked once)
 #   3. anything else                  -> asan     (AddressSanitizer + UBSan)
 function(hwarb_test_stage test)
   if(NOT HWARB_BUILD_TESTS)
@@ -100,7 +109,7 @@ function(hwarb_test_stage test)
   if("race" IN_LIST labels)
     set(stage tsan)
   else()
-    foreach(label bench timing install uninstrumented)
+    foreach(label bench timing install uninstrumented compile)
       if(label IN_LIST labels)
         set(stage release)
       endif()

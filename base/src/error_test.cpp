@@ -38,6 +38,48 @@ TEST(ErrorTest, MessageAndContext) {
   EXPECT_EQ(r.error().code(), ErrorCode::kBusy);
 }
 
+Result<int> half(int n) {
+  if (n % 2 != 0) return make_error(ErrorCode::kInval, "n: odd");
+  return n / 2;
+}
+
+TEST(ResultTest, ConvertsFromExpectedAndUnexpected) {
+  std::expected<int, Error> plain = 4;
+  Result<int> r = plain;
+  EXPECT_EQ(r, 4);
+  r = std::expected<int, Error>(std::unexpect, Error(ErrorCode::kIo, "x"));
+  EXPECT_EQ(r, std::unexpected(Error(ErrorCode::kIo, "x")));
+  Result<void> v = std::unexpected(Error(ErrorCode::kBusy, "y"));
+  EXPECT_NE(v, Result<void>());
+  EXPECT_EQ(Result<void>(), Result<void>());
+  EXPECT_EQ(half(4), half(4));
+  EXPECT_NE(half(4), half(3));
+  EXPECT_EQ(2, half(4));
+}
+
+TEST(ResultTest, MonadicMembersGiveResults) {
+  Result<int> chained = half(8).and_then(half).and_then(half);
+  EXPECT_EQ(chained, 1);
+  Result<int> failed = half(8).and_then(half).and_then(half).and_then(half);
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().message(), "n: odd");
+  Result<std::string> shown = half(6).transform([](int n) { return std::to_string(n); });
+  EXPECT_EQ(shown, "3");
+  int seen = 0;
+  Result<void> done = half(2).transform([&](int n) { seen = n; });
+  EXPECT_TRUE(done.has_value());
+  EXPECT_EQ(seen, 1);
+  Result<int> recovered = half(3).or_else([](const Error& e) -> Result<int> {
+    return e.code() == ErrorCode::kInval ? Result<int>(0) : Result<int>(std::unexpected(e));
+  });
+  EXPECT_EQ(recovered, 0);
+  Result<void> ok;
+  EXPECT_EQ(ok.and_then([] { return half(10); }), 5);
+  Result<void> bad = make_error(ErrorCode::kPerm, "z");
+  EXPECT_EQ(bad.transform([] { return 1; }).error().code(), ErrorCode::kPerm);
+  ignore_error(half(1), "the test drops it on purpose");
+}
+
 TEST(IdsTest, StrongIdsCompareAndHash) {
   EXPECT_LT(CpuId(1), CpuId(2));
   EXPECT_EQ(TaskId(7), TaskId(7));

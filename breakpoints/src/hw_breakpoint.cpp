@@ -61,7 +61,7 @@ Result<BreakpointHandle> HwBreakpoints::perf_event_open(const pmu::EventAttr& at
   if (!context) a.disabled = true;
   auto h = core_.open(a, owner, std::move(handler));
   if (!h || context) return h;
-  (void)h->close();
+  ignore_error(h->close(), "the refusal is the answer; the event just opened closes");
   return std::unexpected(context.error());
 }
 

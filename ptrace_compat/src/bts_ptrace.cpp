@@ -211,7 +211,7 @@ void PtraceBts::release(TaskId task) {
   owners_.erase(id);
   // Closing a context this object opened cannot fail (its only error is ENOENT); the entry is
   // forgotten either way, so a context someone else closed leaves nothing behind.
-  static_cast<void>(tracer_.close(id));
+  ignore_error(tracer_.close(id), "only ENOENT: someone else closed it; forgotten either way");
 }
 
 std::optional<bts::ContextId> PtraceBts::context(TaskId task) const {

@@ -113,9 +113,9 @@ System::~System() {
   core_.reset();
   bts_pmu_.reset();
   tracer_.reset();
-  (void)machine_->remove_observer(this);
-  (void)machine_->set_debug_handler(nullptr);
-  (void)machine_->set_bts_interrupt_handler(nullptr);
+  ignore_error(machine_->remove_observer(this), "teardown: ENOENT if never added");
+  ignore_error(machine_->set_debug_handler(nullptr), "teardown, outside any callback");
+  ignore_error(machine_->set_bts_interrupt_handler(nullptr), "teardown, outside any callback");
 }
 
 void System::on_switch(CpuId cpu, std::optional<TaskId> prev, std::optional<TaskId> next) {

@@ -5,12 +5,15 @@
 # Each folder may include only the folders listed for it (itself included); the order is the one
 # docs/architecture.md draws:
 #
-#   base, x86 -> arbiter -> pmu -> pmu/bts -> breakpoints -> ptrace_compat -> sim
+#   base, x86 -> arbiter -> pmu -> pmu/bts -> breakpoints -> ptrace_compat -> sim -> scenario
 #   base -> linux/sys;  ptrace_compat, linux/sys -> linux/debug;  everything -> tools/hwarb
+# (scenario, the scenario language, stands above sim and beside linux/debug: neither includes the
+# other, and nothing but the CLI includes scenario.)
 #
 # An include of "hwarb/linux/NAME" belongs to linux/sys when linux/sys/include/hwarb/linux/NAME
 # exists, else to linux/debug (both layers keep the hwarb/linux/ prefix).
-# Also: the CLI (tools/hwarb) holds no ptrace or perf calls and no system headers for them.
+# Also: the CLI (tools/hwarb) and the scenario language (scenario) hold no ptrace or perf calls
+# and no system headers for them.
 # Usage: layers_test.sh SOURCE_DIR. Prints every violation; exits 1 if there is any.
 set -uo pipefail
 root=${1:?usage: layers_test.sh SOURCE_DIR}
@@ -25,20 +28,21 @@ declare -A allowed=(
   [breakpoints]="base x86 arbiter pmu pmu/bts breakpoints"
   [ptrace_compat]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat"
   [sim]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat sim"
+  [scenario]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat sim scenario"
   [linux/sys]="base linux/sys"
   [linux/debug]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat linux/sys linux/debug"
-  [tools/hwarb]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat sim linux/sys linux/debug tools/hwarb"
+  [tools/hwarb]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat sim scenario linux/sys linux/debug tools/hwarb"
 )
 # The include prefix (hwarb/PREFIX/...) of each folder.
 declare -A prefix_folder=(
   [base]=base [x86]=x86 [arbiter]=arbiter [pmu]=pmu [bts]=pmu/bts [breakpoints]=breakpoints
-  [ptrace_compat]=ptrace_compat [sim]=sim [cli]=tools/hwarb [scenario]=tools/hwarb
+  [ptrace_compat]=ptrace_compat [sim]=sim [cli]=tools/hwarb [scenario]=scenario
 )
 
 folder_of_file() {
   local f=$1
   for folder in pmu/bts linux/sys linux/debug tools/hwarb base x86 arbiter pmu breakpoints \
-                ptrace_compat sim; do
+                ptrace_compat sim scenario; do
     [[ $f == "$folder"/* ]] && { echo "$folder"; return; }
   done
 }
@@ -65,18 +69,20 @@ while IFS=: read -r file inc; do
     echo "layers: $file includes $inc ($to), which $from may not use (allowed: ${allowed[$from]})"
     bad=1
   fi
-done < <(find base x86 arbiter pmu breakpoints ptrace_compat sim linux tools \( -name '*.h' -o \
+done < <(find base x86 arbiter pmu breakpoints ptrace_compat sim scenario linux tools \( -name '*.h' -o \
            -name '*.cpp' \) -print0 | sort -z |
          xargs -0 grep -HE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"hwarb/' |
          sed 's/^\([^:]*\):.*"\(hwarb\/[^"]*\)".*/\1:\2/')
 
-# The CLI parses arguments and prints; the debugger under it makes the system calls.
-# (The scenario runner's ptrace is the simulated machine's: a member named ptrace is not a system
-# call, so only the global ::ptrace( counts.)
+# The CLI parses arguments and prints; the debugger under it makes the system calls. The scenario
+# language drives the simulated machine only. (The scenario runner's ptrace is the simulated
+# machine's: a member named ptrace is not a system call, so only the global ::ptrace( counts.)
 cli_calls=$(grep -nE '#include[[:space:]]*[<"](sys/ptrace|sys/wait|sys/syscall|linux/perf_event|linux/hw_breakpoint|hwarb/linux/syscalls|hwarb/linux/stopped_child)\.h[>"]|(^|[^A-Za-z0-9_])::(ptrace|syscall|waitpid|wait4|kill|tgkill|perf_event_open)[[:space:]]*\(|native::(ptrace_[a-z_]+|perf_[a-z_]*open[a-z_]*|wait_for|send_signal)[[:space:]]*\(' \
-  tools/hwarb/src/*.cpp tools/hwarb/src/*.h 2>/dev/null | grep -v '_test\.cpp:')
+  tools/hwarb/src/*.cpp tools/hwarb/src/*.h scenario/src/*.cpp scenario/src/*.h 2>/dev/null |
+  grep -v '_test\.cpp:')
 if [ -n "$cli_calls" ]; then
-  echo "layers: the CLI makes ptrace/perf/wait calls (they belong in linux/debug):"
+  echo "layers: the CLI or the scenario language makes ptrace/perf/wait calls (they belong in" \
+    "linux/debug):"
   echo "$cli_calls"
   bad=1
 fi

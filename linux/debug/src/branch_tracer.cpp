@@ -71,7 +71,7 @@ Result<BranchTracer> BranchTracer::start(Inferior& inferior, BranchTracerOptions
     tracer.set_flow(tid, rip);
   }
   if (tracer.stats_.planted == 0 && tracer.options_.only) {
-    (void)tracer.restore_all(0);
+    ignore_error(tracer.restore_all(0), "the EINVAL below is the answer");
     return make_error(ErrorCode::kInval, "only: no block of [" + hex(tracer.options_.only->first) +
                                              ", " + hex(tracer.options_.only->second) +
                                              ") could be decoded and planted");

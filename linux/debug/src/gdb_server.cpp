@@ -298,8 +298,9 @@ Result<std::string> GdbServer::run_program(std::string_view args) {
   last_program_ = argv;
   auto spawned = spawn_program(launch_->wrapper, argv, launch_->inferior);
   if (!spawned) return std::unexpected(spawned.error());
-  (void)write_all(STDERR_FILENO, "hwarb gdbserver: process " + argv[0] +
-                                     " created; pid = " + std::to_string(spawned->pid()) + "\n");
+  ignore_error(write_all(STDERR_FILENO, "hwarb gdbserver: process " + argv[0] + " created; pid = " +
+                                            std::to_string(spawned->pid()) + "\n"),
+               "a closed standard error loses the line, the session goes on");
   return take_process(std::move(*spawned));
 }
 
@@ -312,8 +313,9 @@ Result<std::string> GdbServer::attach_process(std::string_view pid_text) {
   if (auto r = drop_process(GdbServerEnd::How::kKilled); !r) return std::unexpected(r.error());
   auto attached = Inferior::attach(*pid, launch_->inferior);
   if (!attached) return std::unexpected(attached.error());
-  (void)write_all(STDERR_FILENO,
-                  "hwarb gdbserver: attached to process " + std::to_string(*pid) + "\n");
+  ignore_error(write_all(STDERR_FILENO,
+                         "hwarb gdbserver: attached to process " + std::to_string(*pid) + "\n"),
+               "a closed standard error loses the line, the session goes on");
   return take_process(std::move(*attached));
 }
 
@@ -380,7 +382,7 @@ void GdbServer::debug_line(const std::string& text) const {
         std::to_string(us / 1000000) + "." + std::to_string(1000000 + us % 1000000).substr(1) + " ";
   }
   line += "hwarb gdbserver: " + text + "\n";
-  (void)write_all(STDERR_FILENO, line);
+  ignore_error(write_all(STDERR_FILENO, line), "a refused log line has nowhere to go");
 }
 
 Result<void> GdbServer::write_raw(std::string_view bytes) {
@@ -506,7 +508,9 @@ Result<GdbServerEnd> GdbServer::serve() {
   if (client_lost_) {
     if (auto gone = client_gone(); gone) return gone;
   }
-  (void)finish(interrupted_ ? GdbServerEnd::How::kInterrupted : GdbServerEnd::How::kDisconnected);
+  ignore_error(
+      finish(interrupted_ ? GdbServerEnd::How::kInterrupted : GdbServerEnd::How::kDisconnected),
+      "the connection's error is the one reported");
   return std::unexpected(end.error());
 }
 
@@ -539,7 +543,7 @@ Result<GdbServerEnd> GdbServer::serve_packets() {
           auto end = on_packet(item->payload);
           // Breakpoints and watches the packet changed, to the watchdog (a failure is kept in
           // watchdog_error_; the packet's answer stands).
-          (void)publish_plan();
+          ignore_error(publish_plan(), "kept in watchdog_error_");
           if (!end) return std::unexpected(end.error());
           if (*end) return **end;
           break;
@@ -576,7 +580,9 @@ Result<std::optional<GdbServerEnd>> GdbServer::finish_once(GdbServerEnd::How how
   drop_rewound_traps();
   for (const auto& [process, int3s] : int3_) {
     for (const auto& [addr, bp] : int3s) {
-      (void)inferior_->write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1), process);
+      ignore_error(
+          inferior_->write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1), process),
+          "a gone process has no int3");
     }
   }
   int3_.clear();
@@ -585,7 +591,7 @@ Result<std::optional<GdbServerEnd>> GdbServer::finish_once(GdbServerEnd::How how
                     (how != GdbServerEnd::How::kKilled && !inferior_->spawned());
   if (keep && undone) {
     // A spawned program the client detached from runs on after the server ends.
-    if (inferior_->spawned()) (void)inferior_->outlive_tracer();
+    if (inferior_->spawned()) ignore_error(inferior_->outlive_tracer(), "the detach goes on");
     // Signals reported to the client and not yet delivered go with the detach.
     if (auto r = inferior_->detach(); !r) return std::unexpected(r.error());
     end.how = how;
@@ -949,7 +955,7 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
       }
       auto end = finish(GdbServerEnd::How::kDetached);
       if (!end) {
-        (void)reply(error_reply(end.error(), error_messages_));
+        ignore_error(reply(error_reply(end.error(), error_messages_)), "end's error is returned");
         return std::unexpected(end.error());
       }
       if (auto r = reply("OK"); !r) return std::unexpected(r.error());
@@ -963,7 +969,8 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
       if (argv.empty()) return std::optional<GdbServerEnd>();
       std::string args = hex_text(argv[0]);
       for (std::size_t i = 1; i < argv.size(); ++i) args += ";" + hex_text(argv[i]);
-      (void)run_program(args);
+      ignore_error(run_program(args),
+                   "R has no reply: the client's next '?' says whether a program runs");
       return std::optional<GdbServerEnd>();
     }
     case 'k': {
@@ -1654,7 +1661,8 @@ Result<std::string> GdbServer::resume(const std::string& actions) {
       continue;
     }
     auto stop = on_event(**got);
-    (void)publish_plan();  // the session may have followed a fork, an exec, a mapping
+    // The session may have followed a fork, an exec, a mapping.
+    ignore_error(publish_plan(), "kept in watchdog_error_");
     if (!stop) return std::unexpected(stop.error());
     if (*stop) {
       last_stop_ = **stop;
@@ -1838,17 +1846,20 @@ Result<std::string> GdbServer::detach_process(pid_t process) {
     // rebuild leaves a followed process unwatched, its memory as the program made it.
     // A rebuild that fails (a system call the child cannot run in its stop) does not keep the
     // child: it is let go as it is, as the client asked.
-    (void)rebuild_watches();
+    ignore_error(rebuild_watches(), "let go as it is");
   }
   if (!vfork_child) {
     for (const auto& [addr, bp] : int3_[process]) {
-      (void)inferior_->write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1), process);
+      ignore_error(
+          inferior_->write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1), process),
+          "a gone process has no int3");
     }
     int3_.erase(process);
   }
   const bool first = process == inferior_->pid();
   // A spawned program the client detached from runs on after the server ends.
-  if (first && inferior_->spawned()) (void)inferior_->outlive_tracer();
+  if (first && inferior_->spawned())
+    ignore_error(inferior_->outlive_tracer(), "the detach goes on");
   if (auto r = inferior_->detach_process(process); !r) return std::unexpected(r.error());
   forked_.erase(process);
   if (first) forked_.erase(inferior_->pid());  // the child that took its place
@@ -2226,8 +2237,9 @@ Result<std::optional<std::string>> GdbServer::on_event(const Event& ev) {
         // The child has its own copy of the text, with our int3s in it: they go before it is let
         // go (else it dies of SIGTRAP at the first one it runs), as gdbserver detaches a child.
         for (const auto& [addr, bp] : int3_[inferior_->process_of(ev.tid)]) {
-          (void)inferior_->write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1),
-                                        ev.child);
+          ignore_error(inferior_->write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1),
+                                               ev.child),
+                       "a gone child has no int3");
         }
       }
       step = ev.vfork ? inferior_->resume(ev.child, mode) : inferior_->release(ev.child);

@@ -558,7 +558,8 @@ Result<CountResult> count_untraced(Inferior& inferior, PerfWatch perf,
   out.lost = watch->lost();
   watch.reset();  // the breakpoints go now
   if (spawned && !out.end.exited) {
-    if (out.end.interrupted) (void)send_signal(pid, SIGKILL);
+    if (out.end.interrupted)
+      ignore_error(send_signal(pid, SIGKILL), "the wait below sees the end either way");
     (void)wait_end(pid, false, out.end);
   }
   return out;

@@ -129,13 +129,13 @@ void Inferior::forget() {
   if (pid_ <= 0) return;
   if (!exited_) {
     if (spawned_) {
-      (void)kill();
+      ignore_error(kill(), "forget() has no error path: a process that will not die is left");
     } else {
-      (void)detach();
+      ignore_error(detach(), "forget() has no error path: a process that is gone needs none");
     }
   }
   for (auto& [child, unused] : children_) {
-    (void)ptrace_detach(child);
+    ignore_error(ptrace_detach(child), "a child that is gone needs no detach");
   }
   children_.clear();
   pid_ = -1;
@@ -157,13 +157,14 @@ Result<Inferior> Inferior::spawn(const std::vector<std::string>& argv,
   inferior.set_spin(options.spin_us);
   const long options_bits = kOptions | (options.kill_on_exit ? PTRACE_O_EXITKILL : 0);
   if (auto seized = ptrace_seize(pid, static_cast<std::uint64_t>(options_bits)); !seized) {
-    (void)send_signal(pid, SIGKILL);
-    (void)native::wait_for(pid, false);
+    ignore_error(send_signal(pid, SIGKILL), "the seize error is the one reported");
+    ignore_error(native::wait_for(pid, false),
+                 "reaping the child killed above; nothing else waits");
     inferior.pid_ = -1;
     return std::unexpected(seized.error());
   }
   inferior.threads_[pid] = Thread{};
-  (void)send_signal(pid, SIGCONT);
+  ignore_error(send_signal(pid, SIGCONT), "our own child: it exists, SIGCONT cannot be refused");
   // Until the exec stop: the SIGCONT and the group-stop reports are job control, not the
   // program's; they are suppressed.
   for (;;) {
@@ -318,7 +319,8 @@ Result<void> Inferior::detach_process(pid_t process) {
     Thread& t = threads_[tid];
     if (sig == 0) sig = t.kept_signal;
     if (t.stop != StopKind::kSignal && sig != 0) {
-      (void)send_thread_signal(thread_group_of(tid), tid, sig);
+      ignore_error(send_thread_signal(thread_group_of(tid), tid, sig),
+                   "a thread that is gone has no signal to get");
       sig = 0;
     }
     // A vfork child's parent stays asleep in the kernel until the child execs or exits: its
@@ -762,7 +764,8 @@ Result<void> Inferior::resume(pid_t tid, Resume how, int signal) {
     if (t->stop == StopKind::kSignal && deliver == 0) {
       deliver = t->kept_signal;
     } else {
-      (void)send_thread_signal(pid_, tid, t->kept_signal);
+      ignore_error(send_thread_signal(pid_, tid, t->kept_signal),
+                   "a thread that is gone has no signal to get");
     }
     t->kept_signal = 0;
   }
@@ -971,7 +974,7 @@ Result<std::optional<Event>> Inferior::wait_or_poll(std::span<const int> fds, in
   for (;;) {
     // The notification first, then the statuses: a SIGCHLD arriving after the waitpid keeps the
     // signalfd readable, so none is missed.
-    (void)drain_signal_fd(*sigfd);
+    ignore_error(drain_signal_fd(*sigfd), "only a wake-up: the waitpid below is the answer");
     bool idle = false;
     auto ev = next_event(false, idle);
     if (!ev) return ev;
@@ -1198,7 +1201,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
         return std::optional<Event>(ev);
       }
       if (t->vfork_child) {
-        (void)ptrace_detach(tid);
+        ignore_error(ptrace_detach(tid), "forgotten either way; ESRCH when it is gone");
         threads_.erase(tid);
         end_vfork(tid);
         ev.kind = EventKind::kThreadExit;
@@ -1207,7 +1210,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
       if (t->process != 0) {
         // A followed process: released with its new image (every other thread of it is gone).
         const pid_t group = t->process;
-        (void)ptrace_detach(tid);
+        ignore_error(ptrace_detach(tid), "released either way; ESRCH when it is gone");
         std::vector<pid_t> gone;
         for (const auto& [other, o] : threads_) {
           if (other != tid && o.process == group) gone.push_back(other);
@@ -1245,7 +1248,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
         // A group-stop: keep job control (the thread stays stopped until SIGCONT).
         t->stopped = false;
         t->stop = StopKind::kNone;
-        (void)ptrace_listen(tid);
+        ignore_error(ptrace_listen(tid), "a thread that is gone is reported by its exit");
         return std::optional<Event>();
       }
       // An interrupt nobody waits for any more (it stayed pending across another stop).
@@ -1508,7 +1511,8 @@ Result<void> Inferior::detach() {
     int sig = pending.contains(tid) ? pending[tid] : 0;
     if (sig == 0 && t.kept_signal != 0) sig = t.kept_signal;
     if (t.stop != StopKind::kSignal && sig != 0) {
-      (void)send_thread_signal(thread_group_of(tid), tid, sig);
+      ignore_error(send_thread_signal(thread_group_of(tid), tid, sig),
+                   "a thread that is gone has no signal to get");
       sig = 0;
     }
     if (auto r = ptrace_detach(tid, sig); !r && first && r.error().code() != ErrorCode::kSrch) {
@@ -1528,7 +1532,8 @@ Result<void> Inferior::detach() {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
         continue;
       }
-      if (WIFSTOPPED(got->status.raw)) (void)ptrace_detach(tid, 0);
+      if (WIFSTOPPED(got->status.raw))
+        ignore_error(ptrace_detach(tid, 0), "let go either way; ESRCH when it is gone");
       break;
     }
   }
@@ -1539,13 +1544,16 @@ Result<void> Inferior::detach() {
 
 Result<void> Inferior::kill() {
   if (pid_ <= 0 || exited_) return {};
-  (void)send_signal(pid_, SIGKILL);
+  ignore_error(send_signal(pid_, SIGKILL), "the wait below sees the end either way");
   // Processes of its own that are still ours: vfork children, forks not released yet.
   for (const auto& [tid, t] : threads_) {
-    if (t.vfork_child) (void)send_signal(tid, SIGKILL);
+    if (t.vfork_child)
+      ignore_error(send_signal(tid, SIGKILL), "a process that is gone needs no kill");
   }
-  for (const auto& [child, unused] : children_) (void)send_signal(child, SIGKILL);
-  for (const auto& [process, unused] : mems_) (void)send_signal(process, SIGKILL);
+  for (const auto& [child, unused] : children_)
+    ignore_error(send_signal(child, SIGKILL), "a process that is gone needs no kill");
+  for (const auto& [process, unused] : mems_)
+    ignore_error(send_signal(process, SIGKILL), "a process that is gone needs no kill");
   for (;;) {
     auto got = wait_ours(pid_);
     if (!got) {

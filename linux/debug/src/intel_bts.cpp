@@ -119,7 +119,8 @@ Result<void> IntelBtsTrace::remove_thread(pid_t tid, const Sink& sink) {
     return make_error(ErrorCode::kNoEnt, "tid: thread " + std::to_string(tid) + " is not traced");
   }
   // Disabling first makes the kernel hand over what the hardware still holds.
-  (void)perf_ioctl(it->second.fd.get(), PERF_EVENT_IOC_DISABLE, 0);
+  ignore_error(perf_ioctl(it->second.fd.get(), PERF_EVENT_IOC_DISABLE, 0),
+               "the drain below reads what is there either way");
   auto r = drain_thread(tid, it->second, sink);
   threads_.erase(it);
   return r;

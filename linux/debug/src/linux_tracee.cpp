@@ -58,7 +58,8 @@ Result<LinuxTracee> LinuxTracee::attach(pid_t pid, UserLayout layout) {
   if (auto r = ptrace_attach(pid); !r) return std::unexpected(r.error());
   if (auto r = wait_for_signal_stop(pid, SIGSTOP); !r) {
     // Still attached if it stopped at all; a detach needs a stop, so try and ignore the answer.
-    (void)ptrace_detach(pid, 0);
+    ignore_error(ptrace_detach(pid, 0),
+                 "ESRCH when it never stopped: the attach error is the answer");
     return std::unexpected(r.error());
   }
   return LinuxTracee(std::nullopt, pid, SIGSTOP);
@@ -95,7 +96,9 @@ void LinuxTracee::release() {
     // Attached to a thread that is not ours: leave it running, untraced.
     bool stopped = stop_.has_value();
     if (!stopped) stopped = send_signal(pid_, SIGSTOP) && wait_for_signal_stop(pid_, SIGSTOP);
-    if (stopped) (void)ptrace_detach(pid_, 0);
+    if (stopped)
+      ignore_error(ptrace_detach(pid_, 0),
+                   "release has no error path; a gone thread needs no detach");
   }
   pid_ = -1;
   stop_.reset();

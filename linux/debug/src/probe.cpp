@@ -74,7 +74,7 @@ class ForkedChild {
   ForkedChild& operator=(const ForkedChild&) = delete;
   ~ForkedChild() {
     if (pid_ <= 0) return;
-    (void)send_signal(pid_, SIGKILL);
+    ignore_error(send_signal(pid_, SIGKILL), "a destructor: the wait below reaps it either way");
     while (true) {
       auto st = wait_for(pid_, false);
       if (!st || st->kind == WaitKind::kExited || st->kind == WaitKind::kKilled) break;

@@ -170,7 +170,7 @@ Result<RunResult> run_target(Inferior& inferior, Engine& engine) {
     return result;
   };
   auto fail = [&](const Error& error) -> Result<RunResult> {
-    (void)leave(false);
+    ignore_error(leave(false), "the first error is the one reported");
     return std::unexpected(error);
   };
   if (auto r = inferior.resume_all(engine.resume_mode()); !r) return fail(r.error());

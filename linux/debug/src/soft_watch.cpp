@@ -185,9 +185,12 @@ Result<SoftWatch> SoftWatch::arm(Inferior& inferior, std::vector<WatchRange> ran
     }
   }
   auto undo = [&](SoftWatch& partial) {
-    for (auto& [p, page] : partial.pages_) (void)partial.protect(tid, p, page.original);
+    for (auto& [p, page] : partial.pages_)
+      ignore_error(partial.protect(tid, p, page.original),
+                   "undo of a failed arm: its error is the one reported");
     for (auto& [a, trap] : partial.traps_) {
-      (void)inferior.write_memory(a, std::span<const std::uint8_t>(&trap.original, 1));
+      ignore_error(inferior.write_memory(a, std::span<const std::uint8_t>(&trap.original, 1)),
+                   "undo of a failed arm: its error is the one reported");
     }
   };
   for (auto& [p, access] : page_access) {
@@ -1371,7 +1374,8 @@ Result<void> SoftWatch::disarm() {
         auto regs = inferior_->get_regs(t);
         if (regs && traps_.contains(regs->rip - 1)) {
           regs->rip -= 1;
-          (void)inferior_->set_regs(t, *regs);
+          ignore_error(inferior_->set_regs(t, *regs),
+                       "a thread that is gone has no trap to rewind");
           continue;
         }
       }

@@ -21,8 +21,9 @@ Result<std::unique_ptr<BranchStore>> BranchStore::open(pid_t pid, Sink sink) {
   if (!tracer) return std::unexpected(tracer.error());
   store->tracer_ = std::move(*tracer);
   BranchStore* self = store.get();
-  store->hardware_.set_interrupt_handler(
-      [self](CpuId cpu) { (void)self->tracer_->on_interrupt(cpu); });
+  store->hardware_.set_interrupt_handler([self](CpuId cpu) {
+    ignore_error(self->tracer_->on_interrupt(cpu), "an interrupt has no caller to answer");
+  });
   store->tracer_->set_full_handler(
       [self](bts::ContextId, std::optional<TaskId>) { self->full_ = true; });
   const TaskId task{static_cast<TaskId::rep_type>(pid)};

@@ -144,11 +144,13 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
   ~Impl() override {
     const bool restore_dr6 = kernel_dr6 && !inferior.spawned();
     if (inferior.alive() && (watch || stepping || restore_dr6)) {
-      (void)inferior.stop_all();
-      if (watch) (void)watch->disarm();
+      ignore_error(inferior.stop_all(),
+                   "a destructor: a thread that will not stop is left as it is");
+      if (watch)
+        ignore_error(watch->disarm(), "a destructor: what cannot be restored stays, as before");
       // The kernel's own DR6 got BS from our single-steps: a later tracer sees it as it was.
       if (restore_dr6 && inferior.is_stopped(tid)) {
-        (void)ptrace_poke_user(tid, dr6_offset(), *kernel_dr6);
+        ignore_error(ptrace_poke_user(tid, dr6_offset(), *kernel_dr6), "a destructor: best effort");
       }
       // The trap of a step in flight is ours: the program must not receive it.
       std::vector<Event> queued = inferior.discard_queued(tid);
@@ -243,7 +245,7 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
 
   void disarm() {
     if (watch) {
-      (void)watch->disarm();
+      ignore_error(watch->disarm(), "dropped either way; a gone thread has nothing to restore");
       watch.reset();
     }
   }
@@ -264,7 +266,7 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
       for (const Active& a : wanted) {
         auto one = SoftWatch::arm(inferior, ranges_of({a}));
         if (one) {
-          (void)one->disarm();
+          ignore_error(one->disarm(), "a trial arm: only whether it armed is asked");
           armed.push_back(a);
         } else {
           unarmed.push_back(a.reg);
@@ -279,7 +281,7 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
     }
     for (std::size_t i = 0; i < armed.size(); ++i) {
       if (w->method(i) == WatchMethod::kSingleStep) {
-        (void)w->disarm();
+        ignore_error(w->disarm(), "single-stepping replaces the page watch either way");
         unarmed.clear();
         active = wanted;
         mode = Mode::kStepping;
@@ -297,7 +299,8 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
   }
 
   void resume_others(const std::vector<pid_t>& others) {
-    for (pid_t t : others) (void)inferior.resume_as_before(t);
+    for (pid_t t : others)
+      ignore_error(inferior.resume_as_before(t), "a thread that is gone needs no resume");
   }
 
   // Re-arms when the virtual registers changed since the last arm (the tracee is stopped).
@@ -588,16 +591,20 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
     switch (ev.kind) {
       case EventKind::kExited:
       case EventKind::kKilled:
-        if (watch) (void)watch->handle(ev, ignored);
+        if (watch)
+          ignore_error(watch->handle(ev, ignored), "the process ended: nothing is left to watch");
         end(ev);
         return {};
       case EventKind::kThreadExit:
-        if (watch) (void)watch->handle(ev, ignored);
+        if (watch)
+          ignore_error(watch->handle(ev, ignored),
+                       "the thread ended: only its bookkeeping is forgotten");
         if (ev.tid == tid) end(ev);
         return {};
       case EventKind::kExec:
         // A new image: Linux flushes the ptrace breakpoints; a tracer sees SIGTRAP.
-        if (watch) (void)watch->handle(ev, ignored);
+        if (watch)
+          ignore_error(watch->handle(ev, ignored), "a new image: the watch is dropped next");
         watch.reset();
         active.clear();
         mode = Mode::kNone;

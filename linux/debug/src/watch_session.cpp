@@ -273,7 +273,8 @@ struct WatchSession::State {
         if (ev.signal == SIGTRAP && ev.code == kSiKernel) {
           if (auto regs = inferior->get_regs(tid)) {
             regs->rip -= 1;
-            (void)inferior->set_regs(tid, *regs);
+            ignore_error(inferior->set_regs(tid, *regs),
+                         "a thread that is gone has no trap to rewind");
           }
         }
         held.push_back({ev, {}});
@@ -405,7 +406,7 @@ struct WatchSession::State {
         if (watchdog != nullptr) {
           // Guarded: the parachute for the stops of the watch (signal_action.h).
           if (auto r = soft->deploy_parachute(); !r) {
-            (void)soft->disarm();
+            ignore_error(soft->disarm(), "the parachute's error is the one reported");
             soft.reset();
             return std::unexpected(r.error());
           }
@@ -418,7 +419,7 @@ struct WatchSession::State {
       }
       auto undo_soft = [&] {
         if (!soft) return;
-        (void)soft->disarm();
+        ignore_error(soft->disarm(), "undo after a failure: that failure is the one reported");
         soft.reset();
       };
       soft_steps = steps;
@@ -473,7 +474,7 @@ struct WatchSession::State {
       publish();
       return {};
     }
-    (void)teardown();
+    ignore_error(teardown(), "the build error is the one reported; the old plan is rebuilt next");
     if (auto again = build(old); !again) {
       publish();
       return std::unexpected(
@@ -500,10 +501,13 @@ struct WatchSession::State {
         if (s) stopped = std::move(*s);
       }
       hold_path_events();
-      (void)teardown();
-      (void)release_held(!stopped.empty());
+      ignore_error(teardown(), "undo() is noexcept and best effort: what cannot be restored stays");
+      ignore_error(release_held(!stopped.empty()),
+                   "undo() is best effort: a held thread that is gone needs nothing");
       for (pid_t tid : stopped) {
-        if (inferior->is_stopped(tid)) (void)inferior->resume(tid, Resume::kCont);
+        if (inferior->is_stopped(tid))
+          ignore_error(inferior->resume(tid, Resume::kCont),
+                       "undo() is best effort: a thread that is gone needs no resume");
       }
     }
     hard.reset();
@@ -806,7 +810,7 @@ Result<void> WatchSession::uninstall() {
   State& s = *state_;
   s.hold_path_events();
   auto r = s.teardown();
-  (void)s.release_held(false);
+  ignore_error(s.release_held(false), "teardown's error is the one returned");
   s.watches.clear();
   if (r && s.watchdog != nullptr) {
     s.watchdog->release();

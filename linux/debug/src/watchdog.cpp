@@ -90,7 +90,7 @@ bool untraced(pid_t pid) {
 // The watchdog process: waits until hwarb releases its lock or dies holding it.
 [[noreturn]] void watch_over(Watchdog::Shared& shared) {
   // It must win a race with the tracees' detach: real-time where allowed (root), else as is.
-  (void)make_realtime();
+  ignore_error(make_realtime(), "EPERM without root: it runs as is");
   auto got = shared.owner().wait();
   if (!got || *got == OwnerLock::Outcome::kReleased ||
       shared.published.load(std::memory_order_acquire) == 0) {
@@ -98,7 +98,8 @@ bool untraced(pid_t pid) {
   }
   const Slot& slot = shared.slot[shared.current.load(std::memory_order_acquire)];
   // First of all: stop them, before any runs on into a watched page.
-  for (std::uint32_t i = 0; i < slot.processes; ++i) (void)send_signal(slot.pid[i], SIGSTOP);
+  for (std::uint32_t i = 0; i < slot.processes; ++i)
+    ignore_error(send_signal(slot.pid[i], SIGSTOP), "a process that is gone needs no stop");
   const RestorePlan plan = plan_of(slot);
   RestorePlan free_ones = plan;
   free_ones.processes.clear();
@@ -194,7 +195,9 @@ Result<std::size_t> restore_processes(const RestorePlan& plan, bool stopped_by_u
     // SIGCONT first: its threads stay in their ptrace stops until resumed, but a thread resumed
     // while the group stop is in effect stops for it again at once, without a report, and would
     // never show its pending signal to drop_stale_signals.
-    if (stopped_by_us) (void)send_signal(pid, SIGCONT);
+    if (stopped_by_us) {
+      ignore_error(send_signal(pid, SIGCONT), "a process that is gone needs no SIGCONT");
+    }
     if (ok) drop_stale_signals(*inferior, plan);
     auto detached = inferior->detach();
     if (!ok && first)

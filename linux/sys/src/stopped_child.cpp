@@ -60,7 +60,7 @@ Result<StoppedChild> StoppedChild::spawn(std::optional<int> cpu) {
   if (st->kind == WaitKind::kStopped && st->value == SIGSTOP) return child;
   const int kind = static_cast<int>(st->kind);
   const int value = st->value;
-  (void)child.kill();
+  ignore_error(child.kill(), "its unexpected stop or end is the error reported");
   if (st->kind == WaitKind::kExited && value == kPinRefused) {
     return make_error(ErrorCode::kInval, "cpu: the child may not run on CPU " +
                                              std::to_string(*cpu) +
@@ -79,14 +79,14 @@ StoppedChild::StoppedChild(StoppedChild&& other) noexcept : pid_(std::exchange(o
 
 StoppedChild& StoppedChild::operator=(StoppedChild&& other) noexcept {
   if (this != &other) {
-    (void)kill();
+    ignore_error(kill(), "noexcept: a child that is gone needs no kill");
     pid_ = std::exchange(other.pid_, -1);
   }
   return *this;
 }
 
 StoppedChild::~StoppedChild() {
-  (void)kill();
+  ignore_error(kill(), "a destructor: a child that is gone needs no kill");
 }
 
 Result<WaitStatus> StoppedChild::wait(bool nohang) {

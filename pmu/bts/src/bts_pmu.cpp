@@ -70,11 +70,15 @@ Result<void> BtsPmu::add(pmu::Event& event, CpuId cpu) {
 void BtsPmu::del(pmu::Event& /*event*/, CpuId /*cpu*/) {}
 
 void BtsPmu::start(pmu::Event& event, CpuId cpu) {
-  if (const Bound* b = bound(event)) (void)tracer_.activate(b->context, cpu);
+  if (const Bound* b = bound(event))
+    ignore_error(tracer_.activate(b->context, cpu),
+                 "bound context, the event's own CPU: nothing to refuse");
 }
 
 void BtsPmu::stop(pmu::Event& event, CpuId cpu) {
-  if (const Bound* b = bound(event)) (void)tracer_.deactivate(b->context, cpu);
+  if (const Bound* b = bound(event))
+    ignore_error(tracer_.deactivate(b->context, cpu),
+                 "bound context, the event's own CPU: nothing to refuse");
 }
 
 void BtsPmu::read(pmu::Event& event) {
@@ -89,7 +93,8 @@ void BtsPmu::read(pmu::Event& event) {
 void BtsPmu::event_destroy(pmu::Event& event) {
   auto it = bound_.find(event.id());
   if (it == bound_.end()) return;
-  (void)tracer_.close(it->second.context);
+  ignore_error(tracer_.close(it->second.context),
+               "a bound context is open: close has no error to give");
   --(it->second.per_task ? per_task_ : cpu_wide_);
   bound_.erase(it);
 }

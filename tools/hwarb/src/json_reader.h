@@ -37,6 +37,6 @@ struct JsonValue {
 
 inline constexpr int kMaxJsonDepth = 64;
 
-[[nodiscard]] Result<JsonValue> parse_json(std::string_view text);
+Result<JsonValue> parse_json(std::string_view text);
 
 }  // namespace hwarb::cli

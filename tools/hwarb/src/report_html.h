@@ -29,6 +29,6 @@ inline constexpr std::size_t kMaxThreads = 64;
 inline constexpr std::size_t kMaxSites = 2000;
 
 // `records`: the run's output; `name`: the input's name, for the page's title and errors.
-[[nodiscard]] Result<std::string> render_report(std::string_view records, std::string_view name);
+Result<std::string> render_report(std::string_view records, std::string_view name);
 
 }  // namespace hwarb::cli

@@ -57,7 +57,7 @@ std::vector<std::string> take_gdbserver_wrapper();
 // Adds -p/--pid, -t/--tid and --aslr to `sub`.
 void add_target_options(CLI::App& sub, TargetOptions& target);
 // Fills target.command from the trailing command and checks that exactly one target is given.
-[[nodiscard]] Result<void> check_target(TargetOptions& target);
+Result<void> check_target(TargetOptions& target);
 // Adds -o/--output FILE to `sub`.
 void add_output_option(CLI::App& sub, std::string& path);
 
@@ -75,7 +75,7 @@ void start_watchdog(std::optional<native::Watchdog>& watchdog, std::string_view 
 class Report {
  public:
   // stdout when `path` is empty, else FILE created or truncated; create_file's errors.
-  [[nodiscard]] static Result<Report> open(const std::string& path);
+  static Result<Report> open(const std::string& path);
   // stdout (sim and probe, which have no -o).
   static Report standard_output() { return Report(stdout, false, "stdout"); }
 
@@ -103,7 +103,7 @@ class Report {
   const std::optional<Error>& error() const { return error_; }
   // Flushes stdout, or closes the file (where a file system may first say ENOSPC or EIO); the
   // first failure of the whole report. Once only.
-  [[nodiscard]] Result<void> close();
+  Result<void> close();
 
  private:
   Report(std::FILE* out, bool to_file, std::string name)
@@ -161,11 +161,9 @@ class WithProgress final : public native::Engine {
   WithProgress(native::Engine& engine, Progress& progress, std::function<std::string()> line)
       : engine_(engine), progress_(progress), line_(std::move(line)) {}
 
-  [[nodiscard]] Result<bool> handle(const native::Event& event) override {
-    return engine_.handle(event);
-  }
+  Result<bool> handle(const native::Event& event) override { return engine_.handle(event); }
   native::Resume resume_mode() const override { return engine_.resume_mode(); }
-  [[nodiscard]] Result<void> finish() override {
+  Result<void> finish() override {
     progress_.clear();
     return engine_.finish();
   }

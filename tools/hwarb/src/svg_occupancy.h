@@ -75,11 +75,11 @@ class OccupancyChart {
 // text and closes the file, the first failure ("--svg PATH: ENOSPC: ...").
 class PictureFile {
  public:
-  [[nodiscard]] static Result<PictureFile> open(std::string_view option, const std::string& path);
+  static Result<PictureFile> open(std::string_view option, const std::string& path);
   PictureFile(PictureFile&& other) noexcept;
   PictureFile& operator=(PictureFile&&) = delete;
   ~PictureFile();
-  [[nodiscard]] Result<void> write_all(std::string_view text);
+  Result<void> write_all(std::string_view text);
 
  private:
   PictureFile(std::FILE* file, std::string name) : file_(file), name_(std::move(name)) {}

@@ -356,7 +356,7 @@ int run_on_cpus(const SystemWideArgs& args, const std::vector<int>& cpus, const 
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   // Step 7.
-  (void)count->disable();
+  ignore_error(count->disable(), "the counts are read next either way");
   auto counts = count->counts();
   if (!counts) return failure(counts.error().to_string());
   // [expression][cpu index]
@@ -443,7 +443,7 @@ int run_on_cpus(const SystemWideArgs& args, const std::vector<int>& cpus, const 
 int run_system_wide(SystemWideArgs& args) {
   g_name = args.stat ? "stat" : "watch";
   // Step 1.
-  (void)check_target(args.target);  // fills the command; "none given" is fine here
+  ignore_error(check_target(args.target), "fills the command; none given is fine here");
   if (args.target.pid != 0 || args.target.tid != 0) {
     return usage(
         "target: -a/-C count everything that runs on the CPUs: give a command (counted while it "

@@ -45,8 +45,7 @@ class Timeline {
   static constexpr int kHwarbPid = 1 << 22;  // PID_MAX_LIMIT: no process has it
   static constexpr std::uint64_t kDefaultCap = 200'000;
 
-  [[nodiscard]] static Result<Timeline> open(const std::string& path,
-                                             std::uint64_t cap = kDefaultCap);
+  static Result<Timeline> open(const std::string& path, std::uint64_t cap = kDefaultCap);
   Timeline(Timeline&& other) noexcept;
   Timeline& operator=(Timeline&&) = delete;
   Timeline(const Timeline&) = delete;
@@ -77,7 +76,7 @@ class Timeline {
 
   // Writes the note (when capped) and the closing bracket, closes FILE; the first failure of
   // any write ("--timeline PATH: ENOSPC: ..."). Once only.
-  [[nodiscard]] Result<void> close();
+  Result<void> close();
 
  private:
   Timeline(std::FILE* file, std::string path, std::uint64_t cap);
@@ -148,11 +147,9 @@ class RunPhases {
 class PhaseEngine final : public native::Engine {
  public:
   PhaseEngine(native::Engine& engine, RunPhases& phases) : engine_(engine), phases_(phases) {}
-  [[nodiscard]] Result<bool> handle(const native::Event& event) override {
-    return engine_.handle(event);
-  }
+  Result<bool> handle(const native::Event& event) override { return engine_.handle(event); }
   native::Resume resume_mode() const override { return engine_.resume_mode(); }
-  [[nodiscard]] Result<void> finish() override {
+  Result<void> finish() override {
     phases_.mark("detach");
     return engine_.finish();
   }

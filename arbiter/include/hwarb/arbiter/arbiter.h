@@ -146,7 +146,7 @@ struct Snapshot {
 class Arbiter {
  public:
   // EINVAL naming `cpus` when cpus is outside 1 .. 65536.
-  [[nodiscard]] static Result<std::unique_ptr<Arbiter>> create(const ArbiterConfig& config);
+  static Result<std::unique_ptr<Arbiter>> create(const ArbiterConfig& config);
   ~Arbiter();
   Arbiter(const Arbiter&) = delete;
   Arbiter& operator=(const Arbiter&) = delete;
@@ -155,16 +155,16 @@ class Arbiter {
   int cpus() const { return config_.cpus; }
 
   // Admits the request or refuses it (ENOSPC, EBUSY, EINVAL, ENODEV, ENOMEM).
-  [[nodiscard]] Result<Reservation> reserve(const Request& request);
+  Result<Reservation> reserve(const Request& request);
   // All requests or none. Every request is validated first (EINVAL); then they are admitted in
   // order, each seeing the ones before it, each checked like reserve (ENODEV, then EBUSY or
   // ENOSPC). On failure the error names the index of the refused request.
-  [[nodiscard]] Result<std::vector<Reservation>> reserve_all(std::span<const Request> requests);
+  Result<std::vector<Reservation>> reserve_all(std::span<const Request> requests);
   // Changes type, CPU, weight, pinned or id (task and kind cannot change: EINVAL). Release the
   // old, admit the new; if the new is refused the old stays exactly as it was. ENODEV only when
   // a CPU-bound reservation moves to an offline CPU (one that stays on its offline CPU may
   // change).
-  [[nodiscard]] Result<void> modify(Reservation& reservation, const Request& next);
+  Result<void> modify(Reservation& reservation, const Request& next);
   // Gives the reservation's slots back; the Reservation becomes empty.
   void release(Reservation& reservation);
 
@@ -177,14 +177,14 @@ class Arbiter {
 
   // CPU hotplug. Accounting is over possible CPUs and survives offline/online. CPU-bound
   // requests on an offline CPU are refused with ENODEV. EINVAL for a CPU out of range.
-  [[nodiscard]] Result<void> set_cpu_online(CpuId cpu, bool online);
+  Result<void> set_cpu_online(CpuId cpu, bool online);
   bool cpu_online(CpuId cpu) const;
   std::vector<CpuId> online_cpus() const;
 
   // A consistent snapshot, recomputed from the live reservations under the exclusive lock.
   Snapshot snapshot() const;
   // Verifies the incremental counters against a recomputation; error names the mismatch.
-  [[nodiscard]] Result<void> check_consistency() const;
+  Result<void> check_consistency() const;
   // A full, deterministic text dump of the state (counters, histograms, tasks, holders).
   std::string dump() const;
 

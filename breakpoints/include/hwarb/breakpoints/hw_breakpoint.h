@@ -74,31 +74,30 @@ class HwBreakpoints {
   // The core must have `pmu` registered for EventType::kBreakpoint.
   HwBreakpoints(pmu::Core& core, BreakpointPmu& pmu) : core_(core), pmu_(pmu) {}
 
-  [[nodiscard]] Result<BreakpointHandle> register_user_hw_breakpoint(
-      const pmu::EventAttr& attr, pmu::OverflowHandler handler, TaskId task,
-      std::optional<CpuId> cpu = std::nullopt);
-  [[nodiscard]] Result<BreakpointHandle> register_cpu_hw_breakpoint(const pmu::EventAttr& attr,
-                                                                    pmu::OverflowHandler handler,
-                                                                    CpuId cpu);
-  [[nodiscard]] Result<BreakpointHandle> perf_event_open(const pmu::EventAttr& attr,
-                                                         pmu::OverflowHandler handler,
-                                                         pmu::EventOwner owner,
-                                                         pmu::Credentials who, int paranoid);
-  [[nodiscard]] Result<WideBreakpointHandle> register_wide_hw_breakpoint(
-      const pmu::EventAttr& attr, pmu::OverflowHandler handler);
+  Result<BreakpointHandle> register_user_hw_breakpoint(const pmu::EventAttr& attr,
+                                                       pmu::OverflowHandler handler, TaskId task,
+                                                       std::optional<CpuId> cpu = std::nullopt);
+  Result<BreakpointHandle> register_cpu_hw_breakpoint(const pmu::EventAttr& attr,
+                                                      pmu::OverflowHandler handler, CpuId cpu);
+  Result<BreakpointHandle> perf_event_open(const pmu::EventAttr& attr, pmu::OverflowHandler handler,
+                                           pmu::EventOwner owner, pmu::Credentials who,
+                                           int paranoid);
+  Result<WideBreakpointHandle> register_wide_hw_breakpoint(const pmu::EventAttr& attr,
+                                                           pmu::OverflowHandler handler);
 
-  [[nodiscard]] Result<void> modify_user_hw_breakpoint(const BreakpointHandle& bp,
-                                                       const pmu::EventAttr& attr);
-  [[nodiscard]] Result<void> modify_user_hw_breakpoint(pmu::EventId id, const pmu::EventAttr& attr);
+  Result<void> modify_user_hw_breakpoint(const BreakpointHandle& bp, const pmu::EventAttr& attr);
+  Result<void> modify_user_hw_breakpoint(pmu::EventId id, const pmu::EventAttr& attr);
 
-  void unregister_hw_breakpoint(BreakpointHandle& bp) { (void)bp.close(); }
+  void unregister_hw_breakpoint(BreakpointHandle& bp) {
+    ignore_error(bp.close(), "as Linux's, returns nothing; a closed handle is a no-op");
+  }
   void unregister_wide_hw_breakpoint(WideBreakpointHandle& bp) { bp.per_cpu.clear(); }
 
   // A user breakpoint of `task` kept in slot `slot` (0..3) of its ptrace state. EBUSY when the
   // slot already has one, EINVAL for a slot outside 0..3; otherwise as register_user.
-  [[nodiscard]] Result<pmu::EventId> register_ptrace_hw_breakpoint(const pmu::EventAttr& attr,
-                                                                   pmu::OverflowHandler handler,
-                                                                   TaskId task, int slot);
+  Result<pmu::EventId> register_ptrace_hw_breakpoint(const pmu::EventAttr& attr,
+                                                     pmu::OverflowHandler handler, TaskId task,
+                                                     int slot);
   // The task's ptrace state, created empty on first use (no breakpoint, dr7 0, virtual_dr6 0).
   PtraceThread& ptrace_thread(TaskId task) { return ptrace_[task]; }
   // The task's ptrace state if it has one.
@@ -114,7 +113,7 @@ class HwBreakpoints {
   // register_user_* and register_ptrace_* for a task it does not know: ESRCH.
   void set_task_lookup(std::function<bool(TaskId)> exists) { task_exists_ = std::move(exists); }
   // ESRCH naming `task` when the lookup does not know it.
-  [[nodiscard]] Result<void> check_task(TaskId task) const;
+  Result<void> check_task(TaskId task) const;
 
   pmu::Core& core() { return core_; }
   BreakpointPmu& pmu() { return pmu_; }

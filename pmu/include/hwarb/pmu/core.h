@@ -75,13 +75,12 @@ class Core {
   int cpus() const { return static_cast<int>(cpu_ctx_.size()); }
   const arbiter::Arbiter& arbiter() const { return arbiter_; }
   // The PMU for events of `type`. EEXIST when one is registered already.
-  [[nodiscard]] Result<void> register_pmu(EventType type, Pmu& pmu);
+  Result<void> register_pmu(EventType type, Pmu& pmu);
 
   // perf_event_open. Errors: EINVAL (no owner; CPU out of range; weight < 1 — the message names
   // the field), ENOENT (no PMU for attr.type), the arbiter's refusal (ENOSPC, EBUSY, ENODEV),
   // the driver's event_init error. On error nothing remains.
-  [[nodiscard]] Result<EventHandle> open(const EventAttr& attr, EventOwner owner,
-                                         OverflowHandler handler = {});
+  Result<EventHandle> open(const EventAttr& attr, EventOwner owner, OverflowHandler handler = {});
   // Opens several events as one: the slots of all are reserved with Arbiter::reserve_all (no
   // other arbiter user ever sees a part), then each driver's event_init runs. All or nothing:
   // on any error (the first one, in order) no event and no reservation remains. Handles come back
@@ -91,7 +90,7 @@ class Core {
     EventOwner owner;
     OverflowHandler handler;
   };
-  [[nodiscard]] Result<std::vector<EventHandle>> open_all(std::span<const OpenRequest> requests);
+  Result<std::vector<EventHandle>> open_all(std::span<const OpenRequest> requests);
   // Changes a live event's attributes and CPU (the task and the type cannot change: EINVAL).
   // Order: owner and weight checks, then the driver's validate(attr) (so bad fields are EINVAL
   // even on a full CPU, as Linux's modify_user_hw_breakpoint), then the arbiter's modify when the
@@ -100,15 +99,15 @@ class Core {
   // off its CPU, changed and scheduled again (so an active breakpoint is re-installed with the new
   // address); attr.disabled moves it to OFF or back to INACTIVE. ENOENT for an unknown event,
   // EINVAL for an exited one.
-  [[nodiscard]] Result<void> modify(EventId id, const EventAttr& attr, EventOwner owner);
+  Result<void> modify(EventId id, const EventAttr& attr, EventOwner owner);
   // Releases the event, its reservation and its live inherited copies. ENOENT if unknown.
-  [[nodiscard]] Result<void> close(EventId id);
+  Result<void> close(EventId id);
   // OFF <-> INACTIVE (also ERROR -> INACTIVE), then reschedules. ENOENT if unknown; EINVAL on an
   // exited event.
-  [[nodiscard]] Result<void> enable(EventId id);
-  [[nodiscard]] Result<void> disable(EventId id);
+  Result<void> enable(EventId id);
+  Result<void> disable(EventId id);
   // Count (own plus exited inherited copies) and times up to clock.now().
-  [[nodiscard]] Result<ReadValue> read(EventId id);
+  Result<ReadValue> read(EventId id);
   const Event* find(EventId id) const;
   // Ids of the live events, in creation order.
   std::vector<EventId> events() const;
@@ -117,26 +116,26 @@ class Core {
 
   // Context switch. sched_in: EINVAL (CPU out of range), EBUSY (the CPU runs a task, or the
   // task runs on another CPU). sched_out: EINVAL unless `task` runs on `cpu`.
-  [[nodiscard]] Result<void> sched_in(CpuId cpu, TaskId task);
-  [[nodiscard]] Result<void> sched_out(CpuId cpu, TaskId task);
+  Result<void> sched_in(CpuId cpu, TaskId task);
+  Result<void> sched_out(CpuId cpu, TaskId task);
   std::optional<TaskId> current(CpuId cpu) const;
   // Timer tick on `cpu`: flexible rotation. EINVAL for a CPU out of range.
-  [[nodiscard]] Result<void> tick(CpuId cpu);
+  Result<void> tick(CpuId cpu);
   // CPU hotplug. Offline: the CPU must be idle (no task switched in: EBUSY); its CPU-bound events
   // are taken off and stop accruing time_enabled. Online: they are scheduled again. Already in
   // that state: EINVAL. The arbiter's own online set is the caller's business.
-  [[nodiscard]] Result<void> set_cpu_online(CpuId cpu, bool online);
+  Result<void> set_cpu_online(CpuId cpu, bool online);
   bool cpu_online(CpuId cpu) const;
 
   // Copies every inherit event of `parent` to `child` (reserve_all: all or nothing). EINVAL if
   // child == parent; EEXIST if `child` already has events or runs. On error nothing of the child
   // remains. A copy starts OFF if its parent event is OFF or ERROR, else INACTIVE; it shares the
   // handler and the ring buffer of the event opened by the user.
-  [[nodiscard]] Result<void> fork(TaskId parent, TaskId child);
+  Result<void> fork(TaskId parent, TaskId child);
   // The task is gone: takes it off its CPU; its inherited copies fold their count and times into
   // the user's event and are destroyed; its user-opened events go to EXIT and release their
   // reservation (still readable until closed). Fine for a task without events.
-  [[nodiscard]] Result<void> exit(TaskId task);
+  Result<void> exit(TaskId task);
 
  private:
   Event* lookup(EventId id);
@@ -144,12 +143,11 @@ class Core {
   Context& task_context(TaskId task);  // creates
   std::optional<CpuId> active_cpu_of(const Context& ctx) const;
   static bool may_run_on(const Event& e, CpuId cpu) { return !e.cpu() || *e.cpu() == cpu; }
-  [[nodiscard]] Result<void> check_owner(const EventAttr& attr, EventOwner owner) const;
-  [[nodiscard]] Result<Pmu*> pmu_for(const EventAttr& attr) const;
+  Result<void> check_owner(const EventAttr& attr, EventOwner owner) const;
+  Result<Pmu*> pmu_for(const EventAttr& attr) const;
   // Creates an event (not yet in any context) whose slots are reserved; runs event_init.
-  [[nodiscard]] Result<std::unique_ptr<Event>> make_event(EventId id, const EventAttr& attr,
-                                                          EventOwner owner, Pmu& pmu,
-                                                          OverflowHandler handler);
+  Result<std::unique_ptr<Event>> make_event(EventId id, const EventAttr& attr, EventOwner owner,
+                                            Pmu& pmu, OverflowHandler handler);
   // Puts a new event into its context and schedules it if it can run now.
   void install_event(std::unique_ptr<Event> ev, arbiter::Reservation reservation);
   arbiter::Request request_for(const EventAttr& attr, EventOwner owner, EventId id,
@@ -190,7 +188,7 @@ class EventHandle {
   EventHandle(EventHandle&& o) noexcept : core_(o.core_), id_(o.id_) { o.core_ = nullptr; }
   EventHandle& operator=(EventHandle&& o) noexcept {
     if (this != &o) {
-      (void)close();
+      ignore_error(close(), "an event already closed through the Core (ENOENT) holds nothing more");
       core_ = o.core_;
       id_ = o.id_;
       o.core_ = nullptr;
@@ -199,16 +197,18 @@ class EventHandle {
   }
   EventHandle(const EventHandle&) = delete;
   EventHandle& operator=(const EventHandle&) = delete;
-  ~EventHandle() { (void)close(); }
+  ~EventHandle() {
+    ignore_error(close(), "a destructor has no error path; ENOENT means already released");
+  }
 
   bool valid() const { return core_ != nullptr; }
   EventId id() const { return id_; }
   const Event* event() const { return core_ ? core_->find(id_) : nullptr; }
-  [[nodiscard]] Result<ReadValue> read() const { return core_->read(id_); }
-  [[nodiscard]] Result<void> enable() const { return core_->enable(id_); }
-  [[nodiscard]] Result<void> disable() const { return core_->disable(id_); }
+  Result<ReadValue> read() const { return core_->read(id_); }
+  Result<void> enable() const { return core_->enable(id_); }
+  Result<void> disable() const { return core_->disable(id_); }
   // Releases the event; the handle becomes empty. No-op when empty.
-  [[nodiscard]] Result<void> close() {
+  Result<void> close() {
     if (!core_) return {};
     Core* c = core_;
     core_ = nullptr;

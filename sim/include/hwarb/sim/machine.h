@@ -407,8 +407,8 @@ class Machine {
   // access() with each check made by the slow helpers, in access()'s order, that build its error.
   // The inline access() calls it only when one of its own checks failed, so that out-of-line code
   // builds the error; given arguments that pass every check it makes the access (do_access).
-  [[nodiscard]] Result<Outcome> access_checked(CpuId cpu, TaskId task, AccessKind kind,
-                                               std::uint64_t addr, int size, std::uint64_t value);
+  Result<Outcome> access_checked(CpuId cpu, TaskId task, AccessKind kind, std::uint64_t addr,
+                                 int size, std::uint64_t value);
   // Checks what exec(), branch() and run() need, in this order: not in a callback (op names the
   // call), then running_unstopped.
   Result<Task*> working_task(CpuId cpu, TaskId task, const char* op);

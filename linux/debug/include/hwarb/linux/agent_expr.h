@@ -58,10 +58,10 @@ struct AgentAccess {
   std::function<Result<std::uint64_t>(std::uint64_t addr, int size)> memory;
 };
 
-[[nodiscard]] Result<std::uint64_t> eval_agent_expr(std::span<const std::uint8_t> code,
-                                                    const AgentAccess& access);
+Result<std::uint64_t> eval_agent_expr(std::span<const std::uint8_t> code,
+                                      const AgentAccess& access);
 
 using AgentExpr = std::vector<std::uint8_t>;
-[[nodiscard]] Result<std::vector<AgentExpr>> parse_agent_conditions(std::string_view text);
+Result<std::vector<AgentExpr>> parse_agent_conditions(std::string_view text);
 
 }  // namespace hwarb::native

@@ -69,10 +69,8 @@ struct FpRegs {
 [[nodiscard]] std::string gdb_target_xml();
 
 [[nodiscard]] std::string gdb_encode_registers(const x86::Regs& r, const FpRegs& fp);
-[[nodiscard]] Result<void> gdb_decode_registers(std::string_view hex, x86::Regs& r, FpRegs& fp);
-[[nodiscard]] Result<std::string> gdb_read_register(int regno, const x86::Regs& r,
-                                                    const FpRegs& fp);
-[[nodiscard]] Result<void> gdb_write_register(int regno, std::string_view hex, x86::Regs& r,
-                                              FpRegs& fp);
+Result<void> gdb_decode_registers(std::string_view hex, x86::Regs& r, FpRegs& fp);
+Result<std::string> gdb_read_register(int regno, const x86::Regs& r, const FpRegs& fp);
+Result<void> gdb_write_register(int regno, std::string_view hex, x86::Regs& r, FpRegs& fp);
 
 }  // namespace hwarb::native

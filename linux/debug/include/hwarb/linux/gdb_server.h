@@ -132,9 +132,9 @@ struct GdbLaunch {
 // after it, spawned (Inferior::spawn), then run until the wrapper execs the program, which is
 // then stopped at its first instruction; signals on the way are delivered. Inferior::spawn's
 // errors; ESRCH naming the wrapper when it ends before an exec.
-[[nodiscard]] Result<Inferior> spawn_program(const std::vector<std::string>& wrapper,
-                                             const std::vector<std::string>& argv,
-                                             const InferiorOptions& options);
+Result<Inferior> spawn_program(const std::vector<std::string>& wrapper,
+                               const std::vector<std::string>& argv,
+                               const InferiorOptions& options);
 
 class GdbServer {
  public:
@@ -149,13 +149,13 @@ class GdbServer {
   // state (acknowledgments, the features of qSupported) starts afresh, the process stays.
   void connect(int in_fd, int out_fd);
 
-  [[nodiscard]] Result<GdbServerEnd> serve();
+  Result<GdbServerEnd> serve();
 
   // A Watchdog (for an attached process) that holds what must be undone if the server dies
   // without its cleanup (SIGKILL): the session's restore plan and the server's own int3 bytes,
   // published now and after every change. Call before serve(); `watchdog` outlives the server.
   // A publish that fails later drops the watchdog (watchdog_error() says why).
-  [[nodiscard]] Result<void> guard(Watchdog& watchdog);
+  Result<void> guard(Watchdog& watchdog);
   const std::optional<Error>& watchdog_error() const { return watchdog_error_; }
 
  private:

@@ -84,8 +84,7 @@
 
 namespace hwarb::native {
 
-[[nodiscard]] Result<std::vector<HwPiece>> plan_pieces(const std::vector<WatchRange>& ranges,
-                                                       int slots);
+Result<std::vector<HwPiece>> plan_pieces(const std::vector<WatchRange>& ranges, int slots);
 
 // `values`: the caller wants each hit's values (watch), not only counts (stat).
 bool hits_need_stops(const std::vector<WatchRange>& ranges, bool values);
@@ -129,14 +128,14 @@ class HardWatchEngine final : public Engine {
   HardWatchEngine(Inferior& inferior, PerfWatch perf, std::vector<WatchRange> ranges,
                   WatchObserver& observer);
 
-  [[nodiscard]] Result<bool> handle(const Event& event) override;
+  Result<bool> handle(const Event& event) override;
   Resume resume_mode() const override { return Resume::kCont; }
-  [[nodiscard]] Result<void> finish() override;
+  Result<void> finish() override;
   bool done() const override { return observer_.done(); }
   // A fork (non-vfork kFork event) of a watched process, for a caller that follows and resumes
   // the child itself (a session whose software path follows it too): the child gets breakpoints
   // of its own and its values are read, as handle() does, but it is neither followed nor resumed.
-  [[nodiscard]] Result<void> watch_fork(const Event& event);
+  Result<void> watch_fork(const Event& event);
   // On: a thread whose stop reported a hit is left stopped right after the access (handle()
   // still returns true); the caller resumes it. Off (the default): it runs on at once.
   void stop_at_hits(bool on) { stop_at_hits_ = on; }
@@ -150,7 +149,7 @@ class HardWatchEngine final : public Engine {
     Event event;
     bool queued = false;
   };
-  [[nodiscard]] Result<std::vector<Taken>> finish_taking_hits();
+  Result<std::vector<Taken>> finish_taking_hits();
 
  private:
   // What the engine knows of one watched process (this one, a followed fork, a vfork child
@@ -225,12 +224,12 @@ class HardCountEngine final : public Engine {
  public:
   HardCountEngine(PerfCount count, std::vector<WatchRange> ranges);
 
-  [[nodiscard]] Result<bool> handle(const Event& event) override;
+  Result<bool> handle(const Event& event) override;
   Resume resume_mode() const override { return Resume::kCont; }
-  [[nodiscard]] Result<void> finish() override { return {}; }
+  Result<void> finish() override { return {}; }
   // The non-zero counts per range and thread, summed over the range's pieces (an access that
   // touches two pieces of one range counts twice), threads in the order they were covered.
-  [[nodiscard]] Result<std::vector<RangeCount>> counts() const;
+  Result<std::vector<RangeCount>> counts() const;
 
  private:
   PerfCount count_;
@@ -241,9 +240,8 @@ struct CountResult {
   RunResult end;
   std::uint64_t lost = 0;
 };
-[[nodiscard]] Result<CountResult> count_untraced(Inferior& inferior, PerfWatch perf,
-                                                 const std::vector<WatchRange>& ranges,
-                                                 WatchObserver& observer,
-                                                 const std::function<void()>& tick = {});
+Result<CountResult> count_untraced(Inferior& inferior, PerfWatch perf,
+                                   const std::vector<WatchRange>& ranges, WatchObserver& observer,
+                                   const std::function<void()>& tick = {});
 
 }  // namespace hwarb::native

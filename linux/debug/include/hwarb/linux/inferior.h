@@ -144,13 +144,13 @@ class Inferior {
   Result<void> read_memory(std::uint64_t addr, std::span<std::uint8_t> out, pid_t process = 0);
   // Several parts in one system call (read_process_memory's gathered read), all or nothing: an
   // error when any part cannot be read that way (e.g. a PROT_NONE page: read_memory still can).
-  [[nodiscard]] Result<void> read_memory(std::span<const RemoteRead> parts, pid_t process = 0);
-  [[nodiscard]] Result<void> write_memory(std::uint64_t addr, std::span<const std::uint8_t> data,
-                                          pid_t process = 0);
+  Result<void> read_memory(std::span<const RemoteRead> parts, pid_t process = 0);
+  Result<void> write_memory(std::uint64_t addr, std::span<const std::uint8_t> data,
+                            pid_t process = 0);
   Result<std::uint64_t> read_word(std::uint64_t addr, int size, pid_t process = 0);
   // The address of the first occurrence of `code` in the executable mappings of `process`
   // ([vsyscall] aside); ENOENT naming `text` when there is none.
-  [[nodiscard]] Result<std::uint64_t> find_code(pid_t process, std::span<const std::uint8_t> code);
+  Result<std::uint64_t> find_code(pid_t process, std::span<const std::uint8_t> code);
   // The instruction at `addr` of this process (or `process`), decoded from as many of the 15
   // bytes there as are readable (an instruction may end just before an unmapped page).
   // x86::decode's errors.
@@ -181,7 +181,7 @@ class Inferior {
   // process and a followed one remains, the lowest followed process becomes this Inferior's
   // process (pid(), its memory, its threads' process_of); with none left the Inferior is as
   // after detach(). ESRCH when no thread is in `process`.
-  [[nodiscard]] Result<void> detach_process(pid_t process);
+  Result<void> detach_process(pid_t process);
   // After this process ended (kExited/kKilled), the lowest followed process still traced becomes
   // this Inferior's process, as in detach_process; false when there is none.
   bool adopt_followed();
@@ -192,8 +192,8 @@ class Inferior {
   Result<x86::Regs> get_regs(pid_t tid);
   Result<void> set_regs(pid_t tid, const x86::Regs& regs);
   // The x87/SSE state of stopped thread `tid` (PTRACE_GETREGSET NT_PRFPREG: the FXSAVE layout).
-  [[nodiscard]] Result<Fxsave> get_fxsave(pid_t tid);
-  [[nodiscard]] Result<void> set_fxsave(pid_t tid, const Fxsave& area);
+  Result<Fxsave> get_fxsave(pid_t tid);
+  Result<void> set_fxsave(pid_t tid, const Fxsave& area);
 
   // Runs system call `nr` with `args` in stopped thread `tid`; the kernel's return value (a
   // negative errno on failure). See the contract.
@@ -213,7 +213,7 @@ class Inferior {
   // event's) the kernel would ignore it, so it is raised for the thread (tgkill) and, when its
   // signal-delivery stop comes, delivered from there without an event, the thread resumed as
   // asked (a step then stops in the handler, as from a signal-delivery stop).
-  [[nodiscard]] Result<void> resume(pid_t tid, Resume how, int signal = 0);
+  Result<void> resume(pid_t tid, Resume how, int signal = 0);
   // resume(tid, kSyscall) for thread `tid` in the syscall-entry stop of rt_sigreturn (kSyscall
   // otherwise), without the call's syscall-exit stop (PTRACE_SYSEMU: the call still runs) when
   // that stop is one spent on nothing: a signal that the thread takes as soon as it is back in
@@ -241,8 +241,8 @@ class Inferior {
   // waitpid(-1, __WALL) for traced thread `tid` into the Event wait() would have returned
   // (nullopt when it makes none, e.g. a group-stop kept in PTRACE_LISTEN). Either way the
   // Inferior's records of its threads stay exact, as if wait() had read the status.
-  [[nodiscard]] Result<std::optional<Event>> take_queued();
-  [[nodiscard]] Result<std::optional<Event>> take_status(pid_t tid, int status);
+  Result<std::optional<Event>> take_queued();
+  Result<std::optional<Event>> take_status(pid_t tid, int status);
   // The next event of thread `tid` only (events of other threads stay queued for wait()).
   Result<Event> wait_for(pid_t tid);
   // Interrupts every running thread except `except` and waits until all are stopped; other
@@ -250,7 +250,7 @@ class Inferior {
   // interrupt (not those that stopped for an event of their own, which are queued). A thread
   // waiting for its vfork child to exec or exit sleeps in the kernel and cannot stop: it is left
   // as it is (is_stopped false; it runs no user code meanwhile).
-  [[nodiscard]] Result<std::vector<pid_t>> stop_all(pid_t except = -1);
+  Result<std::vector<pid_t>> stop_all(pid_t except = -1);
   // Signals of `mask` (bit n-1 for signal n) that are pending for stopped thread `tid` and not
   // blocked by it, but not reported yet (a signal raised as the thread stopped for something
   // else, e.g. a perf breakpoint's SIGTRAP racing PTRACE_INTERRUPT): the thread is resumed
@@ -283,7 +283,7 @@ class Inferior {
   Result<void> release(pid_t child);
   // Stops every thread and detaches from all of them (kept signals delivered). The process
   // runs on untraced.
-  [[nodiscard]] Result<void> detach();
+  Result<void> detach();
   // SIGKILL and reap.
   Result<void> kill();
 

@@ -40,8 +40,7 @@ struct LinkMap {
 
 using MemoryReader = std::function<Result<void>(std::uint64_t addr, std::span<std::uint8_t> out)>;
 
-[[nodiscard]] Result<LinkMap> read_link_map(std::span<const std::uint8_t> auxv,
-                                            const MemoryReader& read);
+Result<LinkMap> read_link_map(std::span<const std::uint8_t> auxv, const MemoryReader& read);
 std::string svr4_library_xml(const LinkMap& map);
 // `text` with &, <, > and " escaped, for an XML attribute of the documents gdb reads.
 std::string xml_escape(const std::string& text);

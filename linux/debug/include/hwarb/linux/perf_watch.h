@@ -165,9 +165,9 @@ class PerfCount {
 
   // A new thread of the process (stopped before its first instruction). ESRCH naming `pid` when
   // it is gone; the errors of perf_event_open otherwise.
-  [[nodiscard]] Result<void> add_thread(pid_t tid);
+  Result<void> add_thread(pid_t tid);
   // A forked child (stopped), counted with its later threads.
-  [[nodiscard]] Result<void> add_process(pid_t child);
+  Result<void> add_process(pid_t child);
 
   struct Count {
     pid_t tid = 0;
@@ -175,7 +175,7 @@ class PerfCount {
     std::uint64_t count = 0;
     friend bool operator==(const Count&, const Count&) = default;
   };
-  [[nodiscard]] Result<std::vector<Count>> counts() const;
+  Result<std::vector<Count>> counts() const;
   const std::vector<HwPiece>& pieces() const { return pieces_; }
   // The threads and processes covered, in the order they were added.
   std::vector<pid_t> tasks() const;
@@ -195,7 +195,7 @@ class PerfCount {
 
 // The CPUs a `-C LIST` names ("0", "0-1,3": EINVAL naming `cpus` otherwise), each online (else
 // ENODEV naming `cpus`); an empty list: every online CPU. Ascending.
-[[nodiscard]] Result<std::vector<int>> select_cpus(std::string_view list);
+Result<std::vector<int>> select_cpus(std::string_view list);
 
 // Counting breakpoint events on CPUs (see the contract).
 class PerfCpuCount {
@@ -210,8 +210,8 @@ class PerfCpuCount {
   PerfCpuCount& operator=(const PerfCpuCount&) = delete;
   ~PerfCpuCount() = default;
 
-  [[nodiscard]] Result<void> enable();
-  [[nodiscard]] Result<void> disable();
+  Result<void> enable();
+  Result<void> disable();
 
   struct Count {
     int cpu = 0;
@@ -219,7 +219,7 @@ class PerfCpuCount {
     std::uint64_t count = 0;
     friend bool operator==(const Count&, const Count&) = default;
   };
-  [[nodiscard]] Result<std::vector<Count>> counts() const;
+  Result<std::vector<Count>> counts() const;
   const std::vector<int>& cpus() const { return cpus_; }
   const std::vector<HwPiece>& pieces() const { return pieces_; }
   std::size_t events() const { return entries_.size(); }

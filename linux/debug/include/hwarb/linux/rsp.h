@@ -75,8 +75,8 @@ class RspReader {
 };
 
 [[nodiscard]] std::string to_hex(std::span<const std::uint8_t> bytes);
-[[nodiscard]] Result<std::vector<std::uint8_t>> from_hex(std::string_view hex);
-[[nodiscard]] Result<std::uint64_t> parse_hex_u64(std::string_view hex);
+Result<std::vector<std::uint8_t>> from_hex(std::string_view hex);
+Result<std::uint64_t> parse_hex_u64(std::string_view hex);
 [[nodiscard]] std::string hex_u64(std::uint64_t value);
 [[nodiscard]] std::string hex_le(std::uint64_t value, int bytes);
 

@@ -57,22 +57,22 @@ struct Target {
   bool aslr = false;  // keep address-space randomisation for a spawned command
 };
 
-[[nodiscard]] Result<Inferior> open_target(const Target& target);
-[[nodiscard]] Result<void> run_to(Inferior& inferior, std::uint64_t addr);
-[[nodiscard]] Result<Symbol> find_symbol(Inferior& inferior, SymbolTable& table, bool& ran_to_entry,
-                                         std::string_view name);
-[[nodiscard]] Result<SourceObject> find_object(Inferior& inferior, SymbolTable& table,
-                                               bool& ran_to_entry, std::string_view text);
+Result<Inferior> open_target(const Target& target);
+Result<void> run_to(Inferior& inferior, std::uint64_t addr);
+Result<Symbol> find_symbol(Inferior& inferior, SymbolTable& table, bool& ran_to_entry,
+                           std::string_view name);
+Result<SourceObject> find_object(Inferior& inferior, SymbolTable& table, bool& ran_to_entry,
+                                 std::string_view text);
 
 // An engine driven by run_target.
 class Engine {
  public:
   virtual ~Engine() = default;
   // Takes an event; true when it resumed the thread itself.
-  [[nodiscard]] virtual Result<bool> handle(const Event& event) = 0;
+  virtual Result<bool> handle(const Event& event) = 0;
   virtual Resume resume_mode() const = 0;
   // Undoes every change to the tracee; all threads are stopped.
-  [[nodiscard]] virtual Result<void> finish() = 0;
+  virtual Result<void> finish() = 0;
   // Called between events at most every 100 ms (progress, polling); default none. An engine
   // with wake_fds() is also called when one of them is readable and every 100 ms without events.
   virtual void tick() {}
@@ -94,7 +94,7 @@ struct RunResult {
   pid_t pid = -1;
 };
 
-[[nodiscard]] Result<RunResult> run_target(Inferior& inferior, Engine& engine);
+Result<RunResult> run_target(Inferior& inferior, Engine& engine);
 
 // Waits for child `pid` to end (nohang: only looks) and records how it ended in `result`; false
 // when it has not ended (nohang) or cannot be waited for (not a child, reaped already).

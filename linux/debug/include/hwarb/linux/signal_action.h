@@ -55,10 +55,10 @@ constexpr std::uint64_t signal_bit(int sig) {
 }
 
 // rt_sigaction(sig, set, &old) run by thread `tid`: the previous action. `set` null reads only.
-[[nodiscard]] Result<KernelSigaction> inject_sigaction(Inferior& inferior, pid_t tid, int sig,
-                                                       const KernelSigaction* set);
+Result<KernelSigaction> inject_sigaction(Inferior& inferior, pid_t tid, int sig,
+                                         const KernelSigaction* set);
 
 // The parachute action for `process` (see above).
-[[nodiscard]] Result<KernelSigaction> parachute_action(Inferior& inferior, pid_t process);
+Result<KernelSigaction> parachute_action(Inferior& inferior, pid_t process);
 
 }  // namespace hwarb::native

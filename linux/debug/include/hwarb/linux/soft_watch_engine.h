@@ -32,12 +32,12 @@ class SoftWatchEngine final : public Engine {
  public:
   SoftWatchEngine(SoftWatch& watch, WatchObserver& observer) : watch_(watch), observer_(observer) {}
 
-  [[nodiscard]] Result<bool> handle(const Event& event) override;
+  Result<bool> handle(const Event& event) override;
   Resume resume_mode() const override { return watch_.resume_mode(); }
-  [[nodiscard]] Result<void> finish() override;
+  Result<void> finish() override;
   bool done() const override { return observer_.done(); }
 
-  [[nodiscard]] Result<void> guard(Watchdog& watchdog);
+  Result<void> guard(Watchdog& watchdog);
   const std::optional<Error>& watchdog_error() const { return watchdog_error_; }
 
  private:

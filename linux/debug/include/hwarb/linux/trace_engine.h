@@ -70,7 +70,7 @@ class BranchStore {
   static constexpr std::size_t kCapacity = 64 * 1024;
 
   // A store for the branches of process `pid`; the Tracer's errors.
-  [[nodiscard]] static Result<std::unique_ptr<BranchStore>> open(pid_t pid, Sink sink);
+  static Result<std::unique_ptr<BranchStore>> open(pid_t pid, Sink sink);
 
   BranchStore(const BranchStore&) = delete;
   BranchStore& operator=(const BranchStore&) = delete;
@@ -105,9 +105,9 @@ class SoftTraceEngine final : public Engine {
  public:
   SoftTraceEngine(BranchTracer& tracer, BranchStore& store) : tracer_(tracer), store_(store) {}
 
-  [[nodiscard]] Result<bool> handle(const Event& event) override;
+  Result<bool> handle(const Event& event) override;
   Resume resume_mode() const override { return tracer_.resume_mode(); }
-  [[nodiscard]] Result<void> finish() override { return tracer_.stop(); }
+  Result<void> finish() override { return tracer_.stop(); }
 
  private:
   BranchTracer& tracer_;
@@ -134,17 +134,19 @@ class BtsTraceEngine final : public Engine {
   BtsTraceEngine& operator=(const BtsTraceEngine&) = delete;
 
   // Every thread of a process that is stopped (before it runs on).
-  [[nodiscard]] Result<void> add_threads(const std::vector<pid_t>& tids);
+  Result<void> add_threads(const std::vector<pid_t>& tids);
 
-  [[nodiscard]] Result<bool> handle(const Event& event) override;
+  Result<bool> handle(const Event& event) override;
   Resume resume_mode() const override { return Resume::kSyscall; }
-  [[nodiscard]] Result<void> finish() override;
-  void tick() override { (void)drain(); }
+  Result<void> finish() override;
+  void tick() override {
+    ignore_error(drain(), "a periodic drain: records not read now are read later");
+  }
   std::vector<int> wake_fds() const override { return bts_.fds(); }
   bool wants_wakeups() const override { return true; }
 
   // Reads every thread's records into the store.
-  [[nodiscard]] Result<void> drain() { return bts_.drain(sink_); }
+  Result<void> drain() { return bts_.drain(sink_); }
   std::uint64_t syscalls() const { return syscalls_; }
   std::uint64_t signals() const { return signals_; }
   // Branches taken since tracing started (before the `only` filter).

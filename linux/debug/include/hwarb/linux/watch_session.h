@@ -177,15 +177,15 @@ class WatchSession {
   WatchSession& operator=(const WatchSession&) = delete;
   ~WatchSession();
 
-  [[nodiscard]] Result<WatchInfo> insert(const WatchSpec& spec);
+  Result<WatchInfo> insert(const WatchSpec& spec);
   // Several at once, placed in order, with one rebuild; all or none.
-  [[nodiscard]] Result<std::vector<WatchInfo>> insert_all(const std::vector<WatchSpec>& specs);
-  [[nodiscard]] Result<void> remove(WatchId id);
+  Result<std::vector<WatchInfo>> insert_all(const std::vector<WatchSpec>& specs);
+  Result<void> remove(WatchId id);
   // The watches, in id order, with their placements as they are now.
   std::vector<WatchInfo> watches() const;
   std::optional<WatchInfo> find(WatchId id) const;
 
-  [[nodiscard]] Result<StopVerdict> handle(const Event& event);
+  Result<StopVerdict> handle(const Event& event);
   Resume resume_mode() const;
   // The caller single-steps thread `tid` (0: none; set before each resume). A fault of the
   // software path that the stepped instruction takes then ends the step there: the thread stays
@@ -194,7 +194,7 @@ class WatchSession {
   // insert() or remove() kept (a fault or an int3 before its instruction ran) resumes it with a
   // step, as the caller did.
   void set_stepping(pid_t tid);
-  [[nodiscard]] Result<void> uninstall();
+  Result<void> uninstall();
 
   // "2 debug registers" / "page protection (1 page)" / "2 debug registers + int3": how the
   // watches are taken now; empty without watches.
@@ -208,7 +208,7 @@ class WatchSession {
   // originals: a debugger shows memory through them.
   std::vector<RestoreByte> planted_bytes() const;
 
-  [[nodiscard]] Result<void> guard(Watchdog& watchdog);
+  Result<void> guard(Watchdog& watchdog);
   const std::optional<Error>& watchdog_error() const;
   // What a watchdog would undo now (what guard() publishes): for a caller that publishes it
   // together with changes of its own (a debugger's breakpoints).
@@ -237,9 +237,9 @@ class WatchSessionEngine final : public Engine {
   WatchSessionEngine(const WatchSessionEngine&) = delete;
   WatchSessionEngine& operator=(const WatchSessionEngine&) = delete;
 
-  [[nodiscard]] Result<bool> handle(const Event& event) override;
+  Result<bool> handle(const Event& event) override;
   Resume resume_mode() const override { return session_.resume_mode(); }
-  [[nodiscard]] Result<void> finish() override { return session_.uninstall(); }
+  Result<void> finish() override { return session_.uninstall(); }
   bool done() const override { return observer_.done(); }
 
  private:

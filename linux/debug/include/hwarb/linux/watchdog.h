@@ -91,22 +91,22 @@ struct RestorePlan {
   bool operator==(const RestorePlan&) const = default;
 };
 
-// Undoes `plan` in each of its processes now, which must not be traced (they are seized,
-// restored, detached, and continued when `stopped_by_us`): page protections, bytes, the
-// parachute's signals set back to the default, and then the signals the watch's stops left
-// pending (a protection fault's SIGSEGV on a plan page, a kernel's SIGTRAP: a step's trap, an
-// int3's), which are dropped; any other pending signal is delivered as usual. Returns how many
-// processes were restored; a process that is gone is skipped. What the watchdog runs; public
-// for tests.
 // A thread whose registers were an injected system call's when hwarb died, and the registers
 // that put it back (Inferior::set_injection_observer).
 struct RestoreThread {
   pid_t tid = 0;
   x86::Regs regs{};
 };
-[[nodiscard]] Result<std::size_t> restore_processes(
-    const RestorePlan& plan, bool stopped_by_us,
-    const std::optional<RestoreThread>& injecting = std::nullopt);
+
+// Undoes `plan` in each of its processes now, which must not be traced (they are seized,
+// restored, detached, and continued when `stopped_by_us`): page protections, bytes, the
+// parachute's signals set back to the default, and then the signals the watch's stops left
+// pending (a protection fault's SIGSEGV on a plan page, a kernel's SIGTRAP: a step's trap, an
+// int3's), which are dropped; any other pending signal is delivered as usual. A thread named by
+// `injecting` gets its registers back first. Returns how many processes were restored; a
+// process that is gone is skipped. What the watchdog runs; public for tests.
+Result<std::size_t> restore_processes(const RestorePlan& plan, bool stopped_by_us,
+                                      const std::optional<RestoreThread>& injecting = std::nullopt);
 
 class Watchdog {
  public:
@@ -115,14 +115,14 @@ class Watchdog {
   static constexpr std::size_t kMaxBytes = 4096;
 
   // Forks the watchdog (fork_detached's errors).
-  [[nodiscard]] static Result<Watchdog> start();
+  static Result<Watchdog> start();
   Watchdog(Watchdog&& other) noexcept;
   Watchdog& operator=(Watchdog&& other) noexcept;
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
   ~Watchdog();
 
-  [[nodiscard]] Result<void> publish(const RestorePlan& plan);
+  Result<void> publish(const RestorePlan& plan);
   // The plan the watchdog holds now: the last one published, empty before the first and once
   // released (for tests and diagnostics).
   [[nodiscard]] RestorePlan published_plan() const;

@@ -25,14 +25,13 @@
 
 namespace hwarb::native {
 
-[[nodiscard]] Result<Fd> create_file(const std::string& path);
+Result<Fd> create_file(const std::string& path);
 
 // fwrite(3) of `text` to `stream` (buffered: no flush).
-[[nodiscard]] Result<void> write_stream(std::FILE* stream, std::string_view text,
-                                        std::string_view output);
+Result<void> write_stream(std::FILE* stream, std::string_view text, std::string_view output);
 // fflush(3).
-[[nodiscard]] Result<void> flush_stream(std::FILE* stream, std::string_view output);
+Result<void> flush_stream(std::FILE* stream, std::string_view output);
 // fclose(3): `stream` is closed whatever the result.
-[[nodiscard]] Result<void> close_stream(std::FILE* stream, std::string_view output);
+Result<void> close_stream(std::FILE* stream, std::string_view output);
 
 }  // namespace hwarb::native

@@ -27,8 +27,8 @@ class OwnerLock {
  public:
   enum class Outcome : std::uint8_t { kReleased, kOwnerDied };
 
-  [[nodiscard]] static Result<OwnerLock*> init(void* at);
-  [[nodiscard]] Result<Outcome> wait();
+  static Result<OwnerLock*> init(void* at);
+  Result<Outcome> wait();
   void unlock();
 
   // Storage large enough for the mutex (checked in owner_lock.cpp).

@@ -54,14 +54,14 @@ Result<std::vector<pid_t>> list_threads(pid_t pid);
 Result<pid_t> thread_group(pid_t tid);
 // The TracerPid of /proc/TID/status: the thread's tracer, 0 when none. ESRCH naming `tid` when
 // there is no such thread.
-[[nodiscard]] Result<pid_t> tracer_of(pid_t tid);
+Result<pid_t> tracer_of(pid_t tid);
 // The signals process `pid` catches (a handler installed) and ignores: /proc/PID/status SigCgt
 // and SigIgn (bit n-1 for signal n). ESRCH naming `pid` when there is no such process.
 struct SignalDispositions {
   std::uint64_t caught = 0;
   std::uint64_t ignored = 0;
 };
-[[nodiscard]] Result<SignalDispositions> signal_dispositions(pid_t pid);
+Result<SignalDispositions> signal_dispositions(pid_t pid);
 
 // Reads `out.size()` bytes at `addr` of process `pid` through /proc/PID/mem (no ptrace stop
 // needed; the caller needs ptrace access to the process). EFAULT naming `addr` on a short read.
@@ -75,28 +75,27 @@ struct RemoteRead {
 // process_vm_readv(2) of every part in one system call (the caller needs ptrace access). All or
 // nothing: EFAULT naming `addr` when any part is short — an unmapped page, or one the process
 // cannot read (PROT_NONE), which /proc/PID/mem would still read; ESRCH/EPERM naming `pid`.
-[[nodiscard]] Result<void> read_process_memory(pid_t pid, std::span<const RemoteRead> parts);
+Result<void> read_process_memory(pid_t pid, std::span<const RemoteRead> parts);
 
 // The whole of /proc/PID/LEAF (e.g. "auxv", "cmdline"): bytes as the kernel gives them. The
 // kernel's errno naming `pid` (ENOENT: no such process).
-[[nodiscard]] Result<std::string> read_proc_file(pid_t pid, std::string_view leaf);
+Result<std::string> read_proc_file(pid_t pid, std::string_view leaf);
 
 // /proc/PID/exe resolved (the executable's path).
 Result<std::string> executable_path(pid_t pid);
 // readlink(2) of `path`, whatever its length: the kernel's errno naming `path`.
-[[nodiscard]] Result<std::string> read_link(const std::string& path);
+Result<std::string> read_link(const std::string& path);
 
 // /proc/PID/mem opened read-only, or read-write when `writable`, close-on-exec, for
 // pread_memory/pwrite_memory. The descriptor keeps the address space the process had when it
 // was opened: reopen after the process execs. The caller needs ptrace access to the process.
 // ENOENT naming `pid` when there is no such process, EACCES naming `pid` when refused.
-[[nodiscard]] Result<Fd> open_process_memory(pid_t pid, bool writable);
+Result<Fd> open_process_memory(pid_t pid, bool writable);
 // pread(2) of out.size() bytes at `addr` through a descriptor from open_process_memory. EFAULT
 // naming `addr` on a short read; the kernel's errno naming `addr` (EIO: nothing mapped there), or
 // naming `fd` for EBADF.
-[[nodiscard]] Result<void> pread_memory(int fd, std::uint64_t addr, std::span<std::uint8_t> out);
+Result<void> pread_memory(int fd, std::uint64_t addr, std::span<std::uint8_t> out);
 // pwrite(2) of data.size() bytes at `addr`. Errors as pread_memory.
-[[nodiscard]] Result<void> pwrite_memory(int fd, std::uint64_t addr,
-                                         std::span<const std::uint8_t> data);
+Result<void> pwrite_memory(int fd, std::uint64_t addr, std::span<const std::uint8_t> data);
 
 }  // namespace hwarb::native

@@ -18,8 +18,8 @@
 
 namespace hwarb::native {
 
-[[nodiscard]] Result<Fd> blocked_signal_fd(int signal);
-[[nodiscard]] Result<int> drain_signal_fd(int fd);
-[[nodiscard]] Result<void> ignore_signal(int signal);
+Result<Fd> blocked_signal_fd(int signal);
+Result<int> drain_signal_fd(int fd);
+Result<void> ignore_signal(int signal);
 
 }  // namespace hwarb::native

@@ -43,13 +43,12 @@
 namespace hwarb::native {
 
 enum class IpFamily : std::uint8_t { kAny, kV4, kV6 };
-[[nodiscard]] Result<Fd> listen_tcp(std::string_view host, std::uint16_t port,
-                                    IpFamily family = IpFamily::kAny);
+Result<Fd> listen_tcp(std::string_view host, std::uint16_t port, IpFamily family = IpFamily::kAny);
 // The local port of a bound socket (getsockname(2)); EBADF/ENOTSOCK naming `fd`, EINVAL naming
 // `fd` for a socket that is neither IPv4 nor IPv6.
-[[nodiscard]] Result<std::uint16_t> local_port(int fd);
-[[nodiscard]] Result<Fd> accept_one(int listen_fd);
-[[nodiscard]] Result<std::size_t> read_some(int fd, std::span<char> out);
-[[nodiscard]] Result<void> write_all(int fd, std::string_view data);
+Result<std::uint16_t> local_port(int fd);
+Result<Fd> accept_one(int listen_fd);
+Result<std::size_t> read_some(int fd, std::span<char> out);
+Result<void> write_all(int fd, std::string_view data);
 
 }  // namespace hwarb::native

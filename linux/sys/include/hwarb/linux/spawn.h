@@ -38,7 +38,7 @@ struct SpawnOptions {
 // Whether execve(2) could run `path`: a regular file (stat(2)) that the caller may execute
 // (access(2) X_OK). The errno of stat or access naming `command` (ENOENT, ENOTDIR, EACCES, ...);
 // EACCES naming `command` for anything but a regular file.
-[[nodiscard]] Result<void> check_runnable(const std::string& path);
+Result<void> check_runnable(const std::string& path);
 
 // gdbserver's reading of a program name (Debian's gdbserver 13.1: gdb's program_path::set): a
 // name without a slash that is a regular file in the working directory (stat(2), symbolic links
@@ -58,9 +58,8 @@ struct SpawnOptions {
 // the child is stopped and not traced (PTRACE_SEIZE it, then SIGCONT it). Errors naming
 // `command`: fork's errno (EAGAIN, ENOMEM); EIO when the child was not seen in its stop (the
 // child is then left as it is).
-[[nodiscard]] Result<pid_t> spawn_stopped(const std::string& path,
-                                          const std::vector<std::string>& argv,
-                                          const SpawnOptions& options = {});
+Result<pid_t> spawn_stopped(const std::string& path, const std::vector<std::string>& argv,
+                            const SpawnOptions& options = {});
 
 // Exit statuses of a fork_gated child that did not run its function.
 inline constexpr int kGatedOrphaned = 120;    // the caller died before the child asked to die too
@@ -77,11 +76,11 @@ struct GatedChild {
 // go pipe, then runs `body` and exits with status 0 (exit_group). The child makes raw system calls
 // only (no libc wrapper that a sanitizer intercepts, no allocation, no lock), and so must `body`.
 // Errors: pipe2's errno naming `pipe` (EMFILE, ENFILE), fork's naming `fork` (EAGAIN, ENOMEM).
-[[nodiscard]] Result<GatedChild> fork_gated(void (*body)());
+Result<GatedChild> fork_gated(void (*body)());
 // Writes the go byte: the child runs its function. The errno of write(2) naming `pipe` (EPIPE
 // when the child is gone and SIGPIPE is ignored; otherwise SIGPIPE ends the caller, as for any
 // write to a pipe without a reader); EIO naming `pipe` when the byte was not written.
-[[nodiscard]] Result<void> start_gated(GatedChild& child);
+Result<void> start_gated(GatedChild& child);
 
 // Which side of fork_detached() a caller is on.
 enum class ForkSide : std::uint8_t { kCaller, kDetached };
@@ -95,7 +94,7 @@ enum class ForkSide : std::uint8_t { kCaller, kDetached };
 // The new process runs on the caller's copy of memory: it may allocate only if no other thread
 // of the caller held an allocator lock across the fork (glibc's malloc is fork-safe).
 // Errors naming `fork`: fork's errno (EAGAIN, ENOMEM); EIO when the intermediate child failed.
-[[nodiscard]] Result<ForkSide> fork_detached(std::span<const int> keep);
+Result<ForkSide> fork_detached(std::span<const int> keep);
 // Runs `body(arg)` in a forked child that first drops every privilege to `uid`/`gid`
 // (setgroups to {gid}, setresgid, setresuid: real, effective and saved ids, so no capability is
 // left) and asks to die with the caller; returns the int `body` returned, sent back through a
@@ -103,12 +102,11 @@ enum class ForkSide : std::uint8_t { kCaller, kDetached };
 // Errors: pipe2's errno naming `pipe`, fork's naming `fork`; the errno of the step that failed
 // naming `uid` when the child could not drop (EPERM when the caller is not root); EIO naming
 // `fork` when the child ended without an answer.
-[[nodiscard]] Result<int> run_as_user(uid_t uid, gid_t gid, int (*body)(const void* arg),
-                                      const void* arg);
+Result<int> run_as_user(uid_t uid, gid_t gid, int (*body)(const void* arg), const void* arg);
 // Makes the calling process real-time (SCHED_FIFO at the lowest real-time priority): on a busy
 // machine it then runs as soon as it wakes. The errno of sched_setscheduler(2) naming `policy`
 // (EPERM without CAP_SYS_NICE or an RLIMIT_RTPRIO).
-[[nodiscard]] Result<void> make_realtime();
+Result<void> make_realtime();
 // _exit(2): ends the calling process at once (no atexit handlers, no stream flush).
 [[noreturn]] void exit_now(int status);
 

@@ -53,21 +53,21 @@ Result<void> ptrace_attach(pid_t pid);
 // PTRACE_SEIZE with PTRACE_O_* `options`: thread `pid` becomes a tracee without being stopped.
 // EPERM naming `pid`, the usual reasons in the message (traced already, another user's, Yama's
 // ptrace_scope); ESRCH naming `pid` (no such thread); EIO naming `options` (an unknown option).
-[[nodiscard]] Result<void> ptrace_seize(pid_t pid, std::uint64_t options);
+Result<void> ptrace_seize(pid_t pid, std::uint64_t options);
 // PTRACE_INTERRUPT: a seized tracee reports a PTRACE_EVENT_STOP stop (or the stop it was about to
 // report). ESRCH naming `pid` (gone, or no tracee of the caller), EIO naming `pid` (not seized).
-[[nodiscard]] Result<void> ptrace_interrupt(pid_t pid);
+Result<void> ptrace_interrupt(pid_t pid);
 // PTRACE_LISTEN: a seized tracee in a group-stop stays stopped (job control) but reports its next
 // stop. EIO naming `pid` when it is in no group-stop, ESRCH naming `pid`.
-[[nodiscard]] Result<void> ptrace_listen(pid_t pid);
+Result<void> ptrace_listen(pid_t pid);
 // PTRACE_SYSCALL: resume (delivering `signal`) until the next system-call entry or exit.
-[[nodiscard]] Result<void> ptrace_syscall(pid_t pid, int signal = 0);
+Result<void> ptrace_syscall(pid_t pid, int signal = 0);
 
 // kill(2).
 Result<void> send_signal(pid_t pid, int signal);
 // tgkill(2): `signal` to thread `tid` of process `tgid` (0: only checks that the thread exists).
 // ESRCH/EPERM naming `tid`, EINVAL naming `signal`.
-[[nodiscard]] Result<void> send_thread_signal(pid_t tgid, pid_t tid, int signal);
+Result<void> send_thread_signal(pid_t tgid, pid_t tid, int signal);
 // getpid(2): the calling process's id.
 [[nodiscard]] pid_t own_pid();
 
@@ -110,13 +110,13 @@ struct WaitEvent {
 // returned, not retried (kIntr naming `pid`), so that a handler without SA_RESTART
 // (install_interrupt_flag) ends a blocking wait. ECHILD naming `pid` when there is nothing to
 // wait for.
-[[nodiscard]] Result<WaitEvent> wait_once(pid_t pid, bool nohang);
+Result<WaitEvent> wait_once(pid_t pid, bool nohang);
 // Which child or tracee has a status to report, without reaping it: waitid(P_ALL, WEXITED |
 // __WALL | WNOWAIT | (nohang ? WNOHANG : 0)) (a tracee's stops are reported to its tracer
 // without WSTOPPED). Its pid, or 0 (nohang, nothing to report); a later waitpid on that pid
 // reaps the status. EINTR is returned, not retried (kIntr naming `pid`), as for wait_once; ECHILD
 // naming `pid` when there is no child or tracee at all.
-[[nodiscard]] Result<pid_t> peek_wait(bool nohang);
+Result<pid_t> peek_wait(bool nohang);
 
 // perf_event_open(2) of a PERF_TYPE_BREAKPOINT event on thread `pid` (cpu -1: wherever it runs),
 // with the attributes Linux's hw_breakpoint_init gives a user breakpoint: pinned, sample_period
@@ -128,21 +128,19 @@ Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len
 
 // open(2) of `path` read-only and close-on-exec. The kernel's errno naming `file` (ENOENT,
 // EACCES, ...), the message "file: open <path>: <ERRNAME> (<text>)".
-[[nodiscard]] Result<Fd> open_file(const std::string& path);
+Result<Fd> open_file(const std::string& path);
 // open(2) of `path` with `flags` (O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_EXCL, O_APPEND; always
 // close-on-exec) and `mode` for a file it creates: a debugger's remote file write. The kernel's
 // errno naming `file`.
-[[nodiscard]] Result<Fd> open_file(const std::string& path, int flags, unsigned mode);
+Result<Fd> open_file(const std::string& path, int flags, unsigned mode);
 // One pwrite(2) of `data` at `offset`: how many bytes were written. The kernel's errno naming
 // `fd`.
-[[nodiscard]] Result<std::size_t> pwrite_file(int fd, std::uint64_t offset,
-                                              std::span<const std::uint8_t> data);
+Result<std::size_t> pwrite_file(int fd, std::uint64_t offset, std::span<const std::uint8_t> data);
 // unlink(2) of `path`; the kernel's errno naming `file`.
-[[nodiscard]] Result<void> unlink_file(const std::string& path);
+Result<void> unlink_file(const std::string& path);
 // One pread(2) of up to out.size() bytes at `offset`: how many were read (0 at the end). The
 // kernel's errno naming `fd`.
-[[nodiscard]] Result<std::size_t> pread_file(int fd, std::uint64_t offset,
-                                             std::span<std::uint8_t> out);
+Result<std::size_t> pread_file(int fd, std::uint64_t offset, std::span<std::uint8_t> out);
 // What fstat(2) says of an open file (the fields a debugger's remote file access reports).
 struct FileStat {
   std::uint64_t dev = 0, ino = 0, size = 0, blksize = 0, blocks = 0;
@@ -150,7 +148,7 @@ struct FileStat {
   std::int64_t atime = 0, mtime = 0, ctime = 0;
 };
 // The kernel's errno naming `fd`.
-[[nodiscard]] Result<FileStat> file_stat(int fd);
+Result<FileStat> file_stat(int fd);
 
 }  // namespace hwarb::native
 
@@ -179,7 +177,7 @@ std::optional<int> perf_event_paranoid();
 // Writes `value` to /proc/sys/kernel/perf_event_paranoid (root only). The errno of open(2) or
 // write(2) naming `perf_event_paranoid` (EACCES/EPERM without privilege, EINVAL for a value the
 // kernel refuses).
-[[nodiscard]] Result<void> set_perf_event_paranoid(int value);
+Result<void> set_perf_event_paranoid(int value);
 // An EACCES/EPERM of perf_event_open with the knob that decides it named: "perf_event_paranoid
 // is N (/proc/sys/kernel/perf_event_paranoid; NEEDS)", `needs` saying what needs which value.
 // Other errors are returned unchanged.
@@ -206,7 +204,7 @@ std::size_t page_size();
 Result<void*> map_shared(int fd, std::size_t bytes, std::uint64_t offset = 0);
 // mmap(2) of `bytes` of anonymous memory, shared with the processes forked afterwards, readable
 // and writable, zero-filled. Errors naming `bytes` (ENOMEM, EAGAIN).
-[[nodiscard]] Result<void*> map_shared_anonymous(std::size_t bytes);
+Result<void*> map_shared_anonymous(std::size_t bytes);
 // munmap(2); errors are ignored (nothing is left to do about them).
 void unmap(void* addr, std::size_t bytes);
 
@@ -216,7 +214,7 @@ void unmap(void* addr, std::size_t bytes);
 Result<std::vector<short>> poll_in(const std::vector<int>& fds, int timeout_ms);
 // One poll(2), as poll_in, except that an interrupting signal is returned (kIntr naming
 // `timeout`), not retried: a handler without SA_RESTART (install_interrupt_flag) ends the wait.
-[[nodiscard]] Result<std::vector<short>> poll_in_once(std::span<const int> fds, int timeout_ms);
+Result<std::vector<short>> poll_in_once(std::span<const int> fds, int timeout_ms);
 
 // A kernel CPU list ("0-3,5,7-8\n"), ascending. EINVAL naming `cpus` for anything else.
 Result<std::vector<int>> parse_cpu_list(std::string_view text);
@@ -234,26 +232,26 @@ Result<void> ptrace_singleblock(pid_t pid, int signal = 0);
 // tracee's own layout) into `out`; returns how many bytes the kernel filled (fewer than
 // out.size() for a smaller set, e.g. a 32-bit tracee's). ESRCH/EPERM naming `pid`, anything
 // else (EINVAL: no such set; EFAULT) naming `regs`.
-[[nodiscard]] Result<std::size_t> ptrace_get_regset(pid_t pid, int note, std::span<std::byte> out);
+Result<std::size_t> ptrace_get_regset(pid_t pid, int note, std::span<std::byte> out);
 // PTRACE_SETREGSET of register set `note` from `in`. Errors as ptrace_get_regset.
-[[nodiscard]] Result<void> ptrace_set_regset(pid_t pid, int note, std::span<const std::byte> in);
+Result<void> ptrace_set_regset(pid_t pid, int note, std::span<const std::byte> in);
 // PTRACE_GETSIGINFO: the siginfo of the tracee's stop. EINVAL naming `pid` in a group-stop (it
 // has none: how a seized tracee's group-stop is told from its other PTRACE_EVENT_STOP stops),
 // ESRCH naming `pid`.
-[[nodiscard]] Result<void> ptrace_getsiginfo(pid_t pid, siginfo_t& info);
+Result<void> ptrace_getsiginfo(pid_t pid, siginfo_t& info);
 // PTRACE_SETSIGINFO: the siginfo the tracee's signal-delivery-stop delivers when resumed with
 // info.si_signo. ESRCH naming `pid`; EINVAL naming `pid` in a stop without one (a group-stop).
-[[nodiscard]] Result<void> ptrace_setsiginfo(pid_t pid, const siginfo_t& info);
+Result<void> ptrace_setsiginfo(pid_t pid, const siginfo_t& info);
 // PTRACE_GETSIGMASK / PTRACE_SETSIGMASK: the tracee thread's blocked-signal mask (bit n-1 for
 // signal n; SIGKILL and SIGSTOP cannot be blocked: the kernel drops them). ESRCH naming `pid`.
-[[nodiscard]] Result<std::uint64_t> ptrace_getsigmask(pid_t pid);
-[[nodiscard]] Result<void> ptrace_setsigmask(pid_t pid, std::uint64_t mask);
+Result<std::uint64_t> ptrace_getsigmask(pid_t pid);
+Result<void> ptrace_setsigmask(pid_t pid, std::uint64_t mask);
 // PTRACE_GETEVENTMSG: the message of the tracee's last PTRACE_EVENT stop (the new task's id for
 // FORK, VFORK and CLONE). ESRCH naming `pid`.
-[[nodiscard]] Result<unsigned long> ptrace_event_message(pid_t pid);
+Result<unsigned long> ptrace_event_message(pid_t pid);
 // PTRACE_GET_SYSCALL_INFO into `info`: the system call of a syscall-entry or syscall-exit stop
 // (info.op says which; PTRACE_SYSCALL_INFO_NONE in other stops). Returns the size of the
 // information the kernel has (it fills at most sizeof info). ESRCH naming `pid`.
-[[nodiscard]] Result<std::size_t> ptrace_get_syscall_info(pid_t pid, ::__ptrace_syscall_info& info);
+Result<std::size_t> ptrace_get_syscall_info(pid_t pid, ::__ptrace_syscall_info& info);
 
 }  // namespace hwarb::native

@@ -1,5 +1,5 @@
 // The scenario parser: files, lines, words, and the keys and flags of the command table.
-#include "scenario_parser.h"
+#include "parser.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,8 +11,8 @@
 #include <limits>
 #include <utility>
 
+#include "bts.h"
 #include "hwarb/base/format.h"
-#include "scenario_bts.h"
 
 namespace hwarb::scenario {
 

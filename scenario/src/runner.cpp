@@ -1,11 +1,11 @@
 // The scenario runner: executes the commands on a sim::System.
-#include "scenario_runner.h"
+#include "runner.h"
 
 #include <utility>
 
+#include "bts.h"
 #include "hwarb/base/format.h"
 #include "hwarb/breakpoints/hw_breakpoint.h"
-#include "scenario_bts.h"
 
 namespace hwarb::scenario {
 

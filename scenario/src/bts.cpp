@@ -1,4 +1,4 @@
-#include "scenario_bts.h"
+#include "bts.h"
 
 #include <charconv>
 #include <vector>

@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "hwarb/base/format.h"
-#include "scenario_runner.h"
+#include "runner.h"
 
 namespace hwarb::scenario::internal {
 

@@ -3,8 +3,8 @@
 #include <string>
 
 #include "hwarb/base/format.h"
-#include "scenario_parser.h"
-#include "scenario_runner.h"
+#include "parser.h"
+#include "runner.h"
 
 namespace hwarb::scenario::internal {
 

@@ -1,7 +1,7 @@
-// scenario_runner.h — the runner behind run_scenario (scenario.h). Internal to hwarb_scenario:
-// scenario_runner.cpp executes the commands (tasks, requests, watchpoints);
-// scenario_runner_bts.cpp the BTS ones (events, tracing contexts, `run`);
-// scenario_runner_ptrace.cpp the ptrace ones; scenario_output.cpp makes the output lines (hits,
+// runner.h — the runner behind run_scenario (scenario.h). Internal to hwarb_scenario:
+// runner.cpp executes the commands (tasks, requests, watchpoints);
+// bts_run.cpp the BTS ones (events, tracing contexts, `run`);
+// ptrace_run.cpp the ptrace ones; output.cpp makes the output lines (hits,
 // `show`, the --explain reasons).
 //
 // Contract: one Runner per run; run() executes every command on a fresh sim::System and returns
@@ -51,7 +51,7 @@ class Runner {
   sim::Machine& machine() { return sys_->machine(); }
   arbiter::Arbiter& arbiter() { return sys_->arbiter(); }
 
-  // scenario_runner.cpp
+  // runner.cpp
   Result<void> execute(const Command& cmd);
   std::unexpected<Error> run_error(ErrorCode code, std::string message);
   Result<TaskId> live_task(const std::string& name);
@@ -71,7 +71,7 @@ class Runner {
   void exclusive(const Command& cmd);
   Result<void> watch(const Command& cmd);
 
-  // scenario_runner_bts.cpp
+  // bts_run.cpp
   void bts_event(const Command& cmd);
   std::vector<arbiter::Request> context_requests(std::optional<TaskId> task);
   Result<void> bts_open(const Command& cmd);
@@ -81,7 +81,7 @@ class Runner {
   Result<void> bts_status(const Command& cmd);
   Result<void> run_walk(const Command& cmd);
 
-  // scenario_runner_ptrace.cpp
+  // ptrace_run.cpp
   static std::string signal_name(int sig);
   static std::string stop_text(const std::optional<ptrace_compat::Stop>& stop);
   Result<void> check_not_stopped(const Command& cmd, TaskId t);
@@ -93,15 +93,15 @@ class Runner {
   Result<void> ptrace(const Command& cmd);
   void ptrace_bts(const Command& cmd, TaskId t);
 
-  // scenario_guest.cpp
+  // guest.cpp
   Result<void> guest(const Command& cmd);
   // A run-time scenario error for host work (switch, exit, access, exec, branch, run) on a CPU
   // that is in a guest.
   Result<void> guest_conflict(const Command& cmd);
-  // scenario_runner_ksym.cpp
+  // ksym_run.cpp
   Result<void> ksym(const Command& cmd);
 
-  // scenario_output.cpp
+  // output.cpp
   void emit(std::string line);
   void ok(const std::string& name);
   // "NAME ERRNO", with " — reason" (computed only then) for --explain.
@@ -110,7 +110,7 @@ class Runner {
   pmu::OverflowHandler hit_printer(const std::string& name);
   std::string event_name(const pmu::Event& e) const;
   void show();
-  // The SlotStep after `cmd` for RunOptions::on_step (scenario_output.cpp).
+  // The SlotStep after `cmd` for RunOptions::on_step (output.cpp).
   void record_step(const Command& cmd);
   std::string request_name(RequestId id) const;
   std::string reason(const arbiter::Request& request, const Error& error);

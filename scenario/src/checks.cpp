@@ -2,12 +2,12 @@
 #include <algorithm>
 #include <array>
 
+#include "bts.h"
 #include "hwarb/base/format.h"
 #include "hwarb/breakpoints/watchpoint.h"
 #include "hwarb/bts/byte_buffer.h"
 #include "hwarb/ptrace_compat/bts_ptrace.h"
-#include "scenario_bts.h"
-#include "scenario_parser.h"
+#include "parser.h"
 
 namespace hwarb::scenario::internal {
 

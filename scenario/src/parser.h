@@ -1,7 +1,7 @@
-// scenario_parser.h — the parser and checker behind parse_scenario (scenario.h). Internal to
-// hwarb_scenario: scenario_parser.cpp reads the file (read_scenario_file), its lines and words,
-// and applies the keys the command table allows (grammar.h); scenario_checks.cpp checks names,
-// the scheduling state and the limits; scenario_parse_ptrace.cpp reads the commands with a shape
+// parser.h — the parser and checker behind parse_scenario (scenario.h). Internal to
+// hwarb_scenario: parser.cpp reads the file (read_scenario_file), its lines and words,
+// and applies the keys the command table allows (grammar.h); checks.cpp checks names,
+// the scheduling state and the limits; ptrace_parse.cpp reads the commands with a shape
 // of their own (ptrace, bts open|close|drain|status).
 //
 // Contract: one Parser per text; parse() returns the Scenario, or the first error as
@@ -61,7 +61,7 @@ class Parser {
 
   std::unexpected<Error> fail(const std::string& message) const;
 
-  // scenario_parser.cpp
+  // parser.cpp
   Result<void> parse_line(std::string_view line);
   Result<void> split_args(const CommandSpec& spec, std::string_view command,
                           std::span<const std::string_view> args, Keys* keys, Flags* flags);
@@ -71,21 +71,21 @@ class Parser {
   Result<void> parse_machine(std::span<const std::string_view> words);
   Result<void> parse_cpu(std::span<const std::string_view> words);
 
-  // scenario_parse_ptrace.cpp
+  // ptrace_parse.cpp
   Result<void> parse_bts_context(const CommandSpec& spec, std::span<const std::string_view> words);
   Result<void> parse_ptrace(std::span<const std::string_view> words);
   Result<void> parse_bts_config(const std::string& command, std::span<const std::string_view> args,
                                 Command* cmd);
   Result<void> parse_register(const std::string& command, std::string_view reg, Command* cmd);
 
-  // scenario_guest.cpp
+  // guest.cpp
   static bool is_guest(CommandKind kind);
   Result<void> parse_guest(const CommandSpec& spec, std::span<const std::string_view> words);
-  // scenario_parse_ksym.cpp: ksym, kallsyms, ksym_trace, ksym_trace_del, ksym_stats, kaccess.
+  // ksym_parse.cpp: ksym, kallsyms, ksym_trace, ksym_trace_del, ksym_stats, kaccess.
   static bool is_ksym(CommandKind kind);
   Result<void> parse_ksym(const CommandSpec& spec, std::span<const std::string_view> words);
 
-  // scenario_checks.cpp
+  // checks.cpp
   Result<void> check_names(std::string_view command, Command* cmd);
   Result<void> check_task(const std::string& command, const std::string& task);
   Result<void> check_work(std::string_view command, const Keys& keys, const Flags& flags,

@@ -1,6 +1,6 @@
-// scenario_bts.h — the BTS parts of the scenario language that need no runner state: the values
+// bts.h — the BTS parts of the scenario language that need no runner state: the values
 // of `bts open` and `ptrace T bts-config`, and the text of records, flags and context status.
-// Internal to hwarb_scenario (scenario.cpp's parser and runner use them).
+// Internal to hwarb_scenario (its parser and runner use them).
 #pragma once
 
 #include <cstdint>

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "hwarb/base/format.h"
-#include "scenario_parser.h"
+#include "parser.h"
 
 namespace hwarb::scenario::internal {
 

@@ -1,10 +1,10 @@
 // The scenario runner's ptrace commands: a debugger's view of a task (sim::SimTracee).
 #include <csignal>
 
+#include "bts.h"
 #include "hwarb/base/format.h"
 #include "hwarb/ptrace_compat/bts_ptrace.h"
-#include "scenario_bts.h"
-#include "scenario_runner.h"
+#include "runner.h"
 
 namespace hwarb::scenario::internal {
 

@@ -1,7 +1,7 @@
 // The scenario runner's BTS commands: perf BTS events, tracing contexts, and `run`.
+#include "bts.h"
 #include "hwarb/sim/branch_walk.h"
-#include "scenario_bts.h"
-#include "scenario_runner.h"
+#include "runner.h"
 
 namespace hwarb::scenario::internal {
 

@@ -1,7 +1,7 @@
 // The scenario runner's ksym commands: the machine's kernel symbol table, the ksym tracer and
 // kernel-mode accesses (sim::System::kernel_symbols(), ksym_tracer(), Machine::kernel_access).
 #include "hwarb/base/format.h"
-#include "scenario_runner.h"
+#include "runner.h"
 
 namespace hwarb::scenario::internal {
 

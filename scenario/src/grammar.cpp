@@ -1,5 +1,5 @@
 // The command table of the scenario language and the lookups the parser uses (grammar.h); the
-// texts generated from it for people are in scenario_help.cpp.
+// texts generated from it for people are in help.cpp.
 #include "hwarb/scenario/grammar.h"
 
 #include <algorithm>

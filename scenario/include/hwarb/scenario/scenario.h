@@ -124,11 +124,11 @@ enum class CommandKind : std::uint8_t {
   kBranch,
   kRun,
   kSysctl,
-  kGuestEnter,  // guest enter|access|exit (scenario_guest.cpp)
+  kGuestEnter,  // guest enter|access|exit (guest.cpp)
   kGuestAccess,
   kGuestExit,
-  // The kernel symbol table and the ksym tracer (scenario_parse_ksym.cpp,
-  // scenario_runner_ksym.cpp).
+  // The kernel symbol table and the ksym tracer (ksym_parse.cpp,
+  // ksym_run.cpp).
   kKsym,
   kKallsyms,
   kKsymTrace,

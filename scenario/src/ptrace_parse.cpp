@@ -2,8 +2,8 @@
 // contexts `bts open|close|drain|status NAME ...`.
 #include <algorithm>
 
-#include "scenario_bts.h"
-#include "scenario_parser.h"
+#include "bts.h"
+#include "parser.h"
 
 namespace hwarb::scenario::internal {
 
