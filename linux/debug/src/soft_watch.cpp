@@ -322,7 +322,11 @@ Result<void> SoftWatch::deploy_parachute() {
   Result<void> first;
   for (pid_t t : inferior_->threads()) {
     const pid_t process = inferior_->process_of(t);
-    if (!inferior_->is_stopped(t) || unwatched_.contains(process) || done.contains(process)) {
+    // A vfork child has signal actions of its own (its parent's, copied): the parent's thread
+    // is the one to set them in.
+    const bool vfork_child = inferior_->group_of(t) != process;
+    if (!inferior_->is_stopped(t) || vfork_child || unwatched_.contains(process) ||
+        done.contains(process)) {
       continue;
     }
     done.insert(process);
@@ -374,6 +378,8 @@ Result<void> SoftWatch::lower_parachute(pid_t tid, int sig) {
   if (auto r = inject_sigaction(*inferior_, tid, sig, &program); !r) {
     return std::unexpected(r.error());
   }
+  // A vfork child's actions are its own: its parent keeps the parachute.
+  if (inferior_->group_of(tid) != inferior_->process_of(tid)) return {};
   it->second.signals &= ~signal_bit(sig);
   ++generation_;
   return {};

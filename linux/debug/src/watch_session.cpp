@@ -404,12 +404,9 @@ struct WatchSession::State {
         if (!s) return std::unexpected(s.error());
         soft.emplace(std::move(*s));
         if (watchdog != nullptr) {
-          // Guarded: the parachute for the stops of the watch (signal_action.h).
-          if (auto r = soft->deploy_parachute(); !r) {
-            ignore_error(soft->disarm(), "the parachute's error is the one reported");
-            soft.reset();
-            return std::unexpected(r.error());
-          }
+          // Guarded: the parachute for the stops of the watch (signal_action.h). Without it the
+          // watch is as good, only less safe from a kill -9.
+          ignore_error(soft->deploy_parachute(), "the watch goes on without a parachute");
         }
       }
       // Rule 4: the single-step method sees every access of every thread.
@@ -854,9 +851,8 @@ Result<void> WatchSession::guard(Watchdog& watchdog) {
   });
   if (s.soft) {
     // The parachute for the stops of the watch (signal_action.h), published as it goes up.
-    auto deployed = s.soft->deploy_parachute();
+    ignore_error(s.soft->deploy_parachute(), "the watch goes on without a parachute");
     s.publish();
-    if (!deployed) return deployed;
   }
   return {};
 }
