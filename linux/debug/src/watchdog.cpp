@@ -132,14 +132,24 @@ void drop_stale_signals(Inferior& inferior, const RestorePlan& plan) {
       return addr >= p.addr && addr - p.addr < page_size();
     });
   };
+  const auto stale = [&](const Event& ev) {
+    if (ev.kind != EventKind::kSignal) return false;
+    const bool fault =
+        ev.signal == SIGSEGV && ev.code == kSegvAccErr && on_plan_page(ev.fault_addr);
+    const bool trap = ev.signal == SIGTRAP && (ev.code > 0 || ev.code == kSiKernel);
+    return fault || trap;
+  };
   for (pid_t tid : inferior.threads()) {
+    // Stops already read (while attaching, say) and queued: detach would deliver their signals.
+    std::vector<Event> keep;
+    for (const Event& ev : inferior.discard_queued(tid)) {
+      if (!stale(ev)) keep.push_back(ev);
+    }
+    for (auto it = keep.rbegin(); it != keep.rend(); ++it) inferior.requeue(*it);
     auto surfaced = inferior.surface_pending(tid, signal_bit(SIGSEGV) | signal_bit(SIGTRAP));
     if (!surfaced) continue;  // the thread is gone
     for (auto it = surfaced->rbegin(); it != surfaced->rend(); ++it) {
-      const bool stale_fault =
-          it->signal == SIGSEGV && it->code == kSegvAccErr && on_plan_page(it->fault_addr);
-      const bool stale_trap = it->signal == SIGTRAP && (it->code > 0 || it->code == kSiKernel);
-      if (!stale_fault && !stale_trap) inferior.requeue(*it);
+      if (!stale(*it)) inferior.requeue(*it);
     }
   }
 }
