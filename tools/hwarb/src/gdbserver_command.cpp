@@ -278,6 +278,10 @@ int run_server(ServerArgs& args) {
         break;
       }
       connection = std::move(*accepted);
+      // --once: no second client, so the port is given back at once, as gdbserver closes its
+      // socket after the first connection (another server may take the port; a client that
+      // connects to it meanwhile is refused, not left in a backlog nobody accepts from).
+      if (args.once) listener = native::Fd();
       server->connect(connection.get(), connection.get());
     }
     end = server->serve();
