@@ -36,13 +36,26 @@ gdb_run() {
   for c in "$@"; do cmds+=(-ex "$c"); done
   timeout 240 gdb "${cmds[@]}" >"$tmp/$name.out" 2>"$tmp/$name.err"
 }
+# miss FILE WHAT: a check of the session in FILE did not hold. For hwarb's servers that is a
+# failure. Debian's gdbserver is the reference that shows the cases are gdb's ordinary
+# behaviour; it is not under test, and it has races of its own (a `signal SIGTRAP` to a thread
+# stopped inside clone3 is, about one run in ten, reported back to gdb as a SIGTRAP stop and
+# never reaches the handler), so its miss is a counted skip.
+miss() {
+  if [[ $s == gdbserver ]]; then
+    skip_case - "reference session: ${2#*: }" "Debian's gdbserver missed it this run"
+  else
+    bad "$2"
+  fi
+  sed 's/^/  | /' "$1" | tail -25 >&2
+}
 expect() {  # expect FILE REGEX DESCRIPTION: at least one line matches
-  grep -qE -- "$2" "$1" || { bad "$3: no line matches '$2'"; sed 's/^/  | /' "$1" | tail -25 >&2; }
+  grep -qE -- "$2" "$1" || miss "$1" "$3: no line matches '$2'"
 }
 count() {  # count FILE REGEX N DESCRIPTION
   local n
   n=$(grep -cE -- "$2" "$1")
-  [[ $n -eq $3 ]] || { bad "$4: $n lines match '$2', expected $3"; sed 's/^/  | /' "$1" | tail -25 >&2; }
+  [[ $n -eq $3 ]] || miss "$1" "$4: $n lines match '$2', expected $3"
 }
 
 servers=(hwarb hwarb-software)
