@@ -1,5 +1,7 @@
 #include "hwarb/linux/gdb_regs.h"
 
+#include <cpuid.h>
+
 #include <cstring>
 #include <initializer_list>
 #include <span>
@@ -22,6 +24,7 @@ enum class Src {
   kFx16,   // a 16-bit FXSAVE field at `fx`, zero-extended to 4 bytes (fctrl, fstat)
   kFop,    // the 11-bit opcode at FXSAVE 6
   kFtag,   // the full tag word, from the abridged tag at FXSAVE 4
+  kExt,    // `size` bytes of ExtRegs::bytes at `fx`
 };
 
 struct RegInfo {
@@ -32,6 +35,7 @@ struct RegInfo {
   Src src;
   Gpr gpr;
   int fx;
+  std::uint64_t need = 0;  // the XSAVE components (ExtRegs::features bits) it needs
 };
 
 constexpr RegInfo gpr(const char* name, Gpr field, const char* type = "int64") {
@@ -51,7 +55,7 @@ constexpr RegInfo xmm(const char* name, int i) {
 }
 
 using R = x86::Regs;
-constexpr std::array<RegInfo, kGdbRegisterCount> kRegs = {{
+constexpr std::array<RegInfo, kGdbCoreRegisterCount> kCoreRegs = {{
     gpr("rax", &R::rax),
     gpr("rbx", &R::rbx),
     gpr("rcx", &R::rcx),
@@ -114,17 +118,80 @@ constexpr std::array<RegInfo, kGdbRegisterCount> kRegs = {{
     gpr("gs_base", &R::gs_base, "int"),
 }};
 
-constexpr int total_size() {
+constexpr int core_size() {
   int n = 0;
-  for (const RegInfo& info : kRegs) n += info.size;
+  for (const RegInfo& info : kCoreRegs) n += info.size;
   return n;
 }
-static_assert(total_size() == kGdbRegistersSize);
+static_assert(core_size() == kGdbRegistersSize);
 
 // The feature each register belongs to, by its first regnum.
 constexpr int kSseFirst = 40;
 constexpr int kLinuxFirst = 57;
 constexpr int kSegmentsFirst = 58;
+constexpr int kAvxFirst = 60;
+constexpr int kAvx512First = 76;
+constexpr int kPkeysFirst = 148;
+
+// Where each block of ExtRegs::bytes starts (gdb_regs.h draws it).
+constexpr int kExtYmmh = 0;
+constexpr int kExtOpmask = 256;
+constexpr int kExtZmmHi256 = 320;
+constexpr int kExtHi16Zmm = 832;
+constexpr int kExtPkru = 1856;
+
+// Every register: the core ones, then those of the XSAVE components, numbered as gdb_regs.h says.
+struct Table {
+  std::array<std::string, kGdbRegisterCount - kGdbCoreRegisterCount> names;
+  std::array<RegInfo, kGdbRegisterCount> regs{};
+  Table() {
+    for (int n = 0; n < kGdbCoreRegisterCount; ++n) regs[n] = kCoreRegs[n];
+    int n = kGdbCoreRegisterCount;
+    auto add = [&](std::string name, int size, const char* type, int at, std::uint64_t need) {
+      names[n - kGdbCoreRegisterCount] = std::move(name);
+      regs[n] = {names[n - kGdbCoreRegisterCount].c_str(),
+                 size,
+                 type,
+                 nullptr,
+                 Src::kExt,
+                 nullptr,
+                 at,
+                 need};
+      ++n;
+    };
+    for (int i = 0; i < 16; ++i) {
+      add("ymm" + std::to_string(i) + "h", 16, "uint128", kExtYmmh + 16 * i, ExtRegs::kAvx);
+    }
+    for (int i = 0; i < 16; ++i) {
+      add("xmm" + std::to_string(16 + i), 16, "vec128", kExtHi16Zmm + 64 * i, ExtRegs::kAvx512);
+    }
+    for (int i = 0; i < 16; ++i) {
+      add("ymm" + std::to_string(16 + i) + "h", 16, "uint128", kExtHi16Zmm + 64 * i + 16,
+          ExtRegs::kAvx512);
+    }
+    for (int i = 0; i < 8; ++i) {
+      add("k" + std::to_string(i), 8, "uint64", kExtOpmask + 8 * i, ExtRegs::kAvx512);
+    }
+    for (int i = 0; i < 16; ++i) {
+      add("zmm" + std::to_string(i) + "h", 32, "v2ui128", kExtZmmHi256 + 32 * i, ExtRegs::kAvx512);
+    }
+    for (int i = 0; i < 16; ++i) {
+      add("zmm" + std::to_string(16 + i) + "h", 32, "v2ui128", kExtHi16Zmm + 64 * i + 32,
+          ExtRegs::kAvx512);
+    }
+    add("pkru", 4, "uint32", kExtPkru, ExtRegs::kPkru);
+  }
+};
+
+const std::array<RegInfo, kGdbRegisterCount>& all_regs() {
+  static const Table table;
+  return table.regs;
+}
+
+// True when a thread with XSAVE components `features` has the register.
+bool has(const RegInfo& info, std::uint64_t features) {
+  return (info.need & features) == info.need;
+}
 
 std::uint16_t load16(const FpRegs& fp, int at) {
   return static_cast<std::uint16_t>(fp.fxsave[at] | fp.fxsave[at + 1] << 8);
@@ -162,6 +229,9 @@ void read_bytes(const RegInfo& info, const x86::Regs& r, const FpRegs& fp, std::
     case Src::kFx:
       std::memcpy(out, fp.fxsave.data() + info.fx, static_cast<std::size_t>(info.size));
       return;
+    case Src::kExt:
+      std::memcpy(out, fp.ext.bytes.data() + info.fx, static_cast<std::size_t>(info.size));
+      return;
     case Src::kFx16:
       v = load16(fp, info.fx);
       break;
@@ -178,6 +248,10 @@ void read_bytes(const RegInfo& info, const x86::Regs& r, const FpRegs& fp, std::
 void write_bytes(const RegInfo& info, const std::uint8_t* in, x86::Regs& r, FpRegs& fp) {
   if (info.src == Src::kFx) {
     std::memcpy(fp.fxsave.data() + info.fx, in, static_cast<std::size_t>(info.size));
+    return;
+  }
+  if (info.src == Src::kExt) {
+    std::memcpy(fp.ext.bytes.data() + info.fx, in, static_cast<std::size_t>(info.size));
     return;
   }
   const std::uint64_t v = load_le(in, info.size);
@@ -198,6 +272,7 @@ void write_bytes(const RegInfo& info, const std::uint8_t* in, x86::Regs& r, FpRe
       fp.fxsave[info.fx + 1] = 0;
       break;
     case Src::kFx:
+    case Src::kExt:
       break;
   }
 }
@@ -209,11 +284,101 @@ Error bad(std::string_view field, const std::string& what) {
 }  // namespace
 
 std::string_view gdb_register_name(int regno) {
-  return regno >= 0 && regno < kGdbRegisterCount ? kRegs[regno].name : "";
+  return regno >= 0 && regno < kGdbRegisterCount ? all_regs()[regno].name : "";
 }
 
 int gdb_register_size(int regno) {
-  return regno >= 0 && regno < kGdbRegisterCount ? kRegs[regno].size : 0;
+  return regno >= 0 && regno < kGdbRegisterCount ? all_regs()[regno].size : 0;
+}
+
+XsaveLayout host_xsave_layout() {
+  XsaveLayout layout;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_max(0, nullptr) < 0xd) return layout;
+  __cpuid_count(1, 0, eax, ebx, ecx, edx);
+  if ((ecx & bit_XSAVE) == 0) return layout;
+  for (unsigned i : {2u, 5u, 6u, 7u, 9u}) {
+    __cpuid_count(0xd, i, eax, ebx, ecx, edx);
+    layout.size[i] = eax;
+    layout.offset[i] = ebx;
+  }
+  return layout;
+}
+
+namespace {
+
+// Where a component's bytes are in ExtRegs::bytes, and how many.
+struct Block {
+  int component;
+  int at;
+  int bytes;
+};
+constexpr std::array<Block, 5> kBlocks = {{{2, kExtYmmh, 256},
+                                           {5, kExtOpmask, 64},
+                                           {6, kExtZmmHi256, 512},
+                                           {7, kExtHi16Zmm, 1024},
+                                           {9, kExtPkru, 4}}};
+constexpr std::size_t kXcr0At = 464;      // sw_reserved: the XCR0 the kernel saved with
+constexpr std::size_t kXstateBvAt = 512;  // the XSAVE header's XSTATE_BV
+constexpr std::size_t kHeaderEnd = 576;
+
+std::uint64_t load64(std::span<const std::uint8_t> area, std::size_t at) {
+  return load_le(area.data() + at, 8);
+}
+
+// The component's place in `area`, checked against the area's size.
+Result<std::size_t> component_at(const Block& b, std::size_t area_size, const XsaveLayout& layout) {
+  const std::size_t at = layout.offset[b.component];
+  if (layout.size[b.component] < static_cast<std::uint32_t>(b.bytes) ||
+      at + static_cast<std::size_t>(b.bytes) > area_size) {
+    return std::unexpected(bad("xstate", "component " + std::to_string(b.component) +
+                                             " is not within the " + std::to_string(area_size) +
+                                             "-byte area"));
+  }
+  return at;
+}
+
+// An area must hold the legacy area and the XSAVE header.
+Result<void> check_header(std::size_t area_size) {
+  if (area_size >= kHeaderEnd) return {};
+  return std::unexpected(bad(
+      "xstate", std::to_string(area_size) + " bytes, shorter than the XSAVE header's end (576)"));
+}
+
+}  // namespace
+
+Result<ExtRegs> xsave_to_ext(std::span<const std::uint8_t> area, const XsaveLayout& layout) {
+  if (auto ok = check_header(area.size()); !ok) return std::unexpected(ok.error());
+  ExtRegs ext;
+  ext.features = load64(area, kXcr0At) & (ExtRegs::kAvx | ExtRegs::kAvx512 | ExtRegs::kPkru);
+  const std::uint64_t present = load64(area, kXstateBvAt);
+  for (const Block& b : kBlocks) {
+    const std::uint64_t bit = std::uint64_t{1} << b.component;
+    if ((ext.features & bit) == 0 || (present & bit) == 0) continue;  // absent, or all zeros
+    auto at = component_at(b, area.size(), layout);
+    if (!at) return std::unexpected(at.error());
+    std::memcpy(ext.bytes.data() + b.at, area.data() + *at, static_cast<std::size_t>(b.bytes));
+  }
+  return ext;
+}
+
+Result<void> ext_to_xsave(const ExtRegs& ext, std::span<std::uint8_t> area,
+                          const XsaveLayout& layout) {
+  if (auto ok = check_header(area.size()); !ok) return std::unexpected(ok.error());
+  for (const Block& b : kBlocks) {  // all checked before anything is written
+    if ((ext.features & std::uint64_t{1} << b.component) == 0) continue;
+    if (auto at = component_at(b, area.size(), layout); !at) return std::unexpected(at.error());
+  }
+  std::uint64_t present = load64(area, kXstateBvAt);
+  for (const Block& b : kBlocks) {
+    const std::uint64_t bit = std::uint64_t{1} << b.component;
+    if ((ext.features & bit) == 0) continue;
+    const std::size_t at = layout.offset[b.component];
+    std::memcpy(area.data() + at, ext.bytes.data() + b.at, static_cast<std::size_t>(b.bytes));
+    present |= bit;
+  }
+  for (int i = 0; i < 8; ++i) area[kXstateBvAt + i] = static_cast<std::uint8_t>(present >> (8 * i));
+  return {};
 }
 
 std::uint16_t fxsave_full_tag(const FpRegs& fp) {
@@ -240,16 +405,17 @@ std::uint8_t fxsave_abridged_tag(std::uint16_t full_tag) {
   return abridged;
 }
 
-std::string gdb_target_xml() {
+std::string gdb_target_xml(std::uint64_t features) {
+  const auto& all = all_regs();
   std::string x;
   x += "<?xml version=\"1.0\"?>\n";
   x += "<!DOCTYPE target SYSTEM \"gdb-target.dtd\">\n";
   x += "<target version=\"1.0\">\n";
   x += "  <architecture>i386:x86-64</architecture>\n";
   x += "  <osabi>GNU/Linux</osabi>\n";
-  auto regs = [&x](int first, int end) {
+  auto regs = [&x, &all](int first, int end) {
     for (int n = first; n < end; ++n) {
-      const RegInfo& info = kRegs[n];
+      const RegInfo& info = all[n];
       x += "    <reg name=\"";
       x += info.name;
       x += "\" bitsize=\"" + std::to_string(info.size * 8) + "\" type=\"";
@@ -262,6 +428,32 @@ std::string gdb_target_xml() {
       }
       x += "/>\n";
     }
+  };
+
+  // The vectors and the vec128 union of an xmm register (a feature's types are its own).
+  auto vec128_types = [&x] {
+    for (auto [id, type, count] :
+         std::initializer_list<std::tuple<const char*, const char*, int>>{{"v4f", "ieee_single", 4},
+                                                                          {"v2d", "ieee_double", 2},
+                                                                          {"v16i8", "int8", 16},
+                                                                          {"v8i16", "int16", 8},
+                                                                          {"v4i32", "int32", 4},
+                                                                          {"v2i64", "int64", 2}}) {
+      x += "    <vector id=\"" + std::string(id) + "\" type=\"" + type + "\" count=\"" +
+           std::to_string(count) + "\"/>\n";
+    }
+    x += "    <union id=\"vec128\">\n";
+    for (auto [name, type] :
+         std::initializer_list<std::pair<const char*, const char*>>{{"v4_float", "v4f"},
+                                                                    {"v2_double", "v2d"},
+                                                                    {"v16_int8", "v16i8"},
+                                                                    {"v8_int16", "v8i16"},
+                                                                    {"v4_int32", "v4i32"},
+                                                                    {"v2_int64", "v2i64"},
+                                                                    {"uint128", "uint128"}}) {
+      x += "      <field name=\"" + std::string(name) + "\" type=\"" + type + "\"/>\n";
+    }
+    x += "    </union>\n";
   };
 
   x += "  <feature name=\"org.gnu.gdb.i386.core\">\n";
@@ -291,28 +483,7 @@ std::string gdb_target_xml() {
   x += "  </feature>\n";
 
   x += "  <feature name=\"org.gnu.gdb.i386.sse\">\n";
-  for (auto [id, type, count] :
-       std::initializer_list<std::tuple<const char*, const char*, int>>{{"v4f", "ieee_single", 4},
-                                                                        {"v2d", "ieee_double", 2},
-                                                                        {"v16i8", "int8", 16},
-                                                                        {"v8i16", "int16", 8},
-                                                                        {"v4i32", "int32", 4},
-                                                                        {"v2i64", "int64", 2}}) {
-    x += "    <vector id=\"" + std::string(id) + "\" type=\"" + type + "\" count=\"" +
-         std::to_string(count) + "\"/>\n";
-  }
-  x += "    <union id=\"vec128\">\n";
-  for (auto [name, type] :
-       std::initializer_list<std::pair<const char*, const char*>>{{"v4_float", "v4f"},
-                                                                  {"v2_double", "v2d"},
-                                                                  {"v16_int8", "v16i8"},
-                                                                  {"v8_int16", "v8i16"},
-                                                                  {"v4_int32", "v4i32"},
-                                                                  {"v2_int64", "v2i64"},
-                                                                  {"uint128", "uint128"}}) {
-    x += "      <field name=\"" + std::string(name) + "\" type=\"" + type + "\"/>\n";
-  }
-  x += "    </union>\n";
+  vec128_types();
   x += "    <flags id=\"i386_mxcsr\" size=\"4\">\n";
   for (auto [bit, name] : std::initializer_list<std::pair<int, const char*>>{{0, "IE"},
                                                                              {1, "DE"},
@@ -335,13 +506,28 @@ std::string gdb_target_xml() {
   regs(kSseFirst, kLinuxFirst);
   x += "  </feature>\n";
 
-  x += "  <feature name=\"org.gnu.gdb.i386.linux\">\n";
-  regs(kLinuxFirst, kSegmentsFirst);
-  x += "  </feature>\n";
-
-  x += "  <feature name=\"org.gnu.gdb.i386.segments\">\n";
-  regs(kSegmentsFirst, kGdbRegisterCount);
-  x += "  </feature>\n";
+  // A feature holding registers first..end-1, after the types `types` adds.
+  const auto feature = [&x, &regs](const char* name, int first, int end, auto types) {
+    x += "  <feature name=\"" + std::string(name) + "\">\n";
+    types();
+    regs(first, end);
+    x += "  </feature>\n";
+  };
+  const auto none = [] {};
+  feature("org.gnu.gdb.i386.linux", kLinuxFirst, kSegmentsFirst, none);
+  feature("org.gnu.gdb.i386.segments", kSegmentsFirst, kAvxFirst, none);
+  if ((features & ExtRegs::kAvx) != 0)
+    feature("org.gnu.gdb.i386.avx", kAvxFirst, kAvx512First, none);
+  // gdb takes AVX-512 registers only beside AVX ones.
+  if ((features & (ExtRegs::kAvx | ExtRegs::kAvx512)) == (ExtRegs::kAvx | ExtRegs::kAvx512)) {
+    feature("org.gnu.gdb.i386.avx512", kAvx512First, kPkeysFirst, [&] {
+      vec128_types();
+      x += "    <vector id=\"v2ui128\" type=\"uint128\" count=\"2\"/>\n";
+    });
+  }
+  if ((features & ExtRegs::kPkru) != 0) {
+    feature("org.gnu.gdb.i386.pkeys", kPkeysFirst, kGdbRegisterCount, none);
+  }
   x += "</target>\n";
   return x;
 }
@@ -350,7 +536,7 @@ std::string gdb_encode_registers(const x86::Regs& r, const FpRegs& fp) {
   std::string out;
   out.reserve(kGdbRegistersSize * 2);
   std::array<std::uint8_t, 16> buf{};
-  for (const RegInfo& info : kRegs) {
+  for (const RegInfo& info : kCoreRegs) {
     read_bytes(info, r, fp, buf.data());
     out += to_hex(std::span<const std::uint8_t>(buf.data(), static_cast<std::size_t>(info.size)));
   }
@@ -362,14 +548,14 @@ Result<void> gdb_decode_registers(std::string_view hex, x86::Regs& r, FpRegs& fp
   if (hex.size() > kGdbRegistersSize * 2) {
     return std::unexpected(
         bad("registers", std::to_string(hex.size()) + " hex digits, more than the " +
-                             std::to_string(kGdbRegistersSize * 2) + " of all registers"));
+                             std::to_string(kGdbRegistersSize * 2) + " of the 'g' registers"));
   }
   auto bytes = from_hex(hex);
   if (!bytes) return std::unexpected(bytes.error().with_context("registers"));
   x86::Regs new_r = r;
   FpRegs new_fp = fp;
   std::size_t at = 0;
-  for (const RegInfo& info : kRegs) {
+  for (const RegInfo& info : kCoreRegs) {
     if (at == bytes->size()) break;
     const auto size = static_cast<std::size_t>(info.size);
     if (bytes->size() - at < size) {
@@ -384,23 +570,38 @@ Result<void> gdb_decode_registers(std::string_view hex, x86::Regs& r, FpRegs& fp
   return {};
 }
 
-Result<std::string> gdb_read_register(int regno, const x86::Regs& r, const FpRegs& fp) {
+namespace {
+
+// The register regno names, if the thread with `fp` has it.
+Result<const RegInfo*> find_register(int regno, const FpRegs& fp) {
   if (regno < 0 || regno >= kGdbRegisterCount) {
     return std::unexpected(bad("regno", std::to_string(regno) + " is not a register (0.." +
                                             std::to_string(kGdbRegisterCount - 1) + ")"));
   }
-  const RegInfo& info = kRegs[regno];
-  std::array<std::uint8_t, 16> buf{};
+  const RegInfo& info = all_regs()[regno];
+  if (!has(info, fp.ext.features)) {
+    return std::unexpected(bad("regno", std::to_string(regno) + " (" + info.name +
+                                            ") is not a register of this thread: its CPU "
+                                            "state has no such component"));
+  }
+  return &info;
+}
+
+}  // namespace
+
+Result<std::string> gdb_read_register(int regno, const x86::Regs& r, const FpRegs& fp) {
+  auto found = find_register(regno, fp);
+  if (!found) return std::unexpected(found.error());
+  const RegInfo& info = **found;
+  std::array<std::uint8_t, 32> buf{};
   read_bytes(info, r, fp, buf.data());
   return to_hex(std::span<const std::uint8_t>(buf.data(), static_cast<std::size_t>(info.size)));
 }
 
 Result<void> gdb_write_register(int regno, std::string_view hex, x86::Regs& r, FpRegs& fp) {
-  if (regno < 0 || regno >= kGdbRegisterCount) {
-    return std::unexpected(bad("regno", std::to_string(regno) + " is not a register (0.." +
-                                            std::to_string(kGdbRegisterCount - 1) + ")"));
-  }
-  const RegInfo& info = kRegs[regno];
+  auto found = find_register(regno, fp);
+  if (!found) return std::unexpected(found.error());
+  const RegInfo& info = **found;
   if (hex.size() != static_cast<std::size_t>(info.size) * 2) {
     return std::unexpected(bad("value", std::to_string(hex.size()) + " hex digits for " +
                                             info.name + ", which has " +

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "hwarb/linux/rsp.h"
@@ -90,7 +91,7 @@ TEST(GdbRegs, SizesAndNamesFollowGdbsAmd64LinuxNumbering) {
       {37, "foseg"}, {38, "fooff"},    {39, "fop"},     {40, "xmm0"},   {55, "xmm15"},
       {56, "mxcsr"}, {57, "orig_rax"}, {58, "fs_base"}, {59, "gs_base"}};
   for (auto [n, name] : names) EXPECT_EQ(gdb_register_name(n), name) << n;
-  for (int n = 0; n < kGdbRegisterCount; ++n) {
+  for (int n = 0; n < kGdbCoreRegisterCount; ++n) {
     const int expected = n <= 16   ? 8
                          : n <= 23 ? 4
                          : n <= 31 ? 10
@@ -101,9 +102,19 @@ TEST(GdbRegs, SizesAndNamesFollowGdbsAmd64LinuxNumbering) {
     EXPECT_EQ(gdb_register_size(n), expected) << n;
   }
   EXPECT_EQ(gdb_register_name(-1), "");
-  EXPECT_EQ(gdb_register_name(60), "");
-  EXPECT_EQ(gdb_register_size(60), 0);
-  EXPECT_EQ(offset_of(kGdbRegisterCount), kGdbRegistersSize);
+  EXPECT_EQ(offset_of(kGdbCoreRegisterCount), kGdbRegistersSize);
+  // The XSAVE components' registers, as gdbserver numbers them on an AVX-512 machine.
+  const std::vector<std::tuple<int, std::string_view, int>> ext = {
+      {60, "ymm0h", 16},  {75, "ymm15h", 16},  {76, "xmm16", 16},   {91, "xmm31", 16},
+      {92, "ymm16h", 16}, {107, "ymm31h", 16}, {108, "k0", 8},      {115, "k7", 8},
+      {116, "zmm0h", 32}, {131, "zmm15h", 32}, {132, "zmm16h", 32}, {147, "zmm31h", 32},
+      {148, "pkru", 4}};
+  for (auto [n, name, size] : ext) {
+    EXPECT_EQ(gdb_register_name(n), name) << n;
+    EXPECT_EQ(gdb_register_size(n), size) << n;
+  }
+  EXPECT_EQ(gdb_register_name(kGdbRegisterCount), "");
+  EXPECT_EQ(gdb_register_size(kGdbRegisterCount), 0);
 }
 
 TEST(GdbRegs, EncodesKnownValuesAtKnownOffsets) {
@@ -142,7 +153,7 @@ TEST(GdbRegs, EncodesKnownValuesAtKnownOffsets) {
               to_hex(std::span(fp.fxsave).subspan(160 + 16 * static_cast<std::size_t>(i), 16)));
   }
   // Every register read alone is its slice of 'g'.
-  for (int n = 0; n < kGdbRegisterCount; ++n) {
+  for (int n = 0; n < kGdbCoreRegisterCount; ++n) {
     auto one = gdb_read_register(n, r, fp);
     ASSERT_TRUE(one) << one.error().to_string();
     EXPECT_EQ(*one, reg_hex(g, n)) << gdb_register_name(n);
@@ -235,7 +246,7 @@ TEST(GdbRegs, WriteChangesOnlyThatRegister) {
   const x86::Regs r0 = sample_regs();
   const FpRegs fp0 = sample_fp();
   const std::string before = gdb_encode_registers(r0, fp0);
-  for (int n = 0; n < kGdbRegisterCount; ++n) {
+  for (int n = 0; n < kGdbCoreRegisterCount; ++n) {
     if (n == 34) continue;  // ftag: checked above
     x86::Regs r = r0;
     FpRegs fp = fp0;
@@ -249,7 +260,7 @@ TEST(GdbRegs, WriteChangesOnlyThatRegister) {
     // Every other register is unchanged, except ftag, which follows the st registers' contents
     // and fstat's TOP.
     const std::string after = gdb_encode_registers(r, fp);
-    for (int m = 0; m < kGdbRegisterCount; ++m) {
+    for (int m = 0; m < kGdbCoreRegisterCount; ++m) {
       if (m == n || m == 34) continue;
       EXPECT_EQ(reg_hex(after, m), reg_hex(before, m))
           << "writing " << gdb_register_name(n) << " changed " << gdb_register_name(m);
@@ -268,6 +279,125 @@ TEST(GdbRegs, WriteChangesOnlyThatRegister) {
   ASSERT_TRUE(gdb_write_register(29, std::string(20, '0'), r, fp));
   for (int i = 0; i < 10; ++i) EXPECT_EQ(fp.fxsave[32 + 5 * 16 + i], 0);
   for (int i = 10; i < 16; ++i) EXPECT_EQ(fp.fxsave[32 + 5 * 16 + i], fp0.fxsave[32 + 5 * 16 + i]);
+}
+
+// Every register of every XSAVE component lands in its own bytes of ExtRegs (drawn in
+// gdb_regs.h) and nowhere else, and reads back.
+TEST(GdbRegs, AvxAvx512AndPkuRegistersAreTheirOwnBytes) {
+  const x86::Regs r0 = sample_regs();
+  FpRegs fp0 = sample_fp();
+  fp0.ext.features = ExtRegs::kAvx | ExtRegs::kAvx512 | ExtRegs::kPkru;
+  for (std::size_t i = 0; i < fp0.ext.bytes.size(); ++i)
+    fp0.ext.bytes[i] = static_cast<std::uint8_t>(i * 7 + 1);
+  // Where each register starts in ExtRegs::bytes.
+  const auto ext_at = [](int n) -> std::size_t {
+    if (n < 76) return 16 * static_cast<std::size_t>(n - 60);               // ymm0h-15h
+    if (n < 92) return 832 + 64 * static_cast<std::size_t>(n - 76);         // xmm16-31
+    if (n < 108) return 832 + 64 * static_cast<std::size_t>(n - 92) + 16;   // ymm16h-31h
+    if (n < 116) return 256 + 8 * static_cast<std::size_t>(n - 108);        // k0-7
+    if (n < 132) return 320 + 32 * static_cast<std::size_t>(n - 116);       // zmm0h-15h
+    if (n < 148) return 832 + 64 * static_cast<std::size_t>(n - 132) + 32;  // zmm16h-31h
+    return 1856;                                                            // pkru
+  };
+  for (int n = kGdbCoreRegisterCount; n < kGdbRegisterCount; ++n) {
+    const auto size = static_cast<std::size_t>(gdb_register_size(n));
+    EXPECT_EQ(gdb_read_register(n, r0, fp0).value_or(""),
+              to_hex(std::span(fp0.ext.bytes).subspan(ext_at(n), size)))
+        << gdb_register_name(n);
+    x86::Regs r = r0;
+    FpRegs fp = fp0;
+    ASSERT_TRUE(gdb_write_register(n, std::string(size * 2, 'c'), r, fp)) << n;
+    for (std::size_t i = 0; i < fp.ext.bytes.size(); ++i) {
+      const bool mine = i >= ext_at(n) && i < ext_at(n) + size;
+      EXPECT_EQ(fp.ext.bytes[i], mine ? 0xcc : fp0.ext.bytes[i])
+          << "writing " << gdb_register_name(n) << ", byte " << i;
+    }
+    EXPECT_EQ(fp.fxsave, fp0.fxsave);
+    EXPECT_EQ(std::memcmp(&r, &r0, sizeof r), 0);
+  }
+  // A thread without a component has none of its registers.
+  FpRegs avx_only = fp0;
+  avx_only.ext.features = ExtRegs::kAvx;
+  EXPECT_TRUE(gdb_read_register(60, r0, avx_only));
+  for (int n : {76, 108, 116, 147, 148}) {
+    auto missing = gdb_read_register(n, r0, avx_only);
+    ASSERT_FALSE(missing) << n;
+    EXPECT_EQ(missing.error().code(), ErrorCode::kInval);
+    EXPECT_TRUE(missing.error().message().starts_with("regno: ")) << missing.error().to_string();
+  }
+}
+
+// The XSAVE standard format of an AVX-512 machine (CPUID leaf 0xD), for the conversions.
+XsaveLayout standard_layout() {
+  XsaveLayout l;
+  l.offset[2] = 576, l.size[2] = 256;
+  l.offset[5] = 1088, l.size[5] = 64;
+  l.offset[6] = 1152, l.size[6] = 512;
+  l.offset[7] = 1664, l.size[7] = 1024;
+  l.offset[9] = 2688, l.size[9] = 8;
+  return l;
+}
+
+void put64(std::vector<std::uint8_t>& area, std::size_t at, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) area[at + i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+
+TEST(GdbRegs, XsaveComponentsIntoExtRegsAndBack) {
+  const XsaveLayout layout = standard_layout();
+  std::vector<std::uint8_t> area(2696);
+  for (std::size_t i = 0; i < area.size(); ++i) area[i] = static_cast<std::uint8_t>(i * 11 + 3);
+  const std::uint64_t xcr0 = 0x2e7;  // x87 SSE AVX opmask ZMM_Hi256 Hi16_ZMM PKRU
+  put64(area, 464, xcr0);
+  put64(area, 512, 0x2a7);  // XSTATE_BV: Hi16_ZMM (bit 6 clear: ZMM_Hi256 in its initial state)
+  for (std::size_t i = 520; i < 576; ++i) area[i] = 0;
+  auto ext = xsave_to_ext(area, layout);
+  ASSERT_TRUE(ext) << ext.error().to_string();
+  EXPECT_EQ(ext->features, ExtRegs::kAvx | ExtRegs::kAvx512 | ExtRegs::kPkru);
+  EXPECT_EQ(std::memcmp(ext->bytes.data(), area.data() + 576, 256), 0);          // ymmh
+  EXPECT_EQ(std::memcmp(ext->bytes.data() + 256, area.data() + 1088, 64), 0);    // opmask
+  for (int i = 0; i < 512; ++i) EXPECT_EQ(ext->bytes[320 + i], 0) << i;          // ZMM_Hi256
+  EXPECT_EQ(std::memcmp(ext->bytes.data() + 832, area.data() + 1664, 1024), 0);  // Hi16_ZMM
+  EXPECT_EQ(std::memcmp(ext->bytes.data() + 1856, area.data() + 2688, 4), 0);    // PKRU
+
+  // Back: every component stored and marked present; FXSAVE and the header's rest kept.
+  ExtRegs changed = *ext;
+  changed.bytes[320] = 0x5a;  // zmm0h's first byte
+  std::vector<std::uint8_t> out = area;
+  ASSERT_TRUE(ext_to_xsave(changed, out, layout));
+  EXPECT_EQ(out[1152], 0x5a);
+  for (int i = 1; i < 512; ++i) EXPECT_EQ(out[1152 + i], 0) << i;
+  EXPECT_EQ(out[512] | out[513] << 8, 0x2e7);
+  EXPECT_TRUE(std::equal(out.begin(), out.begin() + 512, area.begin()));
+  auto again = xsave_to_ext(out, layout);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(*again, changed);
+
+  // An area too short for its header, or for a component XCR0 names: EINVAL naming `xstate`,
+  // nothing written.
+  const std::vector<std::uint8_t> header_only(area.begin(), area.begin() + 575);
+  auto short_header = xsave_to_ext(header_only, layout);
+  ASSERT_FALSE(short_header);
+  EXPECT_TRUE(short_header.error().message().starts_with("xstate: "));
+  std::vector<std::uint8_t> no_pkru(area.begin(), area.begin() + 2688);
+  auto short_component = xsave_to_ext(no_pkru, layout);
+  ASSERT_FALSE(short_component);
+  EXPECT_EQ(short_component.error().code(), ErrorCode::kInval);
+  const std::vector<std::uint8_t> kept = no_pkru;
+  ASSERT_FALSE(ext_to_xsave(changed, no_pkru, layout));
+  EXPECT_EQ(no_pkru, kept);
+}
+
+// This CPU's layout: AVX's place is fixed by the architecture where the CPU has it.
+TEST(GdbRegs, HostLayoutHasAvxAtItsArchitecturalOffset) {
+  const XsaveLayout layout = host_xsave_layout();
+  if (!__builtin_cpu_supports("avx")) GTEST_SKIP() << "this CPU has no AVX";
+  EXPECT_EQ(layout.offset[2], 576u);
+  EXPECT_EQ(layout.size[2], 256u);
+  if (__builtin_cpu_supports("avx512f")) {
+    EXPECT_EQ(layout.size[5], 64u);
+    EXPECT_EQ(layout.size[6], 512u);
+    EXPECT_EQ(layout.size[7], 1024u);
+  }
 }
 
 TEST(GdbRegs, ShortGPacketsCoverTheFirstRegisters) {
@@ -310,7 +440,7 @@ TEST(GdbRegs, BadPacketsAreEinvalAndChangeNothing) {
 
   x86::Regs r{};
   FpRegs fp;
-  auto regno = gdb_write_register(60, "00", r, fp);
+  auto regno = gdb_write_register(kGdbRegisterCount, "00", r, fp);
   ASSERT_FALSE(regno);
   EXPECT_EQ(regno.error().code(), ErrorCode::kInval);
   EXPECT_TRUE(regno.error().message().starts_with("regno: ")) << regno.error().to_string();
@@ -359,37 +489,46 @@ bool balanced(std::string_view xml, std::string* why) {
 }
 
 TEST(GdbRegs, TargetXmlIsWellFormedWithConsecutiveRegnums) {
-  const std::string xml = gdb_target_xml();
-  std::string why;
-  EXPECT_TRUE(balanced(xml, &why)) << why;
-  EXPECT_NE(xml.find("<architecture>i386:x86-64</architecture>"), std::string::npos);
-  EXPECT_NE(xml.find("<osabi>GNU/Linux</osabi>"), std::string::npos);
-  for (const char* feature : {"org.gnu.gdb.i386.core", "org.gnu.gdb.i386.sse",
-                              "org.gnu.gdb.i386.linux", "org.gnu.gdb.i386.segments"}) {
-    EXPECT_NE(xml.find("<feature name=\"" + std::string(feature) + "\">"), std::string::npos)
-        << feature;
+  for (const std::uint64_t features :
+       {std::uint64_t{0}, ExtRegs::kAvx, ExtRegs::kAvx | ExtRegs::kAvx512 | ExtRegs::kPkru}) {
+    SCOPED_TRACE(features);
+    const std::string xml = gdb_target_xml(features);
+    std::string why;
+    EXPECT_TRUE(balanced(xml, &why)) << why;
+    EXPECT_NE(xml.find("<architecture>i386:x86-64</architecture>"), std::string::npos);
+    EXPECT_NE(xml.find("<osabi>GNU/Linux</osabi>"), std::string::npos);
+    for (const char* feature : {"org.gnu.gdb.i386.core", "org.gnu.gdb.i386.sse",
+                                "org.gnu.gdb.i386.linux", "org.gnu.gdb.i386.segments"}) {
+      EXPECT_NE(xml.find("<feature name=\"" + std::string(feature) + "\">"), std::string::npos)
+          << feature;
+    }
+    for (const char* type : {"id=\"i386_eflags\"", "id=\"vec128\"", "id=\"i386_mxcsr\""}) {
+      EXPECT_NE(xml.find(type), std::string::npos) << type;
+    }
+    // Every <reg .../> in order: its name, bitsize and regnum attributes.
+    const auto attribute = [](std::string_view tag, std::string_view name) {
+      const std::string key = " " + std::string(name) + "=\"";
+      const std::size_t at = tag.find(key);
+      if (at == std::string_view::npos) return std::string();
+      const std::size_t from = at + key.size();
+      return std::string(tag.substr(from, tag.find('"', from) - from));
+    };
+    int expected = 0;
+    for (std::size_t at = xml.find("<reg "); at != std::string::npos;
+         at = xml.find("<reg ", at + 1), ++expected) {
+      const std::string_view tag = std::string_view(xml).substr(at, xml.find('>', at) - at);
+      EXPECT_EQ(attribute(tag, "regnum"), std::to_string(expected));
+      EXPECT_EQ(attribute(tag, "name"), gdb_register_name(expected));
+      EXPECT_EQ(attribute(tag, "bitsize"), std::to_string(gdb_register_size(expected) * 8))
+          << attribute(tag, "name");
+    }
+    EXPECT_EQ(expected, features == 0               ? kGdbCoreRegisterCount
+                        : features == ExtRegs::kAvx ? 76
+                                                    : kGdbRegisterCount);
+    EXPECT_EQ(xml.find("org.gnu.gdb.i386.avx\"") != std::string::npos, features != 0);
+    EXPECT_EQ(xml.find("org.gnu.gdb.i386.avx512") != std::string::npos, expected > 76);
+    EXPECT_EQ(xml.find("org.gnu.gdb.i386.pkeys") != std::string::npos, expected > 76);
   }
-  for (const char* type : {"id=\"i386_eflags\"", "id=\"vec128\"", "id=\"i386_mxcsr\""}) {
-    EXPECT_NE(xml.find(type), std::string::npos) << type;
-  }
-  // Every <reg .../> in order: its name, bitsize and regnum attributes.
-  const auto attribute = [](std::string_view tag, std::string_view name) {
-    const std::string key = " " + std::string(name) + "=\"";
-    const std::size_t at = tag.find(key);
-    if (at == std::string_view::npos) return std::string();
-    const std::size_t from = at + key.size();
-    return std::string(tag.substr(from, tag.find('"', from) - from));
-  };
-  int expected = 0;
-  for (std::size_t at = xml.find("<reg "); at != std::string::npos;
-       at = xml.find("<reg ", at + 1), ++expected) {
-    const std::string_view tag = std::string_view(xml).substr(at, xml.find('>', at) - at);
-    EXPECT_EQ(attribute(tag, "regnum"), std::to_string(expected));
-    EXPECT_EQ(attribute(tag, "name"), gdb_register_name(expected));
-    EXPECT_EQ(attribute(tag, "bitsize"), std::to_string(gdb_register_size(expected) * 8))
-        << attribute(tag, "name");
-  }
-  EXPECT_EQ(expected, kGdbRegisterCount);
 }
 
 // The strongest check: gdb itself loads the description and numbers the registers as we do
@@ -402,7 +541,7 @@ TEST(GdbRegs, GdbAcceptsTheTargetXml) {
   ::close(fd);
   {
     std::ofstream out(path);
-    out << gdb_target_xml();
+    out << gdb_target_xml(ExtRegs::kAvx | ExtRegs::kAvx512 | ExtRegs::kPkru);
   }
   const std::string cmd = std::string("gdb -nx -batch -ex 'set tdesc filename ") + path +
                           "' -ex 'maint print remote-registers' 2>&1";

@@ -785,10 +785,11 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
       const pid_t tid = thread_for(g_thread_);
       auto regs = read_registers(tid);
       if (!regs) return answer(std::unexpected(regs.error()));
+      const auto before = *regs;
       if (auto r = gdb_decode_registers(rest, regs->first, regs->second); !r) {
         return answer(std::unexpected(r.error()));
       }
-      return answer(write_registers(tid, *regs));
+      return answer(write_registers(tid, *regs, before));
     }
     case 'p':
     case 'P': {
@@ -807,8 +808,9 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
                                                         " is not a register (0-" +
                                                         hex_u64(kGdbRegisterCount - 1) + ")"));
       }
-      auto regs = read_registers(tid);
+      auto regs = read_registers(tid, *regno >= kGdbCoreRegisterCount);
       if (!regs) return answer(std::unexpected(regs.error()));
+      const auto before = *regs;
       if (c == 'p') {
         return answer(gdb_read_register(static_cast<int>(*regno), regs->first, regs->second));
       }
@@ -820,7 +822,7 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
           !r) {
         return answer(std::unexpected(r.error()));
       }
-      return answer(write_registers(tid, *regs));
+      return answer(write_registers(tid, *regs, before));
     }
     case 'm':
     case 'x': {
@@ -989,19 +991,55 @@ Result<std::optional<GdbServerEnd>> GdbServer::on_packet(const std::string& p) {
   }
 }
 
-Result<std::pair<x86::Regs, FpRegs>> GdbServer::read_registers(pid_t tid) {
+namespace {
+
+// Where this CPU's XSAVE area keeps each component (the same for every thread of the machine).
+const XsaveLayout& xsave_layout() {
+  static const XsaveLayout layout = host_xsave_layout();
+  return layout;
+}
+
+}  // namespace
+
+Result<std::pair<x86::Regs, FpRegs>> GdbServer::read_registers(pid_t tid, bool ext) {
   auto regs = inferior_->get_regs(tid);
   if (!regs) return std::unexpected(regs.error());
   auto fx = inferior_->get_fxsave(tid);
   if (!fx) return std::unexpected(fx.error());
   FpRegs fp;
   fp.fxsave = *fx;
+  if (ext) {
+    auto area = inferior_->get_xstate(tid);
+    if (area) {
+      auto got = xsave_to_ext(*area, xsave_layout());
+      if (!got) return std::unexpected(got.error());
+      fp.ext = *got;
+    } else if (area.error().code() != ErrorCode::kNoDev) {
+      return std::unexpected(area.error());
+    }
+  }
   return std::pair{*regs, fp};
 }
 
-Result<std::string> GdbServer::write_registers(pid_t tid, const std::pair<x86::Regs, FpRegs>& r) {
-  if (auto w = inferior_->set_regs(tid, r.first); !w) return std::unexpected(w.error());
-  if (auto w = inferior_->set_fxsave(tid, r.second.fxsave); !w) return std::unexpected(w.error());
+Result<std::string> GdbServer::write_registers(pid_t tid, const std::pair<x86::Regs, FpRegs>& r,
+                                               const std::pair<x86::Regs, FpRegs>& before) {
+  if (r.first != before.first) {
+    if (auto w = inferior_->set_regs(tid, r.first); !w) return std::unexpected(w.error());
+  }
+  if (r.second.fxsave != before.second.fxsave) {
+    if (auto w = inferior_->set_fxsave(tid, r.second.fxsave); !w) {
+      return std::unexpected(w.error());
+    }
+  }
+  if (r.second.ext != before.second.ext) {
+    // Read again after the FXSAVE write above, so the area written back carries it.
+    auto area = inferior_->get_xstate(tid);
+    if (!area) return std::unexpected(area.error());
+    if (auto w = ext_to_xsave(r.second.ext, *area, xsave_layout()); !w) {
+      return std::unexpected(w.error());
+    }
+    if (auto w = inferior_->set_xstate(tid, *area); !w) return std::unexpected(w.error());
+  }
   return std::string("OK");
 }
 
@@ -1276,7 +1314,15 @@ Result<std::string> GdbServer::xfer(std::string_view object, std::string_view an
                                     std::uint64_t offset, std::uint64_t length) {
   if (object == "features") {
     if (annex != "target.xml") return make_error(ErrorCode::kNoEnt, "annex: no such feature file");
-    return xfer_slice(gdb_target_xml(), offset, length);
+    // The registers of the thread gdb looks at: its XSAVE components (XCR0, the same for every
+    // thread of the machine).
+    std::uint64_t features = 0;
+    if (inferior_ != nullptr) {
+      if (auto regs = read_registers(thread_for(g_thread_), true)) {
+        features = regs->second.ext.features;
+      }
+    }
+    return xfer_slice(gdb_target_xml(features), offset, length);
   }
   if (object == "auxv") {
     auto auxv = read_proc_file(general_process(), "auxv");
@@ -1977,8 +2023,9 @@ bool GdbServer::condition_holds(pid_t tid, const Breakpoint& bp) {
   std::optional<std::pair<x86::Regs, FpRegs>> regs;
   AgentAccess access;
   access.reg = [&](int regno) -> Result<std::uint64_t> {
-    if (!regs) {
-      auto got = read_registers(tid);
+    const bool ext = regno >= kGdbCoreRegisterCount;  // an AVX/AVX-512/PKU register
+    if (!regs || (ext && regs->second.ext.features == 0)) {
+      auto got = read_registers(tid, ext);
       if (!got) return std::unexpected(got.error());
       regs = *got;
     }

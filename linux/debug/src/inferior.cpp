@@ -429,6 +429,25 @@ Result<void> Inferior::set_fxsave(pid_t tid, const Fxsave& area) {
   return ptrace_set_regset(tid, NT_PRFPREG, std::as_bytes(std::span(area)));
 }
 
+Result<std::vector<std::uint8_t>> Inferior::get_xstate(pid_t tid) {
+  // Larger than any XSAVE area the kernel has (AMX's tiles make it 11 KiB); the kernel says how
+  // much it filled.
+  std::vector<std::uint8_t> area(16384);
+  auto got = ptrace_get_regset(tid, NT_X86_XSTATE, std::as_writable_bytes(std::span(area)));
+  if (!got) {
+    if (got.error().code() == ErrorCode::kInval || got.error().code() == ErrorCode::kNoDev) {
+      return make_error(ErrorCode::kNoDev, "xstate: the kernel has no XSAVE register set here");
+    }
+    return std::unexpected(got.error());
+  }
+  area.resize(*got);
+  return area;
+}
+
+Result<void> Inferior::set_xstate(pid_t tid, std::span<const std::uint8_t> area) {
+  return ptrace_set_regset(tid, NT_X86_XSTATE, std::as_bytes(area));
+}
+
 Result<std::uint64_t> Inferior::find_code(pid_t process, std::span<const std::uint8_t> code) {
   if (code.empty()) return make_error(ErrorCode::kInval, "code: empty");
   auto maps = read_maps(process);

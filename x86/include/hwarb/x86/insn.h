@@ -33,6 +33,7 @@ struct Regs {
   std::uint64_t r15, r14, r13, r12, rbp, rbx, r11, r10, r9, r8;
   std::uint64_t rax, rcx, rdx, rsi, rdi, orig_rax, rip, cs, eflags, rsp, ss;
   std::uint64_t fs_base, gs_base, ds, es, fs, gs;
+  friend bool operator==(const Regs&, const Regs&) = default;
 };
 static_assert(sizeof(Regs) == 27 * 8);
 

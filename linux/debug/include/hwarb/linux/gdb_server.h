@@ -194,9 +194,12 @@ class GdbServer {
   std::string file_request(std::string_view request);
   Result<std::string> xfer(std::string_view object, std::string_view annex, std::uint64_t offset,
                            std::uint64_t length);
-  // A thread's registers as gdb sees them (general and FXSAVE), and back ("OK").
-  Result<std::pair<x86::Regs, FpRegs>> read_registers(pid_t tid);
-  Result<std::string> write_registers(pid_t tid, const std::pair<x86::Regs, FpRegs>& regs);
+  // A thread's registers as gdb sees them: general and FXSAVE, and with `ext` its AVX, AVX-512
+  // and PKU registers (ExtRegs; features 0 without, or where the kernel has no XSAVE area).
+  Result<std::pair<x86::Regs, FpRegs>> read_registers(pid_t tid, bool ext = false);
+  // Writes back the parts of `regs` that differ from `before` (what read_registers gave); "OK".
+  Result<std::string> write_registers(pid_t tid, const std::pair<x86::Regs, FpRegs>& regs,
+                                      const std::pair<x86::Regs, FpRegs>& before);
   Result<std::string> read_memory(std::uint64_t addr, std::uint64_t len);
   Result<void> write_memory(std::uint64_t addr, const std::vector<std::uint8_t>& bytes);
   Result<std::string> insert_point(char type, std::uint64_t addr, std::uint64_t len,

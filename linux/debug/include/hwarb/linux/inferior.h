@@ -194,6 +194,13 @@ class Inferior {
   // The x87/SSE state of stopped thread `tid` (PTRACE_GETREGSET NT_PRFPREG: the FXSAVE layout).
   Result<Fxsave> get_fxsave(pid_t tid);
   Result<void> set_fxsave(pid_t tid, const Fxsave& area);
+  // The whole XSAVE area of stopped thread `tid` (PTRACE_GETREGSET NT_X86_XSTATE, the XSAVE
+  // standard format: FXSAVE at 0, the XCR0 it was saved under at 464, the XSAVE header at 512,
+  // the components after it), as long as the kernel makes it. ENODEV naming `xstate` where the
+  // kernel has no such register set (a CPU without XSAVE); errors naming `pid` as get_regs.
+  Result<std::vector<std::uint8_t>> get_xstate(pid_t tid);
+  // Writes it back: `area` must be exactly as long as get_xstate's (the kernel's size).
+  Result<void> set_xstate(pid_t tid, std::span<const std::uint8_t> area);
 
   // Runs system call `nr` with `args` in stopped thread `tid`; the kernel's return value (a
   // negative errno on failure). See the contract.
