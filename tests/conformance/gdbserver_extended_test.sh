@@ -13,9 +13,12 @@
 #    the watch inserted: the detached program must run on unwatched to total=936 (a protection
 #    or int3 left behind would kill it or miss writes); `attach` a ticker, `watch ticks`, a hit,
 #    `detach`: the ticker ends by itself (ticks=400, exit 0).
+#  C (environment): `set environment HWARB_ENV_SET=from gdb`, `unset environment HWARB_ENV_GONE`
+#    (which the server has), `run` /usr/bin/printenv of both: the program sees the first and not
+#    the second (QEnvironmentHexEncoded, QEnvironmentUnset), and exits 1 for the missing one.
 #  Then `disconnect`, and a second gdb connects to the same server (it stays with --multi) and
 #  says `monitor exit`, which ends it (exit 0).
-# gdb's whole output of A, normalised (process ids, addresses, paths, library lines), must equal
+# gdb's whole output of A and C, normalised (process ids, addresses, paths, library lines), must equal
 # gdbserver's; B's too where gdbserver's hardware watchpoints hit (they never do on a machine
 # that does not deliver perf breakpoint hits, where hwarb takes its software path: then B is
 # checked against the hits it must show, and the comparison is a counted skip).
@@ -23,6 +26,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/gdb_test_lib.sh" "$@"
 prog=$P/prog_gdb_target
 ticker=$P/prog_ticker
+export HWARB_ENV_GONE=present  # in every server's environment: session C unsets it
 
 # port_of FILE: the port a server said it listens on (gdbserver: "Listening on port N").
 port_of() {
@@ -73,6 +77,9 @@ a_cmds=('break main' run 'break bump' continue continue kill 'info breakpoints' 
 b_cmds=('break main' run 'watch counter' continue continue kill run continue 'p counter' delete
         continue 'break bump' run 'watch counter' continue detach delete "file $ticker"
         'attach TICKER' 'watch ticks' continue 'p ticks > 0' detach disconnect)
+c_cmds=('set environment HWARB_ENV_SET=from gdb' 'unset environment HWARB_ENV_GONE'
+        'set remote exec-file /usr/bin/printenv' 'file /usr/bin/printenv'
+        'run HWARB_ENV_SET HWARB_ENV_GONE')
 # session NAME SERVER...: the server on 127.0.0.1 (any port), sessions A and B, the second client.
 session() {
   local name=$1 port server tick rc
@@ -87,6 +94,7 @@ session() {
   start_ticker "$name-b"
   gdb_session "$name-b" "$port" "$tick" "${b_cmds[@]}"
   ticker_ended "$name-b" "$tick"
+  gdb_session "$name-c" "$port" 0 "${c_cmds[@]}"
   timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' \
     -ex "target extended-remote 127.0.0.1:$port" -ex 'monitor exit' >"$tmp/$name.exit" 2>&1
   timeout 60 tail --pid="$server" -f /dev/null || { bad "$name: the server did not end at monitor exit"; kill "$server"; }
@@ -95,6 +103,9 @@ session() {
   [[ $rc -eq 0 ]] || bad "$name: the server exited $rc: $(tail -3 "$tmp/$name.srv")"
   normalise "$tmp/$name-a.out" >"$tmp/$name-a.story"
   normalise "$tmp/$name-b.out" >"$tmp/$name-b.story"
+  normalise "$tmp/$name-c.out" >"$tmp/$name-c.story"
+  grep -qx 'from gdb' "$tmp/$name.prog" && ! grep -qx 'present' "$tmp/$name.prog" ||
+    bad "$name: session C's program did not see gdb's environment: $(cat "$tmp/$name.prog")"
 }
 # differs NAME REF: gdb's session NAME differs from REF's (shown).
 differs() {
@@ -127,6 +138,7 @@ for mode in "" "--software"; do
   grep -qx '\$1 = 1' "$tmp/$m-b.out" || bad "$m: counter after the second run's hit is not 1"
   if [[ -f $tmp/gdbserver-a.story ]]; then
     differs "$m-a" gdbserver-a && bad "$m: session A differs from gdbserver's (- gdbserver, + hwarb) above"
+    differs "$m-c" gdbserver-c && bad "$m: session C differs from gdbserver's (- gdbserver, + hwarb) above"
     if grep -q '^Old value' "$tmp/gdbserver-b.out"; then
       differs "$m-b" gdbserver-b && bad "$m: session B differs from gdbserver's (- gdbserver, + hwarb) above"
     else

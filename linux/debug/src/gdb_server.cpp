@@ -1198,7 +1198,9 @@ Result<std::string> GdbServer::query(const std::string& p) {
            ";qXfer:libraries-svr4:read+;qXfer:siginfo:read+"
            ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+"
            ";ConditionalBreakpoints+" +
-           std::string(launch_ ? ";QDisableRandomization+" : "") +
+           std::string(launch_ ? ";QDisableRandomization+;QEnvironmentHexEncoded+"
+                                 ";QEnvironmentUnset+;QEnvironmentReset+"
+                               : "") +
            std::string(error_messages_ ? ";error-message+" : "") +
            std::string(exec_events_ ? ";exec-events+" : "") +
            std::string(multiprocess_ ? ";multiprocess+" : "") +
@@ -1307,7 +1309,34 @@ Result<std::string> GdbServer::query(const std::string& p) {
     launch_->inferior.disable_aslr = p.ends_with(":1");
     return std::string("OK");
   }
+  if (launch_ && p.starts_with("QEnvironment")) return change_environment(p);
   return std::string();  // qTStatus, qOffsets, ...: not served
+}
+
+// gdb's `set environment` / `unset environment` for the programs vRun starts, as gdbserver keeps
+// them: QEnvironmentReset gives back the server's own environment; QEnvironmentHexEncoded:HEX
+// (NAME=VALUE) sets NAME; QEnvironmentUnset:HEX (NAME) removes it.
+Result<std::string> GdbServer::change_environment(std::string_view p) {
+  auto& env = launch_->inferior.environment;
+  if (p == "QEnvironmentReset") {
+    env.reset();
+    return std::string("OK");
+  }
+  const bool set = p.starts_with("QEnvironmentHexEncoded:");
+  if (!set && !p.starts_with("QEnvironmentUnset:")) return std::string();  // not served
+  auto bytes = from_hex(p.substr(p.find(':') + 1));
+  if (!bytes) return std::unexpected(bytes.error().with_context("environment"));
+  const std::string text(bytes->begin(), bytes->end());
+  const std::size_t eq = text.find('=');
+  if ((set && (eq == std::string::npos || eq == 0)) || (!set && text.empty())) {
+    return make_error(ErrorCode::kInval,
+                      "environment: '" + text + "' is not " + (set ? "NAME=VALUE" : "a NAME"));
+  }
+  if (!env) env = host_environment();
+  const std::string prefix = (set ? text.substr(0, eq) : text) + "=";
+  std::erase_if(*env, [&](const std::string& e) { return e.starts_with(prefix); });
+  if (set) env->push_back(text);
+  return std::string("OK");
 }
 
 Result<std::string> GdbServer::xfer(std::string_view object, std::string_view annex,

@@ -150,7 +150,8 @@ Result<Inferior> Inferior::spawn(const std::vector<std::string>& argv,
   auto spawned = spawn_stopped(*path, argv,
                                {.stdout_fd = options.stdout_fd,
                                 .disable_aslr = options.disable_aslr,
-                                .die_with_parent = options.kill_on_exit});
+                                .die_with_parent = options.kill_on_exit,
+                                .environment = options.environment});
   if (!spawned) return std::unexpected(spawned.error());
   const pid_t pid = *spawned;
   Inferior inferior(pid, true);

@@ -28,7 +28,7 @@ using detail::sys_fail;
 
 // The spawned child until its execve: async-signal-safe calls only, on what spawn_stopped built
 // before the fork.
-[[noreturn]] void exec_child(pid_t parent, const char* path, char* const* argv,
+[[noreturn]] void exec_child(pid_t parent, const char* path, char* const* argv, char* const* envp,
                              const SpawnOptions& options) {
   // A parent that dies before it seized and continued the child (hwarb killed at start-up) must
   // not leave it stopped: it dies too (also when the parent died before this call).
@@ -49,7 +49,7 @@ using detail::sys_fail;
   ::syscall(SYS_kill, ::syscall(SYS_getpid), SIGSTOP);
   // Continued: the parent has it traced. A program that must outlive it drops the signal now.
   if (!options.die_with_parent) ::syscall(SYS_prctl, PR_SET_PDEATHSIG, 0L, 0L, 0L, 0L);
-  ::execve(path, argv, environ);
+  ::execve(path, argv, envp);
   ::_exit(127);
 }
 
@@ -72,6 +72,12 @@ using detail::sys_fail;
 }
 
 }  // namespace
+
+std::vector<std::string> host_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
+  return env;
+}
 
 Result<void> check_runnable(const std::string& path) {
   const std::string what = "'" + path + "' cannot be run";
@@ -102,10 +108,17 @@ Result<pid_t> spawn_stopped(const std::string& path, const std::vector<std::stri
   args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  std::vector<char*> env;
+  if (options.environment) {
+    env.reserve(options.environment->size() + 1);
+    for (const std::string& e : *options.environment) env.push_back(const_cast<char*>(e.c_str()));
+    env.push_back(nullptr);
+  }
+  char* const* envp = options.environment ? env.data() : environ;
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return sys_fail<pid_t>(errno, "command", "fork");
-  if (pid == 0) exec_child(parent, path.c_str(), args.data(), options);
+  if (pid == 0) exec_child(parent, path.c_str(), args.data(), envp, options);
   int status = 0;
   if (::waitpid(pid, &status, WSTOPPED) != pid || !WIFSTOPPED(status)) {
     return make_error(ErrorCode::kIo, "command: the child did not stop before exec");

@@ -189,6 +189,7 @@ class GdbServer {
   // One packet while the process is stopped; nullopt: keep serving, else the end.
   Result<std::optional<GdbServerEnd>> on_packet(const std::string& packet);
   Result<std::string> query(const std::string& packet);
+  Result<std::string> change_environment(std::string_view packet);
   // qRcmd (gdb's `monitor`): "exit" ends the server as gdbserver's does; others get the list.
   Result<std::optional<GdbServerEnd>> monitor(std::string_view hex_command);
   std::string file_request(std::string_view request);

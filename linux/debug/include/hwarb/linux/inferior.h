@@ -119,6 +119,8 @@ struct InferiorOptions {
                              // addresses are the same from run to run
   int spin_us = 100;  // the longest a wait polls for the next stop before it sleeps (adaptive:
                       // spin_window.h); 0, or a machine with one CPU: it always sleeps
+  // spawn only: the program's environment, NAME=VALUE each (nullopt: hwarb's own)
+  std::optional<std::vector<std::string>> environment = std::nullopt;
 };
 
 class Inferior {

@@ -33,7 +33,12 @@ struct SpawnOptions {
   // execve, so that the program may outlive the caller (a debugger's detach); until then it
   // still dies with the caller.
   bool die_with_parent = true;
+  // The program's environment, NAME=VALUE each; nullopt: the caller's own (environ).
+  std::optional<std::vector<std::string>> environment = std::nullopt;
 };
+
+// This process's environment (environ), NAME=VALUE each, in its order.
+[[nodiscard]] std::vector<std::string> host_environment();
 
 // Whether execve(2) could run `path`: a regular file (stat(2)) that the caller may execute
 // (access(2) X_OK). The errno of stat or access naming `command` (ENOENT, ENOTDIR, EACCES, ...);
@@ -53,7 +58,8 @@ Result<void> check_runnable(const std::string& path);
 // PTRACE_O_EXITKILL), makes `stdout_fd` its standard output (dup2), adds ADDR_NO_RANDOMIZE to
 // its personality when asked (left as it is when personality(2) refuses), unblocks SIGCHLD (a
 // caller that blocked it must not pass that on to the program), stops itself with SIGSTOP and,
-// once continued, execve(2)s `path` with `argv` and the caller's environment, exiting with status
+// once continued, execve(2)s `path` with `argv` and `options.environment` (the caller's own
+// without one), exiting with status
 // 127 when the execve fails. Returns the child's pid once waitpid(WSTOPPED) saw its SIGSTOP stop:
 // the child is stopped and not traced (PTRACE_SEIZE it, then SIGCONT it). Errors naming
 // `command`: fork's errno (EAGAIN, ENOMEM); EIO when the child was not seen in its stop (the
