@@ -44,7 +44,7 @@ import tempfile
 import time
 
 REPLY_TIMEOUT = 5.0
-REG_COUNT = 60          # gdb_regs.h kGdbRegisterCount
+REG_COUNT = 149         # gdb_regs.h kGdbRegisterCount: no CPU has a register from there on
 REGS_HEX = 560 * 2      # a full 'g' reply
 U64 = (1 << 64) - 1
 UNMAPPED = [0x0, 0x10, 0xfff, U64, U64 - 7, 0xdead0000000000, 0x800000000000]
