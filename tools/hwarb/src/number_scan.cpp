@@ -44,4 +44,21 @@ std::string quoted(char c) {
   return std::string("'") + c + "'";
 }
 
+Result<std::uint64_t> parse_count_option(std::string_view option, const std::string& text,
+                                         std::string_view unit) {
+  const std::string give = "give a number of " + std::string(unit);
+  const auto bad = [&](const std::string& reason) {
+    return make_error(ErrorCode::kInval, std::string(option) + ": '" + text + "' " + reason);
+  };
+  if (text.empty())
+    return make_error(ErrorCode::kInval, std::string(option) + ": empty (" + give + ")");
+  if (text.front() == '-') return bad("is negative (" + give + ")");
+  const NumberScan n = scan_number(text, 0);
+  if (n.kind == NumberScan::Kind::kOverflow) return bad("does not fit in 64 bits");
+  if (n.kind != NumberScan::Kind::kOk || n.end != text.size()) {
+    return bad("is not a number of " + std::string(unit) + " (decimal, or hexadecimal with 0x)");
+  }
+  return n.value;
+}
+
 }  // namespace hwarb::cli

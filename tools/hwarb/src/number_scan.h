@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "hwarb/base/error.h"
+
 namespace hwarb::cli {
 
 struct NumberScan {
@@ -27,6 +29,12 @@ struct NumberScan {
 };
 
 NumberScan scan_number(std::string_view text, std::size_t pos);
+
+// The value of a command-line count `option` (--count N): a number as scan_number reads it, all
+// of `text`. EINVAL naming the option, the text and what is wrong, with `unit` saying what is
+// counted ("hits": "give a number of hits").
+Result<std::uint64_t> parse_count_option(std::string_view option, const std::string& text,
+                                         std::string_view unit);
 
 // "'c'", for messages.
 std::string quoted(char c);

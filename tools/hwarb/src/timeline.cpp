@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "number_scan.h"
 
 #include "hwarb/base/format.h"
 #include "hwarb/linux/files.h"
@@ -171,11 +172,36 @@ void record_hit(Timeline& timeline, const TimelineHit& h) {
   timeline.instant(h.pid, h.tid, h.expr, "hit", h.ts_us, args);
 }
 
-void add_timeline_option(CLI::App& sub, std::string& path) {
-  sub.add_option("--timeline", path,
+void add_timeline_option(CLI::App& sub, TimelineArgs& args) {
+  sub.add_option("--timeline", args.path,
                  "also write the run as Chrome trace-event JSON to FILE (Perfetto, "
-                 "chrome://tracing): a track per thread, hwarb's phases; at most 200000 events")
+                 "chrome://tracing): a track per thread, hwarb's phases")
       ->type_name("FILE");
+  args.max_option = sub.add_option("--timeline-max", args.max_text,
+                                   "with --timeline: write at most N events, count the rest "
+                                   "(default " +
+                                       std::to_string(Timeline::kDefaultCap) + ")")
+                        ->type_name("N");
+}
+
+Result<std::optional<Timeline>> open_timeline(const TimelineArgs& args) {
+  std::uint64_t cap = Timeline::kDefaultCap;
+  if (args.max_option != nullptr && args.max_option->count() > 0) {
+    if (args.path.empty()) {
+      return make_error(ErrorCode::kInval, "--timeline-max: only with --timeline FILE");
+    }
+    auto n = parse_count_option("--timeline-max", args.max_text, "events");
+    if (!n) return std::unexpected(n.error());
+    if (*n == 0) {
+      return make_error(ErrorCode::kInval,
+                        "--timeline-max: '" + args.max_text + "' writes no event (give 1 or more)");
+    }
+    cap = *n;
+  }
+  if (args.path.empty()) return std::optional<Timeline>();
+  auto t = Timeline::open(args.path, cap);
+  if (!t) return std::unexpected(t.error());
+  return std::optional<Timeline>(std::move(*t));
 }
 
 int finish_timeline(const char* command, std::optional<Timeline>& timeline, int status) {

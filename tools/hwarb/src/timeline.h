@@ -184,8 +184,18 @@ void record_hit(Timeline& timeline, const TimelineHit& hit);
 // Names process `pid`'s track after its comm (/proc), "pid N" when that is gone; once.
 void name_process(Timeline& timeline, pid_t pid);
 
-// Adds --timeline FILE to `sub`.
-void add_timeline_option(CLI::App& sub, std::string& path);
+// --timeline FILE and --timeline-max N of a command.
+struct TimelineArgs {
+  std::string path;
+  std::string max_text;
+  CLI::Option* max_option = nullptr;
+  bool given() const { return !path.empty() || (max_option != nullptr && max_option->count() > 0); }
+};
+// Adds --timeline FILE and --timeline-max N (the cap, default Timeline::kDefaultCap) to `sub`.
+void add_timeline_option(CLI::App& sub, TimelineArgs& args);
+// The timeline the options ask for (nullopt without --timeline): open()'s errors, and EINVAL
+// naming --timeline-max when N is not a count of at least 1 or comes without --timeline.
+Result<std::optional<Timeline>> open_timeline(const TimelineArgs& args);
 // Closes `timeline` (when there is one) after a run whose exit status is `status`: says on stderr
 // that it was capped ("hwarb watch: --timeline FILE: capped at N events; M more not written") or
 // could not be written ("hwarb watch: --timeline FILE: ENOSPC: ..."), the latter a failure

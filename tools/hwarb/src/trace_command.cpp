@@ -58,7 +58,7 @@ struct TraceArgs {
   std::string filter;
   std::string start;
   std::string output;
-  std::string timeline;  // --timeline FILE
+  TimelineArgs timeline;  // --timeline FILE, --timeline-max N
   TargetOptions target;
 };
 
@@ -462,12 +462,9 @@ int run_trace(TraceArgs& args) {
                                            : Format::kHuman;
   auto report = Report::open(args.output);
   if (!report) return usage_error(report.error().to_string());
-  std::optional<Timeline> timeline;
-  if (!args.timeline.empty()) {
-    auto t = Timeline::open(args.timeline);
-    if (!t) return usage_error(t.error().to_string());
-    timeline.emplace(std::move(*t));
-  }
+  auto opened = open_timeline(args.timeline);
+  if (!opened) return usage_error(opened.error().to_string());
+  std::optional<Timeline> timeline = std::move(*opened);
   const int status =
       trace_target(args, format, hardware, why_software, *report, timeline ? &*timeline : nullptr);
   return finish_report("trace", *report, finish_timeline("trace", timeline, status));

@@ -64,7 +64,7 @@ struct WatchArgs {
   bool software = false;
   bool hardware = false;
   std::string output;
-  std::string timeline;  // --timeline FILE
+  TimelineArgs timeline;  // --timeline FILE, --timeline-max N
   bool json = false;
   TargetOptions target;
   bool cpu_accesses = false;      // --cpu-accesses
@@ -127,20 +127,6 @@ std::vector<native::WatchRange> ranges_of(const std::vector<Watched>& watched) {
 }
 
 // --count N: a whole number of hits, decimal or hexadecimal with 0x (0: no limit).
-Result<std::uint64_t> parse_count(const std::string& text) {
-  const auto bad = [&](const std::string& reason) {
-    return make_error(ErrorCode::kInval, "--count: '" + text + "' " + reason);
-  };
-  if (text.empty()) return make_error(ErrorCode::kInval, "--count: empty (give a number of hits)");
-  if (text.front() == '-') return bad("is negative (give a number of hits)");
-  const NumberScan n = scan_number(text, 0);
-  if (n.kind == NumberScan::Kind::kOverflow) return bad("does not fit in 64 bits");
-  if (n.kind != NumberScan::Kind::kOk || n.end != text.size()) {
-    return bad("is not a number of hits (decimal, or hexadecimal with 0x)");
-  }
-  return n.value;
-}
-
 // An execute watch at w.range.addr must be on an instruction of code (see the file comment).
 // EINVAL saying why not.
 Result<void> check_code(const Watched& w, native::Inferior& inferior,
@@ -789,7 +775,7 @@ int run_watch(WatchArgs& args) {
     condition = std::move(*c);
   }
   if (args.count_option != nullptr && args.count_option->count() > 0) {
-    auto count = parse_count(args.count_text);
+    auto count = parse_count_option("--count", args.count_text, "hits");
     if (!count) return usage_error(name, count.error().to_string());
     args.count = *count;
   }
@@ -797,7 +783,7 @@ int run_watch(WatchArgs& args) {
     return usage_error(name, "mode: --hardware and --software are exclusive");
   }
   if (args.all_cpus || !args.cpu_list.empty()) {
-    if (!args.timeline.empty()) return usage_error(name, "--timeline: not with -a or -C");
+    if (args.timeline.given()) return usage_error(name, "--timeline: not with -a or -C");
     if (!condition.terms.empty() || args.count != 0) {
       return usage_error(name,
                          "-a/-C: --if and --count need each hit's values, which nothing "
@@ -838,12 +824,9 @@ int run_watch(WatchArgs& args) {
   }
   auto output = Report::open(args.output);
   if (!output) return usage_error(name, output.error().to_string());
-  std::optional<Timeline> timeline;
-  if (!args.timeline.empty()) {
-    auto t = Timeline::open(args.timeline);
-    if (!t) return usage_error(name, t.error().to_string());
-    timeline.emplace(std::move(*t));
-  }
+  auto opened = open_timeline(args.timeline);
+  if (!opened) return usage_error(name, opened.error().to_string());
+  std::optional<Timeline> timeline = std::move(*opened);
   const int status =
       watch_target(args, exprs, condition, options, *output, timeline ? &*timeline : nullptr);
   return finish_report(name, *output, finish_timeline(name, timeline, status));
