@@ -6,7 +6,7 @@
 # every write counted exactly, spawned and attached, in the default mode and with --software;
 # hits named by demangled symbols; trace --filter/--start with C++ names; errors (exit 2) that
 # say what a name is (a local, a thread-local, a member that does not exist, an index past the
-# end).
+# end) and, for a script or a program that execs another, where an unknown name was looked up.
 set -uo pipefail
 hwarb=$1
 programs=$2
@@ -151,5 +151,23 @@ err_case "static member through an object" 'g_counter.total:w' "EINVAL" \
   "member: 'total' is a static member of Counter, not in 'g_counter': watch it as ns::Counter::total"
 run 2 "stat: thread-local" stat 't_local:w' -- "$prog" 1
 has "$tmp/err" "thread-local" "stat: thread-local"
+err_case "misspelt thread-local" 't_lokal:w' "ENOENT" "did you mean: t_local (thread-local)"
+
+# 7. Where an unknown name was looked up, when the command is not the program: a script run by
+# its interpreter (#!), a program that execs another. A misspelling (near names) gets no note.
+printf '#!/bin/sh\nexec "%s" "$@"\n' "$prog" >"$tmp/wrapper.sh"
+chmod +x "$tmp/wrapper.sh"
+run 2 "script: stat" stat 'ns::Counter::total:w' -- "$tmp/wrapper.sh" 1
+has "$tmp/err" "unknown symbol 'ns::Counter::total'" "script: stat"
+has "$tmp/err" "note: '$tmp/wrapper.sh' is a script (#!/bin/sh): hwarb runs its interpreter, " \
+  "script: stat: the note"
+has "$tmp/err" "give that program as the command" "script: stat: what to do"
+run 2 "script: trace --filter" trace --filter 'ns::Counter::bump' -- "$tmp/wrapper.sh" 1
+has "$tmp/err" "note: '$tmp/wrapper.sh' is a script" "script: trace --filter: the note"
+run 2 "exec: stat" stat 'ns::Counter::total:w' -- env "$prog" 1
+has "$tmp/err" "note: symbols are looked up in /usr/bin/env, the program started; a program it execs is not followed" \
+  "exec: stat: the note"
+run 2 "misspelt: no note" stat 'ns::Counter::totl:w' -- "$prog" 1
+count "$tmp/err" "note:" 0 "misspelt: no note"
 
 exit $fail

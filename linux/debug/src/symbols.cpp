@@ -695,7 +695,7 @@ std::vector<std::string> SymbolTable::near(std::string_view name, std::size_t n)
   const std::string_view wanted = plain_name(name);
   // Farther than this is a different name, not a typo.
   const std::size_t limit = std::max<std::size_t>(2, wanted.size() / 3);
-  std::vector<std::pair<std::size_t, std::string_view>> found;
+  std::vector<std::pair<std::size_t, std::string>> found;
   std::string_view previous;
   for (std::uint32_t i : impl_->by_name) {
     const std::string_view candidate = impl_->entries[i].name;
@@ -704,10 +704,15 @@ std::vector<std::string> SymbolTable::near(std::string_view name, std::size_t n)
     const std::size_t d = edit_distance(wanted, candidate, limit);
     if (d <= limit) found.emplace_back(d, candidate);
   }
+  for (const std::string& tls : impl_->tls_names) {
+    const std::size_t d = edit_distance(wanted, tls, limit);
+    if (d <= limit) found.emplace_back(d, tls + " (thread-local)");
+  }
   std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
   std::vector<std::string> out;
   for (std::size_t i = 0; i < found.size() && out.size() < n; ++i) {
-    out.emplace_back(found[i].second);
+    out.push_back(std::move(found[i].second));
   }
   return out;
 }

@@ -3,12 +3,15 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <utility>
 
 #include "commands.h"
 #include "hwarb/linux/files.h"
 #include "hwarb/linux/probe.h"
+#include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/terminal.h"
 
 namespace hwarb::cli {
@@ -293,6 +296,56 @@ unsigned access_bits(WatchAccess access) {
       return native::kWatchExec;
   }
   return 0;
+}
+
+// The program a command names: itself with a slash, else the first regular file of that name in
+// a PATH directory (as spawn() looks it up); empty when there is none.
+namespace {
+
+std::string command_file(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    const std::size_t colon = dirs.find(':');
+    const std::string dir(dirs.substr(0, colon));
+    std::error_code ec;
+    const std::filesystem::path file = std::filesystem::path(dir.empty() ? "." : dir) / name;
+    if (std::filesystem::is_regular_file(file, ec)) return file.string();
+    if (colon == std::string_view::npos) return "";
+    dirs.remove_prefix(colon + 1);
+  }
+}
+
+}  // namespace
+
+// After an unknown name in a spawned command: where its symbols were looked up. A script (#!) is
+// run by its interpreter, whose symbols are the ones hwarb sees; any other program is the one
+// looked in, and a program it execs is not followed. Empty where `error` offers near names (a
+// misspelling, most likely) or the target is not a command.
+std::string lookup_note(const native::Target& target, pid_t pid, const Error& error) {
+  if (target.command.empty() || error.code() != ErrorCode::kNoEnt ||
+      error.message().find("unknown symbol") == std::string::npos ||
+      error.message().find("did you mean") != std::string::npos) {
+    return "";
+  }
+  auto exe = native::executable_path(pid);
+  const std::string program = exe ? *exe : "the program started";
+  const std::string file = command_file(target.command.front());
+  std::string first_line;
+  if (!file.empty()) {
+    std::ifstream in(file, std::ios::binary);
+    std::getline(in, first_line);
+  }
+  if (first_line.starts_with("#!")) {
+    return "'" + target.command.front() + "' is a script (" + first_line +
+           "): hwarb runs its interpreter, " + program +
+           ", and looks symbols up in it; to watch the program the script starts, give that "
+           "program as the command";
+  }
+  return "symbols are looked up in " + program +
+         ", the program started; a program it execs is not followed: to watch that one, give it "
+         "as the command";
 }
 
 }  // namespace hwarb::cli

@@ -132,6 +132,13 @@ native::WatchSessionOptions watch_options(bool software,
 // The watch path's access bits (native::kWatchRead | ...) of an expression's access.
 unsigned access_bits(WatchAccess access);
 
+// After an unknown name in spawned command `target` (process `pid`): where its symbols were
+// looked up, to say as a note. A script (#!) is run by its interpreter, whose symbols are the
+// ones hwarb sees; any other program is the one looked in, and a program it execs is not
+// followed. Empty where `error` is not an unknown name, offers near names (a misspelling, most
+// likely), or the target is not a command.
+std::string lookup_note(const TargetOptions& target, pid_t pid, const Error& error);
+
 // "command 'prog'" / "process 1234" / "thread 1234" for messages.
 std::string target_name(const TargetOptions& target);
 // "exited with status 3" / "killed by SIGSEGV" / "still running (detached)" / "killed (hwarb

@@ -335,10 +335,17 @@ int run_hardware(const TraceArgs& args, Format format, native::Inferior& inferio
   return kExitOk;
 }
 
-// A symbol for --filter or --start: a usage error (exit 2) when unknown.
-int symbol_error(const Error& error, const char* option) {
-  if (error.code() == ErrorCode::kNoEnt) return usage_error(error.with_context(option).to_string());
-  return target_error(error);
+// A symbol for --filter or --start: a usage error (exit 2) when unknown, with where it was looked
+// up for a spawned command (lookup_note).
+int symbol_error(const Error& error, const char* option, const TargetOptions& target,
+                 const native::Inferior& inferior) {
+  if (error.code() != ErrorCode::kNoEnt) return target_error(error);
+  const int status = usage_error(error.with_context(option).to_string());
+  if (inferior.spawned()) {
+    const std::string note = lookup_note(target, inferior.pid(), error);
+    if (!note.empty()) std::cerr << "hwarb trace: note: " << note << "\n";
+  }
+  return status;
 }
 
 // `hwarb trace` once the report is open (run_trace): the exit status of the run, to which
@@ -358,7 +365,7 @@ int trace_target(const TraceArgs& args, Format format, bool hardware,
   native::BranchTracerOptions options;
   if (!args.filter.empty()) {
     auto sym = native::find_symbol(*inferior, *table, ran_to_entry, args.filter);
-    if (!sym) return symbol_error(sym.error(), "--filter");
+    if (!sym) return symbol_error(sym.error(), "--filter", args.target, *inferior);
     if (!sym->function || sym->size == 0) {
       return usage_error("--filter: '" + args.filter + "' is not a function with a size");
     }
@@ -368,7 +375,7 @@ int trace_target(const TraceArgs& args, Format format, bool hardware,
     // From the first instruction (or, attached, from where the threads are).
   } else if (!args.start.empty()) {
     auto sym = native::find_symbol(*inferior, *table, ran_to_entry, args.start);
-    if (!sym) return symbol_error(sym.error(), "--start");
+    if (!sym) return symbol_error(sym.error(), "--start", args.target, *inferior);
     options.start_at = sym->address;
   } else if (spawned && !options.only) {
     // Default: from main (the program's own code), else from the executable's entry point.

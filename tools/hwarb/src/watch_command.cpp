@@ -652,6 +652,10 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
     const bool usage = code == ErrorCode::kNoEnt || code == ErrorCode::kInval ||
                        code == ErrorCode::kRange || code == ErrorCode::kOpNotSupp;
     std::cerr << "hwarb " << name << ": " << watched.error().to_string() << "\n";
+    if (inferior->spawned()) {
+      const std::string note = lookup_note(args.target, inferior->pid(), watched.error());
+      if (!note.empty()) std::cerr << "hwarb " << name << ": note: " << note << "\n";
+    }
     return usage ? kExitUsage : kExitFailure;
   }
   for (const Watched& w : *watched) {

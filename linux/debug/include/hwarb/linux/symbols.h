@@ -118,7 +118,8 @@ class SymbolTable {
   Location locate(std::uint64_t addr) const;
   std::string describe(std::uint64_t addr) const;
   // Up to `n` known names closest to `name` (edit distance, an adjacent transposition counting
-  // as one edit), best first, ties by name; only names within max(2, length / 3) edits.
+  // as one edit), best first, ties by name; only names within max(2, length / 3) edits. A
+  // thread-local variable's name is followed by " (thread-local)".
   std::vector<std::string> near(std::string_view name, std::size_t n) const;
   // The run-time entry point of the executable (e_entry + bias); nullopt for load_file of a
   // shared object without one.
