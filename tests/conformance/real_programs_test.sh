@@ -150,6 +150,31 @@ if wanted stack; then
     fi
   fi
 fi
+# A watch on the page of the thread's rseq area (the kernel writes it at each return to user
+# space): the software path steps instead of protecting that page, whose protection would make the
+# kernel kill the program; the program writes nothing there itself (0 hits) and ends as alone.
+if wanted rseq; then
+  addr=$(env -i PATH=/usr/bin:/bin setarch "$(uname -m)" -R "$P/prog_rseq_page" | sed -n 's/^addr=//p')
+  if [[ $addr == none || -z $addr ]]; then
+    skip_case rseq "the rseq page" "glibc registered no rseq area (addr=${addr:-?})"
+  else
+    for mode in "${modes[@]}"; do
+      env -i PATH=/usr/bin:/bin timeout -s KILL "$limit" "$hwarb" watch "$mode" --json \
+        -o "$tmp/rseq$mode.json" "mem:$addr/4:w" -- "$P/prog_rseq_page" >"$tmp/rseq.prog" 2>"$tmp/rseq.err"
+      rc=$?
+      [[ $rc -eq 0 ]] || bad "rseq ($mode): hwarb exit $rc: $(tail -3 "$tmp/rseq.err")"
+      grep -q '"event":"summary".*"target":{"pid":[0-9]*,"exit":0}' "$tmp/rseq$mode.json" ||
+        bad "rseq ($mode): the program did not exit with status 0: $(tail -1 "$tmp/rseq$mode.json")"
+      [[ "$(cat "$tmp/rseq.prog")" == "addr=$addr"$'\n'"calls=200" ]] ||
+        bad "rseq ($mode): the program printed $(cat "$tmp/rseq.prog")"
+      hits=$(grep -c '"event":"hit"' "$tmp/rseq$mode.json")
+      [[ $hits -eq 0 ]] || bad "rseq ($mode): $hits hits, expected 0"
+      if [[ $mode == --software ]]; then
+        grep -q "single-step" "$tmp/rseq.err" || bad "rseq: not stepped: $(grep mode "$tmp/rseq.err")"
+      fi
+    done
+  fi
+fi
 # 16. A SIGALRM every ALARM_US microseconds (default 100; see tests/conformance/CMakeLists.txt).
 exact alarm_storm 'counter:w' 3000 "$P/prog_alarm_storm" 3000 "${ALARM_US:-100}"
 

@@ -419,6 +419,13 @@ Result<void> Inferior::set_regs(pid_t tid, const x86::Regs& regs) {
   return ptrace_set_regset(tid, NT_PRSTATUS, std::as_bytes(std::span(&regs, 1)));
 }
 
+Result<RseqArea> Inferior::rseq_area(pid_t tid) {
+  auto area = ptrace_get_rseq(tid);
+  // A kernel older than 5.13 cannot tell (EIO): no area known.
+  if (!area && area.error().code() == ErrorCode::kIo) return RseqArea{};
+  return area;
+}
+
 Result<Fxsave> Inferior::get_fxsave(pid_t tid) {
   Fxsave area{};
   auto got = ptrace_get_regset(tid, NT_PRFPREG, std::as_writable_bytes(std::span(area)));

@@ -127,10 +127,12 @@ Result<SoftWatch> SoftWatch::arm(Inferior& inferior, std::vector<WatchRange> ran
   std::vector<pid_t> tids = inferior.threads();
   pid_t tid = -1;
   std::vector<std::uint64_t> stack_pointers;
+  std::vector<RseqArea> rseq_areas;
   for (pid_t t : tids) {
     if (!inferior.is_stopped(t)) continue;
     if (tid < 0) tid = t;
     if (auto regs = inferior.get_regs(t)) stack_pointers.push_back(regs->rsp);
+    if (auto area = inferior.rseq_area(t); area && area->len != 0) rseq_areas.push_back(*area);
   }
   if (tid < 0) return make_error(ErrorCode::kSrch, "pid: no stopped thread to arm the watch in");
   if (options.inject_in > 0 && inferior.is_stopped(options.inject_in)) tid = options.inject_in;
@@ -155,7 +157,12 @@ Result<SoftWatch> SoftWatch::arm(Inferior& inferior, std::vector<WatchRange> ran
                                                  ") is not mapped in process " +
                                                  std::to_string(inferior.pid()));
       }
-      if (is_stack(*m, stack_pointers) || ((r.access & kWatchRead) != 0 && m->exec) ||
+      // A page that holds a thread's rseq area cannot be protected: the kernel's write of it at
+      // each return to that thread would fail, and the kernel kills the process (SIGSEGV).
+      const bool rseq = std::any_of(rseq_areas.begin(), rseq_areas.end(), [&](const RseqArea& a) {
+        return overlaps(p, kPage, a.addr, a.len);
+      });
+      if (is_stack(*m, stack_pointers) || rseq || ((r.access & kWatchRead) != 0 && m->exec) ||
           options.force_single_step) {
         w.methods_[i] = WatchMethod::kSingleStep;
       }
@@ -422,8 +429,9 @@ Resume SoftWatch::resume_mode() const {
 
 std::string SoftWatch::describe() const {
   if (single_step_) {
-    return "single-step (a watched range is on a stack or is code read as data: every "
-           "instruction is stepped, about 30 000 per second)";
+    return "single-step (a watched range is on a stack, on a page the kernel writes for a "
+           "thread's rseq area, or is code read as data: every instruction is stepped, about "
+           "30 000 per second)";
   }
   std::string out;
   if (!pages_.empty()) {

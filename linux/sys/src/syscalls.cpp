@@ -637,6 +637,15 @@ Result<std::uint64_t> ptrace_getsigmask(pid_t pid) {
   return mask;
 }
 
+Result<RseqArea> ptrace_get_rseq(pid_t pid) {
+  ::__ptrace_rseq_configuration config{};
+  if (raw_ptrace(PTRACE_GET_RSEQ_CONFIGURATION, pid, sizeof config,
+                 reinterpret_cast<std::uintptr_t>(&config)) < 0) {
+    return sys_fail<RseqArea>(errno, "pid", "PTRACE_GET_RSEQ_CONFIGURATION of " + pid_text(pid));
+  }
+  return RseqArea{.addr = config.rseq_abi_pointer, .len = config.rseq_abi_size};
+}
+
 Result<void> ptrace_setsigmask(pid_t pid, std::uint64_t mask) {
   if (raw_ptrace(PTRACE_SETSIGMASK, pid, sizeof mask, reinterpret_cast<std::uintptr_t>(&mask)) !=
       0) {

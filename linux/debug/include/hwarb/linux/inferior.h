@@ -193,6 +193,10 @@ class Inferior {
 
   Result<x86::Regs> get_regs(pid_t tid);
   Result<void> set_regs(pid_t tid, const x86::Regs& regs);
+  // The restartable-sequences area of stopped thread `tid` (len 0: none registered, or a kernel
+  // that cannot tell). The kernel writes it at every return to the thread: a page protection
+  // over it makes that write fail, and the kernel kills the thread's process with SIGSEGV.
+  Result<RseqArea> rseq_area(pid_t tid);
   // The x87/SSE state of stopped thread `tid` (PTRACE_GETREGSET NT_PRFPREG: the FXSAVE layout).
   Result<Fxsave> get_fxsave(pid_t tid);
   Result<void> set_fxsave(pid_t tid, const Fxsave& area);

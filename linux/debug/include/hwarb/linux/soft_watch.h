@@ -41,8 +41,10 @@
 //     or a signal interrupts it): one hit per instruction and range, whose access is what the
 //     iterations did to the range, its old value from before the instruction and its new one
 //     after, as the hardware's data breakpoints report it.
-// Ranges on a stack (the [stack] mapping or any page holding a thread's stack pointer), or read
-// watches on executable pages, cannot be protected without breaking the program: they use the
+// Ranges on a stack (the [stack] mapping or any page holding a thread's stack pointer), on a page
+// holding a thread's rseq area (the kernel writes it at each return to the thread; a protected
+// page makes that write fail, and the kernel kills the process), or read watches on executable
+// pages, cannot be protected without breaking the program: they use the
 // single-step method (every instruction of every thread is stepped, decoded and checked), which
 // is about 30 000 instructions per second here — describe() says so.
 // Execution watches plant int3 (0xCC) on the first byte; the original byte is restored to

@@ -27,6 +27,13 @@
 
 namespace hwarb::native {
 
+// A thread's restartable-sequences area (rseq(2)), which the kernel writes at every return to
+// the thread (its cpu_id): len 0 when the thread registered none (ptrace_get_rseq).
+struct RseqArea {
+  std::uint64_t addr = 0;
+  std::uint64_t len = 0;
+};
+
 struct Mapping {
   std::uint64_t start = 0;  // first byte
   std::uint64_t end = 0;    // one past the last byte

@@ -27,6 +27,7 @@
 #include "hwarb/base/bp_type.h"
 #include "hwarb/base/error.h"
 #include "hwarb/linux/fd.h"
+#include "hwarb/linux/proc_maps.h"
 
 namespace hwarb::native {
 
@@ -253,5 +254,8 @@ Result<unsigned long> ptrace_event_message(pid_t pid);
 // (info.op says which; PTRACE_SYSCALL_INFO_NONE in other stops). Returns the size of the
 // information the kernel has (it fills at most sizeof info). ESRCH naming `pid`.
 Result<std::size_t> ptrace_get_syscall_info(pid_t pid, ::__ptrace_syscall_info& info);
+// PTRACE_GET_RSEQ_CONFIGURATION (Linux 5.13): ESRCH naming `pid`; EIO naming `pid` on a kernel
+// without it.
+Result<RseqArea> ptrace_get_rseq(pid_t pid);
 
 }  // namespace hwarb::native
