@@ -6,12 +6,18 @@
 # docs/architecture.md draws:
 #
 #   base, x86 -> arbiter -> pmu -> pmu/bts -> breakpoints -> ptrace_compat -> sim -> scenario
-#   base -> linux/sys;  ptrace_compat, linux/sys -> linux/debug;  everything -> tools/hwarb
-# (scenario, the scenario language, stands above sim and beside linux/debug: neither includes the
-# other, and nothing but the CLI includes scenario.)
+#   base -> linux/sys;  linux/sys -> linux/symbols
+#   ptrace_compat, linux/sys -> linux/ptrace;  breakpoints, linux/sys -> linux/perf
+#   linux/ptrace -> linux/soft_watch
+#   linux/symbols, linux/perf, linux/soft_watch -> linux/session
+#   linux/session -> linux/trace;  linux/session -> linux/gdbserver;  everything -> tools/hwarb
+# (scenario, the scenario language, stands above sim and beside the linux/ folders: neither side
+# includes the other, and nothing but the CLI includes scenario; linux/trace and linux/gdbserver
+# stand side by side too.) Each linux/ folder lists exactly the folders its code includes, so
+# that a new arrow between them is a decision, made here.
 #
-# An include of "hwarb/linux/NAME" belongs to linux/sys when linux/sys/include/hwarb/linux/NAME
-# exists, else to linux/debug (both layers keep the hwarb/linux/ prefix).
+# An include of "hwarb/linux/NAME" belongs to the linux/ folder whose include/hwarb/linux/NAME
+# exists (they all keep the hwarb/linux/ prefix); a folder's tests/ (test fixtures) is exempt.
 # Also: the CLI (tools/hwarb) and the scenario language (scenario) hold no ptrace or perf calls
 # and no system headers for them.
 # Usage: layers_test.sh SOURCE_DIR. Prints every violation; exits 1 if there is any.
@@ -30,8 +36,14 @@ declare -A allowed=(
   [sim]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat sim"
   [scenario]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat sim scenario"
   [linux/sys]="base linux/sys"
-  [linux/debug]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat linux/sys linux/debug"
-  [tools/hwarb]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat sim scenario linux/sys linux/debug tools/hwarb"
+  [linux/symbols]="base linux/sys linux/symbols"
+  [linux/ptrace]="base x86 ptrace_compat linux/sys linux/ptrace"
+  [linux/perf]="base x86 arbiter pmu breakpoints linux/sys linux/perf"
+  [linux/soft_watch]="base x86 arbiter pmu breakpoints ptrace_compat linux/sys linux/ptrace linux/soft_watch"
+  [linux/session]="base x86 arbiter breakpoints linux/sys linux/ptrace linux/symbols linux/perf linux/soft_watch linux/session"
+  [linux/trace]="base x86 pmu/bts linux/ptrace linux/perf linux/session linux/trace"
+  [linux/gdbserver]="base x86 linux/sys linux/ptrace linux/perf linux/soft_watch linux/session linux/gdbserver"
+  [tools/hwarb]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat sim scenario linux/sys linux/ptrace linux/symbols linux/perf linux/soft_watch linux/session linux/trace linux/gdbserver tools/hwarb"
 )
 # The include prefix (hwarb/PREFIX/...) of each folder.
 declare -A prefix_folder=(
@@ -41,8 +53,12 @@ declare -A prefix_folder=(
 
 folder_of_file() {
   local f=$1
-  for folder in pmu/bts linux/sys linux/debug tools/hwarb base x86 arbiter pmu breakpoints \
-                ptrace_compat sim scenario; do
+  if [[ $f == linux/*/* ]]; then
+    f=${f#linux/}
+    echo "linux/${f%%/*}"
+    return
+  fi
+  for folder in pmu/bts tools/hwarb base x86 arbiter pmu breakpoints ptrace_compat sim scenario; do
     [[ $f == "$folder"/* ]] && { echo "$folder"; return; }
   done
 }
@@ -51,7 +67,14 @@ folder_of_include() {
   local inc=$1 prefix=${1#hwarb/}
   prefix=${prefix%%/*}
   if [ "$prefix" = linux ]; then
-    if [ -e "linux/sys/include/$inc" ]; then echo linux/sys; else echo linux/debug; fi
+    local found=(linux/*/include/"$inc")
+    if [ ${#found[@]} -eq 1 ] && [ -e "${found[0]}" ]; then
+      echo "${found[0]%%/include/*}"
+    elif [ ${#found[@]} -gt 1 ]; then
+      echo "ambiguous:${found[*]}"
+    else
+      echo "unknown:$inc"
+    fi
   else
     echo "${prefix_folder[$prefix]:-unknown:$prefix}"
   fi
@@ -60,10 +83,15 @@ folder_of_include() {
 bad=0
 checked=0
 while IFS=: read -r file inc; do
-  case $file in *_test.cpp | *_test.h | *test_support.h | *fake_kernel.h) continue ;; esac
+  case $file in *_test.cpp | *_test.h | *test_support.h | linux/*/tests/*) continue ;; esac
   from=$(folder_of_file "$file")
   [ -n "$from" ] || continue
   checked=$((checked + 1))
+  if [ -z "${allowed[$from]+set}" ]; then
+    echo "layers: $file is in $from, which has no list of allowed folders here"
+    bad=1
+    continue
+  fi
   to=$(folder_of_include "$inc")
   if [[ " ${allowed[$from]} " != *" $to "* ]]; then
     echo "layers: $file includes $inc ($to), which $from may not use (allowed: ${allowed[$from]})"
@@ -82,7 +110,7 @@ cli_calls=$(grep -nE '#include[[:space:]]*[<"](sys/ptrace|sys/wait|sys/syscall|l
   grep -v '_test\.cpp:')
 if [ -n "$cli_calls" ]; then
   echo "layers: the CLI or the scenario language makes ptrace/perf/wait calls (they belong in" \
-    "linux/debug):"
+    "linux/):"
   echo "$cli_calls"
   bad=1
 fi

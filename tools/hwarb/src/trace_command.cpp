@@ -1,5 +1,5 @@
 // `hwarb trace [options] (-p PID | -t TID | -- COMMAND [ARGS])`: the taken branches of a real
-// process, from -> to with symbols. The tracing is linux/debug's (trace_engine.h); this file
+// process, from -> to with symbols. The tracing is linux/trace's (trace_engine.h); this file
 // chooses the mode, resolves --filter and --start, and prints.
 //
 // Where the kernel has the intel_bts PMU (hardware mode, the default there; --hardware insists):

@@ -3,7 +3,7 @@
 // The expressions are resolved against the target's ELF symbols (SymbolTable, with load
 // biases) and, for members, elements and pointers, its DWARF types (find_object: the watched
 // object's size and type, whose values the hits print), then watched by one of two paths of
-// linux/debug:
+// linux/session (over linux/perf and linux/soft_watch):
 //  1. hardware (hard_watch.h), when the probe shows that this machine delivers breakpoint hits:
 //     perf_event_open breakpoints on every thread, as many as the probe found a thread gets. Each
 //     hit stops the hitting thread (perf's sigtrap, seen through ptrace) for its values and its

@@ -1,8 +1,8 @@
 // hwarb/breakpoints/bp_pmu.h — the breakpoint PMU driver (Linux's arch/x86 hw_breakpoint.c).
 //
 // It owns the per-CPU slot table (which event sits in which debug register) and programs the
-// hardware through a DebugRegisterFile, which a machine implements (sim; linux/debug
-// later). Contract, per pmu.h:
+// hardware through a DebugRegisterFile, which a machine implements (sim; the real
+// backend in linux/ later). Contract, per pmu.h:
 //  - validate/event_init: validate_breakpoint() for the driver's arch (validate.h);
 //    check_reservable: validate.h's check_reservable (before the slots, as Linux).
 //  - add(event, cpu): installs into the FIRST FREE register of `cpu`: DRn = bp_addr, then DR7 =

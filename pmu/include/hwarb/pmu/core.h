@@ -1,6 +1,6 @@
 // hwarb/pmu/core.h — the perf-event core: contexts, scheduling, inheritance.
 //
-// Machine-agnostic: a machine (sim, linux/debug) drives it with sched_in/sched_out on
+// Machine-agnostic: a machine (sim, linux/) drives it with sched_in/sched_out on
 // context switches, tick on timer ticks, fork and exit; the time comes from a Clock.
 //
 // Contexts: one per CPU (always active) and one per task (active while the task runs). Each holds

@@ -4,8 +4,8 @@
 // area, wait for a stop, continue, single-step. Implementations:
 //  - sim::SimTracee (sim/sim_tracee.h): a task of the simulated machine; the debug
 //    registers are the emulation of debugreg_emulation.h, shared with perf and kernel users.
-//  - native::LinuxTracee (linux/debug/): a real thread under ptrace(2).
-//  - native::VirtualTracee (linux/debug/): a real thread whose DR0–DR7 are emulated.
+//  - native::LinuxTracee (linux/ptrace/): a real thread under ptrace(2).
+//  - native::VirtualTracee (linux/soft_watch/): a real thread whose DR0–DR7 are emulated.
 //
 // Contract (every implementation):
 //  - peek_user/poke_user need the tracee in a stop (ptrace-stop), else ESRCH, as Linux. The

@@ -1,4 +1,4 @@
-// perf_aux_fake_kernel.h (linux/debug tests only) — the kernel's side of a perf event's mmap
+// perf_aux_fake_kernel.h (linux/perf tests only) — the kernel's side of a perf event's mmap
 // for PerfAuxRing tests: FakeKernel lays out a perf_event_mmap_page, a data ring and an AUX area
 // in memory and writes them as perf_aux_output_end does (AUX bytes, then a PERF_RECORD_AUX, then
 // the heads with release stores); Reader decodes what a PerfAuxRing over that memory drains.
