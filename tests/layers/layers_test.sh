@@ -22,6 +22,7 @@ cd "$root" || exit 2
 declare -A allowed=(
   [base]="base"
   [x86]="base x86"
+  [gdb]="base x86 gdb"
   [arbiter]="base x86 arbiter"
   [pmu]="base x86 arbiter pmu"
   [pmu/bts]="base x86 arbiter pmu pmu/bts"
@@ -30,18 +31,18 @@ declare -A allowed=(
   [sim]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat sim"
   [scenario]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat sim scenario"
   [linux/sys]="base linux/sys"
-  [linux/debug]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat linux/sys linux/debug"
-  [tools/hwarb]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat sim scenario linux/sys linux/debug tools/hwarb"
+  [linux/debug]="base x86 gdb arbiter pmu pmu/bts breakpoints ptrace_compat linux/sys linux/debug"
+  [tools/hwarb]="base x86 gdb arbiter pmu pmu/bts breakpoints ptrace_compat sim scenario linux/sys linux/debug tools/hwarb"
 )
 # The include prefix (hwarb/PREFIX/...) of each folder.
 declare -A prefix_folder=(
-  [base]=base [x86]=x86 [arbiter]=arbiter [pmu]=pmu [bts]=pmu/bts [breakpoints]=breakpoints
+  [base]=base [x86]=x86 [gdb]=gdb [arbiter]=arbiter [pmu]=pmu [bts]=pmu/bts [breakpoints]=breakpoints
   [ptrace_compat]=ptrace_compat [sim]=sim [cli]=tools/hwarb [scenario]=scenario
 )
 
 folder_of_file() {
   local f=$1
-  for folder in pmu/bts linux/sys linux/debug tools/hwarb base x86 arbiter pmu breakpoints \
+  for folder in pmu/bts linux/sys linux/debug tools/hwarb base x86 gdb arbiter pmu breakpoints \
                 ptrace_compat sim scenario; do
     [[ $f == "$folder"/* ]] && { echo "$folder"; return; }
   done
@@ -69,7 +70,7 @@ while IFS=: read -r file inc; do
     echo "layers: $file includes $inc ($to), which $from may not use (allowed: ${allowed[$from]})"
     bad=1
   fi
-done < <(find base x86 arbiter pmu breakpoints ptrace_compat sim scenario linux tools \( -name '*.h' -o \
+done < <(find base x86 gdb arbiter pmu breakpoints ptrace_compat sim scenario linux tools \( -name '*.h' -o \
            -name '*.cpp' \) -print0 | sort -z |
          xargs -0 grep -HE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"hwarb/' |
          sed 's/^\([^:]*\):.*"\(hwarb\/[^"]*\)".*/\1:\2/')

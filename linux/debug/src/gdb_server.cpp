@@ -11,8 +11,10 @@
 #include <span>
 #include <utility>
 
-#include "hwarb/linux/gdb_regs.h"
-#include "hwarb/linux/gdb_signals.h"
+#include "hwarb/gdb/agent_expr.h"
+#include "hwarb/gdb/gdb_regs.h"
+#include "hwarb/gdb/gdb_signals.h"
+#include "hwarb/gdb/rsp.h"
 #include "hwarb/linux/link_map.h"
 #include "hwarb/linux/probe.h"
 #include "hwarb/linux/proc_maps.h"
@@ -22,6 +24,8 @@
 #include "hwarb/linux/terminal.h"
 
 namespace hwarb::native {
+// The protocol's framing, registers, signals and agent expressions (gdb/).
+using namespace hwarb::gdb;  // NOLINT(google-build-using-namespace)
 namespace {
 
 const char* event_kind_name(EventKind kind) {

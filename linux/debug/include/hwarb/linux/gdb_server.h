@@ -92,16 +92,20 @@
 #include <vector>
 
 #include "hwarb/base/error.h"
-#include "hwarb/linux/agent_expr.h"
-#include "hwarb/linux/gdb_regs.h"
+#include "hwarb/gdb/agent_expr.h"
+#include "hwarb/gdb/gdb_regs.h"
+#include "hwarb/gdb/rsp.h"
 #include "hwarb/linux/inferior.h"
-#include "hwarb/linux/rsp.h"
 #include "hwarb/linux/spin_window.h"
 #include "hwarb/linux/watch_session.h"
 #include "hwarb/linux/watchdog.h"
 #include "hwarb/x86/insn.h"
 
 namespace hwarb::native {
+
+using gdb::AgentExpr;
+using gdb::FpRegs;
+using gdb::RspReader;
 
 struct GdbServerEnd {
   // kInterrupted: a signal the embedder's install_interrupt_flag() handles (SIGINT, SIGTERM,

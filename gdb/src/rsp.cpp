@@ -1,9 +1,9 @@
-#include "hwarb/linux/rsp.h"
+#include "hwarb/gdb/rsp.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace hwarb::native {
+namespace hwarb::gdb {
 namespace {
 
 constexpr char kDigits[] = "0123456789abcdef";
@@ -200,4 +200,4 @@ std::string hex_le(std::uint64_t value, int bytes) {
   return out;
 }
 
-}  // namespace hwarb::native
+}  // namespace hwarb::gdb
