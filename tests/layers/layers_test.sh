@@ -31,8 +31,9 @@ declare -A allowed=(
   [sim]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat sim"
   [scenario]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat sim scenario"
   [linux/sys]="base linux/sys"
-  [linux/debug]="base x86 gdb arbiter pmu pmu/bts breakpoints ptrace_compat linux/sys linux/debug"
-  [tools/hwarb]="base x86 gdb arbiter pmu pmu/bts breakpoints ptrace_compat sim scenario linux/sys linux/debug tools/hwarb"
+  [linux/debug]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat linux/sys linux/debug"
+  [linux/gdbserver]="base x86 gdb arbiter pmu pmu/bts breakpoints ptrace_compat linux/sys linux/debug linux/gdbserver"
+  [tools/hwarb]="base x86 gdb arbiter pmu pmu/bts breakpoints ptrace_compat sim scenario linux/sys linux/debug linux/gdbserver tools/hwarb"
 )
 # The include prefix (hwarb/PREFIX/...) of each folder.
 declare -A prefix_folder=(
@@ -42,7 +43,7 @@ declare -A prefix_folder=(
 
 folder_of_file() {
   local f=$1
-  for folder in pmu/bts linux/sys linux/debug tools/hwarb base x86 gdb arbiter pmu breakpoints \
+  for folder in pmu/bts linux/sys linux/debug linux/gdbserver tools/hwarb base x86 gdb arbiter pmu breakpoints \
                 ptrace_compat sim scenario; do
     [[ $f == "$folder"/* ]] && { echo "$folder"; return; }
   done
@@ -52,7 +53,13 @@ folder_of_include() {
   local inc=$1 prefix=${1#hwarb/}
   prefix=${prefix%%/*}
   if [ "$prefix" = linux ]; then
-    if [ -e "linux/sys/include/$inc" ]; then echo linux/sys; else echo linux/debug; fi
+    if [ -e "linux/sys/include/$inc" ]; then
+      echo linux/sys
+    elif [ -e "linux/gdbserver/include/$inc" ]; then
+      echo linux/gdbserver
+    else
+      echo linux/debug
+    fi
   else
     echo "${prefix_folder[$prefix]:-unknown:$prefix}"
   fi

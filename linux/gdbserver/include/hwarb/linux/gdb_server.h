@@ -1,0 +1,360 @@
+// hwarb/linux/gdb_server.h — `hwarb gdbserver`: the GDB remote-protocol server (gdb::Server,
+// hwarb/gdb/server.h) over a real process: GdbTarget, the gdb::Target of an Inferior and a
+// WatchSession, and GdbConnection, the client's file descriptors. GdbServer puts the three
+// together. gdb, lldb and the IDEs built on them debug a real process through it, with
+// watchpoints of any address, length and count placed by the session (debug registers while the
+// arbiter admits them and this machine delivers their hits, the exact software path otherwise).
+//
+// What GdbTarget does (the protocol is gdb::Server's; what it serves is listed in server.h):
+//  1. Memory: the program's real bytes — an int3 planted by the target or by the software watch
+//     is shown as the byte it replaced, and a write over one keeps the int3 in place.
+//  2. Breakpoints: Z0 an int3; Z1 a debug register through the session where the machine
+//     delivers hits and one is free, else an int3 reported as hwbreak; Z2/Z3/Z4 a watch of the
+//     session (any address and length). Conditions (agent expressions) are evaluated at each
+//     hit while the session has no watch: a breakpoint none of whose conditions holds is
+//     stepped over without a stop (the other threads stopped meanwhile). A Z1 with conditions
+//     is an int3. With watches, or where a condition cannot be evaluated, the stop is reported
+//     and gdb evaluates the condition itself.
+//  3. Execution: a signal of the program is reported and delivered when the client resumes
+//     with it. A thread's int3 trap queued by a stop (stop_all) has its pc set back onto the
+//     breakpoint (rewound), and is dropped if the breakpoint is gone when it is taken; the
+//     breakpoint stop reported is drawn among the threads at breakpoints (no thread starves
+//     another); a resume's threads that hold an event run once it is handled (deferred); the
+//     trap of a step asked before the client resumed the thread otherwise is dropped.
+//  4. Processes, when the client announced them (multiprocess+, fork-events+, vfork-events+):
+//     a fork or vfork stops the parent with the child traced as a process of its own until the
+//     client detaches or kills it: its int3s are its own (a copy of its parent's at the fork);
+//     watches (Z2-Z4) are the first process's only. When the first process ends or is detached,
+//     a remaining child takes its place. Without these features a child is freed of the int3s
+//     and let go at once. An exec drops the old image's int3s; `catch syscall` stops at the
+//     system calls asked for (an execve's return reported before anything runs again).
+//  5. Leaving: every int3, protection and register of the session is undone first; a detached
+//     program runs on unmodified. Extended mode's processes (GdbLaunch): each vRun or vAttach
+//     makes an Inferior with a WatchSession of its own, owned by the target.
+//
+// Contract:
+//  - The Inferior is stopped (every thread) when serve() starts, as spawn() and attach() leave
+//    it; the session has no watch yet.
+//  - A server made without a process (the second constructor) has none until a vRun or vAttach.
+//  - serve() returns as gdb::Server::serve() says; the process is then killed when spawned,
+//    detached when attached (after the cleanup), or, when the client detached, runs on (a
+//    spawned process outlives the server: Inferior::outlive_tracer).
+//  - Reads from in_fd, writes to out_fd (the same socket, or a pipe pair for --stdio). While
+//    the process is stopped, the wait for the client's next packet polls in_fd for a
+//    SpinWindow (adaptive, up to the Inferior's spin_max()) before it sleeps: gdb
+//    answers each reply within tens of microseconds, and a wake-up across CPUs costs ~40 us here.
+// Thread-safety: none; the Inferior's thread only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hwarb/base/error.h"
+#include "hwarb/gdb/agent_expr.h"
+#include "hwarb/gdb/server.h"
+#include "hwarb/gdb/target.h"
+#include "hwarb/linux/inferior.h"
+#include "hwarb/linux/spin_window.h"
+#include "hwarb/linux/watch_session.h"
+#include "hwarb/linux/watchdog.h"
+#include "hwarb/x86/insn.h"
+
+namespace hwarb::native {
+
+using GdbServerEnd = gdb::ServerEnd;
+
+// What extended mode's vRun and vAttach make: each new process is an Inferior (spawned with
+// `inferior`, or attached) with a WatchSession of `watches`, owned by the server.
+struct GdbLaunch {
+  std::vector<std::string> program;  // the command line's PROG ARGS: a vRun without PROG's
+  std::vector<std::string> wrapper;  // gdbserver's --wrapper: each program runs through it
+  InferiorOptions inferior;          // a vRun's spawn (QDisableRandomization sets disable_aslr)
+  WatchSessionOptions watches;
+  bool multi = false;  // gdbserver's --multi: a disconnect leaves the server serving
+  bool once = false;   // gdbserver's --once: a disconnect ends the server even so
+  // gdbserver's --disable-packet (gdb::ServerOptions::disabled_packets).
+  std::set<std::string> disabled_packets;
+};
+
+// gdbserver's way of starting a program: `wrapper` (none: the program itself) with `argv`
+// after it, spawned (Inferior::spawn), then run until the wrapper execs the program, which is
+// then stopped at its first instruction; signals on the way are delivered. Inferior::spawn's
+// errors; ESRCH naming the wrapper when it ends before an exec.
+Result<Inferior> spawn_program(const std::vector<std::string>& wrapper,
+                               const std::vector<std::string>& argv,
+                               const InferiorOptions& options);
+
+// The client's connection over file descriptors (a socket, or a pipe pair).
+class GdbConnection final : public gdb::Connection {
+ public:
+  GdbConnection(int in_fd, int out_fd, std::chrono::nanoseconds spin_max)
+      : in_fd_(in_fd), out_fd_(out_fd), client_spin_(spin_max) {}
+  // A new client (the lost mark cleared).
+  void reset(int in_fd, int out_fd);
+  // The longest poll for the client's next packet (the process's Inferior::spin_max()).
+  void set_spin_max(std::chrono::nanoseconds max) { client_spin_ = SpinWindow(max); }
+
+  Result<Read> read(bool block, std::string& out) override;
+  Result<void> write(std::string_view bytes) override;
+  bool lost() const override { return client_lost_; }
+  bool interrupt_requested() const override;
+  int poll_fd() const override { return in_fd_; }
+  void log(const std::string& line) override;
+
+ private:
+  int in_fd_;
+  int out_fd_;
+  SpinWindow client_spin_;
+  bool client_lost_ = false;  // a read or write of the connection failed
+};
+
+// gdb::Target over an Inferior and a WatchSession (the caller's, or its own once a start or an
+// attach made them).
+class GdbTarget final : public gdb::Target {
+ public:
+  GdbTarget(Inferior& inferior, WatchSession& session, GdbConnection& connection);
+  explicit GdbTarget(GdbConnection& connection);
+  ~GdbTarget() override;
+
+  void launch_with(GdbLaunch launch) { launch_ = std::move(launch); }
+  // A Watchdog (for an attached process) that holds what must be undone if the server dies
+  // without its cleanup (SIGKILL): the session's restore plan and the target's own int3 bytes,
+  // published now and after every change. Call before serving; `watchdog` outlives the target.
+  // A publish that fails later drops the watchdog (watchdog_error() says why).
+  Result<void> guard(Watchdog& watchdog);
+  const std::optional<Error>& watchdog_error() const { return watchdog_error_; }
+
+  bool has_process() const override { return inferior_ != nullptr; }
+  gdb::Tid pid() const override { return inferior_->pid(); }
+  bool spawned() const override { return inferior_->spawned(); }
+  std::vector<gdb::Tid> threads() const override { return inferior_->threads(); }
+  gdb::Tid group_of(gdb::Tid tid) const override { return inferior_->group_of(tid); }
+  gdb::Tid process_of(gdb::Tid tid) const override { return inferior_->process_of(tid); }
+  bool is_stopped(gdb::Tid tid) const override { return inferior_->is_stopped(tid); }
+  void set_features(const gdb::ClientFeatures& features, bool announced) override;
+  void set_catch_syscalls(std::optional<std::set<long>> numbers) override;
+  void set_event_log(std::function<void(const std::string&)> log) override {
+    log_ = std::move(log);
+  }
+  Result<x86::Regs> general_registers(gdb::Tid tid) override { return inferior_->get_regs(tid); }
+  Result<gdb::Registers> read_registers(gdb::Tid tid, bool ext) override;
+  Result<void> write_registers(gdb::Tid tid, const gdb::Registers& now,
+                               const gdb::Registers& before) override;
+  Result<std::vector<std::uint8_t>> read_memory(gdb::Tid process, std::uint64_t addr,
+                                                std::uint64_t len) override;
+  Result<void> write_memory(gdb::Tid process, std::uint64_t addr,
+                            const std::vector<std::uint8_t>& bytes) override;
+  Result<void> insert_point(gdb::Tid process, gdb::PointType type, std::uint64_t addr,
+                            std::uint64_t len, std::vector<gdb::AgentExpr> conditions) override;
+  Result<void> remove_point(gdb::Tid process, gdb::PointType type, std::uint64_t addr,
+                            std::uint64_t len) override;
+  Result<std::optional<gdb::StopEvent>> resume(
+      const std::vector<gdb::ResumeAction>& actions) override;
+  Result<gdb::Waited> wait(int client_fd) override;
+  Result<gdb::StopEvent> interrupt() override;
+  Result<gdb::ServerEnd> finish(gdb::ServerEnd::How how) override;
+  Result<void> detach_process(gdb::Tid process) override;
+  Result<void> kill_process(gdb::Tid process) override;
+  Result<gdb::ServerEnd> drop_process(gdb::ServerEnd::How how) override;
+  bool can_start() const override { return launch_.has_value(); }
+  Result<void> start(std::vector<std::string> argv) override;
+  Result<void> restart() override;
+  Result<void> attach(gdb::Tid pid) override;
+  void set_disable_randomization(bool on) override { launch_->inferior.disable_aslr = on; }
+  void reset_environment() override { launch_->inferior.environment.reset(); }
+  void set_environment(const std::string& name_value) override;
+  void unset_environment(const std::string& name) override;
+  Result<std::string> auxv(gdb::Tid process) override;
+  Result<std::string> libraries_svr4(bool without_main_lm) override;
+  Result<std::string> exec_file(gdb::Tid process) override;
+  Result<std::string> siginfo(gdb::Tid tid) override;
+  std::string thread_name(gdb::Tid tid) override;
+  Result<gdb::MemoryRegion> memory_region(std::uint64_t addr) override;
+  std::string describe_watches() override;
+  std::string describe_slots() override;
+  Result<int> open_file(const std::string& path, unsigned flags, unsigned mode) override;
+  bool has_file(int fd) const override { return files_.contains(fd); }
+  Result<void> close_file(int fd) override;
+  Result<std::size_t> pread_file(int fd, std::uint64_t offset,
+                                 std::vector<std::uint8_t>& out) override;
+  Result<std::size_t> pwrite_file(int fd, std::uint64_t offset, std::string_view data) override;
+  Result<gdb::FileStatus> stat_file(int fd) override;
+  Result<void> unlink_file(const std::string& path) override;
+  Result<std::string> read_link(const std::string& path) override;
+  void close_files() override { files_.clear(); }
+  void served() override;
+
+ private:
+  struct Breakpoint {
+    std::uint8_t original = 0;
+    bool software = false;  // Z0
+    bool hardware = false;  // Z1 taken as an int3
+    // The conditions of each (ConditionalBreakpoints): it stops when one holds; none: always.
+    std::vector<gdb::AgentExpr> software_conditions;
+    std::vector<gdb::AgentExpr> hardware_conditions;
+  };
+  using Int3Map = std::map<std::uint64_t, Breakpoint>;
+  struct WatchKey {
+    char type = '2';  // Z type: '1' (hardware execute), '2' write, '3' read, '4' access
+    std::uint64_t addr = 0;
+    std::uint64_t len = 0;
+    auto operator<=>(const WatchKey&) const = default;
+  };
+  // What an int3 trap is: not one of ours (the program's own), or ours, with the stop to report
+  // (none: the trap was handled, the thread runs on).
+  struct Trap {
+    bool ours = true;
+    std::optional<gdb::StopEvent> stop;
+  };
+
+  Result<void> flush_removed();
+  Result<std::optional<gdb::StopEvent>> on_event(const Event& event);
+  // The int3 trap of a thread that stopped at a breakpoint of ours (SIGTRAP, SI_KERNEL, the pc
+  // one past it) (see rewound_).
+  Result<Trap> on_breakpoint_trap(const Event& event);
+  // Stops every thread but `tid` (the thread whose stop is reported; -1: none).
+  Result<void> stop_others(pid_t tid);
+  // After thread `tid` stopped at the breakpoint `at` of ours and the others were stopped: the
+  // thread whose breakpoint stop is reported, drawn among `tid` and the threads stopped at a
+  // breakpoint of ours too (their traps queued), as gdbserver draws among its threads with
+  // events so that no thread starves another. The others' traps stay held (rewound_).
+  pid_t pick_reported(pid_t tid, std::uint64_t at);
+  // Whether the breakpoint `tid` stopped at is to be reported: it has no condition, one of its
+  // conditions holds for `tid`, or one cannot be evaluated (gdb evaluates it again).
+  bool condition_holds(pid_t tid, const Breakpoint& bp);
+  // A breakpoint whose conditions are all false: thread `tid` (stopped on it, pc at `at`) runs
+  // its instruction with the int3 out while every other thread is stopped, then runs on as the
+  // client asked. An event of the step other than its trap (a signal, an exit, a fork, an exec)
+  // is queued for the main loop, the int3 back in place first (but for an exec).
+  Result<void> step_over(pid_t tid, std::uint64_t at);
+  // The process's own exec (thread `tid` now the leader): its stop. `running`: the session
+  // resumed the thread already.
+  Result<gdb::StopEvent> exec_stop(pid_t tid, bool running);
+  // A fork or vfork the client takes as an event: the child traced as a process, its stop.
+  Result<gdb::StopEvent> fork_stop(const Event& event);
+  // After a stop_all: the queued int3 traps of other threads get their pc set back onto the
+  // breakpoint now (rewound_), so that every stopped thread shows where it is.
+  Result<void> rewind_queued_traps();
+  // The queued int3 traps of rewound_ threads are dropped (the int3s are being taken out).
+  void drop_rewound_traps();
+  // Runs a thread whose held event was dropped as the last resume asked (deferred_).
+  Result<void> run_as_asked(pid_t tid);
+  // Records the memory operands of the instruction `tid` is about to step (stepped_watch).
+  void begin_step(pid_t tid);
+  // The hardware-placed watch the instruction just stepped touched: its stop, if any.
+  std::optional<gdb::StopEvent> stepped_watch(pid_t tid) const;
+  // The signal events a resume held for the threads it left stopped, queued again.
+  void requeue_held();
+  Result<gdb::ServerEnd> finish_once(gdb::ServerEnd::How how);
+  // Every watch of the session rebuilt (one taken out and put back): a followed fork is left
+  // unwatched, its pages and bytes as the program made them (WatchSession's contract).
+  Result<void> rebuild_watches();
+  // How a thread runs on when the client does not step it: the session's way, through system
+  // call stops while `catch syscall` is on.
+  Resume run_mode() const;
+  void take_process(Inferior&& inferior);
+  // The session's plan with the int3 bytes, to watchdog_ when it changed.
+  Result<void> publish_plan();
+  RestorePlan restore_plan() const;
+
+  GdbConnection& connection_;
+  // The process served (nullptr: none, in extended mode) and its session: the caller's, or
+  // own_inferior_ and own_session_ once a start or an attach made them.
+  Inferior* inferior_ = nullptr;
+  WatchSession* session_ = nullptr;
+  std::unique_ptr<Inferior> own_inferior_;
+  std::unique_ptr<WatchSession> own_session_;
+  std::optional<GdbLaunch> launch_;
+  // The program and arguments of the last vRun (gdbserver's program_path and program_args).
+  std::vector<std::string> last_program_;
+  std::function<void(const std::string&)> log_;  // events (`monitor set debug`)
+  bool multiprocess_ = false;
+  bool fork_events_ = false;
+  bool vfork_events_ = false;
+  pid_t stepping_ = 0;  // the thread of a step in progress
+  // The process whose threads the last resume ran by default (a vCont action without a thread:
+  // 0 every process), nullopt when it ran only threads it named: a new thread runs only then.
+  std::optional<pid_t> wildcard_process_;
+  std::vector<x86::MemRef> step_accesses_;  // its instruction's memory operands
+  bool exited_ = false;                     // the process ended
+  gdb::ServerEnd end_;                      // how it ended
+  // Threads single-stepped for the client whose step's trap has not been reported: a trap that
+  // comes after the client resumed such a thread otherwise (another thread's stop held it) is
+  // dropped, as gdbserver drops a single-step stop of a thread resumed with `c`.
+  std::set<pid_t> stepped_;
+  std::uint64_t pick_state_ = 0x9e3779b97f4a7c15ULL;  // pick_reported's generator
+  std::set<std::uint64_t> lifted_;  // addresses of int3s of ours taken out (on_breakpoint_trap)
+  std::map<pid_t, int> pending_signal_;  // reported to the client, delivered if it resumes with it
+  // Threads a resume asked to run that held an event first (queued by a stop_all), with what
+  // the resume asked: each runs once its event is handled, if the event did not resume it or
+  // stop the process.
+  struct Asked {
+    bool step = false;
+    int signal = 0;
+  };
+  std::map<pid_t, Asked> deferred_;
+  // Signals (and fork events the client takes) held for threads the last resume left stopped:
+  // queued again, in their order, when its stop is reported (gdb stepping one thread over a
+  // breakpoint must hear from that thread only).
+  std::vector<Event> held_;
+  // Threads whose queued int3 trap had its pc set back at a stop_all: the breakpoint's address.
+  // When the trap is taken, it is reported if that breakpoint is still there and the pc still
+  // on it; otherwise (gdb deleted the breakpoint or moved the thread meanwhile) it is dropped
+  // and the thread runs as asked, executing the instruction for real — as gdbserver discards
+  // a pending breakpoint stop whose breakpoint is gone.
+  std::map<pid_t, std::uint64_t> rewound_;
+  std::set<pid_t> forked_;  // child processes reported by fork/vfork stops, still traced
+  // `catch syscall`: on, and the system calls to report (none listed: all).
+  bool catch_syscalls_ = false;
+  std::set<long> caught_syscalls_;
+  // The thread of the last exec stop, while it has not run since (0: none): its execve's return
+  // is still to report to a client that catches it.
+  pid_t execve_return_ = 0;
+  // The int3s planted, per process (thread group; a vfork child writes its parent's memory).
+  std::map<pid_t, Int3Map> int3_;
+  std::map<WatchKey, WatchId> watches_;
+  std::set<WatchKey> removed_;  // z packets not applied yet (flush_removed)
+  std::map<WatchId, char> watch_type_;
+  std::map<int, Fd> files_;  // vFile descriptors
+  Watchdog* watchdog_ = nullptr;
+  RestorePlan published_;  // the last plan given to watchdog_
+  std::optional<Error> watchdog_error_;
+};
+
+class GdbServer {
+ public:
+  GdbServer(Inferior& inferior, WatchSession& session, int in_fd, int out_fd);
+  // No process yet (gdbserver --multi without a program): vRun or vAttach makes one.
+  GdbServer(int in_fd, int out_fd);
+  ~GdbServer();
+
+  // Extended mode's vRun and vAttach (without this they answer E NN).
+  void launch_with(GdbLaunch launch);
+  // A new client on in_fd/out_fd after serve() returned with end.serving: the connection's
+  // state (acknowledgments, the features of qSupported) starts afresh, the process stays.
+  void connect(int in_fd, int out_fd);
+
+  Result<GdbServerEnd> serve() { return server_->serve(); }
+
+  // GdbTarget::guard.
+  Result<void> guard(Watchdog& watchdog) { return target_->guard(watchdog); }
+  const std::optional<Error>& watchdog_error() const { return target_->watchdog_error(); }
+
+ private:
+  std::unique_ptr<GdbConnection> connection_;
+  std::unique_ptr<GdbTarget> target_;
+  std::unique_ptr<gdb::Server> server_;
+};
+
+}  // namespace hwarb::native
