@@ -6,12 +6,15 @@
 # docs/architecture.md draws:
 #
 #   base, x86 -> arbiter -> pmu -> pmu/bts -> breakpoints -> ptrace_compat -> sim -> scenario
-#   base -> linux/sys;  ptrace_compat, linux/sys -> linux/debug;  everything -> tools/hwarb
+#   base, x86 -> gdb (the GDB remote protocol: no linux/ below it)
+#   base -> linux/sys;  ptrace_compat, linux/sys -> linux/debug;  linux/debug, gdb ->
+#   linux/gdbserver;  everything -> tools/hwarb
 # (scenario, the scenario language, stands above sim and beside linux/debug: neither includes the
 # other, and nothing but the CLI includes scenario.)
 #
 # An include of "hwarb/linux/NAME" belongs to linux/sys when linux/sys/include/hwarb/linux/NAME
-# exists, else to linux/debug (both layers keep the hwarb/linux/ prefix).
+# exists, to linux/gdbserver when linux/gdbserver/include/hwarb/linux/NAME does, else to
+# linux/debug (the three keep the hwarb/linux/ prefix); "hwarb/gdb/NAME" to gdb.
 # Also: the CLI (tools/hwarb) and the scenario language (scenario) hold no ptrace or perf calls
 # and no system headers for them.
 # Usage: layers_test.sh SOURCE_DIR. Prints every violation; exits 1 if there is any.
