@@ -158,8 +158,9 @@ class Target {
  public:
   virtual ~Target() = default;
 
-  // The process. has_process() false: only has_process, can_start, start, attach, the
-  // environment and randomization setters, files and describe_* are called.
+  // The process. With none (has_process() false) the server calls only has_process, can_start,
+  // start, restart, attach, finish (nothing to leave then), the set_* calls, the environment
+  // and randomization setters, the host files, close_files and served.
   virtual bool has_process() const = 0;
   virtual Tid pid() const = 0;                   // the first process
   virtual bool spawned() const = 0;              // started (true) or attached (false)
