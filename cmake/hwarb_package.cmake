@@ -28,9 +28,9 @@ install(FILES ${PROJECT_BINARY_DIR}/hwarbConfig.cmake ${PROJECT_BINARY_DIR}/hwar
 
 # pkg-config: every installed component, users before what they use (static linking order).
 set(hwarb_pc_libs "")
-foreach(name linux_gdbserver linux_trace linux_session linux_soft_watch linux_perf linux_inferior
-             linux_tracee linux_symbols linux_sys sim_system sim ptrace_compat bts_pmu bts bts_buffer
-             breakpoints pmu arbiter x86_insn x86 base)
+foreach(name linux_gdbserver gdb linux_trace linux_session linux_soft_watch linux_perf
+             linux_inferior linux_tracee linux_symbols linux_sys sim_system sim ptrace_compat bts_pmu
+             bts bts_buffer breakpoints pmu arbiter x86_insn x86 base)
   get_target_property(type hwarb_${name} TYPE)
   if(NOT type STREQUAL "INTERFACE_LIBRARY")
     string(APPEND hwarb_pc_libs " -lhwarb_${name}")

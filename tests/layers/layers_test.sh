@@ -6,11 +6,12 @@
 # docs/architecture.md draws:
 #
 #   base, x86 -> arbiter -> pmu -> pmu/bts -> breakpoints -> ptrace_compat -> sim -> scenario
+#   base, x86 -> gdb (the GDB remote protocol: no linux/ below it)
 #   base -> linux/sys;  linux/sys -> linux/symbols
 #   ptrace_compat, linux/sys -> linux/ptrace;  breakpoints, linux/sys -> linux/perf
 #   linux/ptrace -> linux/soft_watch
 #   linux/symbols, linux/perf, linux/soft_watch -> linux/session
-#   linux/session -> linux/trace;  linux/session -> linux/gdbserver;  everything -> tools/hwarb
+#   linux/session -> linux/trace;  linux/session, gdb -> linux/gdbserver;  everything -> tools/hwarb
 # (scenario, the scenario language, stands above sim and beside the linux/ folders: neither side
 # includes the other, and nothing but the CLI includes scenario; linux/trace and linux/gdbserver
 # stand side by side too.) Each linux/ folder lists exactly the folders its code includes, so
@@ -28,6 +29,7 @@ cd "$root" || exit 2
 declare -A allowed=(
   [base]="base"
   [x86]="base x86"
+  [gdb]="base x86 gdb"
   [arbiter]="base x86 arbiter"
   [pmu]="base x86 arbiter pmu"
   [pmu/bts]="base x86 arbiter pmu pmu/bts"
@@ -42,12 +44,12 @@ declare -A allowed=(
   [linux/soft_watch]="base x86 arbiter pmu breakpoints ptrace_compat linux/sys linux/ptrace linux/soft_watch"
   [linux/session]="base x86 arbiter breakpoints linux/sys linux/ptrace linux/symbols linux/perf linux/soft_watch linux/session"
   [linux/trace]="base x86 pmu/bts linux/ptrace linux/perf linux/session linux/trace"
-  [linux/gdbserver]="base x86 linux/sys linux/ptrace linux/perf linux/soft_watch linux/session linux/gdbserver"
-  [tools/hwarb]="base x86 arbiter pmu pmu/bts breakpoints ptrace_compat sim scenario linux/sys linux/ptrace linux/symbols linux/perf linux/soft_watch linux/session linux/trace linux/gdbserver tools/hwarb"
+  [linux/gdbserver]="base x86 gdb linux/sys linux/ptrace linux/perf linux/soft_watch linux/session linux/gdbserver"
+  [tools/hwarb]="base x86 gdb arbiter pmu pmu/bts breakpoints ptrace_compat sim scenario linux/sys linux/ptrace linux/symbols linux/perf linux/soft_watch linux/session linux/trace linux/gdbserver tools/hwarb"
 )
 # The include prefix (hwarb/PREFIX/...) of each folder.
 declare -A prefix_folder=(
-  [base]=base [x86]=x86 [arbiter]=arbiter [pmu]=pmu [bts]=pmu/bts [breakpoints]=breakpoints
+  [base]=base [x86]=x86 [gdb]=gdb [arbiter]=arbiter [pmu]=pmu [bts]=pmu/bts [breakpoints]=breakpoints
   [ptrace_compat]=ptrace_compat [sim]=sim [cli]=tools/hwarb [scenario]=scenario
 )
 
@@ -58,7 +60,7 @@ folder_of_file() {
     echo "linux/${f%%/*}"
     return
   fi
-  for folder in pmu/bts tools/hwarb base x86 arbiter pmu breakpoints ptrace_compat sim scenario; do
+  for folder in pmu/bts tools/hwarb base x86 gdb arbiter pmu breakpoints ptrace_compat sim scenario; do
     [[ $f == "$folder"/* ]] && { echo "$folder"; return; }
   done
 }
@@ -97,7 +99,7 @@ while IFS=: read -r file inc; do
     echo "layers: $file includes $inc ($to), which $from may not use (allowed: ${allowed[$from]})"
     bad=1
   fi
-done < <(find base x86 arbiter pmu breakpoints ptrace_compat sim scenario linux tools \( -name '*.h' -o \
+done < <(find base x86 gdb arbiter pmu breakpoints ptrace_compat sim scenario linux tools \( -name '*.h' -o \
            -name '*.cpp' \) -print0 | sort -z |
          xargs -0 grep -HE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"hwarb/' |
          sed 's/^\([^:]*\):.*"\(hwarb\/[^"]*\)".*/\1:\2/')

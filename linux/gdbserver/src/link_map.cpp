@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "hwarb/base/format.h"
+#include "hwarb/gdb/rsp.h"
 
 namespace hwarb::native {
 namespace {
@@ -46,32 +47,6 @@ Result<std::string> read_name(const MemoryReader& read, std::uint64_t addr) {
 }
 
 }  // namespace
-
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 Result<LinkMap> read_link_map(std::span<const std::uint8_t> auxv, const MemoryReader& read) {
   // 1. The program headers from auxv.
@@ -148,7 +123,7 @@ std::string svr4_library_xml(const LinkMap& map) {
   if (map.main_lm != 0) xml += " main-lm=\"" + hex(map.main_lm) + "\"";
   xml += ">";
   for (const LoadedObject& o : map.libraries) {
-    xml += "<library name=\"" + xml_escape(o.name) + "\" lm=\"" + hex(o.lm) + "\" l_addr=\"" +
+    xml += "<library name=\"" + gdb::xml_escape(o.name) + "\" lm=\"" + hex(o.lm) + "\" l_addr=\"" +
            hex(o.l_addr) + "\" l_ld=\"" + hex(o.l_ld) + "\" lmid=\"0x0\"/>";
   }
   xml += "</library-list-svr4>";

@@ -8,14 +8,14 @@
 #include <tuple>
 #include <vector>
 
-#include "hwarb/linux/link_map.h"
+#include "hwarb/gdb/rsp.h"
 #include "json_reader.h"
 #include "svg_occupancy.h"
 
 namespace hwarb::cli {
 namespace {
 
-using native::xml_escape;
+using gdb::xml_escape;
 
 struct Watch {
   std::string expr, addr, type, placement, why;

@@ -6,13 +6,13 @@
 #include <cstdio>
 #include <utility>
 
+#include "hwarb/gdb/rsp.h"
 #include "hwarb/linux/files.h"
-#include "hwarb/linux/link_map.h"
 
 namespace hwarb::cli {
 namespace {
 
-using native::xml_escape;
+using gdb::xml_escape;
 
 constexpr double kLeft = 130;  // lane names
 constexpr double kTop = 58;    // title and legend

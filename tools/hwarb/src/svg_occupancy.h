@@ -87,6 +87,6 @@ class PictureFile {
   std::string name_;  // "--svg PATH"
 };
 
-// Text and attribute values are escaped by native::xml_escape (link_map.h).
+// Text and attribute values are escaped by gdb::xml_escape (hwarb/gdb/rsp.h).
 
 }  // namespace hwarb::cli

@@ -1,77 +1,44 @@
-// hwarb/linux/gdb_server.h — GdbServer, a GDB Remote Serial Protocol stub over an Inferior and a
-// WatchSession: gdb, lldb and the IDEs built on them debug a real process through it, with
+// hwarb/linux/gdb_server.h — `hwarb gdbserver`: the GDB remote-protocol server (gdb::Server,
+// hwarb/gdb/server.h) over a real process: GdbTarget, the gdb::Target of an Inferior and a
+// WatchSession, and GdbConnection, the client's file descriptors. GdbServer puts the three
+// together. gdb, lldb and the IDEs built on them debug a real process through it, with
 // watchpoints of any address, length and count placed by the session (debug registers while the
 // arbiter admits them and this machine delivers their hits, the exact software path otherwise).
 //
-// What it serves (all-stop mode, x86-64 Linux, every thread of the process):
-//  1. Handshake and queries: qSupported, QStartNoAckMode, ?, qC, qAttached, qfThreadInfo /
-//     qsThreadInfo, T, Hg/Hc, qXfer (features target.xml, auxv, exec-file, threads),
-//     vCont?, and lldb's qHostInfo, qProcessInfo, qWatchpointSupportInfo,
-//     QThreadSuffixSupported, QListThreadsInStopReply, qMemoryRegionInfo.
-//  2. Registers g/G/p/P (core, x87/SSE, orig_rax, fs_base, gs_base: gdb_regs.h).
-//  3. Memory m/M/x/X: the program's real bytes — an int3 planted by the server or by the software
-//     watch is shown as the byte it replaced, and a write over one keeps the int3 in place.
-//  4. Execution: vCont with c/C/s/S/t per thread, c, s, C; a signal of the program is reported
-//     (T with its number: gdb's numbering, gdb_signals.h, or Linux's once the client asked
-//     qHostInfo, as lldb does) and delivered when the client resumes with it; Ctrl-C (0x03) stops
-//     the process (T02). Stop replies carry thread:, and watch:/rwatch:/awatch:ADDR, swbreak: or
-//     hwbreak:; W/X when the process ends.
-//  5. Breakpoints: Z0 an int3; Z1 a debug register through the session where the machine
+// What GdbTarget does (the protocol is gdb::Server's; what it serves is listed in server.h):
+//  1. Memory: the program's real bytes — an int3 planted by the target or by the software watch
+//     is shown as the byte it replaced, and a write over one keeps the int3 in place.
+//  2. Breakpoints: Z0 an int3; Z1 a debug register through the session where the machine
 //     delivers hits and one is free, else an int3 reported as hwbreak; Z2/Z3/Z4 a watch of the
-//     session (any address and length). A Z that cannot be honoured answers E NN (with the
-//     message, E.text, when the client announced error-message support).
-//     ConditionalBreakpoints+: a Z0/Z1 may carry conditions (gdb's agent expressions:
-//     agent_expr.h), evaluated here at each hit while the session has no watch: a breakpoint
-//     none of whose conditions holds is stepped over without a stop (the other threads stopped
-//     meanwhile), so a false condition costs no round trip to the client. A Z1 with conditions
+//     session (any address and length). Conditions (agent expressions) are evaluated at each
+//     hit while the session has no watch: a breakpoint none of whose conditions holds is
+//     stepped over without a stop (the other threads stopped meanwhile). A Z1 with conditions
 //     is an int3. With watches, or where a condition cannot be evaluated, the stop is reported
-//     and gdb evaluates the condition itself, as it does after every reported stop.
-//  6. Host I/O (vFile setfs/open/pread/pwrite/fstat/close/unlink/readlink): gdb's default
-//     sysroot reads the executable and libraries through it; `remote put`, `remote get` and
-//     `remote delete` copy and delete files on the target, as with gdbserver.
-//  7. D (detach) and k/vKill: every int3, protection and register of the session is undone
-//     first; a detached program runs on unmodified. `monitor exit` (qRcmd) ends the server at
-//     once, as a client that goes away would; gdbserver's `monitor set debug`, `set
-//     remote-debug` and `set debug-format` turn the server's log on stderr on and off (events;
-//     packets; timestamps); an unknown command gets the list and E01, as from gdbserver.
-//  8. Processes, when the client announced them in qSupported (gdb does): multiprocess+ (thread
-//     ids pPID.TID everywhere, vCont actions per process, D;PID and vKill;PID for one process,
-//     W/X with ;process:PID), fork-events+ and vfork-events+ (a fork or vfork stops the parent
-//     with fork:/vfork:pPID.TID of the child, and a vfork parent's wait for its child ends with
-//     vforkdone:), exec-events+ (exec:PATH). A forked child is then traced as a process of its
-//     own until the client detaches or kills it: its int3s are its own (a copy of its parent's
-//     at the fork, as gdbserver clones them); watches (Z2-Z4) are the first process's only.
-//     When the first process ends or is detached, a remaining child takes its place. Without
-//     these features a child is freed of the int3s and let go at once, as before.
-//  9. Extended mode (gdb's `target extended-remote`), as Debian's gdbserver 13.1 serves it:
-//     '!' turns it on (OK). vRun;PROG;ARG... (hex) starts PROG (empty: the last program run, or
-//     GdbLaunch::program) with those arguments, stopped at its first instruction (the stop
-//     reply); vAttach;PID attaches to PID (T05); R restarts the last program (no reply). One
-//     process at a time: vRun and vAttach answer E NN while one runs. Programs run through
-//     GdbLaunch::wrapper when there is one (spawn_program). QDisableRandomization:0|1 sets the next
-//     vRun's randomisation. In extended mode k, vKill and D leave the process as without it but
-//     keep the server serving with no process: then '?' answers W00, qfThreadInfo an empty list,
-//     and packets that need a process E01, until the next vRun or vAttach. Each process has a
-//     session of its own (GdbLaunch::watches): the int3s and watches of a killed, detached or ended
-//     process are gone with it, and gdb's Z packets after a vRun plant them afresh in the new one.
-// Bad input (a malformed packet, a bad checksum, an unknown packet) gets the protocol's answer:
-// '-' (resend), an empty reply, or E NN; it never changes the process.
+//     and gdb evaluates the condition itself.
+//  3. Execution: a signal of the program is reported and delivered when the client resumes
+//     with it. A thread's int3 trap queued by a stop (stop_all) has its pc set back onto the
+//     breakpoint (rewound), and is dropped if the breakpoint is gone when it is taken; the
+//     breakpoint stop reported is drawn among the threads at breakpoints (no thread starves
+//     another); a resume's threads that hold an event run once it is handled (deferred); the
+//     trap of a step asked before the client resumed the thread otherwise is dropped.
+//  4. Processes, when the client announced them (multiprocess+, fork-events+, vfork-events+):
+//     a fork or vfork stops the parent with the child traced as a process of its own until the
+//     client detaches or kills it: its int3s are its own (a copy of its parent's at the fork);
+//     watches (Z2-Z4) are the first process's only. When the first process ends or is detached,
+//     a remaining child takes its place. Without these features a child is freed of the int3s
+//     and let go at once. An exec drops the old image's int3s; `catch syscall` stops at the
+//     system calls asked for (an execve's return reported before anything runs again).
+//  5. Leaving: every int3, protection and register of the session is undone first; a detached
+//     program runs on unmodified. Extended mode's processes (GdbLaunch): each vRun or vAttach
+//     makes an Inferior with a WatchSession of its own, owned by the target.
 //
 // Contract:
 //  - The Inferior is stopped (every thread) when serve() starts, as spawn() and attach() leave
 //    it; the session has no watch yet.
 //  - A server made without a process (the second constructor) has none until a vRun or vAttach.
-//  - serve() returns when the client detached (the process runs on), killed the process, or
-//    went away (end of input, a reset connection, a failed write), or a signal of
-//    install_interrupt_flag() (terminal.h) arrived: then the process is killed when spawned,
-//    detached when attached, after the same cleanup. That cleanup also runs when serving fails
-//    (the error is returned after it). A detached spawned process outlives the server
-//    (Inferior::outlive_tracer). The process's own end (W/X) is reported, and serve() returns at
-//    the client's next k, D or disconnect.
-//  - A disconnect returns end.serving when the server stays (GdbLaunch::multi or '!' seen, not
-//    GdbLaunch::once, not interrupted: gdbserver's rule). The process is left as a disconnect
-//    leaves it (killed when spawned, detached when attached; gdbserver would keep it for the
-//    next client) and the server has none; connect() then serve() serves the next client.
+//  - serve() returns as gdb::Server::serve() says; the process is then killed when spawned,
+//    detached when attached (after the cleanup), or, when the client detached, runs on (a
+//    spawned process outlives the server: Inferior::outlive_tracer).
 //  - Reads from in_fd, writes to out_fd (the same socket, or a pipe pair for --stdio). While
 //    the process is stopped, the wait for the client's next packet polls in_fd for a
 //    SpinWindow (adaptive, up to the Inferior's spin_max()) before it sleeps: gdb
@@ -81,7 +48,9 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -92,10 +61,10 @@
 #include <vector>
 
 #include "hwarb/base/error.h"
-#include "hwarb/linux/agent_expr.h"
-#include "hwarb/linux/gdb_regs.h"
+#include "hwarb/gdb/agent_expr.h"
+#include "hwarb/gdb/server.h"
+#include "hwarb/gdb/target.h"
 #include "hwarb/linux/inferior.h"
-#include "hwarb/linux/rsp.h"
 #include "hwarb/linux/spin_window.h"
 #include "hwarb/linux/watch_session.h"
 #include "hwarb/linux/watchdog.h"
@@ -103,16 +72,7 @@
 
 namespace hwarb::native {
 
-struct GdbServerEnd {
-  // kInterrupted: a signal the embedder's install_interrupt_flag() handles (SIGINT, SIGTERM,
-  // SIGHUP) asked the server to end; the process is left as a disconnect leaves it.
-  enum class How : std::uint8_t { kDetached, kKilled, kDisconnected, kInterrupted };
-  How how = How::kDisconnected;
-  bool exited = false;   // the process ended by itself (status or signal)
-  bool serving = false;  // the server stays for the next client (connect(), serve())
-  int status = 0;
-  int signal = 0;
-};
+using GdbServerEnd = gdb::ServerEnd;
 
 // What extended mode's vRun and vAttach make: each new process is an Inferior (spawned with
 // `inferior`, or attached) with a WatchSession of `watches`, owned by the server.
@@ -123,8 +83,7 @@ struct GdbLaunch {
   WatchSessionOptions watches;
   bool multi = false;  // gdbserver's --multi: a disconnect leaves the server serving
   bool once = false;   // gdbserver's --once: a disconnect ends the server even so
-  // gdbserver's --disable-packet (for gdb's testsuite): "vCont" (vCont packets unknown), "T"
-  // (stop replies S, not T), "Tthread" (no thread: in them), "qC", "qfThreadInfo" (unknown).
+  // gdbserver's --disable-packet (gdb::ServerOptions::disabled_packets).
   std::set<std::string> disabled_packets;
 };
 
@@ -136,27 +95,105 @@ Result<Inferior> spawn_program(const std::vector<std::string>& wrapper,
                                const std::vector<std::string>& argv,
                                const InferiorOptions& options);
 
-class GdbServer {
+// The client's connection over file descriptors (a socket, or a pipe pair).
+class GdbConnection final : public gdb::Connection {
  public:
-  GdbServer(Inferior& inferior, WatchSession& session, int in_fd, int out_fd);
-  // No process yet (gdbserver --multi without a program): vRun or vAttach makes one.
-  GdbServer(int in_fd, int out_fd);
-  ~GdbServer();
+  GdbConnection(int in_fd, int out_fd, std::chrono::nanoseconds spin_max)
+      : in_fd_(in_fd), out_fd_(out_fd), client_spin_(spin_max) {}
+  // A new client (the lost mark cleared).
+  void reset(int in_fd, int out_fd);
+  // The longest poll for the client's next packet (the process's Inferior::spin_max()).
+  void set_spin_max(std::chrono::nanoseconds max) { client_spin_ = SpinWindow(max); }
 
-  // Extended mode's vRun and vAttach (without this they answer E NN).
-  void launch_with(GdbLaunch launch);
-  // A new client on in_fd/out_fd after serve() returned with end.serving: the connection's
-  // state (acknowledgments, the features of qSupported) starts afresh, the process stays.
-  void connect(int in_fd, int out_fd);
+  Result<Read> read(bool block, std::string& out) override;
+  Result<void> write(std::string_view bytes) override;
+  bool lost() const override { return client_lost_; }
+  bool interrupt_requested() const override;
+  int poll_fd() const override { return in_fd_; }
+  void log(const std::string& line) override;
 
-  Result<GdbServerEnd> serve();
+ private:
+  int in_fd_;
+  int out_fd_;
+  SpinWindow client_spin_;
+  bool client_lost_ = false;  // a read or write of the connection failed
+};
 
+// gdb::Target over an Inferior and a WatchSession (the caller's, or its own once a start or an
+// attach made them).
+class GdbTarget final : public gdb::Target {
+ public:
+  GdbTarget(Inferior& inferior, WatchSession& session, GdbConnection& connection);
+  explicit GdbTarget(GdbConnection& connection);
+  ~GdbTarget() override;
+
+  void launch_with(GdbLaunch launch) { launch_ = std::move(launch); }
   // A Watchdog (for an attached process) that holds what must be undone if the server dies
-  // without its cleanup (SIGKILL): the session's restore plan and the server's own int3 bytes,
-  // published now and after every change. Call before serve(); `watchdog` outlives the server.
+  // without its cleanup (SIGKILL): the session's restore plan and the target's own int3 bytes,
+  // published now and after every change. Call before serving; `watchdog` outlives the target.
   // A publish that fails later drops the watchdog (watchdog_error() says why).
   Result<void> guard(Watchdog& watchdog);
   const std::optional<Error>& watchdog_error() const { return watchdog_error_; }
+
+  bool has_process() const override { return inferior_ != nullptr; }
+  gdb::Tid pid() const override { return inferior_->pid(); }
+  bool spawned() const override { return inferior_->spawned(); }
+  std::vector<gdb::Tid> threads() const override { return inferior_->threads(); }
+  gdb::Tid group_of(gdb::Tid tid) const override { return inferior_->group_of(tid); }
+  gdb::Tid process_of(gdb::Tid tid) const override { return inferior_->process_of(tid); }
+  bool is_stopped(gdb::Tid tid) const override { return inferior_->is_stopped(tid); }
+  void set_features(const gdb::ClientFeatures& features, bool announced) override;
+  void set_catch_syscalls(std::optional<std::set<long>> numbers) override;
+  void set_event_log(std::function<void(const std::string&)> log) override {
+    log_ = std::move(log);
+  }
+  Result<x86::Regs> general_registers(gdb::Tid tid) override { return inferior_->get_regs(tid); }
+  Result<gdb::Registers> read_registers(gdb::Tid tid, bool ext) override;
+  Result<void> write_registers(gdb::Tid tid, const gdb::Registers& now,
+                               const gdb::Registers& before) override;
+  Result<std::vector<std::uint8_t>> read_memory(gdb::Tid process, std::uint64_t addr,
+                                                std::uint64_t len) override;
+  Result<void> write_memory(gdb::Tid process, std::uint64_t addr,
+                            const std::vector<std::uint8_t>& bytes) override;
+  Result<void> insert_point(gdb::Tid process, gdb::PointType type, std::uint64_t addr,
+                            std::uint64_t len, std::vector<gdb::AgentExpr> conditions) override;
+  Result<void> remove_point(gdb::Tid process, gdb::PointType type, std::uint64_t addr,
+                            std::uint64_t len) override;
+  Result<std::optional<gdb::StopEvent>> resume(
+      const std::vector<gdb::ResumeAction>& actions) override;
+  Result<gdb::Waited> wait(int client_fd) override;
+  Result<gdb::StopEvent> interrupt() override;
+  Result<gdb::ServerEnd> finish(gdb::ServerEnd::How how) override;
+  Result<void> detach_process(gdb::Tid process) override;
+  Result<void> kill_process(gdb::Tid process) override;
+  Result<gdb::ServerEnd> drop_process(gdb::ServerEnd::How how) override;
+  bool can_start() const override { return launch_.has_value(); }
+  Result<void> start(std::vector<std::string> argv) override;
+  Result<void> restart() override;
+  Result<void> attach(gdb::Tid pid) override;
+  void set_disable_randomization(bool on) override { launch_->inferior.disable_aslr = on; }
+  void reset_environment() override { launch_->inferior.environment.reset(); }
+  void set_environment(const std::string& name_value) override;
+  void unset_environment(const std::string& name) override;
+  Result<std::string> auxv(gdb::Tid process) override;
+  Result<std::string> libraries_svr4(bool without_main_lm) override;
+  Result<std::string> exec_file(gdb::Tid process) override;
+  Result<std::string> siginfo(gdb::Tid tid) override;
+  std::string thread_name(gdb::Tid tid) override;
+  Result<gdb::MemoryRegion> memory_region(std::uint64_t addr) override;
+  std::string describe_watches() override;
+  std::string describe_slots() override;
+  Result<int> open_file(const std::string& path, unsigned flags, unsigned mode) override;
+  bool has_file(int fd) const override { return files_.contains(fd); }
+  Result<void> close_file(int fd) override;
+  Result<std::size_t> pread_file(int fd, std::uint64_t offset,
+                                 std::vector<std::uint8_t>& out) override;
+  Result<std::size_t> pwrite_file(int fd, std::uint64_t offset, std::string_view data) override;
+  Result<gdb::FileStatus> stat_file(int fd) override;
+  Result<void> unlink_file(const std::string& path) override;
+  Result<std::string> read_link(const std::string& path) override;
+  void close_files() override { files_.clear(); }
+  void served() override;
 
  private:
   struct Breakpoint {
@@ -164,8 +201,8 @@ class GdbServer {
     bool software = false;  // Z0
     bool hardware = false;  // Z1 taken as an int3
     // The conditions of each (ConditionalBreakpoints): it stops when one holds; none: always.
-    std::vector<AgentExpr> software_conditions;
-    std::vector<AgentExpr> hardware_conditions;
+    std::vector<gdb::AgentExpr> software_conditions;
+    std::vector<gdb::AgentExpr> hardware_conditions;
   };
   using Int3Map = std::map<std::uint64_t, Breakpoint>;
   struct WatchKey {
@@ -174,48 +211,20 @@ class GdbServer {
     std::uint64_t len = 0;
     auto operator<=>(const WatchKey&) const = default;
   };
+  // What an int3 trap is: not one of ours (the program's own), or ours, with the stop to report
+  // (none: the trap was handled, the thread runs on).
+  struct Trap {
+    bool ours = true;
+    std::optional<gdb::StopEvent> stop;
+  };
 
-  // Connection.
-  Result<void> send(std::string_view payload);
-  // Reads what the client sent (blocking when `block`); false at end of input.
-  Result<bool> receive(bool block);
-  Result<void> reply(std::string_view payload) { return send(payload); }
-  // One line of the server's debug output (monitor set debug / remote-debug) on stderr.
-  void debug_line(const std::string& text) const;
-  // Bytes to the client as they are; a failed write marks the client lost.
-  Result<void> write_raw(std::string_view bytes);
-  Result<GdbServerEnd> serve_packets();
-
-  // One packet while the process is stopped; nullopt: keep serving, else the end.
-  Result<std::optional<GdbServerEnd>> on_packet(const std::string& packet);
-  Result<std::string> query(const std::string& packet);
-  Result<std::string> change_environment(std::string_view packet);
-  // qRcmd (gdb's `monitor`): "exit" ends the server as gdbserver's does; others get the list.
-  Result<std::optional<GdbServerEnd>> monitor(std::string_view hex_command);
-  std::string file_request(std::string_view request);
-  Result<std::string> xfer(std::string_view object, std::string_view annex, std::uint64_t offset,
-                           std::uint64_t length);
-  // A thread's registers as gdb sees them: general and FXSAVE, and with `ext` its AVX, AVX-512
-  // and PKU registers (ExtRegs; features 0 without, or where the kernel has no XSAVE area).
-  Result<std::pair<x86::Regs, FpRegs>> read_registers(pid_t tid, bool ext = false);
-  // Writes back the parts of `regs` that differ from `before` (what read_registers gave); "OK".
-  Result<std::string> write_registers(pid_t tid, const std::pair<x86::Regs, FpRegs>& regs,
-                                      const std::pair<x86::Regs, FpRegs>& before);
-  Result<std::string> read_memory(std::uint64_t addr, std::uint64_t len);
-  Result<void> write_memory(std::uint64_t addr, const std::vector<std::uint8_t>& bytes);
-  Result<std::string> insert_point(char type, std::uint64_t addr, std::uint64_t len,
-                                   std::vector<AgentExpr> conditions = {});
-  Result<std::string> remove_point(char type, std::uint64_t addr, std::uint64_t len);
-  // Applies the watch removals gdb asked for since the last resume (see remove_point).
   Result<void> flush_removed();
-
-  // Resumes as the vCont actions say, then waits until the process stops again; the stop reply.
-  Result<std::string> resume(const std::string& actions);
-  Result<std::optional<std::string>> on_event(const Event& event);
+  Result<std::optional<gdb::StopEvent>> on_event(const Event& event);
   // The int3 trap of a thread that stopped at a breakpoint of ours (SIGTRAP, SI_KERNEL, the pc
-  // one past it): the stop reply, or nullopt when the trap is dropped (see rewound_).
-  Result<std::optional<std::string>> on_breakpoint_trap(const Event& event);
-  Result<std::string> stop_others(pid_t tid, const std::string& reply);
+  // one past it) (see rewound_).
+  Result<Trap> on_breakpoint_trap(const Event& event);
+  // Stops every thread but `tid` (the thread whose stop is reported; -1: none).
+  Result<void> stop_others(pid_t tid);
   // After thread `tid` stopped at the breakpoint `at` of ours and the others were stopped: the
   // thread whose breakpoint stop is reported, drawn among `tid` and the threads stopped at a
   // breakpoint of ours too (their traps queued), as gdbserver draws among its threads with
@@ -226,12 +235,14 @@ class GdbServer {
   bool condition_holds(pid_t tid, const Breakpoint& bp);
   // A breakpoint whose conditions are all false: thread `tid` (stopped on it, pc at `at`) runs
   // its instruction with the int3 out while every other thread is stopped, then runs on as the
-  // client asked; nullopt. An event of the step other than its trap (a signal, an exit, a fork,
-  // an exec) is queued for the main loop, the int3 back in place first (but for an exec).
-  Result<std::optional<std::string>> step_over(pid_t tid, std::uint64_t at);
-  // The process's own exec (thread `tid` now the leader): the stop reply, with exec:PATH when
-  // the client takes exec events. `running`: the session resumed the thread already.
-  Result<std::optional<std::string>> exec_stop(pid_t tid, bool running);
+  // client asked. An event of the step other than its trap (a signal, an exit, a fork, an exec)
+  // is queued for the main loop, the int3 back in place first (but for an exec).
+  Result<void> step_over(pid_t tid, std::uint64_t at);
+  // The process's own exec (thread `tid` now the leader): its stop. `running`: the session
+  // resumed the thread already.
+  Result<gdb::StopEvent> exec_stop(pid_t tid, bool running);
+  // A fork or vfork the client takes as an event: the child traced as a process, its stop.
+  Result<gdb::StopEvent> fork_stop(const Event& event);
   // After a stop_all: the queued int3 traps of other threads get their pc set back onto the
   // breakpoint now (rewound_), so that every stopped thread shows where it is.
   Result<void> rewind_queued_traps();
@@ -241,102 +252,50 @@ class GdbServer {
   Result<void> run_as_asked(pid_t tid);
   // Records the memory operands of the instruction `tid` is about to step (stepped_watch).
   void begin_step(pid_t tid);
-  // "watch:ADDR;" when the instruction just stepped touched a hardware-placed watch, else "".
-  std::string stepped_watch() const;
-  // Leaves the process as `how` says (once: later calls return the first end).
-  Result<std::optional<GdbServerEnd>> finish(GdbServerEnd::How how);
-  Result<std::optional<GdbServerEnd>> finish_once(GdbServerEnd::How how);
-  // The client went away (or a signal asked the server to end): the process is left as
-  // finish() leaves it, and end.serving says whether the server stays for another client.
-  Result<GdbServerEnd> client_gone();
-  // Whether a disconnect leaves the server serving (gdbserver: unless --once, in extended mode).
-  bool stays() const;
-  // Extended mode: the process is left as `how` says (finish_once) and dropped with its session
-  // and every per-process state; the server then has no process.
-  Result<void> drop_process(GdbServerEnd::How how);
-  // vRun's and vAttach's new process becomes the one served; the stop reply.
-  std::string take_process(Inferior&& inferior);
-  Result<std::string> run_program(std::string_view args);
-  Result<std::string> attach_process(std::string_view pid);
-  // A packet while there is no process (extended mode); nullopt: served as with one.
-  std::optional<Result<std::string>> without_process(const std::string& packet);
-  bool running() const { return inferior_ != nullptr && !exited_; }
-  // Whether GdbLaunch::disabled_packets has `name`.
-  bool disabled(const std::string& name) const;
-
-  pid_t thread_for(pid_t selected) const;
-  // A thread as the client names it: pPID.TID with multiprocess+, else TID (hex).
-  std::string thread_id(pid_t tid) const;
-  // The process whose memory the Hg thread sees (a vfork child's is its parent's).
-  pid_t general_process() const;
-  // Whether a traced thread is in a process other than `process`.
-  bool others_than(pid_t process) const;
-  // A fork or vfork the client takes as an event: the child traced as a process, the stop reply.
-  Result<std::optional<std::string>> fork_stop(const Event& event);
-  // D;PID and vKill;PID while another process stays traced: that process alone ("OK").
-  Result<std::string> detach_process(pid_t process);
-  Result<std::string> kill_process(pid_t process);
+  // The hardware-placed watch the instruction just stepped touched: its stop, if any.
+  std::optional<gdb::StopEvent> stepped_watch(pid_t tid) const;
+  // The signal events a resume held for the threads it left stopped, queued again.
+  void requeue_held();
+  Result<gdb::ServerEnd> finish_once(gdb::ServerEnd::How how);
   // Every watch of the session rebuilt (one taken out and put back): a followed fork is left
   // unwatched, its pages and bytes as the program made them (WatchSession's contract).
   Result<void> rebuild_watches();
-  // `monitor watches` and `monitor slots`: the text gdb shows.
-  std::string monitor_watches() const;
-  std::string monitor_slots() const;
   // How a thread runs on when the client does not step it: the session's way, through system
   // call stops while `catch syscall` is on.
   Resume run_mode() const;
-  std::string stop_reply(int signal, pid_t tid, const std::string& reason) const;
-  // A Linux signal number as the client numbers signals (gdb_signals.h), and back (nullopt: no
-  // signal of this target).
-  int wire_signal(int signal) const;
-  std::optional<int> host_signal(std::uint64_t wire) const;
+  void take_process(Inferior&& inferior);
+  // The session's plan with the int3 bytes, to watchdog_ when it changed.
+  Result<void> publish_plan();
+  RestorePlan restore_plan() const;
 
+  GdbConnection& connection_;
   // The process served (nullptr: none, in extended mode) and its session: the caller's, or
-  // own_inferior_ and own_session_ once a vRun or vAttach made them.
+  // own_inferior_ and own_session_ once a start or an attach made them.
   Inferior* inferior_ = nullptr;
   WatchSession* session_ = nullptr;
   std::unique_ptr<Inferior> own_inferior_;
   std::unique_ptr<WatchSession> own_session_;
   std::optional<GdbLaunch> launch_;
-  bool extended_ = false;  // '!' received
   // The program and arguments of the last vRun (gdbserver's program_path and program_args).
   std::vector<std::string> last_program_;
-  int in_fd_;
-  int out_fd_;
-  RspReader reader_;
-  SpinWindow client_spin_;
-  bool ack_ = true;
-  bool error_messages_ = false;    // the client announced error-message+
-  bool thread_suffix_ = false;     // lldb's QThreadSuffixSupported
-  bool list_threads_ = false;      // lldb's QListThreadsInStopReply
-  bool native_signals_ = false;    // Linux's signal numbers (lldb), not gdb's
-  bool debug_ = false;             // `monitor set debug 1`: events on stderr
-  bool remote_debug_ = false;      // `monitor set remote-debug 1`: packets on stderr
-  bool debug_timestamps_ = false;  // `monitor set debug-format all|timestamp`
-  std::string last_sent_;          // for a '-' from the client
-  bool interrupt_ = false;         // 0x03 seen while running
-  std::string last_stop_;          // the reply to '?'
-  pid_t last_thread_ = 0;          // the thread of the last stop
-  pid_t g_thread_ = 0;             // Hg (0: the last stop's)
-  pid_t c_thread_ = 0;             // Hc
-  pid_t stepping_ = 0;             // the thread of a step in progress
+  std::function<void(const std::string&)> log_;  // events (`monitor set debug`)
+  bool multiprocess_ = false;
+  bool fork_events_ = false;
+  bool vfork_events_ = false;
+  pid_t stepping_ = 0;  // the thread of a step in progress
   // The process whose threads the last resume ran by default (a vCont action without a thread:
   // 0 every process), nullopt when it ran only threads it named: a new thread runs only then.
   std::optional<pid_t> wildcard_process_;
   std::vector<x86::MemRef> step_accesses_;  // its instruction's memory operands
-  bool exited_ = false;                     // the process ended (W/X sent)
+  bool exited_ = false;                     // the process ended
+  gdb::ServerEnd end_;                      // how it ended
   // Threads single-stepped for the client whose step's trap has not been reported: a trap that
   // comes after the client resumed such a thread otherwise (another thread's stop held it) is
   // dropped, as gdbserver drops a single-step stop of a thread resumed with `c`.
   std::set<pid_t> stepped_;
   std::uint64_t pick_state_ = 0x9e3779b97f4a7c15ULL;  // pick_reported's generator
   std::set<std::uint64_t> lifted_;  // addresses of int3s of ours taken out (on_breakpoint_trap)
-  GdbServerEnd end_;
-  std::optional<GdbServerEnd> gone_;      // the client went away while the process ran
-  std::optional<GdbServerEnd> finished_;  // finish() has left the process so
-  bool client_lost_ = false;              // a read or write of the connection failed
-  bool interrupted_ = false;              // interrupt_requested() ended the serving
-  std::map<pid_t, int> pending_signal_;   // reported to the client, delivered if it resumes with it
+  std::map<pid_t, int> pending_signal_;  // reported to the client, delivered if it resumes with it
   // Threads a resume asked to run that held an event first (queued by a stop_all), with what
   // the resume asked: each runs once its event is handled, if the event did not resume it or
   // stop the process.
@@ -345,18 +304,18 @@ class GdbServer {
     int signal = 0;
   };
   std::map<pid_t, Asked> deferred_;
+  // Signals (and fork events the client takes) held for threads the last resume left stopped:
+  // queued again, in their order, when its stop is reported (gdb stepping one thread over a
+  // breakpoint must hear from that thread only).
+  std::vector<Event> held_;
   // Threads whose queued int3 trap had its pc set back at a stop_all: the breakpoint's address.
   // When the trap is taken, it is reported if that breakpoint is still there and the pc still
   // on it; otherwise (gdb deleted the breakpoint or moved the thread meanwhile) it is dropped
   // and the thread runs as asked, executing the instruction for real — as gdbserver discards
   // a pending breakpoint stop whose breakpoint is gone.
   std::map<pid_t, std::uint64_t> rewound_;
-  bool exec_events_ = false;   // the client announced exec-events+ (gdb)
-  bool multiprocess_ = false;  // the client announced multiprocess+
-  bool fork_events_ = false;   // fork-events+ (with multiprocess+)
-  bool vfork_events_ = false;  // vfork-events+ (with multiprocess+)
-  std::set<pid_t> forked_;     // child processes reported by fork/vfork stops, still traced
-  // QCatchSyscalls (`catch syscall`): on, and the system calls to report (none listed: all).
+  std::set<pid_t> forked_;  // child processes reported by fork/vfork stops, still traced
+  // `catch syscall`: on, and the system calls to report (none listed: all).
   bool catch_syscalls_ = false;
   std::set<long> caught_syscalls_;
   // The thread of the last exec stop, while it has not run since (0: none): its execve's return
@@ -371,9 +330,31 @@ class GdbServer {
   Watchdog* watchdog_ = nullptr;
   RestorePlan published_;  // the last plan given to watchdog_
   std::optional<Error> watchdog_error_;
-  // The session's plan with the int3 bytes, to watchdog_ when it changed.
-  Result<void> publish_plan();
-  RestorePlan restore_plan() const;
+};
+
+class GdbServer {
+ public:
+  GdbServer(Inferior& inferior, WatchSession& session, int in_fd, int out_fd);
+  // No process yet (gdbserver --multi without a program): vRun or vAttach makes one.
+  GdbServer(int in_fd, int out_fd);
+  ~GdbServer();
+
+  // Extended mode's vRun and vAttach (without this they answer E NN).
+  void launch_with(GdbLaunch launch);
+  // A new client on in_fd/out_fd after serve() returned with end.serving: the connection's
+  // state (acknowledgments, the features of qSupported) starts afresh, the process stays.
+  void connect(int in_fd, int out_fd);
+
+  Result<GdbServerEnd> serve() { return server_->serve(); }
+
+  // GdbTarget::guard.
+  Result<void> guard(Watchdog& watchdog) { return target_->guard(watchdog); }
+  const std::optional<Error>& watchdog_error() const { return target_->watchdog_error(); }
+
+ private:
+  std::unique_ptr<GdbConnection> connection_;
+  std::unique_ptr<GdbTarget> target_;
+  std::unique_ptr<gdb::Server> server_;
 };
 
 }  // namespace hwarb::native

@@ -12,7 +12,8 @@
 //  - Only `read` touches the process, so the walk is testable on any memory image. A read that
 //    fails is returned (naming `addr`); a chain longer than 4096 entries or a name without its
 //    terminating NUL in 4096 bytes is EIO naming `link_map` (a corrupt or hostile list).
-//  - svr4_library_xml() is the <library-list-svr4> document gdb reads (names XML-escaped).
+//  - svr4_library_xml() is the <library-list-svr4> document gdb reads (names XML-escaped:
+//  gdb::xml_escape).
 #pragma once
 
 #include <cstdint>
@@ -42,7 +43,5 @@ using MemoryReader = std::function<Result<void>(std::uint64_t addr, std::span<st
 
 Result<LinkMap> read_link_map(std::span<const std::uint8_t> auxv, const MemoryReader& read);
 std::string svr4_library_xml(const LinkMap& map);
-// `text` with &, <, > and " escaped, for an XML attribute of the documents gdb reads.
-std::string xml_escape(const std::string& text);
 
 }  // namespace hwarb::native

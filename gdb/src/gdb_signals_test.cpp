@@ -1,11 +1,11 @@
 // Tests of the signal numbering of gdb's remote protocol against Linux's.
-#include "hwarb/linux/gdb_signals.h"
+#include "hwarb/gdb/gdb_signals.h"
 
 #include <signal.h>
 
 #include <gtest/gtest.h>
 
-namespace hwarb::native {
+namespace hwarb::gdb {
 namespace {
 
 // gdb's numbers (include/gdb/signals.def), spelled out for the signals a program meets.
@@ -43,4 +43,4 @@ TEST(GdbSignals, EveryLinuxSignalComesBackFromGdbsNumber) {
 }
 
 }  // namespace
-}  // namespace hwarb::native
+}  // namespace hwarb::gdb

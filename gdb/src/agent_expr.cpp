@@ -1,11 +1,11 @@
 // gdb's agent expressions: the bytecode interpreter for breakpoint conditions (agent_expr.h).
-#include "hwarb/linux/agent_expr.h"
+#include "hwarb/gdb/agent_expr.h"
 
 #include <string>
 
-#include "hwarb/linux/rsp.h"
+#include "hwarb/gdb/rsp.h"
 
-namespace hwarb::native {
+namespace hwarb::gdb {
 
 namespace {
 
@@ -345,4 +345,4 @@ Result<std::vector<AgentExpr>> parse_agent_conditions(std::string_view text) {
   return out;
 }
 
-}  // namespace hwarb::native
+}  // namespace hwarb::gdb

@@ -1,4 +1,4 @@
-#include "hwarb/linux/gdb_regs.h"
+#include "hwarb/gdb/gdb_regs.h"
 
 #include <cpuid.h>
 
@@ -9,9 +9,9 @@
 #include <tuple>
 #include <utility>
 
-#include "hwarb/linux/rsp.h"
+#include "hwarb/gdb/rsp.h"
 
-namespace hwarb::native {
+namespace hwarb::gdb {
 namespace {
 
 using Gpr = std::uint64_t x86::Regs::*;
@@ -613,4 +613,4 @@ Result<void> gdb_write_register(int regno, std::string_view hex, x86::Regs& r, F
   return {};
 }
 
-}  // namespace hwarb::native
+}  // namespace hwarb::gdb

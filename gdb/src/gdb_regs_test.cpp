@@ -1,4 +1,4 @@
-#include "hwarb/linux/gdb_regs.h"
+#include "hwarb/gdb/gdb_regs.h"
 
 #include <unistd.h>
 
@@ -17,9 +17,9 @@
 #include <tuple>
 #include <vector>
 
-#include "hwarb/linux/rsp.h"
+#include "hwarb/gdb/rsp.h"
 
-namespace hwarb::native {
+namespace hwarb::gdb {
 namespace {
 
 // Distinct values in every register.
@@ -576,4 +576,4 @@ TEST(GdbRegs, GdbAcceptsTheTargetXml) {
 }
 
 }  // namespace
-}  // namespace hwarb::native
+}  // namespace hwarb::gdb

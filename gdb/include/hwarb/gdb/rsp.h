@@ -1,4 +1,4 @@
-// hwarb/linux/rsp.h — the framing of GDB's Remote Serial Protocol, without any I/O: checksums,
+// hwarb/gdb/rsp.h — the framing of GDB's Remote Serial Protocol, without any I/O: checksums,
 // packets, escapes, and the hex encodings the packets carry.
 //
 // Contract:
@@ -43,7 +43,7 @@
 
 #include "hwarb/base/error.h"
 
-namespace hwarb::native {
+namespace hwarb::gdb {
 
 inline constexpr std::size_t kRspMaxPacket = std::size_t{1} << 20;  // payload bytes
 
@@ -79,5 +79,8 @@ Result<std::vector<std::uint8_t>> from_hex(std::string_view hex);
 Result<std::uint64_t> parse_hex_u64(std::string_view hex);
 [[nodiscard]] std::string hex_u64(std::uint64_t value);
 [[nodiscard]] std::string hex_le(std::uint64_t value, int bytes);
+// `text` with &, <, > and " (and ') escaped, for an XML attribute of the documents gdb reads
+// (qXfer threads, libraries-svr4).
+[[nodiscard]] std::string xml_escape(const std::string& text);
 
-}  // namespace hwarb::native
+}  // namespace hwarb::gdb

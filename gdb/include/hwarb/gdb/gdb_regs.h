@@ -1,4 +1,4 @@
-// hwarb/linux/gdb_regs.h — the x86-64 register file as gdb sees it through the Remote Serial
+// hwarb/gdb/gdb_regs.h — the x86-64 register file as gdb sees it through the Remote Serial
 // Protocol: the target description (target.xml), and the 'g'/'G'/'p'/'P' encodings of a thread's
 // registers (x86::Regs, as PTRACE_GETREGS gives them, and the FXSAVE area, as PTRACE_GETFPREGS
 // gives it).
@@ -56,7 +56,7 @@
 #include "hwarb/base/error.h"
 #include "hwarb/x86/insn.h"
 
-namespace hwarb::native {
+namespace hwarb::gdb {
 
 inline constexpr int kGdbCoreRegisterCount = 60;       // the registers of a 'g' packet
 inline constexpr std::size_t kGdbRegistersSize = 560;  // bytes of a 'g' reply, before hex
@@ -124,4 +124,4 @@ Result<void> gdb_decode_registers(std::string_view hex, x86::Regs& r, FpRegs& fp
 Result<std::string> gdb_read_register(int regno, const x86::Regs& r, const FpRegs& fp);
 Result<void> gdb_write_register(int regno, std::string_view hex, x86::Regs& r, FpRegs& fp);
 
-}  // namespace hwarb::native
+}  // namespace hwarb::gdb

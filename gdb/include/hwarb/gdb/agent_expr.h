@@ -1,4 +1,4 @@
-// hwarb/linux/agent_expr.h — gdb's agent expressions: the bytecode in which gdb sends a
+// hwarb/gdb/agent_expr.h — gdb's agent expressions: the bytecode in which gdb sends a
 // breakpoint's condition to a stub that announced ConditionalBreakpoints+ (Z0/Z1 packets with
 // ";X len,bytes" conditions), so that the stub reports the breakpoint only where its condition
 // holds and a false condition costs no round trip to the client.
@@ -46,7 +46,7 @@
 
 #include "hwarb/base/error.h"
 
-namespace hwarb::native {
+namespace hwarb::gdb {
 
 inline constexpr std::size_t kAgentStackMax = 1024;
 inline constexpr std::size_t kAgentStepMax = 1'000'000;
@@ -64,4 +64,4 @@ Result<std::uint64_t> eval_agent_expr(std::span<const std::uint8_t> code,
 using AgentExpr = std::vector<std::uint8_t>;
 Result<std::vector<AgentExpr>> parse_agent_conditions(std::string_view text);
 
-}  // namespace hwarb::native
+}  // namespace hwarb::gdb

@@ -1,4 +1,4 @@
-#include "hwarb/linux/rsp.h"
+#include "hwarb/gdb/rsp.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace hwarb::native {
+namespace hwarb::gdb {
 namespace {
 
 using Kind = RspItem::Kind;
@@ -259,4 +259,4 @@ TEST(Rsp, HexLittleEndian) {
 }
 
 }  // namespace
-}  // namespace hwarb::native
+}  // namespace hwarb::gdb

@@ -1,9 +1,9 @@
-#include "hwarb/linux/rsp.h"
+#include "hwarb/gdb/rsp.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace hwarb::native {
+namespace hwarb::gdb {
 namespace {
 
 constexpr char kDigits[] = "0123456789abcdef";
@@ -200,4 +200,30 @@ std::string hex_le(std::uint64_t value, int bytes) {
   return out;
 }
 
-}  // namespace hwarb::native
+std::string xml_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace hwarb::gdb

@@ -1,8 +1,8 @@
-#include "hwarb/linux/gdb_signals.h"
+#include "hwarb/gdb/gdb_signals.h"
 
 #include <array>
 
-namespace hwarb::native {
+namespace hwarb::gdb {
 namespace {
 
 // gdb's number for each Linux signal 0..31 (the table in the header).
@@ -34,4 +34,4 @@ std::optional<int> linux_signal_from_gdb(int signal) {
   return std::nullopt;
 }
 
-}  // namespace hwarb::native
+}  // namespace hwarb::gdb

@@ -1,13 +1,13 @@
 // Tests of gdb's agent expressions as breakpoint conditions: the bytecode gdb sends for
 // conditions such as `i == 5` or `p->n < -3` (assembled here by hand), every operation's
 // operand order, and the errors that make a stub report the stop for gdb to evaluate.
-#include "hwarb/linux/agent_expr.h"
+#include "hwarb/gdb/agent_expr.h"
 
 #include <map>
 
 #include <gtest/gtest.h>
 
-namespace hwarb::native {
+namespace hwarb::gdb {
 namespace {
 
 // A thread with rdi = 0x1000 (gdb's register 5) and memory: 0x1000 holds the 32-bit -7 and
@@ -172,4 +172,4 @@ TEST(AgentExpr, TheConditionsOfAZPacket) {
 }
 
 }  // namespace
-}  // namespace hwarb::native
+}  // namespace hwarb::gdb

@@ -1,4 +1,4 @@
-// hwarb/linux/gdb_signals.h — signal numbers as GDB's remote protocol carries them.
+// hwarb/gdb/gdb_signals.h — signal numbers as GDB's remote protocol carries them.
 //
 // gdb's remote protocol numbers signals its own way (gdb's include/gdb/signals.def), the
 // traditional Unix numbers, not Linux's: SIGUSR1 is 30 there (10 on Linux), SIGCHLD 20 (17),
@@ -24,11 +24,11 @@
 
 #include <optional>
 
-namespace hwarb::native {
+namespace hwarb::gdb {
 
 inline constexpr int kGdbSignalUnknown = 143;
 
 [[nodiscard]] int gdb_signal_from_linux(int signal);
 [[nodiscard]] std::optional<int> linux_signal_from_gdb(int signal);
 
-}  // namespace hwarb::native
+}  // namespace hwarb::gdb

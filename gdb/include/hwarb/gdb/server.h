@@ -1,0 +1,149 @@
+// hwarb/gdb/server.h — Server, the GDB Remote Serial Protocol over a Target (target.h): it
+// reads packets from a Connection, parses each into a request of the target, and formats the
+// target's answer (or its error, E NN) as the protocol's reply; gdb, lldb and the IDEs built on
+// them debug the target's process through it. The Linux target (hwarb/linux/gdb_server.h) is
+// what `hwarb gdbserver` serves; tests serve a fake one.
+//
+// What it serves (all-stop mode, x86-64, every thread of the process):
+//  1. Handshake and queries: qSupported, QStartNoAckMode, ?, qC, qAttached, qfThreadInfo /
+//     qsThreadInfo, T, Hg/Hc, qXfer (features target.xml, auxv, exec-file, threads,
+//     libraries-svr4, siginfo), vCont?, and lldb's qHostInfo, qProcessInfo,
+//     qWatchpointSupportInfo, QThreadSuffixSupported, QListThreadsInStopReply, qMemoryRegionInfo.
+//  2. Registers g/G/p/P (gdb_regs.h); memory m/M/x/X (the program's bytes, target.h).
+//  3. Execution: vCont with c/C/s/S/t per thread, c, s, C, S; a stop is reported as T (signal
+//     in gdb's numbering, gdb_signals.h, or Linux's once the client asked qHostInfo, as lldb
+//     does) with thread:, watch:/rwatch:/awatch:ADDR, swbreak:, hwbreak:, fork:/vfork:,
+//     vforkdone:, exec:, syscall_entry:/syscall_return:; W/X when the process ends. Ctrl-C
+//     (0x03) while it runs stops it (the target's interrupt()).
+//  4. Z0-Z4/z0-z4 (Z0/Z1 with ConditionalBreakpoints+ conditions: agent_expr.h); an error of
+//     the target answers E NN (E.text with error-message+).
+//  5. Host I/O (vFile setfs/open/pread/pwrite/fstat/close/unlink/readlink).
+//  6. D and k/vKill (D;PID and vKill;PID for one process of several with multiprocess+);
+//     qRcmd (`monitor exit`, `watches`, `slots`, `set debug`, `set remote-debug`,
+//     `set debug-format`, `help`).
+//  7. Extended mode: '!', vRun, vAttach, R, vKill/k/D that leave the server with no process
+//     ('?' W00, qfThreadInfo empty, packets that need a process E01), QDisableRandomization,
+//     QEnvironment*.
+// Bad input (a malformed packet, a bad checksum, an unknown packet) gets the protocol's answer:
+// '-' (resend), an empty reply, or E NN; it never asks the target to change anything.
+//
+// Contract:
+//  - The target's process (if any) is stopped when serve() starts.
+//  - serve() returns when the client detached (the process runs on), killed the process, or
+//    went away (end of input, a broken connection), or the connection's interrupt_requested()
+//    was seen; then the process is left as the target's finish() leaves it (kDisconnected or
+//    kInterrupted). That also happens when serving fails (the error is returned after it). The
+//    process's own end (W/X) is reported, and serve() returns at the client's next k, D or
+//    disconnect.
+//  - A disconnect returns end.serving when the server stays (ServerOptions::multi or '!' seen,
+//    not ServerOptions::once, not interrupted, the target can start processes): the process is
+//    dropped (the target's drop_process) and connect() then serve() serves the next client.
+// Thread-safety: none.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hwarb/base/error.h"
+#include "hwarb/gdb/rsp.h"
+#include "hwarb/gdb/target.h"
+
+namespace hwarb::gdb {
+
+struct ServerOptions {
+  bool multi = false;  // gdbserver's --multi: a disconnect leaves the server serving
+  bool once = false;   // gdbserver's --once: a disconnect ends the server even so
+  // gdbserver's --disable-packet (for gdb's testsuite): "vCont" (vCont packets unknown), "T"
+  // (stop replies S, not T), "Tthread" (no thread: in them), "qC", "qfThreadInfo" (unknown).
+  std::set<std::string> disabled_packets;
+};
+
+class Server {
+ public:
+  Server(Target& target, Connection& connection);
+
+  void set_options(ServerOptions options) { options_ = std::move(options); }
+  // A new client on the connection after serve() returned with end.serving: the connection's
+  // state (acknowledgments, the features of qSupported) starts afresh, the process stays.
+  void connect();
+
+  Result<ServerEnd> serve();
+
+ private:
+  Result<void> send(std::string_view payload);
+  Result<void> reply(std::string_view payload) { return send(payload); }
+  // Reads what the client sent into reader_ (blocking when `block`); false at end of input.
+  Result<bool> receive(bool block);
+  void debug_line(const std::string& text);
+  Result<void> write_raw(std::string_view bytes);
+  Result<ServerEnd> serve_packets();
+
+  // One packet while the process is stopped; nullopt: keep serving, else the end.
+  Result<std::optional<ServerEnd>> on_packet(const std::string& packet);
+  Result<std::string> query(const std::string& packet);
+  Result<std::string> change_environment(std::string_view packet);
+  Result<std::optional<ServerEnd>> monitor(std::string_view hex_command);
+  std::string file_request(std::string_view request);
+  Result<std::string> xfer(std::string_view object, std::string_view annex, std::uint64_t offset,
+                           std::uint64_t length);
+  Result<std::string> read_memory(std::uint64_t addr, std::uint64_t len);
+  // Parses vCont actions, resumes, waits for the stop; its reply.
+  Result<std::string> resume(const std::string& actions);
+  // The reply of a stop, and what it changes here (the last thread, an ended process).
+  std::string on_stop(const StopEvent& stop);
+  Result<std::optional<ServerEnd>> finish(ServerEnd::How how);
+  Result<ServerEnd> client_gone();
+  bool stays() const;
+  Result<void> drop_process(ServerEnd::How how);
+  // The protocol's state of a process, as with none.
+  void forget_process();
+  // After the target started or attached a process: its stop reply.
+  std::string took_process();
+  Result<std::string> run_program(std::string_view args);
+  Result<std::string> attach_process(std::string_view pid);
+  std::optional<Result<std::string>> without_process(const std::string& packet);
+  bool running() const { return target_.has_process() && !exited_; }
+  bool disabled(const std::string& name) const;
+
+  Tid thread_for(Tid selected) const;
+  std::string thread_id(Tid tid) const;
+  Tid general_process() const;
+  bool others_than(Tid process) const;
+  std::string stop_reply(int signal, Tid tid, const std::string& reason) const;
+  int wire_signal(int signal) const;
+  std::optional<int> host_signal(std::uint64_t wire) const;
+
+  Target& target_;
+  Connection& connection_;
+  ServerOptions options_;
+  bool extended_ = false;  // '!' received
+  RspReader reader_;
+  bool ack_ = true;
+  bool error_messages_ = false;        // the client announced error-message+
+  bool thread_suffix_ = false;         // lldb's QThreadSuffixSupported
+  bool list_threads_ = false;          // lldb's QListThreadsInStopReply
+  bool native_signals_ = false;        // Linux's signal numbers (lldb), not gdb's
+  bool debug_ = false;                 // `monitor set debug 1`: events
+  bool remote_debug_ = false;          // `monitor set remote-debug 1`: packets
+  bool debug_timestamps_ = false;      // `monitor set debug-format all|timestamp`
+  bool exec_events_ = false;           // exec-events+
+  bool multiprocess_ = false;          // multiprocess+
+  bool fork_events_ = false;           // fork-events+ (with multiprocess+)
+  bool vfork_events_ = false;          // vfork-events+ (with multiprocess+)
+  std::string last_sent_;              // for a '-' from the client
+  bool interrupt_ = false;             // 0x03 seen while running
+  std::string last_stop_;              // the reply to '?'
+  Tid last_thread_ = 0;                // the thread of the last stop
+  Tid g_thread_ = 0;                   // Hg (0: the last stop's)
+  Tid c_thread_ = 0;                   // Hc
+  bool exited_ = false;                // the process ended (W/X sent)
+  std::optional<ServerEnd> gone_;      // the client went away while the process ran
+  std::optional<ServerEnd> finished_;  // finish() has left the process so
+  bool interrupted_ = false;           // interrupt_requested() ended the serving
+};
+
+}  // namespace hwarb::gdb

@@ -1,0 +1,581 @@
+// gdb::Server packet by packet against a fake target (server_test_support.h): each test sends
+// framed packets, and checks the exact bytes of the replies and what the target was asked.
+#include "hwarb/gdb/server.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "hwarb/gdb/gdb_regs.h"
+#include "server_test_support.h"
+
+namespace hwarb::gdb {
+namespace {
+
+using testing::FakeConnection;
+using testing::FakeTarget;
+
+// rbp, rsp and rip of the fake's threads (rip 0x401000 + tid) as a stop reply carries them.
+const std::string kRegs100 = "06:1000fe7f00000000;07:0000fe7f00000000;10:6410400000000000;";
+const std::string kRegs101 = "06:1000fe7f00000000;07:0000fe7f00000000;10:6510400000000000;";
+
+std::string acked(const std::string& reply) {
+  return "+" + rsp_frame(reply);
+}
+
+// A packet as gdb frames binary data (X, vFile:pwrite): the payload already escaped.
+std::string escaped_frame(const std::string& payload) {
+  unsigned sum = 0;
+  for (char c : payload) sum += static_cast<unsigned char>(c);
+  char cc[3];
+  std::snprintf(cc, sizeof cc, "%02x", sum & 0xff);
+  return "$" + payload + "#" + cc;
+}
+
+StopEvent stop_of(StopEvent::Kind kind, Tid tid, int signal = SIGTRAP) {
+  StopEvent ev;
+  ev.kind = kind;
+  ev.tid = tid;
+  ev.signal = signal;
+  return ev;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  // Sends each packet in a read of its own, then ends the input; what the server sent.
+  std::string run(const std::vector<std::string>& packets) {
+    for (const std::string& p : packets) connection.input.push_back(rsp_frame(p));
+    Server server(target, connection);
+    server.set_options(options);
+    auto got = server.serve();
+    EXPECT_TRUE(got.has_value()) << got.error().to_string();
+    if (got) end = *got;
+    return connection.output;
+  }
+  // The target's requests but those every session makes.
+  std::vector<std::string> asked() const {
+    std::vector<std::string> out;
+    for (const std::string& c : target.calls) {
+      if (!c.starts_with("finish") && !c.starts_with("set_features")) out.push_back(c);
+    }
+    return out;
+  }
+
+  FakeTarget target;
+  FakeConnection connection;
+  ServerOptions options;
+  ServerEnd end;
+};
+
+using Calls = std::vector<std::string>;
+
+// Handshake.
+
+TEST_F(ServerTest, QSupportedAnnouncesWhatTheClientOffered) {
+  const std::string out =
+      run({"qSupported:multiprocess+;swbreak+;fork-events+;vfork-events+;"
+           "exec-events+;error-message+"});
+  EXPECT_EQ(out, acked("PacketSize=4000;qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:"
+                       "read+;qXfer:threads:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;"
+                       "QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+;"
+                       "ConditionalBreakpoints+;error-message+;exec-events+;multiprocess+;"
+                       "fork-events+;vfork-events+"));
+  EXPECT_EQ(target.calls, (Calls{"set_features 111 announced", "finish 2"}));
+  EXPECT_EQ(end.how, ServerEnd::How::kDisconnected);
+}
+
+TEST_F(ServerTest, QSupportedOffersProcessStartsOnlyWhereTheTargetStartsThem) {
+  target.startable = true;
+  const std::string out = run({"qSupported:swbreak+"});
+  EXPECT_NE(out.find(";ConditionalBreakpoints+;QDisableRandomization+;QEnvironmentHexEncoded+;"
+                     "QEnvironmentUnset+;QEnvironmentReset+#"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(target.calls.front(), "set_features 000 announced");
+}
+
+TEST_F(ServerTest, NoAckModeAcknowledgesItsOkAndNothingAfter) {
+  const std::string out = run({"QStartNoAckMode", "?"});
+  EXPECT_EQ(out, "+" + rsp_frame("OK") + rsp_frame("T05thread:64;" + kRegs100));
+}
+
+TEST_F(ServerTest, MultiprocessThreadIdsInTheFirstStopReply) {
+  const std::string out = run({"qSupported:multiprocess+", "?"});
+  EXPECT_TRUE(out.ends_with(acked("T05thread:p64.64;" + kRegs100))) << out;
+}
+
+// Bad input.
+
+TEST_F(ServerTest, BadChecksumAsksForTheResendAndServesNothing) {
+  connection.input.push_back("$g#00");
+  const std::string out = run({});
+  EXPECT_EQ(out, "-");
+  EXPECT_EQ(asked(), Calls{});
+}
+
+TEST_F(ServerTest, ANackResendsTheLastReply) {
+  connection.input.push_back(rsp_frame("qC"));
+  connection.input.push_back("-");
+  const std::string out = run({});
+  EXPECT_EQ(out, acked("QC64") + rsp_frame("QC64"));
+}
+
+TEST_F(ServerTest, UnknownPacketsGetTheEmptyReply) {
+  const std::string out = run({"qTStatus", "J1", "vMustReplyEmpty", "Z9,1000,1", "Z0"});
+  EXPECT_EQ(out, acked("") + acked("") + acked("") + acked("") + acked(""));
+  EXPECT_EQ(asked(), Calls{});
+}
+
+TEST_F(ServerTest, MalformedPacketsGetENN) {
+  const std::string out = run({"m1000", "Mzz", "Hgxyz", "p", "Z0,xyz,1", "c1000"});
+  EXPECT_EQ(
+      out, acked("E16") + acked("E16") + acked("E16") + acked("E16") + acked("E16") + acked("E16"));
+  EXPECT_EQ(asked(), Calls{});
+}
+
+TEST_F(ServerTest, ErrorMessagesOnceTheClientAskedForThem) {
+  const std::string out = run({"qSupported:error-message+", "m1000"});
+  EXPECT_TRUE(out.ends_with(acked("E.EINVAL: packet: '1000' lacks ADDR,LENGTH"))) << out;
+}
+
+// Threads.
+
+TEST_F(ServerTest, ThreadQueries) {
+  const std::string out = run({"qfThreadInfo", "qsThreadInfo", "qC", "T65", "T99", "qAttached"});
+  EXPECT_EQ(out,
+            acked("m64,65") + acked("l") + acked("QC64") + acked("OK") + acked("E03") + acked("0"));
+}
+
+TEST_F(ServerTest, HgSelectsTheThreadOfRegisterReads) {
+  const std::string out = run({"Hg65", "g", "Hc99", "H"});
+  target.regs_of(101);
+  EXPECT_EQ(out, acked("OK") +
+                     acked(gdb_encode_registers(target.regs.at(101).regs, target.regs.at(101).fp)) +
+                     acked("E03") + acked("E16"));
+  EXPECT_EQ(asked(), Calls{"read_registers 101"});
+}
+
+TEST_F(ServerTest, HOfAProcessSelectsOneOfItsThreads) {
+  target.thread_list = {100, 101, 102};
+  target.group[102] = 102;
+  const std::string out = run({"qSupported:multiprocess+", "Hgp66.-1", "g", "Hgp99.0"});
+  EXPECT_NE(out.find(acked("OK")), std::string::npos);
+  EXPECT_TRUE(out.ends_with(acked("E03"))) << out;
+  EXPECT_EQ(asked(), Calls{"read_registers 102"});
+}
+
+// Registers.
+
+TEST_F(ServerTest, RegistersGAndP) {
+  Registers want = target.regs_of(100);
+  want.regs.rax = 0x1122334455667788;
+  const std::string out = run({"p10", "G" + gdb_encode_registers(want.regs, want.fp),
+                               "P10=0020400000000000", "p95", "P10"});
+  EXPECT_EQ(out,
+            acked("6410400000000000") + acked("OK") + acked("OK") + acked("E16") + acked("E16"));
+  EXPECT_EQ(target.regs.at(100).regs.rax, 0x1122334455667788u);
+  EXPECT_EQ(target.regs.at(100).regs.rip, 0x402000u);
+  EXPECT_EQ(asked(), (Calls{"read_registers 100", "read_registers 100", "write_registers 100",
+                            "read_registers 100", "write_registers 100", "read_registers 100"}));
+}
+
+TEST_F(ServerTest, PWithAThreadSuffixAndAnExtendedRegister) {
+  const std::string out = run({"p10;thread:65;", "p3c"});
+  EXPECT_EQ(out, acked("6510400000000000") + acked("E16"));  // no AVX in the fake's registers
+  EXPECT_EQ(asked(), (Calls{"read_registers 101", "read_registers 100 ext"}));
+}
+
+TEST_F(ServerTest, ATargetErrorOfRegistersIsENN) {
+  target.fail.emplace("read_registers", Error(ErrorCode::kSrch, "thread: gone"));
+  EXPECT_EQ(run({"g"}), acked("E03"));
+}
+
+// Memory.
+
+TEST_F(ServerTest, MemoryReadsWholeShortOrNone) {
+  target.memory = {{0x1000, 1}, {0x1001, 2}, {0x1002, 0x23}, {0x1003, 4}};
+  const std::string out = run({"m1000,4", "m1002,10", "m2000,4", "x1001,2"});
+  EXPECT_EQ(out,
+            acked("01022304") + acked("2304") + acked("E0e") + "+$b\x02}\x03#e4");  // '#' escaped
+  EXPECT_EQ(asked(), (Calls{"read_memory 100 1000 4", "read_memory 100 1002 16",
+                            "read_memory 100 2000 4", "read_memory 100 1001 2"}));
+}
+
+TEST_F(ServerTest, MemoryWritesMAndXAndTheirErrors) {
+  connection.input.push_back(rsp_frame("M1000,2:aabb"));
+  connection.input.push_back(escaped_frame("X1002,2:}\x03\x05"));  // 23 05
+  const std::string out = run({"M1000,3:aabb", "X1000,0:", "M1000,2"});
+  EXPECT_EQ(out, acked("OK") + acked("OK") + acked("E16") + acked("OK") + acked("E16"));
+  EXPECT_EQ(asked(), (Calls{"write_memory 100 1000 aabb", "write_memory 100 1002 2305"}));
+}
+
+TEST_F(ServerTest, MemoryOfTheHgThreadsProcess) {
+  target.thread_list = {100, 102};
+  target.group[102] = 102;
+  target.memory[0x1000] = 9;
+  const std::string out = run({"Hg66", "m1000,1"});
+  EXPECT_EQ(out, acked("OK") + acked("09"));
+  EXPECT_EQ(asked(), Calls{"read_memory 102 1000 1"});
+}
+
+// Breakpoints and watches.
+
+TEST_F(ServerTest, ZAndZOfEachType) {
+  const std::string out =
+      run({"Z0,401000,1", "Z1,401004,1", "Z2,1000,4", "Z3,1008,8", "Z4,1010,2", "z0,401000,1",
+           "z1,401004,1", "z2,1000,4", "z3,1008,8", "z4,1010,2"});
+  std::string want;
+  for (int i = 0; i < 10; ++i) want += acked("OK");
+  EXPECT_EQ(out, want);
+  EXPECT_EQ(asked(), (Calls{"insert_point 100 0 401000 1", "insert_point 100 1 401004 1",
+                            "insert_point 100 2 1000 4", "insert_point 100 3 1008 8",
+                            "insert_point 100 4 1010 2", "remove_point 100 0 401000 1",
+                            "remove_point 100 1 401004 1", "remove_point 100 2 1000 4",
+                            "remove_point 100 3 1008 8", "remove_point 100 4 1010 2"}));
+}
+
+TEST_F(ServerTest, ZErrorsOfTheTargetAndOfTheConditions) {
+  target.fail.emplace("insert_point", Error(ErrorCode::kNoSpc, "watch: no room"));
+  target.fail.emplace("remove_point", Error(ErrorCode::kFault, "addr: gone"));
+  const std::string out = run({"Z2,1000,4", "z0,401000,1", "Z0,401000,1;X2,zz"});
+  EXPECT_EQ(out, acked("E1c") + acked("E0e") + acked("E16"));
+  EXPECT_EQ(asked(), (Calls{"insert_point 100 2 1000 4", "remove_point 100 0 401000 1"}));
+}
+
+TEST_F(ServerTest, ZWithConditionsGivesThemToTheTarget) {
+  const std::string out =
+      run({"Z0,401000,1;X3,220127;X3,220027;cmds:0,X1,27", "Z2,1000,4;X3,220127"});
+  EXPECT_EQ(out, acked("OK") + acked("OK"));
+  ASSERT_EQ(target.conditions.size(), 2u);
+  EXPECT_EQ(target.conditions[0].size(), 2u);
+  EXPECT_EQ(target.conditions[1].size(), 0u);  // a watch has no conditions
+}
+
+// Resuming, and each form of stop reply.
+
+struct StopCase {
+  const char* name;
+  StopEvent stop;
+  std::string reply;
+};
+
+class StopReplyTest : public ServerTest, public ::testing::WithParamInterface<StopCase> {};
+
+StopEvent watch_stop(PointType point) {
+  StopEvent ev = stop_of(StopEvent::Kind::kWatch, 101);
+  ev.point = point;
+  ev.addr = 0x1008;
+  return ev;
+}
+
+StopEvent breakpoint_stop(PointType point) {
+  StopEvent ev = stop_of(StopEvent::Kind::kBreakpoint, 100);
+  ev.point = point;
+  return ev;
+}
+
+StopEvent syscall_stop(StopEvent::Kind kind, long nr) {
+  StopEvent ev = stop_of(kind, 100);
+  ev.syscall = nr;
+  return ev;
+}
+
+StopEvent exit_stop(StopEvent::Kind kind, int status, int signal) {
+  StopEvent ev = stop_of(kind, 0, signal);
+  ev.status = status;
+  ev.process = 100;
+  return ev;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Forms, StopReplyTest,
+    ::testing::Values(
+        StopCase{"signal", stop_of(StopEvent::Kind::kSignal, 101, SIGSEGV),
+                 "T0bthread:65;" + kRegs101},
+        StopCase{"step", stop_of(StopEvent::Kind::kSignal, 100), "T05thread:64;" + kRegs100},
+        StopCase{"sigusr1", stop_of(StopEvent::Kind::kSignal, 100, SIGUSR1),
+                 "T1ethread:64;" + kRegs100},
+        StopCase{"watch", watch_stop(PointType::kWrite), "T05thread:65;watch:1008;" + kRegs101},
+        StopCase{"rwatch", watch_stop(PointType::kRead), "T05thread:65;rwatch:1008;" + kRegs101},
+        StopCase{"awatch", watch_stop(PointType::kAccess), "T05thread:65;awatch:1008;" + kRegs101},
+        StopCase{"hwbreak_watch", watch_stop(PointType::kHardware),
+                 "T05thread:65;hwbreak:;" + kRegs101},
+        StopCase{"swbreak", breakpoint_stop(PointType::kSoftware),
+                 "T05thread:64;swbreak:;" + kRegs100},
+        StopCase{"hwbreak", breakpoint_stop(PointType::kHardware),
+                 "T05thread:64;hwbreak:;" + kRegs100},
+        StopCase{"syscall_entry", syscall_stop(StopEvent::Kind::kSyscallEntry, 1),
+                 "T05thread:64;syscall_entry:1;" + kRegs100},
+        StopCase{"syscall_return", syscall_stop(StopEvent::Kind::kSyscallReturn, 0x3c),
+                 "T05thread:64;syscall_return:3c;" + kRegs100},
+        StopCase{"exited", exit_stop(StopEvent::Kind::kExited, 7, 0), "W07"},
+        StopCase{"killed", exit_stop(StopEvent::Kind::kKilled, 0, SIGKILL), "X09"}),
+    [](const ::testing::TestParamInfo<StopCase>& info) { return std::string(info.param.name); });
+
+TEST_P(StopReplyTest, VContContinueReportsTheStop) {
+  target.stops.push_back(GetParam().stop);
+  const std::string out = run({"vCont;c", "?"});
+  EXPECT_EQ(out, acked(GetParam().reply) + acked(GetParam().reply));
+  EXPECT_EQ(asked(), (Calls{"resume c0:0.-1", "wait"}));
+}
+
+TEST_F(ServerTest, AnExitEndsThePacketsThatNeedTheProcess) {
+  target.stops.push_back(exit_stop(StopEvent::Kind::kExited, 0, 0));
+  const std::string out = run({"c", "g", "qfThreadInfo", "?"});
+  EXPECT_EQ(out, acked("W00") + acked("E03") + acked("l") + acked("W00"));
+}
+
+TEST_F(ServerTest, MultiprocessStopsFormsOfForkVforkExecAndExit) {
+  target.thread_list = {100, 101, 102};
+  target.group[102] = 102;
+  StopEvent fork = stop_of(StopEvent::Kind::kFork, 100);
+  fork.child = 102;
+  StopEvent vfork = fork;
+  vfork.vfork = true;
+  StopEvent exec = stop_of(StopEvent::Kind::kExec, 101);
+  exec.exec_path = "/bin/prog";
+  StopEvent child_end = exit_stop(StopEvent::Kind::kExited, 3, 0);
+  child_end.process = 102;
+  child_end.remains = true;
+  target.stops = {fork, vfork,     stop_of(StopEvent::Kind::kVforkDone, 100),
+                  exec, child_end, exit_stop(StopEvent::Kind::kKilled, 0, SIGKILL)};
+  const std::string out = run({"qSupported:multiprocess+;fork-events+;vfork-events+;exec-events+",
+                               "vCont;c", "vCont;c", "vCont;c", "vCont;c", "vCont;c", "vCont;c"});
+  const std::string p = "T05thread:p64.64;";
+  EXPECT_TRUE(out.ends_with(acked(p + "fork:p66.66;" + kRegs100) +
+                            acked(p + "vfork:p66.66;" + kRegs100) +
+                            acked(p + "vforkdone:;" + kRegs100) +
+                            acked("T05thread:p64.65;exec:2f62696e2f70726f67;" + kRegs101) +
+                            acked("W03;process:66") + acked("X09;process:64")))
+      << out;
+}
+
+TEST_F(ServerTest, ExecWithoutExecEventsIsAPlainTrap) {
+  StopEvent exec = stop_of(StopEvent::Kind::kExec, 100);
+  exec.exec_path = "/bin/prog";
+  target.stops.push_back(exec);
+  EXPECT_EQ(run({"vCont;c"}), acked("T05thread:64;" + kRegs100));
+}
+
+TEST_F(ServerTest, OldResumeFormsAndSignals) {
+  target.stops = {stop_of(StopEvent::Kind::kSignal, 100), stop_of(StopEvent::Kind::kSignal, 101),
+                  stop_of(StopEvent::Kind::kSignal, 101), stop_of(StopEvent::Kind::kSignal, 100)};
+  const std::string out = run({"s", "Hc65", "c", "C0b", "S1e", "Cfff"});
+  EXPECT_EQ(out, acked("T05thread:64;" + kRegs100) + acked("OK") +
+                     acked("T05thread:65;" + kRegs101) + acked("T05thread:65;" + kRegs101) +
+                     acked("T05thread:64;" + kRegs100) + acked("E16"));
+  EXPECT_EQ(asked(), (Calls{"resume s0:0.100", "wait", "resume c0:0.-1", "wait", "resume C11:0.-1",
+                            "wait", "resume S10:0.101", "wait"}));
+}
+
+TEST_F(ServerTest, VContActionsPerThreadAndProcess) {
+  target.stops = {stop_of(StopEvent::Kind::kSignal, 101)};
+  const std::string out = run({"vCont?", "vCont;s:65;t:64", "vCont;x", "vCont;", "vCont;c:zz"});
+  EXPECT_EQ(out, acked("vCont;c;C;s;S;t") + acked("T05thread:65;" + kRegs101) + acked("E16") +
+                     acked("E16") + acked("E16"));
+  ASSERT_EQ(target.resumes.size(), 1u);
+  EXPECT_EQ(target.resumes[0].size(), 2u);
+  EXPECT_EQ(asked(), (Calls{"resume s0:0.101 t0:0.100", "wait"}));
+}
+
+TEST_F(ServerTest, ATargetErrorOfResumeIsENN) {
+  target.fail.emplace("resume", Error(ErrorCode::kSrch, "vCont: no thread 99"));
+  EXPECT_EQ(run({"vCont;c:99"}), acked("E03"));
+  EXPECT_EQ(asked(), Calls{"resume c0:0.153"});
+}
+
+TEST_F(ServerTest, TheStoppedThreadBecomesTheGeneralThread) {
+  target.stops = {stop_of(StopEvent::Kind::kSignal, 101)};
+  const std::string out = run({"vCont;c", "g"});
+  EXPECT_EQ(asked(), (Calls{"resume c0:0.-1", "wait", "read_registers 101"}));
+  EXPECT_NE(out.find("T05thread:65;"), std::string::npos);
+}
+
+TEST_F(ServerTest, CtrlCWhileRunningStopsTheProcess) {
+  connection.input.push_back(rsp_frame("vCont;c"));
+  connection.input.push_back("\x03");
+  const std::string out = run({"?"});
+  EXPECT_EQ(out, acked("T02thread:64;" + kRegs100) + acked("T02thread:64;" + kRegs100));
+  EXPECT_EQ(asked(), (Calls{"resume c0:0.-1", "wait", "interrupt"}));
+}
+
+TEST_F(ServerTest, CtrlCWhileStoppedIsIgnored) {
+  connection.input.push_back("\x03");
+  EXPECT_EQ(run({"qC"}), acked("QC64"));
+  EXPECT_EQ(asked(), Calls{});
+}
+
+TEST_F(ServerTest, AClientGoneWhileRunningEndsTheServing) {
+  const std::string out = run({"vCont;c"});
+  EXPECT_EQ(out, "+");
+  EXPECT_EQ(target.calls.back(), "finish 2");
+  EXPECT_EQ(end.how, ServerEnd::How::kDisconnected);
+}
+
+TEST_F(ServerTest, ASignalToTheServerWhileRunningEndsIt) {
+  target.fail.emplace("wait", Error(ErrorCode::kIntr, "wait: interrupted"));
+  connection.interrupt_flag = true;
+  EXPECT_EQ(run({"vCont;c", "qC"}), "+");
+  EXPECT_EQ(end.how, ServerEnd::How::kInterrupted);
+  EXPECT_EQ(target.calls.back(), "finish 3");
+}
+
+TEST_F(ServerTest, CatchSyscalls) {
+  const std::string out = run({"QCatchSyscalls:1", "QCatchSyscalls:1;3b;e7", "QCatchSyscalls:0",
+                               "QCatchSyscalls:2", "QCatchSyscalls:1;zz"});
+  EXPECT_EQ(out, acked("OK") + acked("OK") + acked("OK") + acked("E16") + acked("E16"));
+  EXPECT_EQ(asked(), (Calls{"catch_syscalls", "catch_syscalls 59 231", "catch_syscalls off"}));
+}
+
+// Leaving.
+
+TEST_F(ServerTest, DetachReplies) {
+  const std::string out = run({"D", "qC"});
+  EXPECT_EQ(out, acked("OK"));
+  EXPECT_EQ(end.how, ServerEnd::How::kDetached);
+  EXPECT_EQ(target.calls.back(), "finish 0");
+}
+
+TEST_F(ServerTest, KillHasNoReply) {
+  const std::string out = run({"k", "qC"});
+  EXPECT_EQ(out, "+");
+  EXPECT_EQ(end.how, ServerEnd::How::kKilled);
+  EXPECT_EQ(target.calls.back(), "finish 1");
+}
+
+TEST_F(ServerTest, VKillReplies) {
+  EXPECT_EQ(run({"vKill;64"}), acked("OK"));
+  EXPECT_EQ(end.how, ServerEnd::How::kKilled);
+}
+
+TEST_F(ServerTest, DetachAndKillOfOneProcessOfSeveral) {
+  target.thread_list = {100, 101, 102};
+  target.group[102] = 102;
+  const std::string out = run({"qSupported:multiprocess+", "D;66", "vKill;66", "D;64", "D"});
+  EXPECT_TRUE(out.ends_with(acked("OK") + acked("OK") + acked("OK") + acked("OK"))) << out;
+  EXPECT_EQ(asked(), (Calls{"detach_process 102", "kill_process 102", "detach_process 100"}));
+  EXPECT_EQ(end.how, ServerEnd::How::kDetached);
+}
+
+TEST_F(ServerTest, MonitorExitAndUnknownCommands) {
+  const std::string out = run({"qRcmd,68656c70", "qRcmd,626f677573", "qRcmd,65786974", "qC"});
+  EXPECT_NE(out.find(acked("OK")), std::string::npos);
+  EXPECT_NE(out.find(rsp_frame("E01")), std::string::npos);
+  EXPECT_TRUE(out.ends_with(rsp_frame("OK"))) << out;
+  EXPECT_EQ(end.how, ServerEnd::How::kDisconnected);
+}
+
+TEST_F(ServerTest, MonitorSetDebugTurnsTheTargetsEventLogOnAndOff) {
+  run({"qRcmd,7365742064656275672031", "qRcmd,7365742064656275672030"});
+  EXPECT_EQ(asked(), (Calls{"event_log on", "event_log off"}));
+}
+
+// Queries of the process and host I/O.
+
+TEST_F(ServerTest, QXferObjects) {
+  const std::string out = run({"qXfer:auxv:read::0,100", "qXfer:exec-file:read:66:0,100",
+                               "qXfer:libraries-svr4:read::0,100", "qXfer:threads:read::0,100",
+                               "qXfer:siginfo:read::7e,100", "qXfer:nope:read::0,1",
+                               "qXfer:features:read:other.xml:0,10"});
+  EXPECT_EQ(out, acked(std::string("l\x06\0\0\0\0\0\0\0", 9)) + acked("l/bin/prog") +
+                     acked("l<library-list-svr4 version=\"1.0\"/>") +
+                     acked("l<?xml version=\"1.0\"?>\n<threads>\n<thread id=\"64\" "
+                           "name=\"main&lt;1&gt;\"/>\n<thread id=\"65\"/>\n</threads>\n") +
+                     acked("l\x01\x01") + acked("") + acked("E02"));
+  EXPECT_EQ(asked(), (Calls{"auxv 100", "exec_file 102", "libraries_svr4", "siginfo 100"}));
+}
+
+TEST_F(ServerTest, TargetXmlOfTheRegistersTheThreadHas) {
+  const std::string out = run({"qXfer:features:read:target.xml:0,40"});
+  EXPECT_EQ(out, acked("m" + gdb_target_xml(0).substr(0, 0x40)));
+  EXPECT_EQ(asked(), Calls{"read_registers 100 ext"});
+}
+
+TEST_F(ServerTest, LldbQueries) {
+  target.stops.push_back(stop_of(StopEvent::Kind::kSignal, 100));
+  const std::string out =
+      run({"qHostInfo", "qProcessInfo", "qWatchpointSupportInfo:", "qMemoryRegionInfo:401234",
+           "qMemoryRegionInfo:600000", "QListThreadsInStopReply", "vCont;c",
+           "qXfer:libraries-svr4:read::0,10"});
+  EXPECT_NE(out.find(acked("num:1024;")), std::string::npos);
+  EXPECT_NE(out.find(acked("start:401000;size:1000;permissions:rx;name:2f62696e2f70726f67;")),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(acked("start:600000;size:1000;")), std::string::npos);
+  // Linux's signal numbers and the thread list in stop replies once lldb asked.
+  EXPECT_NE(out.find(acked("T05thread:64;" + kRegs100 + "threads:64,65;")), std::string::npos);
+  EXPECT_EQ(target.calls[target.calls.size() - 2], "libraries_svr4 without_main_lm");
+}
+
+TEST_F(ServerTest, HostFiles) {
+  const std::string out =
+      run({"vFile:setfs:0", "vFile:open:2f6574632f686f7374,0,0", "vFile:pread:7,3,1",
+           "vFile:pwrite:7,5,!!", "vFile:fstat:7", "vFile:close:7", "vFile:pread:7,3,0",
+           "vFile:unlink:2f78", "vFile:readlink:2f70726f632f312f637764"});
+  const std::string stat = std::string(8, '\0') + std::string("\0\0\x81\xa4", 4) +
+                           std::string(16, '\0') + std::string("\0\0\0\0\0\0\0\x05", 8) +
+                           std::string(28, '\0');
+  EXPECT_EQ(out, acked("F0") + acked("F7") + acked("F3;ell") + acked("F2") + acked("F40;" + stat) +
+                     acked("F0") + acked("F-1,9") + acked("F-1,2") + acked("F5;/work"));
+  EXPECT_EQ(asked(), (Calls{"open_file /etc/host 0 0", "unlink_file /x", "read_link /proc/1/cwd"}));
+  EXPECT_EQ(target.files.size(), 0u);
+}
+
+// Extended mode.
+
+TEST_F(ServerTest, ExtendedModeWithoutAProcess) {
+  target.process = false;
+  target.startable = true;
+  const std::string out = run({"!", "?", "qfThreadInfo", "g", "vKill;64", "k", "qC", "vCont?"});
+  EXPECT_EQ(out, acked("OK") + acked("W00") + acked("l") + acked("E03") + acked("E03") + "+" +
+                     acked("E03") + acked("vCont;c;C;s;S;t"));
+  EXPECT_TRUE(end.serving);  // '!' and a target that starts processes: the server stays
+  EXPECT_EQ(asked(), Calls{});
+}
+
+TEST_F(ServerTest, VRunVAttachVKill) {
+  target.process = false;
+  target.startable = true;
+  const std::string out =
+      run({"!", "vRun;2f62696e2f70726f67;61", "vAttach;1", "vKill;64", "?", "vAttach;c8", "?"});
+  EXPECT_EQ(out, acked("OK") + acked("T05thread:64;" + kRegs100) + acked("E10") + acked("OK") +
+                     acked("W00") +
+                     acked("T05thread:c8;06:1000fe7f00000000;07:0000fe7f00000000;10:"
+                           "c810400000000000;") +
+                     acked("T05thread:c8;06:1000fe7f00000000;07:0000fe7f00000000;10:"
+                           "c810400000000000;"));
+  EXPECT_EQ(asked(),
+            (Calls{"start [/bin/prog] [a]", "drop_process 1", "attach 200", "drop_process 2"}));
+}
+
+TEST_F(ServerTest, VRunAndVAttachWhereTheTargetStartsNothing) {
+  target.process = false;
+  const std::string out = run({"vRun;2f62696e2f70726f67", "vAttach;c8", "vAttach;0", "R00"});
+  EXPECT_EQ(out, acked("E5f") + acked("E5f") + acked("E5f") + acked(""));
+  EXPECT_FALSE(end.serving);
+  EXPECT_EQ(asked(), Calls{});
+}
+
+TEST_F(ServerTest, AFailedVRunLeavesNoProcess) {
+  target.process = false;
+  target.startable = true;
+  target.fail.emplace("start", Error(ErrorCode::kNoEnt, "exec: no such file"));
+  EXPECT_EQ(run({"vRun;2f6e6f7065", "?", "vRun;zz"}), acked("E02") + acked("W00") + acked("E16"));
+}
+
+TEST_F(ServerTest, RestartAndTheLaunchSettings) {
+  target.startable = true;
+  const std::string out =
+      run({"!", "QDisableRandomization:0", "QEnvironmentHexEncoded:413d31", "QEnvironmentUnset:42",
+           "QEnvironmentReset", "QEnvironmentHexEncoded:3d31", "R00", "?"});
+  EXPECT_EQ(out, acked("OK") + acked("OK") + acked("OK") + acked("OK") + acked("OK") +
+                     acked("E16") + "+" + acked("T05thread:64;" + kRegs100));
+  EXPECT_EQ(asked(), (Calls{"disable_randomization 0", "set_environment A=1", "unset_environment B",
+                            "reset_environment", "drop_process 1", "restart", "drop_process 2"}));
+}
+
+}  // namespace
+}  // namespace hwarb::gdb

@@ -1,0 +1,1478 @@
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <span>
+#include <utility>
+
+#include "hwarb/gdb/gdb_regs.h"
+#include "hwarb/gdb/rsp.h"
+#include "hwarb/linux/gdb_server.h"
+#include "hwarb/linux/link_map.h"
+#include "hwarb/linux/probe.h"
+#include "hwarb/linux/proc_maps.h"
+#include "hwarb/linux/socket.h"
+#include "hwarb/linux/spawn.h"
+#include "hwarb/linux/syscalls.h"
+#include "hwarb/linux/terminal.h"
+
+namespace hwarb::native {
+namespace {
+
+using gdb::StopEvent;
+using Kind = gdb::StopEvent::Kind;
+
+const char* event_kind_name(EventKind kind) {
+  switch (kind) {
+    case EventKind::kSignal:
+      return "signal";
+    case EventKind::kSyscallEnter:
+      return "syscall-entry";
+    case EventKind::kSyscallExit:
+      return "syscall-exit";
+    case EventKind::kNewThread:
+      return "new-thread";
+    case EventKind::kThreadExit:
+      return "thread-exit";
+    case EventKind::kFork:
+      return "fork";
+    case EventKind::kExec:
+      return "exec";
+    case EventKind::kVforkDone:
+      return "vfork-done";
+    case EventKind::kExited:
+      return "exited";
+    case EventKind::kKilled:
+      return "killed";
+  }
+  return "?";
+}
+
+constexpr int kSiKernel = 0x80;  // SI_KERNEL: the SIGTRAP of an int3
+constexpr std::uint8_t kInt3 = 0xCC;
+constexpr int kSignalCheckMs = 100;  // how often a wait for the client looks at the signal flag
+
+StopEvent stop_of(Kind kind, pid_t tid, int signal = SIGTRAP) {
+  StopEvent ev;
+  ev.kind = kind;
+  ev.tid = tid;
+  ev.signal = signal;
+  return ev;
+}
+
+gdb::PointType point_of(char type) {
+  return static_cast<gdb::PointType>(type);
+}
+
+// Where this CPU's XSAVE area keeps each component (the same for every thread of the machine).
+const gdb::XsaveLayout& xsave_layout() {
+  static const gdb::XsaveLayout layout = gdb::host_xsave_layout();
+  return layout;
+}
+
+}  // namespace
+
+Result<Inferior> spawn_program(const std::vector<std::string>& wrapper,
+                               const std::vector<std::string>& argv,
+                               const InferiorOptions& options) {
+  std::vector<std::string> command = wrapper;
+  command.insert(command.end(), argv.begin(), argv.end());
+  auto inferior = Inferior::spawn(command, options);
+  if (!inferior || wrapper.empty()) return inferior;
+  // The wrapper runs until it execs the program, as under gdbserver's --wrapper.
+  pid_t tid = inferior->pid();
+  int signal = 0;
+  for (;;) {
+    if (auto r = inferior->resume(tid, Resume::kCont, signal); !r)
+      return std::unexpected(r.error());
+    auto ev = inferior->wait();
+    if (!ev) return std::unexpected(ev.error());
+    tid = ev->tid;
+    signal = ev->kind == EventKind::kSignal ? ev->signal : 0;
+    if (ev->kind == EventKind::kExec) return inferior;
+    if (ev->kind == EventKind::kExited || ev->kind == EventKind::kKilled) {
+      return make_error(ErrorCode::kSrch,
+                        "wrapper: '" + wrapper[0] + "' ended before it ran the program");
+    }
+  }
+}
+
+// GdbConnection.
+
+void GdbConnection::reset(int in_fd, int out_fd) {
+  in_fd_ = in_fd;
+  out_fd_ = out_fd;
+  client_lost_ = false;
+}
+
+bool GdbConnection::interrupt_requested() const {
+  return native::interrupt_requested();
+}
+
+void GdbConnection::log(const std::string& line) {
+  ignore_error(write_all(STDERR_FILENO, line), "a refused log line has nowhere to go");
+}
+
+Result<void> GdbConnection::write(std::string_view bytes) {
+  auto r = write_all(out_fd_, bytes);
+  if (!r) client_lost_ = true;  // EPIPE, ECONNRESET: the client is gone
+  return r;
+}
+
+Result<gdb::Connection::Read> GdbConnection::read(bool block, std::string& out) {
+  std::array<char, 4096> buf;
+  const std::span<const int> in(&in_fd_, 1);
+  if (!block) {
+    auto ready = poll_in_once(in, 0);
+    if (!ready) return std::unexpected(ready.error());
+    if ((*ready)[0] == 0) return Read::kData;
+  }
+  // Blocking: polled for client_spin_'s window first (the header says why).
+  using Clock = std::chrono::steady_clock;
+  const auto begin = Clock::now();
+  while (block && Clock::now() - begin < client_spin_.window()) {
+    auto ready = poll_in_once(in, 0);
+    if (!ready && ready.error().code() == ErrorCode::kIntr) return Read::kData;
+    if (!ready) return std::unexpected(ready.error());
+    if ((*ready)[0] != 0) break;
+  }
+  // Then a sleep, woken now and then to see whether a signal asked the server to end (a signal
+  // between the check and a blocking read would otherwise go unnoticed until the client spoke).
+  while (block) {
+    if (native::interrupt_requested()) return Read::kInterrupted;
+    auto ready = poll_in_once(in, kSignalCheckMs);
+    if (!ready && ready.error().code() == ErrorCode::kIntr) continue;
+    if (!ready) return std::unexpected(ready.error());
+    if ((*ready)[0] != 0) break;
+  }
+  auto n = read_some(in_fd_, buf);
+  if (block) client_spin_.record(Clock::now() - begin);
+  if (!n) {
+    if (n.error().code() == ErrorCode::kIntr || n.error().code() == ErrorCode::kAgain) {
+      return Read::kData;
+    }
+    // A reset connection (ECONNRESET) or any other failed read: the client is gone.
+    client_lost_ = true;
+    return Read::kEnd;
+  }
+  if (*n == 0) return Read::kEnd;
+  out.append(buf.data(), *n);
+  return Read::kData;
+}
+
+// GdbServer.
+
+GdbServer::GdbServer(Inferior& inferior, WatchSession& session, int in_fd, int out_fd)
+    : connection_(std::make_unique<GdbConnection>(in_fd, out_fd, inferior.spin_max())),
+      target_(std::make_unique<GdbTarget>(inferior, session, *connection_)),
+      server_(std::make_unique<gdb::Server>(*target_, *connection_)) {}
+
+GdbServer::GdbServer(int in_fd, int out_fd)
+    : connection_(std::make_unique<GdbConnection>(in_fd, out_fd, std::chrono::nanoseconds(0))),
+      target_(std::make_unique<GdbTarget>(*connection_)),
+      server_(std::make_unique<gdb::Server>(*target_, *connection_)) {}
+
+GdbServer::~GdbServer() = default;
+
+void GdbServer::launch_with(GdbLaunch launch) {
+  server_->set_options(gdb::ServerOptions{
+      .multi = launch.multi, .once = launch.once, .disabled_packets = launch.disabled_packets});
+  target_->launch_with(std::move(launch));
+}
+
+void GdbServer::connect(int in_fd, int out_fd) {
+  connection_->reset(in_fd, out_fd);
+  server_->connect();
+}
+
+// GdbTarget.
+
+GdbTarget::GdbTarget(Inferior& inferior, WatchSession& session, GdbConnection& connection)
+    : connection_(connection), inferior_(&inferior), session_(&session) {}
+
+GdbTarget::GdbTarget(GdbConnection& connection) : connection_(connection) {}
+
+GdbTarget::~GdbTarget() = default;
+
+void GdbTarget::set_features(const gdb::ClientFeatures& features, bool announced) {
+  multiprocess_ = features.multiprocess;
+  fork_events_ = features.fork_events;
+  vfork_events_ = features.vfork_events;
+  // The parent of a fork stays stopped for its event (a vfork's also at its end).
+  if (announced && inferior_ != nullptr) inferior_->hold_forks(fork_events_ || vfork_events_);
+}
+
+void GdbTarget::set_catch_syscalls(std::optional<std::set<long>> numbers) {
+  catch_syscalls_ = numbers.has_value();
+  caught_syscalls_ = numbers ? std::move(*numbers) : std::set<long>();
+}
+
+void GdbTarget::set_environment(const std::string& name_value) {
+  auto& env = launch_->inferior.environment;
+  if (!env) env = host_environment();
+  const std::string prefix = name_value.substr(0, name_value.find('=')) + "=";
+  std::erase_if(*env, [&](const std::string& e) { return e.starts_with(prefix); });
+  env->push_back(name_value);
+}
+
+void GdbTarget::unset_environment(const std::string& name) {
+  auto& env = launch_->inferior.environment;
+  if (!env) env = host_environment();
+  const std::string prefix = name + "=";
+  std::erase_if(*env, [&](const std::string& e) { return e.starts_with(prefix); });
+}
+
+Result<gdb::ServerEnd> GdbTarget::drop_process(gdb::ServerEnd::How how) {
+  const gdb::ServerEnd before = end_;
+  if (inferior_ == nullptr) return before;
+  auto left = finish_once(how);
+  requeue_held();
+  // The watchdog guards the process given on the command line only.
+  if (watchdog_ != nullptr) {
+    watchdog_->release();
+    watchdog_ = nullptr;
+    published_ = RestorePlan();
+  }
+  session_ = nullptr;
+  inferior_ = nullptr;
+  own_session_.reset();
+  own_inferior_.reset();
+  stepping_ = 0;
+  wildcard_process_.reset();
+  step_accesses_.clear();
+  exited_ = false;
+  stepped_.clear();
+  lifted_.clear();
+  end_ = gdb::ServerEnd();
+  pending_signal_.clear();
+  deferred_.clear();
+  held_.clear();
+  rewound_.clear();
+  forked_.clear();
+  execve_return_ = 0;
+  int3_.clear();
+  watches_.clear();
+  removed_.clear();
+  watch_type_.clear();
+  if (!left) return std::unexpected(left.error());
+  return before;
+}
+
+void GdbTarget::take_process(Inferior&& inferior) {
+  own_inferior_ = std::make_unique<Inferior>(std::move(inferior));
+  own_session_ = std::make_unique<WatchSession>(*own_inferior_, launch_->watches);
+  inferior_ = own_inferior_.get();
+  session_ = own_session_.get();
+  connection_.set_spin_max(inferior_->spin_max());
+  inferior_->hold_forks(fork_events_ || vfork_events_);
+}
+
+Result<void> GdbTarget::start(std::vector<std::string> argv) {
+  // An empty PROG: the last program run (or the command line's), with the arguments given now,
+  // as gdbserver's handle_v_run.
+  if (argv[0].empty()) {
+    const std::vector<std::string>& last = last_program_.empty() ? launch_->program : last_program_;
+    if (last.empty()) {
+      return make_error(ErrorCode::kInval, "vRun: no program given, and none was run before");
+    }
+    argv[0] = last[0];
+  } else if (auto here = in_working_directory(argv[0])) {
+    argv[0] = *here;
+  }
+  if (auto r = drop_process(gdb::ServerEnd::How::kKilled); !r) return std::unexpected(r.error());
+  last_program_ = argv;
+  auto spawned = spawn_program(launch_->wrapper, argv, launch_->inferior);
+  if (!spawned) return std::unexpected(spawned.error());
+  ignore_error(write_all(STDERR_FILENO, "hwarb gdbserver: process " + argv[0] + " created; pid = " +
+                                            std::to_string(spawned->pid()) + "\n"),
+               "a closed standard error loses the line, the session goes on");
+  take_process(std::move(*spawned));
+  return {};
+}
+
+Result<void> GdbTarget::restart() {
+  std::vector<std::string> argv = last_program_.empty() ? launch_->program : last_program_;
+  if (argv.empty()) return {};
+  return start(std::move(argv));
+}
+
+Result<void> GdbTarget::attach(gdb::Tid pid) {
+  if (auto r = drop_process(gdb::ServerEnd::How::kKilled); !r) return std::unexpected(r.error());
+  auto attached = Inferior::attach(pid, launch_->inferior);
+  if (!attached) return std::unexpected(attached.error());
+  ignore_error(write_all(STDERR_FILENO,
+                         "hwarb gdbserver: attached to process " + std::to_string(pid) + "\n"),
+               "a closed standard error loses the line, the session goes on");
+  take_process(std::move(*attached));
+  return {};
+}
+
+RestorePlan GdbTarget::restore_plan() const {
+  RestorePlan plan = session_->restore_plan();
+  if (std::find(plan.processes.begin(), plan.processes.end(), inferior_->pid()) ==
+      plan.processes.end()) {
+    plan.processes.push_back(inferior_->pid());
+  }
+  if (auto it = int3_.find(inferior_->pid()); it != int3_.end()) {
+    for (const auto& [addr, bp] : it->second) {
+      plan.bytes.push_back(RestoreByte{.addr = addr, .original = bp.original});
+    }
+  }
+  return plan;
+}
+
+Result<void> GdbTarget::guard(Watchdog& watchdog) {
+  RestorePlan plan = restore_plan();
+  if (auto r = watchdog.publish(plan); !r) return r;
+  watchdog_ = &watchdog;
+  published_ = std::move(plan);
+  return {};
+}
+
+Result<void> GdbTarget::publish_plan() {
+  if (watchdog_ == nullptr) return {};
+  RestorePlan plan = restore_plan();
+  if (plan == published_) return {};
+  if (auto r = watchdog_->publish(plan); !r) {
+    watchdog_error_ = r.error();
+    watchdog_ = nullptr;
+    return r;
+  }
+  published_ = std::move(plan);
+  return {};
+}
+
+void GdbTarget::served() {
+  // Breakpoints and watches the packet changed, to the watchdog (a failure is kept in
+  // watchdog_error_; the packet's answer stands).
+  ignore_error(publish_plan(), "kept in watchdog_error_");
+}
+
+Resume GdbTarget::run_mode() const {
+  const Resume mode = session_->resume_mode();
+  return catch_syscalls_ && mode == Resume::kCont ? Resume::kSyscall : mode;
+}
+
+Result<gdb::ServerEnd> GdbTarget::finish(gdb::ServerEnd::How how) {
+  auto end = finish_once(how);
+  requeue_held();
+  return end;
+}
+
+Result<gdb::ServerEnd> GdbTarget::finish_once(gdb::ServerEnd::How how) {
+  gdb::ServerEnd end = end_;
+  end.how = how;
+  if (inferior_ == nullptr || exited_ || !inferior_->alive()) {
+    end.exited = exited_;
+    return end;
+  }
+  // Undo everything while every thread is stopped: the int3 bytes, the session's watches.
+  if (auto r = inferior_->stop_all(); !r && r.error().code() != ErrorCode::kSrch) {
+    return std::unexpected(r.error());
+  }
+  // The traps of int3s about to go are no signals of the program: delivered at the detach they
+  // would kill it.
+  if (auto r = rewind_queued_traps(); !r) return std::unexpected(r.error());
+  drop_rewound_traps();
+  for (const auto& [process, int3s] : int3_) {
+    for (const auto& [addr, bp] : int3s) {
+      ignore_error(
+          inferior_->write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1), process),
+          "a gone process has no int3");
+    }
+  }
+  int3_.clear();
+  Result<void> undone = session_->uninstall();
+  const bool keep = how == gdb::ServerEnd::How::kDetached ||
+                    (how != gdb::ServerEnd::How::kKilled && !inferior_->spawned());
+  if (keep && undone) {
+    // A spawned program the client detached from runs on after the server ends.
+    if (inferior_->spawned()) ignore_error(inferior_->outlive_tracer(), "the detach goes on");
+    // Signals reported to the client and not yet delivered go with the detach.
+    if (auto r = inferior_->detach(); !r) return std::unexpected(r.error());
+    end.how = how;
+    return end;
+  }
+  if (auto r = inferior_->kill(); !r && r.error().code() != ErrorCode::kSrch) {
+    return std::unexpected(r.error());
+  }
+  if (!undone) return std::unexpected(undone.error());
+  end.how = how == gdb::ServerEnd::How::kDetached ? gdb::ServerEnd::How::kKilled : how;
+  return end;
+}
+
+std::string GdbTarget::describe_watches() {
+  const std::vector<WatchInfo> infos = session_->watches();
+  if (infos.empty()) return "no watchpoints\n";
+  std::string out = std::to_string(infos.size()) + " watchpoint(s): " + session_->describe() + "\n";
+  for (const WatchInfo& w : infos) {
+    const unsigned a = w.spec.access;
+    std::string access;
+    if ((a & kWatchRead) != 0) access += 'r';
+    if ((a & kWatchWrite) != 0) access += 'w';
+    if ((a & kWatchExec) != 0) access += 'x';
+    out += "  #" + std::to_string(static_cast<std::size_t>(w.id)) + " 0x" +
+           gdb::hex_u64(w.spec.addr) + "/" + std::to_string(w.spec.len) + ":" + access + "  " +
+           placement_name(w.placement);
+    if (w.placement == Placement::kHardware) {
+      out += " (" + std::to_string(w.registers) + " debug register(s))";
+    }
+    if (!w.why.empty()) out += ": " + w.why;
+    out += "\n";
+  }
+  return out;
+}
+
+std::string GdbTarget::describe_slots() {
+  const WatchSessionOptions& o = session_->options();
+  int held = 0;
+  for (const WatchInfo& w : session_->watches()) held += w.registers;
+  std::string out = "debug registers per thread: " + std::to_string(o.slots) +
+                    "; held by this session's watchpoints: " + std::to_string(held) + "\n";
+  out += o.hardware ? std::string("hardware watchpoints: yes\n")
+                    : "hardware watchpoints: no (" + o.no_hardware + ")\n";
+  const std::vector<std::string> others = perf_event_holders();
+  out += "other processes with perf events open:";
+  if (others.empty()) out += " none";
+  for (std::size_t i = 0; i < others.size(); ++i) out += (i == 0 ? " " : ", ") + others[i];
+  out += "\n";
+  if (o.cpu_accesses)
+    out += "software watchpoints: the CPU makes each access (" + o.cpu_accesses_why + ")\n";
+  return out;
+}
+
+Result<gdb::Registers> GdbTarget::read_registers(gdb::Tid tid, bool ext) {
+  auto regs = inferior_->get_regs(tid);
+  if (!regs) return std::unexpected(regs.error());
+  auto fx = inferior_->get_fxsave(tid);
+  if (!fx) return std::unexpected(fx.error());
+  gdb::FpRegs fp;
+  fp.fxsave = *fx;
+  if (ext) {
+    auto area = inferior_->get_xstate(tid);
+    if (area) {
+      auto got = gdb::xsave_to_ext(*area, xsave_layout());
+      if (!got) return std::unexpected(got.error());
+      fp.ext = *got;
+    } else if (area.error().code() != ErrorCode::kNoDev) {
+      return std::unexpected(area.error());
+    }
+  }
+  return gdb::Registers{.regs = *regs, .fp = fp};
+}
+
+Result<void> GdbTarget::write_registers(gdb::Tid tid, const gdb::Registers& r,
+                                        const gdb::Registers& before) {
+  if (r.regs != before.regs) {
+    if (auto w = inferior_->set_regs(tid, r.regs); !w) return w;
+  }
+  if (r.fp.fxsave != before.fp.fxsave) {
+    if (auto w = inferior_->set_fxsave(tid, r.fp.fxsave); !w) return w;
+  }
+  if (r.fp.ext != before.fp.ext) {
+    // Read again after the FXSAVE write above, so the area written back carries it.
+    auto area = inferior_->get_xstate(tid);
+    if (!area) return std::unexpected(area.error());
+    if (auto w = gdb::ext_to_xsave(r.fp.ext, *area, xsave_layout()); !w) return w;
+    if (auto w = inferior_->set_xstate(tid, *area); !w) return w;
+  }
+  return {};
+}
+
+Result<int> GdbTarget::open_file(const std::string& path, unsigned flags, unsigned mode) {
+  // gdb's File-I/O open flags, as Linux's; its mode bits are Linux's permission bits.
+  int linux_flags = (flags & 3) == gdb::kFileWriteOnly   ? O_WRONLY
+                    : (flags & 3) == gdb::kFileReadWrite ? O_RDWR
+                                                         : O_RDONLY;
+  if ((flags & gdb::kFileAppend) != 0) linux_flags |= O_APPEND;
+  if ((flags & gdb::kFileCreate) != 0) linux_flags |= O_CREAT;
+  if ((flags & gdb::kFileTruncate) != 0) linux_flags |= O_TRUNC;
+  if ((flags & gdb::kFileExclusive) != 0) linux_flags |= O_EXCL;
+  auto fd = native::open_file(path, linux_flags, mode);
+  if (!fd) return std::unexpected(fd.error());
+  const int n = fd->get();
+  files_[n] = std::move(*fd);
+  return n;
+}
+
+Result<void> GdbTarget::close_file(int fd) {
+  files_.erase(fd);
+  return {};
+}
+
+Result<std::size_t> GdbTarget::pread_file(int fd, std::uint64_t offset,
+                                          std::vector<std::uint8_t>& out) {
+  return native::pread_file(fd, offset, out);
+}
+
+Result<std::size_t> GdbTarget::pwrite_file(int fd, std::uint64_t offset, std::string_view data) {
+  return native::pwrite_file(
+      fd, offset, std::span(reinterpret_cast<const std::uint8_t*>(data.data()), data.size()));
+}
+
+Result<gdb::FileStatus> GdbTarget::stat_file(int fd) {
+  auto st = native::file_stat(fd);
+  if (!st) return std::unexpected(st.error());
+  return gdb::FileStatus{.dev = st->dev,
+                         .ino = st->ino,
+                         .mode = st->mode,
+                         .nlink = st->nlink,
+                         .uid = st->uid,
+                         .gid = st->gid,
+                         .rdev = st->rdev,
+                         .size = st->size,
+                         .blksize = st->blksize,
+                         .blocks = st->blocks,
+                         .atime = st->atime,
+                         .mtime = st->mtime,
+                         .ctime = st->ctime};
+}
+
+Result<void> GdbTarget::unlink_file(const std::string& path) {
+  return native::unlink_file(path);
+}
+
+Result<std::string> GdbTarget::read_link(const std::string& path) {
+  return native::read_link(path);
+}
+
+Result<std::string> GdbTarget::auxv(gdb::Tid process) {
+  return read_proc_file(process, "auxv");
+}
+
+Result<std::string> GdbTarget::libraries_svr4(bool without_main_lm) {
+  auto auxv = read_proc_file(inferior_->pid(), "auxv");
+  if (!auxv) return std::unexpected(auxv.error());
+  auto map = read_link_map(std::span<const std::uint8_t>(
+                               reinterpret_cast<const std::uint8_t*>(auxv->data()), auxv->size()),
+                           [this](std::uint64_t addr, std::span<std::uint8_t> out) {
+                             return inferior_->read_memory(addr, out);
+                           });
+  if (!map) return std::unexpected(map.error());
+  if (map->main_lm == 0) {
+    // Before the dynamic linker has set r_debug up (a process stopped at its first
+    // instruction), an error, as lldb-server answers: lldb then follows the rendezvous in
+    // memory until the list exists (an empty list would make it miss every library loaded
+    // at start-up); gdb reads the link map itself either way.
+    return make_error(ErrorCode::kInval, "r_debug: not set up by the dynamic linker yet");
+  }
+  if (without_main_lm) {
+    LinkMap for_lldb = *map;
+    for_lldb.main_lm = 0;
+    return svr4_library_xml(for_lldb);
+  }
+  return svr4_library_xml(*map);
+}
+
+Result<std::string> GdbTarget::exec_file(gdb::Tid process) {
+  return executable_path(process);
+}
+
+Result<std::string> GdbTarget::siginfo(gdb::Tid tid) {
+  // PTRACE_GETSIGINFO's x86-64 Linux layout, 128 bytes.
+  siginfo_t info{};
+  if (auto r = ptrace_getsiginfo(tid, info); !r) return std::unexpected(r.error());
+  return std::string(reinterpret_cast<const char*>(&info), sizeof info);
+}
+
+std::string GdbTarget::thread_name(gdb::Tid tid) {
+  // /proc/PID/task/TID/comm, as gdbserver gives it.
+  auto comm = read_proc_file(inferior_->group_of(tid), "task/" + std::to_string(tid) + "/comm");
+  std::string name = comm ? *comm : std::string();
+  if (!name.empty() && name.back() == '\n') name.pop_back();
+  return name;
+}
+
+Result<gdb::MemoryRegion> GdbTarget::memory_region(std::uint64_t addr) {
+  auto maps = read_maps(inferior_->pid());
+  if (!maps) return std::unexpected(maps.error());
+  std::uint64_t next = ~std::uint64_t{0};
+  for (const Mapping& m : *maps) {
+    if (addr >= m.start && addr < m.end) {
+      return gdb::MemoryRegion{.start = m.start,
+                               .size = m.end - m.start,
+                               .mapped = true,
+                               .read = m.read,
+                               .write = m.write,
+                               .exec = m.exec,
+                               .path = m.path};
+    }
+    if (m.start > addr) next = std::min(next, m.start);
+  }
+  gdb::MemoryRegion gap;
+  gap.start = addr;
+  gap.size = next - addr;
+  return gap;
+}
+
+Result<std::vector<std::uint8_t>> GdbTarget::read_memory(gdb::Tid process, std::uint64_t addr,
+                                                         std::uint64_t len) {
+  std::vector<std::uint8_t> bytes(len);
+  // All at once, else as much as is readable (gdb takes a short read).
+  if (!inferior_->read_memory(addr, bytes, process)) {
+    std::size_t got = 0;
+    while (got < len) {
+      const std::uint64_t at = addr + got;
+      const std::uint64_t page_end = (at | 0xfff) + 1;
+      const std::size_t chunk = std::min<std::uint64_t>(len - got, page_end - at);
+      if (!inferior_->read_memory(at, std::span(bytes).subspan(got, chunk), process)) break;
+      got += chunk;
+    }
+    if (got == 0) {
+      return make_error(ErrorCode::kFault, "addr: " + gdb::hex_u64(addr) + " is not readable");
+    }
+    bytes.resize(got);
+  }
+  // The program's bytes, not the int3s planted in them.
+  const auto show = [&](std::uint64_t at, std::uint8_t original) {
+    if (at >= addr && at < addr + bytes.size()) bytes[at - addr] = original;
+  };
+  for (const auto& [at, bp] : int3_[process]) show(at, bp.original);
+  for (const RestoreByte& b : session_->planted_bytes()) show(b.addr, b.original);
+  return bytes;
+}
+
+Result<void> GdbTarget::write_memory(gdb::Tid process, std::uint64_t addr,
+                                     const std::vector<std::uint8_t>& bytes) {
+  std::vector<std::uint8_t> out = bytes;
+  // Over a planted int3 the program's byte changes, the int3 stays.
+  for (auto& [at, bp] : int3_[process]) {
+    if (at >= addr && at < addr + out.size()) {
+      bp.original = out[at - addr];
+      out[at - addr] = kInt3;
+    }
+  }
+  return inferior_->write_memory(addr, out, process);
+}
+
+Result<void> GdbTarget::insert_point(gdb::Tid process, gdb::PointType point, std::uint64_t addr,
+                                     std::uint64_t len, std::vector<gdb::AgentExpr> conditions) {
+  const char type = static_cast<char>(point);
+  Int3Map& int3s = int3_[process];
+  const auto plant = [&](bool software) -> Result<void> {
+    if (auto it = int3s.find(addr); it != int3s.end()) {
+      // gdb sends a breakpoint again when its conditions change: the new list replaces the old.
+      (software ? it->second.software : it->second.hardware) = true;
+      (software ? it->second.software_conditions : it->second.hardware_conditions) =
+          std::move(conditions);
+      return {};
+    }
+    std::uint8_t original = 0;
+    if (auto r = inferior_->read_memory(addr, std::span(&original, 1), process); !r) return r;
+    if (auto r = inferior_->write_memory(addr, std::span<const std::uint8_t>(&kInt3, 1), process);
+        !r) {
+      return r;
+    }
+    Breakpoint& bp = int3s[addr];
+    bp.original = original;
+    bp.software = software;
+    bp.hardware = !software;
+    (software ? bp.software_conditions : bp.hardware_conditions) = std::move(conditions);
+    return {};
+  };
+  if (type == '0') return plant(true);
+  // Another process than the first (a forked child the client keeps): int3s only; its watches
+  // are not served (taken as placed, so that the client's bookkeeping goes on).
+  if (process != inferior_->pid()) return type == '1' ? plant(false) : Result<void>();
+  WatchSpec spec{.addr = addr, .len = len, .access = kWatchWrite};
+  // A hardware breakpoint with conditions is an int3: the conditions are evaluated at its trap.
+  if (type == '1' && !conditions.empty()) return plant(false);
+  if (type == '1') {
+    spec.len = 1;
+    spec.access = kWatchExec;
+    // A debug register where one is free and hits are delivered; else an int3 (the software
+    // path's own int3 would not stop the thread).
+    spec.mode = WatchMode::kHardware;
+  } else if (type == '3') {
+    spec.access = kWatchRead;
+  } else if (type == '4') {
+    spec.access = kWatchRead | kWatchWrite;
+  }
+  const WatchKey key{type, addr, spec.len};
+  removed_.erase(key);  // a removal not applied yet is undone
+  if (watches_.contains(key)) return {};
+  // A new watch: the removed ones give their registers back first.
+  if (auto r = flush_removed(); !r) return r;
+  auto info = session_->insert(spec);
+  if (!info) {
+    if (type == '1') return plant(false);
+    return std::unexpected(info.error());
+  }
+  watches_[key] = info->id;
+  watch_type_[info->id] = type;
+  return {};
+}
+
+Result<void> GdbTarget::remove_point(gdb::Tid process, gdb::PointType point, std::uint64_t addr,
+                                     std::uint64_t len) {
+  const char type = static_cast<char>(point);
+  if (type == '0' || type == '1') {
+    Int3Map& int3s = int3_[process];
+    auto it = int3s.find(addr);
+    if (it != int3s.end() &&
+        ((type == '0' && it->second.software) || (type == '1' && it->second.hardware))) {
+      (type == '0' ? it->second.software : it->second.hardware) = false;
+      if (!it->second.software && !it->second.hardware) {
+        if (auto r = inferior_->write_memory(
+                addr, std::span<const std::uint8_t>(&it->second.original, 1), process);
+            !r) {
+          return r;
+        }
+        int3s.erase(it);
+        lifted_.insert(addr);
+      }
+      return {};
+    }
+    if (type == '0' || process != inferior_->pid()) return {};
+    len = 1;
+  }
+  if (process != inferior_->pid()) return {};
+  const WatchKey key{type, addr, len};
+  if (!watches_.contains(key)) return {};  // gdb removes what it never got
+  // Taken off at the next resume, unless inserted again before: gdb removes and re-inserts every
+  // watchpoint at each stop (breakpoint always-inserted off), and a removal rebuilds the
+  // session's paths (perf events reopened, pages restored and protected again).
+  removed_.insert(key);
+  return {};
+}
+
+Result<void> GdbTarget::flush_removed() {
+  for (auto key = removed_.begin(); key != removed_.end(); key = removed_.erase(key)) {
+    auto it = watches_.find(*key);
+    if (it == watches_.end()) continue;
+    if (auto r = session_->remove(it->second); !r) return r;
+    watch_type_.erase(it->second);
+    watches_.erase(it);
+  }
+  return {};
+}
+
+void GdbTarget::requeue_held() {
+  for (auto ev = held_.rbegin(); ev != held_.rend(); ++ev) inferior_->requeue(*ev);
+  held_.clear();
+}
+
+Result<std::optional<StopEvent>> GdbTarget::resume(const std::vector<gdb::ResumeAction>& list) {
+  // Which threads the client lets run beyond those it names: a thread created meanwhile runs
+  // only under such an action (see on_event).
+  wildcard_process_.reset();
+  for (const gdb::ResumeAction& a : list) {
+    if ((a.tid == -1 || a.tid == 0) && (a.kind == 'c' || a.kind == 'C')) {
+      wildcard_process_ = a.process > 0 ? a.process : 0;
+      break;
+    }
+  }
+  if (auto r = flush_removed(); !r) return std::unexpected(r.error());
+  stepping_ = 0;
+  session_->set_stepping(0);
+  const Resume mode = run_mode();
+  // Each thread an action names must exist: else nothing is resumed (and nothing would stop).
+  const std::vector<pid_t> threads = inferior_->threads();
+  for (const gdb::ResumeAction& a : list) {
+    if (a.tid > 0 && std::find(threads.begin(), threads.end(), a.tid) == threads.end()) {
+      return make_error(ErrorCode::kSrch,
+                        "vCont: no thread " + gdb::hex_u64(static_cast<std::uint64_t>(a.tid)));
+    }
+  }
+  // The return of an execve the client catches: the exec stop's thread is at the new image's
+  // first instruction with execve's exit stepped over (Inferior::leave_exec_stop), so that
+  // syscall-exit stop is reported now, before anything runs, where gdbserver reports it.
+  if (const pid_t tid = std::exchange(execve_return_, 0); tid != 0) {
+    const auto it = std::find_if(list.begin(), list.end(), [&](const gdb::ResumeAction& a) {
+      return a.tid == tid || a.tid == -1 || a.tid == 0;
+    });
+    if (catch_syscalls_ && (caught_syscalls_.empty() || caught_syscalls_.contains(SYS_execve)) &&
+        it != list.end() && it->kind == 'c' && inferior_->is_stopped(tid)) {
+      StopEvent stop = stop_of(Kind::kSyscallReturn, tid);
+      stop.syscall = SYS_execve;
+      return std::optional<StopEvent>(stop);
+    }
+  }
+  std::size_t going = 0;  // threads resumed, or with an event to report
+  deferred_.clear();
+  // Signals already held for threads this resume leaves stopped (queued by a stop_all) wait
+  // until those threads run: gdb stepping one thread over a breakpoint must hear from that thread
+  // only (else gdb 13 fails an assertion in finish_step_over). They are queued again however
+  // this resume ends, in their order (held_). Other events (exits, forks the client does not
+  // take as events, new threads) are handled as they come: none of them is a stop of the thread.
+  requeue_held();
+  const auto fail = [&](const Error& e) -> Result<std::optional<StopEvent>> {
+    requeue_held();
+    return std::unexpected(e);
+  };
+  for (pid_t tid : threads) {
+    const auto it = std::find_if(list.begin(), list.end(), [&](const gdb::ResumeAction& a) {
+      return a.tid == tid || ((a.tid == -1 || a.tid == 0) &&
+                              (a.process <= 0 || a.process == inferior_->group_of(tid)));
+    });
+    if (it == list.end() || it->kind == 't') {
+      for (Event& ev : inferior_->discard_queued(tid)) {
+        // A fork or vfork the client takes as an event is a stop of its thread too (gdbserver
+        // reports it when that thread runs again), and so is the end of a vfork.
+        const bool fork_stop =
+            (ev.kind == EventKind::kFork && (ev.vfork ? vfork_events_ : fork_events_)) ||
+            (ev.kind == EventKind::kVforkDone && vfork_events_);
+        if (ev.kind == EventKind::kSignal || fork_stop) {
+          held_.push_back(std::move(ev));
+        } else {
+          inferior_->requeue(ev);
+        }
+      }
+      continue;
+    }
+    ++going;
+    if (!inferior_->is_stopped(tid)) continue;
+    const bool step = it->kind == 's' || it->kind == 'S';
+    if (inferior_->has_queued(tid)) {  // its event comes first
+      deferred_[tid] = Asked{.step = step, .signal = it->signal};
+      continue;
+    }
+    if (step) begin_step(tid);
+    pending_signal_.erase(tid);
+    if (auto r = inferior_->resume(tid, step ? Resume::kStep : mode, it->signal);
+        !r && r.error().code() != ErrorCode::kSrch) {
+      return fail(r.error());
+    }
+  }
+  if (going == 0) {
+    return fail(Error(ErrorCode::kInval, "vCont: the actions resume no thread"));
+  }
+  return std::optional<StopEvent>();
+}
+
+Result<gdb::Waited> GdbTarget::wait(int client_fd) {
+  for (;;) {
+    const std::span<const int> fds(&client_fd, client_fd < 0 ? 0 : 1);
+    auto got = inferior_->wait_or_poll(fds, -1);
+    if (!got && got.error().code() == ErrorCode::kIntr) return std::unexpected(got.error());
+    if (!got) {
+      requeue_held();
+      return std::unexpected(got.error());
+    }
+    if (!*got) return gdb::Waited{};  // the client spoke
+    auto stop = on_event(**got);
+    // The session may have followed a fork, an exec, a mapping.
+    ignore_error(publish_plan(), "kept in watchdog_error_");
+    if (!stop) {
+      requeue_held();
+      return std::unexpected(stop.error());
+    }
+    if (*stop) {
+      requeue_held();
+      return gdb::Waited{.stop = **stop};
+    }
+  }
+}
+
+Result<StopEvent> GdbTarget::interrupt() {
+  auto stopped = inferior_->stop_all();
+  if (!stopped) {
+    requeue_held();
+    return std::unexpected(stopped.error());
+  }
+  if (auto r = rewind_queued_traps(); !r) {
+    requeue_held();
+    return std::unexpected(r.error());
+  }
+  // gdbserver sends SIGINT to the process, which its main thread takes (the kernel's first
+  // choice): that thread's stop, not the last stop's thread again (gdb would step that one off
+  // its breakpoint first at every continue, and it would win every race).
+  const pid_t tid = stepping_ != 0 ? stepping_ : inferior_->pid();
+  requeue_held();
+  return stop_of(Kind::kSignal, tid, SIGINT);
+}
+
+std::optional<StopEvent> GdbTarget::stepped_watch(pid_t tid) const {
+  // A software watch's hit is a stop of its own (the step faults); a debug register's trap may
+  // have coalesced with the step's: the step's own operands tell.
+  for (const WatchInfo& w : session_->watches()) {
+    if (w.placement != Placement::kHardware || w.spec.access == kWatchExec) continue;
+    for (const x86::MemRef& ref : step_accesses_) {
+      const unsigned bits = (ref.access == x86::Access::kRead    ? kWatchRead
+                             : ref.access == x86::Access::kWrite ? kWatchWrite
+                                                                 : kWatchRead | kWatchWrite) &
+                            w.spec.access;
+      const std::uint64_t size = std::max<std::uint64_t>(ref.size, 1);
+      if (bits == 0 || ref.address >= w.spec.addr + w.spec.len ||
+          w.spec.addr >= ref.address + size) {
+        continue;
+      }
+      const auto type = watch_type_.find(w.id);
+      const char t = type == watch_type_.end() ? '2' : type->second;
+      StopEvent stop = stop_of(Kind::kWatch, tid);
+      // A hardware breakpoint's type is never that of a stepped access's watch.
+      stop.point = t == '3'   ? gdb::PointType::kRead
+                   : t == '4' ? gdb::PointType::kAccess
+                              : gdb::PointType::kWrite;
+      stop.addr = std::max(ref.address, w.spec.addr);
+      return stop;
+    }
+  }
+  return std::nullopt;
+}
+
+void GdbTarget::begin_step(pid_t tid) {
+  stepping_ = tid;
+  stepped_.insert(tid);
+  session_->set_stepping(tid);
+  // The step's accesses, for a debug-register hit whose trap the step's own SIGTRAP hides (two
+  // SIGTRAPs of one instruction coalesce into one stop).
+  step_accesses_.clear();
+  auto regs = inferior_->get_regs(tid);
+  auto insn =
+      regs ? inferior_->decode_at(regs->rip) : Result<x86::Insn>(std::unexpected(regs.error()));
+  if (insn) {
+    if (auto refs = x86::effective_addresses(*insn, *regs)) step_accesses_ = std::move(*refs);
+  }
+}
+
+Result<void> GdbTarget::stop_others(pid_t tid) {
+  auto stopped = inferior_->stop_all(tid);
+  if (!stopped) return std::unexpected(stopped.error());
+  if (auto r = rewind_queued_traps(); !r) return r;
+  stepping_ = 0;
+  session_->set_stepping(0);
+  return {};
+}
+
+Result<void> GdbTarget::rewind_queued_traps() {
+  for (const Event& ev : inferior_->queued_events()) {
+    if (ev.kind != EventKind::kSignal || ev.signal != SIGTRAP || ev.code != kSiKernel ||
+        rewound_.contains(ev.tid)) {
+      continue;
+    }
+    auto regs = inferior_->get_regs(ev.tid);
+    if (!regs) {
+      if (regs.error().code() == ErrorCode::kSrch) continue;  // gone: its exit follows
+      return std::unexpected(regs.error());
+    }
+    if (!int3_[inferior_->process_of(ev.tid)].contains(regs->rip - 1)) continue;  // the program's
+    regs->rip -= 1;
+    if (auto r = inferior_->set_regs(ev.tid, *regs); !r) return r;
+    rewound_[ev.tid] = regs->rip;
+  }
+  return {};
+}
+
+void GdbTarget::drop_rewound_traps() {
+  for (const auto& [tid, addr] : rewound_) {
+    bool dropped = false;
+    std::vector<Event> keep;
+    for (Event& ev : inferior_->discard_queued(tid)) {
+      if (!dropped && ev.kind == EventKind::kSignal && ev.signal == SIGTRAP &&
+          ev.code == kSiKernel) {
+        dropped = true;
+        continue;
+      }
+      keep.push_back(std::move(ev));
+    }
+    for (auto ev = keep.rbegin(); ev != keep.rend(); ++ev) inferior_->requeue(*ev);
+  }
+  rewound_.clear();
+}
+
+Result<void> GdbTarget::run_as_asked(pid_t tid) {
+  Asked asked;
+  if (auto it = deferred_.find(tid); it != deferred_.end()) {
+    asked = it->second;
+    deferred_.erase(it);
+  } else if (tid == stepping_) {
+    asked.step = true;
+  }
+  if (asked.step) begin_step(tid);
+  const Resume how = asked.step ? Resume::kStep : run_mode();
+  if (auto r = inferior_->resume(tid, how, asked.signal);
+      !r && r.error().code() != ErrorCode::kSrch) {
+    return r;
+  }
+  return {};
+}
+
+Result<StopEvent> GdbTarget::exec_stop(pid_t tid, bool running) {
+  // A new image: the int3s went with the old one (gdb's removals must not write the old bytes
+  // into the new code), and so did the threads and their held traps and signals.
+  int3_.erase(inferior_->process_of(tid));
+  lifted_.clear();
+  rewound_.clear();
+  pending_signal_.clear();
+  deferred_.clear();
+  // The session re-armed its watches in the new image and let the thread go on: it is stopped
+  // again, a few instructions into the dynamic loader.
+  auto stopped = running ? inferior_->stop_all() : inferior_->stop_all(tid);
+  if (!stopped) return std::unexpected(stopped.error());
+  stepping_ = 0;
+  session_->set_stepping(0);
+  // Unless a watch let it run, the thread is still where execve returns (see resume()).
+  if (!running) execve_return_ = tid;
+  StopEvent stop = stop_of(Kind::kExec, tid);
+  if (auto path = executable_path(inferior_->pid())) stop.exec_path = *path;
+  return stop;
+}
+
+Result<StopEvent> GdbTarget::fork_stop(const Event& ev) {
+  const auto threads = inferior_->threads();
+  if (!ev.vfork) {
+    // The child becomes a process of this server (the session may have followed it already).
+    if (std::find(threads.begin(), threads.end(), ev.child) == threads.end()) {
+      if (auto r = inferior_->follow(ev.child); !r) return std::unexpected(r.error());
+    }
+    // Its copy of the text holds its parent's int3s: they are its own now, as gdbserver clones
+    // a parent's breakpoints; the client removes them (Hg to the child, z0) before it detaches
+    // it. A vfork child shares its parent's memory and int3s.
+    int3_[ev.child] = int3_[inferior_->process_of(ev.tid)];
+  }
+  forked_.insert(ev.child);
+  deferred_.erase(ev.tid);
+  StopEvent stop = stop_of(Kind::kFork, ev.tid);
+  stop.child = ev.child;
+  stop.vfork = ev.vfork;
+  if (auto r = stop_others(ev.tid); !r) return std::unexpected(r.error());
+  return stop;
+}
+
+Result<void> GdbTarget::detach_process(gdb::Tid process) {
+  if (auto r = inferior_->stop_all(); !r) return std::unexpected(r.error());
+  if (auto r = flush_removed(); !r) return r;
+  // Its held int3 traps are no signals of the program (delivered, they would kill it).
+  if (auto r = rewind_queued_traps(); !r) return r;
+  for (pid_t t : inferior_->threads()) {
+    if (inferior_->group_of(t) != process || !rewound_.contains(t)) continue;
+    rewound_.erase(t);
+    std::vector<Event> keep;
+    for (Event& e : inferior_->discard_queued(t)) {
+      if (e.kind != EventKind::kSignal || e.signal != SIGTRAP || e.code != kSiKernel) {
+        keep.push_back(std::move(e));
+      }
+    }
+    for (auto e = keep.rbegin(); e != keep.rend(); ++e) inferior_->requeue(*e);
+  }
+  // A vfork child's int3s are its parent's (one memory); a forked child's or the first
+  // process's go now.
+  const bool vfork_child = inferior_->process_of(process) != process;
+  if (!vfork_child && process != inferior_->pid()) {
+    // The session followed the child with its watches (protected pages, int3s of its own): a
+    // rebuild leaves a followed process unwatched, its memory as the program made it.
+    // A rebuild that fails (a system call the child cannot run in its stop) does not keep the
+    // child: it is let go as it is, as the client asked.
+    ignore_error(rebuild_watches(), "let go as it is");
+  }
+  if (!vfork_child) {
+    for (const auto& [addr, bp] : int3_[process]) {
+      ignore_error(
+          inferior_->write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1), process),
+          "a gone process has no int3");
+    }
+    int3_.erase(process);
+  }
+  const bool first = process == inferior_->pid();
+  // A spawned program the client detached from runs on after the server ends.
+  if (first && inferior_->spawned())
+    ignore_error(inferior_->outlive_tracer(), "the detach goes on");
+  if (auto r = inferior_->detach_process(process); !r) return r;
+  forked_.erase(process);
+  if (first) forked_.erase(inferior_->pid());  // the child that took its place
+  pending_signal_.clear();
+  return {};
+}
+
+Result<void> GdbTarget::rebuild_watches() {
+  const std::vector<WatchInfo> all = session_->watches();
+  if (all.empty()) return {};
+  const WatchInfo& w = all.front();
+  if (auto r = session_->remove(w.id); !r) return r;
+  auto again = session_->insert(w.spec);
+  if (!again) return std::unexpected(again.error());
+  for (auto& [key, id] : watches_) {
+    if (id != w.id) continue;
+    id = again->id;
+    if (auto type = watch_type_.find(w.id); type != watch_type_.end()) {
+      const char t = type->second;
+      watch_type_.erase(type);
+      watch_type_[again->id] = t;
+    }
+    break;
+  }
+  return {};
+}
+
+Result<void> GdbTarget::kill_process(gdb::Tid process) {
+  if (auto r = inferior_->stop_all(); !r) return std::unexpected(r.error());
+  std::vector<pid_t> tids;
+  for (pid_t t : inferior_->threads()) {
+    if (inferior_->group_of(t) == process) tids.push_back(t);
+  }
+  // The leader last: its end is reported once the others are reaped.
+  std::stable_partition(tids.begin(), tids.end(), [&](pid_t t) { return t != process; });
+  forked_.erase(process);
+  if (inferior_->process_of(process) == process) int3_.erase(process);
+  if (auto r = send_signal(process, SIGKILL); !r) return r;
+  for (pid_t t : tids) {
+    for (int i = 0; i < 16; ++i) {
+      auto ev = inferior_->wait_for(t);
+      if (!ev || ev->kind == EventKind::kThreadExit || ev->kind == EventKind::kExited ||
+          ev->kind == EventKind::kKilled) {
+        break;
+      }
+    }
+  }
+  if (process == inferior_->pid()) {
+    (void)inferior_->adopt_followed();
+    forked_.erase(inferior_->pid());
+  }
+  return {};
+}
+
+Result<GdbTarget::Trap> GdbTarget::on_breakpoint_trap(const Event& ev) {
+  auto regs = inferior_->get_regs(ev.tid);
+  if (!regs) return std::unexpected(regs.error());
+  Int3Map& int3s = int3_[inferior_->process_of(ev.tid)];
+  std::uint64_t at = 0;
+  if (auto rewound = rewound_.find(ev.tid); rewound != rewound_.end()) {
+    at = rewound->second;
+    rewound_.erase(rewound);
+    if (regs->rip != at || !int3s.contains(at)) {
+      // The breakpoint went (or the thread was moved) after the stop that held this trap: the
+      // trap is no stop any more.
+      if (auto r = run_as_asked(ev.tid); !r) return std::unexpected(r.error());
+      return Trap{};
+    }
+  } else {
+    if (!int3s.contains(regs->rip - 1)) {
+      // The trap of an int3 of ours taken out since it was hit (the kernel held its SIGTRAP
+      // behind a stop_all's interrupt): the instruction is run for real, as the thread was asked
+      // to run. An int3 of the program's own is still in its text.
+      std::uint8_t byte = 0;
+      if (lifted_.contains(regs->rip - 1) &&
+          inferior_->read_memory(regs->rip - 1, std::span(&byte, 1)) && byte != kInt3) {
+        regs->rip -= 1;
+        if (auto r = inferior_->set_regs(ev.tid, *regs); !r) return std::unexpected(r.error());
+        if (auto r = run_as_asked(ev.tid); !r) return std::unexpected(r.error());
+        return Trap{};
+      }
+      return Trap{.ours = false, .stop = std::nullopt};
+    }
+    // Back onto the instruction, as a hardware breakpoint would stop.
+    at = regs->rip - 1;
+    regs->rip = at;
+    if (auto r = inferior_->set_regs(ev.tid, *regs); !r) return std::unexpected(r.error());
+  }
+  if (stepping_ != ev.tid && !condition_holds(ev.tid, int3s.at(at))) {
+    if (auto r = step_over(ev.tid, at); !r) return std::unexpected(r.error());
+    return Trap{};
+  }
+  deferred_.erase(ev.tid);
+  const bool stepping = stepping_ != 0;
+  if (auto r = stop_others(ev.tid); !r) return std::unexpected(r.error());
+  // A step's stop is the stepping thread's; a continue's is drawn among the threads at breakpoints.
+  const pid_t tid = stepping ? ev.tid : pick_reported(ev.tid, at);
+  if (tid != ev.tid) at = rewound_.extract(tid).mapped();
+  StopEvent stop = stop_of(Kind::kBreakpoint, tid);
+  stop.point = int3s.at(at).software ? gdb::PointType::kSoftware : gdb::PointType::kHardware;
+  return Trap{.stop = stop};
+}
+
+bool GdbTarget::condition_holds(pid_t tid, const Breakpoint& bp) {
+  if ((bp.software && bp.software_conditions.empty()) ||
+      (bp.hardware && bp.hardware_conditions.empty())) {
+    return true;
+  }
+  // A watch's own stops and faults would interleave with the step over the breakpoint: with
+  // watches, gdb evaluates the conditions.
+  if (!session_->watches().empty()) return true;
+  const pid_t process = inferior_->process_of(tid);
+  std::optional<gdb::Registers> regs;
+  gdb::AgentAccess access;
+  access.reg = [&](int regno) -> Result<std::uint64_t> {
+    const bool ext = regno >= gdb::kGdbCoreRegisterCount;  // an AVX/AVX-512/PKU register
+    if (!regs || (ext && regs->fp.ext.features == 0)) {
+      auto got = read_registers(tid, ext);
+      if (!got) return std::unexpected(got.error());
+      regs = *got;
+    }
+    auto hex = gdb::gdb_read_register(regno, regs->regs, regs->fp);
+    if (!hex) return std::unexpected(hex.error());
+    auto bytes = gdb::from_hex(*hex);
+    if (!bytes) return std::unexpected(bytes.error());
+    std::uint64_t v = 0;
+    for (std::size_t i = std::min<std::size_t>(bytes->size(), 8); i-- > 0;)
+      v = (v << 8) | (*bytes)[i];
+    return v;
+  };
+  access.memory = [&](std::uint64_t addr, int size) -> Result<std::uint64_t> {
+    std::array<std::uint8_t, 8> bytes{};
+    auto r = inferior_->read_memory(addr, std::span(bytes.data(), static_cast<std::size_t>(size)),
+                                    process);
+    if (!r) return std::unexpected(r.error());
+    // The program's bytes, not our int3s.
+    for (const auto& [at, b] : int3_[process]) {
+      if (at >= addr && at < addr + static_cast<std::uint64_t>(size)) bytes[at - addr] = b.original;
+    }
+    std::uint64_t v = 0;
+    for (int i = size; i-- > 0;) v = (v << 8) | bytes[static_cast<std::size_t>(i)];
+    return v;
+  };
+  const auto any = [&](const std::vector<gdb::AgentExpr>& conditions) {
+    for (const gdb::AgentExpr& c : conditions) {
+      auto v = gdb::eval_agent_expr(c, access);
+      if (!v || *v != 0) return true;  // an error: reported, for gdb to evaluate
+    }
+    return false;
+  };
+  return (bp.software && any(bp.software_conditions)) ||
+         (bp.hardware && any(bp.hardware_conditions));
+}
+
+Result<void> GdbTarget::step_over(pid_t tid, std::uint64_t at) {
+  const pid_t process = inferior_->process_of(tid);
+  auto stopped = inferior_->stop_all(tid);
+  if (!stopped) return std::unexpected(stopped.error());
+  const std::uint8_t original = int3_[process].at(at).original;
+  if (auto r = inferior_->write_memory(at, std::span(&original, 1), process); !r) return r;
+  Result<Event> ev = make_error(ErrorCode::kSrch, "thread: gone");
+  if (auto r = inferior_->resume(tid, Resume::kStep); r) {
+    ev = inferior_->wait_for(tid);
+  } else if (r.error().code() != ErrorCode::kSrch) {
+    return r;
+  }
+  // The int3 goes back unless the step ended the image (an exec) or the breakpoint went.
+  const bool exec = ev && ev->kind == EventKind::kExec;
+  if (!exec && int3_[process].contains(at)) {
+    if (auto r = inferior_->write_memory(at, std::span<const std::uint8_t>(&kInt3, 1), process);
+        !r && r.error().code() != ErrorCode::kSrch) {
+      return r;
+    }
+  }
+  if (!ev) {
+    if (ev.error().code() != ErrorCode::kSrch) return std::unexpected(ev.error());
+  } else if (ev->kind == EventKind::kSignal && ev->signal == SIGTRAP &&
+             (ev->code == TRAP_TRACE || ev->code == TRAP_BRKPT)) {
+    if (auto r = run_as_asked(tid); !r) return r;
+  } else {
+    inferior_->requeue(*ev);  // handled by the main loop, as any event of the thread
+  }
+  for (pid_t t : *stopped) {
+    if (!inferior_->is_stopped(t) || inferior_->has_queued(t)) continue;
+    if (auto r = inferior_->resume_as_before(t); !r && r.error().code() != ErrorCode::kSrch) {
+      return r;
+    }
+  }
+  return {};
+}
+
+pid_t GdbTarget::pick_reported(pid_t tid, std::uint64_t at) {
+  std::vector<pid_t> candidates{tid};
+  for (const Event& ev : inferior_->queued_events()) {
+    const auto rewound = rewound_.find(ev.tid);
+    if (ev.kind != EventKind::kSignal || ev.signal != SIGTRAP || ev.code != kSiKernel ||
+        rewound == rewound_.end() ||
+        std::find(candidates.begin(), candidates.end(), ev.tid) != candidates.end()) {
+      continue;
+    }
+    // A held trap at a breakpoint whose conditions are false for its thread is no stop: it is
+    // stepped over when it is taken.
+    const Int3Map& int3s = int3_[inferior_->process_of(ev.tid)];
+    const auto bp = int3s.find(rewound->second);
+    if (bp != int3s.end() && !condition_holds(ev.tid, bp->second)) continue;
+    candidates.push_back(ev.tid);
+  }
+  // xorshift64: cheap, and no two runs need the same sequence.
+  pick_state_ ^= pick_state_ << 13;
+  pick_state_ ^= pick_state_ >> 7;
+  pick_state_ ^= pick_state_ << 17;
+  const pid_t chosen = candidates[pick_state_ % candidates.size()];
+  if (chosen == tid) return tid;
+  // The chosen thread's trap is taken out of the queue (its stop is the one reported); `tid`'s
+  // is held in its place, as if a stop_all had queued it.
+  std::vector<Event> keep;
+  bool taken = false;
+  for (Event& ev : inferior_->discard_queued(chosen)) {
+    if (!taken && ev.kind == EventKind::kSignal && ev.signal == SIGTRAP && ev.code == kSiKernel) {
+      taken = true;
+      continue;
+    }
+    keep.push_back(std::move(ev));
+  }
+  for (auto ev = keep.rbegin(); ev != keep.rend(); ++ev) inferior_->requeue(*ev);
+  Event held;
+  held.kind = EventKind::kSignal;
+  held.tid = tid;
+  held.signal = SIGTRAP;
+  held.code = kSiKernel;
+  inferior_->requeue(held);
+  rewound_[tid] = at;
+  return chosen;
+}
+
+Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
+  using Stop = std::optional<StopEvent>;
+  if (log_) {
+    log_("event: thread " + std::to_string(ev.tid) + " " + event_kind_name(ev.kind) +
+         (ev.kind == EventKind::kSignal
+              ? " signal " + std::to_string(ev.signal) + " code " + std::to_string(ev.code)
+              : std::string()));
+  }
+  auto v = session_->handle(ev);
+  if (!v) return std::unexpected(v.error());
+  if (ev.kind == EventKind::kFork && !v->stopped && (ev.vfork ? vfork_events_ : fork_events_)) {
+    auto stop = fork_stop(ev);
+    if (!stop) return std::unexpected(stop.error());
+    return Stop(*stop);
+  }
+  if (ev.kind == EventKind::kVforkDone) {
+    // The vfork child execed or exited: its parent (resumed by the client after the vfork stop)
+    // stops once more, as gdbserver's vforkdone.
+    if (vfork_events_) {
+      if (auto r = stop_others(ev.tid); !r) return std::unexpected(r.error());
+      return Stop(stop_of(Kind::kVforkDone, ev.tid));
+    }
+    if (auto r = run_as_asked(ev.tid); !r) return std::unexpected(r.error());
+    return Stop();
+  }
+  if (ev.kind == EventKind::kFork && (fork_events_ || vfork_events_)) {
+    // Held for an event the client did not ask for: the parent runs on as asked.
+    if (auto r = run_as_asked(ev.tid); !r) return std::unexpected(r.error());
+  }
+  // A parent whose fork event a stop_all queued stayed stopped (a fork stop otherwise resumes
+  // it at once): it runs on as it ran before, whoever follows the child.
+  if (ev.kind == EventKind::kFork && !v->stopped && deferred_.erase(ev.tid) != 0 &&
+      inferior_->is_stopped(ev.tid) && !inferior_->has_queued(ev.tid)) {
+    if (auto r = inferior_->resume_as_before(ev.tid); !r && r.error().code() != ErrorCode::kSrch) {
+      return std::unexpected(r.error());
+    }
+  }
+  if (v->stopped) {
+    // A watch's hit: the thread is stopped right after the access.
+    StopEvent stop = stop_of(Kind::kSignal, ev.tid);
+    for (const WatchHit& h : v->hits) {
+      const auto type = watch_type_.find(WatchId(h.id));
+      const char t = type == watch_type_.end() ? '2' : type->second;
+      stop.kind = Kind::kWatch;
+      stop.point = point_of(t == '1' || t == '3' || t == '4' ? t : '2');
+      stop.addr = h.addr;
+      break;
+    }
+    if (v->signal != 0) pending_signal_[ev.tid] = v->signal;
+    if (auto r = stop_others(ev.tid); !r) return std::unexpected(r.error());
+    return Stop(stop);
+  }
+  if (ev.kind == EventKind::kExec && inferior_->process_of(ev.tid) == inferior_->pid()) {
+    auto stop = exec_stop(ev.tid, v->handled);
+    if (!stop) return std::unexpected(stop.error());
+    return Stop(*stop);
+  }
+  if (v->handled) return Stop();
+  const Resume mode = run_mode();
+  Result<void> step;
+  switch (ev.kind) {
+    case EventKind::kExited:
+    case EventKind::kKilled: {
+      StopEvent stop = stop_of(ev.kind == EventKind::kExited ? Kind::kExited : Kind::kKilled, 0,
+                               ev.kind == EventKind::kKilled ? ev.signal : 0);
+      stop.process = ev.tid;
+      stop.status = ev.status;
+      if (multiprocess_) {
+        int3_.erase(ev.tid);
+        if (inferior_->adopt_followed()) {
+          // A forked child the client keeps goes on: it is the first process now, stopped as
+          // gdbserver stops every process at a stop it reports.
+          forked_.erase(inferior_->pid());
+          if (auto r = stop_others(-1); !r) return std::unexpected(r.error());
+          stop.remains = true;
+          stop.tid = inferior_->pid();
+          return Stop(stop);
+        }
+      }
+      exited_ = true;
+      end_.exited = true;
+      end_.status = ev.status;
+      end_.signal = ev.kind == EventKind::kKilled ? ev.signal : 0;
+      return Stop(stop);
+    }
+    case EventKind::kThreadExit:
+      if (forked_.erase(ev.tid) != 0) {
+        // The end of a forked child the client keeps (the last of its threads).
+        int3_.erase(ev.tid);
+        StopEvent stop = stop_of(ev.signal == 0 ? Kind::kExited : Kind::kKilled, 0, ev.signal);
+        stop.process = ev.tid;
+        stop.status = ev.status;
+        stop.remains = true;
+        if (auto r = stop_others(-1); !r) return std::unexpected(r.error());
+        return Stop(stop);
+      }
+      return Stop();
+    case EventKind::kSignal: {
+      if (ev.signal == SIGTRAP && ev.code == kSiKernel) {
+        // Not ours: an int3 of the program's own, reported below.
+        auto trap = on_breakpoint_trap(ev);
+        if (!trap) return std::unexpected(trap.error());
+        if (trap->ours) return trap->stop;
+      }
+      const bool step_trap =
+          ev.signal == SIGTRAP && (ev.code == TRAP_TRACE || ev.code == TRAP_BRKPT);
+      if (step_trap && ev.tid != stepping_ && stepped_.erase(ev.tid) != 0) {
+        // The trap of a step asked before the client resumed the thread otherwise (another
+        // thread's stop held it): not reported, as gdbserver does not report it either.
+        if (auto r = run_as_asked(ev.tid); !r) return std::unexpected(r.error());
+        return Stop();
+      }
+      if (ev.signal == SIGTRAP && ev.tid == stepping_ && ev.code != kSiKernel) {
+        stepped_.erase(ev.tid);
+        Stop stop = stepped_watch(ev.tid);
+        if (!stop) stop = stop_of(Kind::kSignal, ev.tid);
+        if (auto r = stop_others(ev.tid); !r) return std::unexpected(r.error());
+        return stop;
+      }
+      // The program's own signal: reported; delivered when the client resumes with it.
+      pending_signal_[ev.tid] = ev.signal;
+      if (auto r = stop_others(ev.tid); !r) return std::unexpected(r.error());
+      return Stop(stop_of(Kind::kSignal, ev.tid, ev.signal));
+    }
+    case EventKind::kFork:
+      if (!ev.vfork) {
+        // The child has its own copy of the text, with our int3s in it: they go before it is let
+        // go (else it dies of SIGTRAP at the first one it runs), as gdbserver detaches a child.
+        for (const auto& [addr, bp] : int3_[inferior_->process_of(ev.tid)]) {
+          ignore_error(inferior_->write_memory(addr, std::span<const std::uint8_t>(&bp.original, 1),
+                                               ev.child),
+                       "a gone child has no int3");
+        }
+      }
+      step = ev.vfork ? inferior_->resume(ev.child, mode) : inferior_->release(ev.child);
+      break;
+
+    case EventKind::kSyscallEnter:
+    case EventKind::kSyscallExit:
+      if (catch_syscalls_ && (caught_syscalls_.empty() || caught_syscalls_.contains(ev.syscall))) {
+        // `catch syscall`: the stop gdb asked for, as gdbserver reports it.
+        StopEvent stop = stop_of(
+            ev.kind == EventKind::kSyscallEnter ? Kind::kSyscallEntry : Kind::kSyscallReturn,
+            ev.tid);
+        stop.syscall = ev.syscall;
+        if (auto r = stop_others(ev.tid); !r) return std::unexpected(r.error());
+        return Stop(stop);
+      }
+      step = inferior_->resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);
+      break;
+    case EventKind::kNewThread:
+      // A thread created while the client runs only some threads (gdb stepping one thread
+      // over a breakpoint it took out) stays stopped until the client resumes every thread:
+      // run now, it could pass that breakpoint unseen. gdbserver leaves such a thread stopped.
+      if (!wildcard_process_ ||
+          (*wildcard_process_ != 0 && *wildcard_process_ != inferior_->group_of(ev.tid))) {
+        break;
+      }
+      step = inferior_->resume(ev.tid, mode);
+      break;
+    default:
+      step = inferior_->resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);
+      break;
+  }
+  if (!step && step.error().code() != ErrorCode::kSrch) return std::unexpected(step.error());
+  return Stop();
+}
+
+}  // namespace hwarb::native
