@@ -7,6 +7,7 @@
 #include <span>
 #include <utility>
 
+#include "hwarb/base/format.h"
 #include "hwarb/gdb/gdb_signals.h"
 
 namespace hwarb::gdb {

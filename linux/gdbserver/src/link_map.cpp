@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "hwarb/base/format.h"
-#include "hwarb/gdb/rsp.h"
 
 namespace hwarb::native {
 namespace {
@@ -123,7 +122,7 @@ std::string svr4_library_xml(const LinkMap& map) {
   if (map.main_lm != 0) xml += " main-lm=\"" + hex(map.main_lm) + "\"";
   xml += ">";
   for (const LoadedObject& o : map.libraries) {
-    xml += "<library name=\"" + gdb::xml_escape(o.name) + "\" lm=\"" + hex(o.lm) + "\" l_addr=\"" +
+    xml += "<library name=\"" + xml_escape(o.name) + "\" lm=\"" + hex(o.lm) + "\" l_addr=\"" +
            hex(o.l_addr) + "\" l_ld=\"" + hex(o.l_ld) + "\" lmid=\"0x0\"/>";
   }
   xml += "</library-list-svr4>";

@@ -8,14 +8,12 @@
 #include <tuple>
 #include <vector>
 
-#include "hwarb/gdb/rsp.h"
+#include "hwarb/base/format.h"
 #include "json_reader.h"
 #include "svg_occupancy.h"
 
 namespace hwarb::cli {
 namespace {
-
-using gdb::xml_escape;
 
 struct Watch {
   std::string expr, addr, type, placement, why;

@@ -6,13 +6,11 @@
 #include <cstdio>
 #include <utility>
 
-#include "hwarb/gdb/rsp.h"
+#include "hwarb/base/format.h"
 #include "hwarb/linux/files.h"
 
 namespace hwarb::cli {
 namespace {
-
-using gdb::xml_escape;
 
 constexpr double kLeft = 130;  // lane names
 constexpr double kTop = 58;    // title and legend

@@ -87,6 +87,6 @@ class PictureFile {
   std::string name_;  // "--svg PATH"
 };
 
-// Text and attribute values are escaped by gdb::xml_escape (hwarb/gdb/rsp.h).
+// Text and attribute values are escaped by xml_escape (hwarb/base/format.h).
 
 }  // namespace hwarb::cli

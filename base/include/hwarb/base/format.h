@@ -55,4 +55,33 @@ inline std::string json_string(std::string_view text) {
   return out;
 }
 
+// `text` with &, <, > and " (and ') escaped: for XML and HTML text and attribute values (gdb's
+// qXfer documents, the SVG and HTML pictures).
+inline std::string xml_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace hwarb

@@ -79,8 +79,5 @@ Result<std::vector<std::uint8_t>> from_hex(std::string_view hex);
 Result<std::uint64_t> parse_hex_u64(std::string_view hex);
 [[nodiscard]] std::string hex_u64(std::uint64_t value);
 [[nodiscard]] std::string hex_le(std::uint64_t value, int bytes);
-// `text` with &, <, > and " (and ') escaped, for an XML attribute of the documents gdb reads
-// (qXfer threads, libraries-svr4).
-[[nodiscard]] std::string xml_escape(const std::string& text);
 
 }  // namespace hwarb::gdb

@@ -12,8 +12,8 @@
 //  - Only `read` touches the process, so the walk is testable on any memory image. A read that
 //    fails is returned (naming `addr`); a chain longer than 4096 entries or a name without its
 //    terminating NUL in 4096 bytes is EIO naming `link_map` (a corrupt or hostile list).
-//  - svr4_library_xml() is the <library-list-svr4> document gdb reads (names XML-escaped:
-//  gdb::xml_escape).
+//  - svr4_library_xml() is the <library-list-svr4> document gdb reads (names escaped by
+//    xml_escape, hwarb/base/format.h).
 #pragma once
 
 #include <cstdint>
