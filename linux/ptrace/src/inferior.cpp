@@ -51,29 +51,6 @@ pid_t thread_group_of(pid_t tid) {
   return thread_group(tid).value_or(-1);
 }
 
-// argv[0] resolved the way execvp would, so that a missing command is an error of the caller's
-// process (ENOENT naming `command`) instead of an exit status 127 of the child.
-Result<std::string> resolve_command(const std::string& name) {
-  if (name.empty()) return make_error(ErrorCode::kInval, "command: empty");
-  if (name.find('/') != std::string::npos) {
-    if (auto runnable = check_runnable(name); !runnable) return std::unexpected(runnable.error());
-    return name;
-  }
-  const char* path = ::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
-  std::size_t begin = 0;
-  while (begin <= dirs.size()) {
-    std::size_t end = dirs.find(':', begin);
-    if (end == std::string::npos) end = dirs.size();
-    std::string dir = dirs.substr(begin, end - begin);
-    if (dir.empty()) dir = ".";
-    const std::string candidate = dir + "/" + name;
-    if (check_runnable(candidate)) return candidate;
-    begin = end + 1;
-  }
-  return make_error(ErrorCode::kNoEnt, "command: '" + name + "' not found in PATH");
-}
-
 }  // namespace
 
 Inferior::Inferior(pid_t pid, bool spawned) : pid_(pid), spawned_(spawned) {}

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,6 +87,27 @@ Result<void> check_runnable(const std::string& path) {
   if (!S_ISREG(st.st_mode)) return sys_fail(EACCES, "command", what);
   if (::access(path.c_str(), X_OK) != 0) return sys_fail(errno, "command", what);
   return {};
+}
+
+Result<std::string> resolve_command(const std::string& name) {
+  if (name.empty()) return make_error(ErrorCode::kInval, "command: empty");
+  if (name.find('/') != std::string::npos) {
+    if (auto runnable = check_runnable(name); !runnable) return std::unexpected(runnable.error());
+    return name;
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::size_t begin = 0;
+  while (begin <= dirs.size()) {
+    std::size_t end = dirs.find(':', begin);
+    if (end == std::string::npos) end = dirs.size();
+    std::string dir = dirs.substr(begin, end - begin);
+    if (dir.empty()) dir = ".";
+    const std::string candidate = dir + "/" + name;
+    if (check_runnable(candidate)) return candidate;
+    begin = end + 1;
+  }
+  return make_error(ErrorCode::kNoEnt, "command: '" + name + "' not found in PATH");
 }
 
 std::optional<std::string> in_working_directory(const std::string& name) {

@@ -3,7 +3,6 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <utility>
@@ -12,6 +11,7 @@
 #include "hwarb/linux/files.h"
 #include "hwarb/linux/probe.h"
 #include "hwarb/linux/proc_maps.h"
+#include "hwarb/linux/spawn.h"
 #include "hwarb/linux/terminal.h"
 
 namespace hwarb::cli {
@@ -298,27 +298,6 @@ unsigned access_bits(WatchAccess access) {
   return 0;
 }
 
-// The program a command names: itself with a slash, else the first regular file of that name in
-// a PATH directory (as spawn() looks it up); empty when there is none.
-namespace {
-
-std::string command_file(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
-  const char* path = std::getenv("PATH");
-  std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
-  while (true) {
-    const std::size_t colon = dirs.find(':');
-    const std::string dir(dirs.substr(0, colon));
-    std::error_code ec;
-    const std::filesystem::path file = std::filesystem::path(dir.empty() ? "." : dir) / name;
-    if (std::filesystem::is_regular_file(file, ec)) return file.string();
-    if (colon == std::string_view::npos) return "";
-    dirs.remove_prefix(colon + 1);
-  }
-}
-
-}  // namespace
-
 // After an unknown name in a spawned command: where its symbols were looked up. A script (#!) is
 // run by its interpreter, whose symbols are the ones hwarb sees; any other program is the one
 // looked in, and a program it execs is not followed. Empty where `error` offers near names (a
@@ -331,10 +310,10 @@ std::string lookup_note(const native::Target& target, pid_t pid, const Error& er
   }
   auto exe = native::executable_path(pid);
   const std::string program = exe ? *exe : "the program started";
-  const std::string file = command_file(target.command.front());
+  const Result<std::string> file = native::resolve_command(target.command.front());
   std::string first_line;
-  if (!file.empty()) {
-    std::ifstream in(file, std::ios::binary);
+  if (file) {
+    std::ifstream in(*file, std::ios::binary);
     std::getline(in, first_line);
   }
   if (first_line.starts_with("#!")) {

@@ -45,6 +45,12 @@ struct SpawnOptions {
 // EACCES naming `command` for anything but a regular file.
 Result<void> check_runnable(const std::string& path);
 
+// argv[0] resolved the way execvp(3) would (a name with a slash as it is, else the first
+// runnable file of that name in a PATH directory, "." for an empty one), so that a missing
+// command is an error of the caller (ENOENT naming `command`), not an exit status 127 of a child.
+// check_runnable's errors for a name with a slash; EINVAL naming `command` for an empty name.
+Result<std::string> resolve_command(const std::string& name);
+
 // gdbserver's reading of a program name (Debian's gdbserver 13.1: gdb's program_path::set): a
 // name without a slash that is a regular file in the working directory (stat(2), symbolic links
 // followed; executable or not) means that file, as the absolute path working-directory/name,
