@@ -319,6 +319,7 @@ assert len(mine) == 5, mine
 assert all(not h["kernel"] and h["symbol"].startswith("set_target") for h in mine), mine
 PY
   run 2 "watch -a --count" watch -a --count 3 target:w -- "$programs/prog_writer" 3
+  has "$tmp/err" "--if and --count need each hit's values" "watch -a --count: why"
   # -a: a report that cannot be written is exit 1 with the output and the reason; the program
   # runs to its end.
   for sub in watch stat; do
@@ -329,7 +330,6 @@ PY
     count "$tmp/err" "^hwarb $sub: stdout: ENOSPC: No space left on device\$" 1 "$sub -a >/dev/full: the output and the reason"
     has "$tmp/err" "prog_writer' exited with status 3" "$sub -a >/dev/full: the program's status"
   done
-  has "$tmp/err" "--if and --count need each hit's values" "watch -a --count: why"
 else
   for sub in watch stat; do
     run 1 "$sub --hardware without hits" $sub --hardware target:w -- "$programs/prog_writer" 3
