@@ -1,4 +1,4 @@
-# cli_test_lib.sh — what the real-process CLI tests (watch_cli_test.sh, trace_cli_test.sh) share;
+# cli_test_lib.sh — what the real-process CLI tests (watch_cli_test.sh and others) share;
 # sourced after they set `hwarb`. Sets `tmp` (a directory removed at exit, with the process in
 # `spin`, if any, killed) and `fail` (0; any failed check sets 1).
 fail=0
@@ -7,6 +7,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/../support/skips.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"; [[ -n "${spin:-}" ]] && kill -9 "$spin" 2>/dev/null' EXIT
 
+bad() {  # bad WHAT...: a failed check, said on standard error
+  echo "FAIL: $*" >&2
+  fail=1
+}
 run() {  # run WANT_RC DESCRIPTION ARGS...  (stdout -> $tmp/out, stderr -> $tmp/err)
   run_to "$tmp/out" "$@"
 }

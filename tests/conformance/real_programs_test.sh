@@ -20,10 +20,6 @@ wanted() {  # wanted CASE: whether the case was asked for (all when none was nam
   for c in "${only[@]}"; do [[ $c == "$1" ]] && return 0; done
   return 1
 }
-bad() {
-  echo "FAIL: $*" >&2
-  fail=1
-}
 
 # The modes to run: software always; hardware where hits are delivered.
 modes=(--software)

@@ -10,10 +10,6 @@ hwarb=$1
 P=$2
 # shellcheck source=cli_test_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/cli_test_lib.sh"
-bad() {
-  echo "FAIL: $*" >&2
-  fail=1
-}
 
 if ! command -v perf >/dev/null; then
   skip_case tools "slots held by perf stat -a" "perf is not installed (scripts/setup installs linux-perf)"

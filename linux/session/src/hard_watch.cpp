@@ -480,7 +480,16 @@ Result<void> HardWatchEngine::close(std::vector<Taken>* taken) {
 HardCountEngine::HardCountEngine(PerfCount count, std::vector<WatchRange> ranges)
     : count_(std::move(count)), ranges_(std::move(ranges)) {}
 
+Result<std::vector<RangeCount>> HardCountEngine::close() {
+  auto so_far = counts();
+  if (!so_far) return so_far;
+  count_.close();
+  closed_ = true;
+  return so_far;
+}
+
 Result<bool> HardCountEngine::handle(const Event& ev) {
+  if (closed_) return false;
   Result<void> added;
   if (ev.kind == EventKind::kNewThread) added = count_.add_thread(ev.tid);
   if (ev.kind == EventKind::kFork) added = count_.add_process(ev.child);

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "hwarb/linux/proc_maps.h"
+#include "hwarb/linux/register_yield.h"
 #include "hwarb/linux/syscalls.h"
 #include "hwarb/linux/terminal.h"
 
@@ -173,6 +174,21 @@ Result<RunResult> run_target(Inferior& inferior, Engine& engine) {
     ignore_error(leave(false), "the first error is the one reported");
     return std::unexpected(error);
   };
+  // A spawned program that asks for a debug register gets one of the engine's
+  // (register_yield.h).
+  std::optional<RegisterYield> yield;
+  if (spawned && engine.yieldable_registers() > 0 && !inferior.threads().empty()) {
+    auto armed = RegisterYield::arm(inferior, inferior.threads().front());
+    if (armed) {
+      yield.emplace(std::move(*armed));
+    } else {
+      engine.note(
+          "should the program ask for a debug register, it finds only those hwarb "
+          "does not hold: " +
+          armed.error().to_string());
+    }
+  }
+  const bool polls = engine.wants_wakeups() || yield.has_value();
   if (auto r = inferior.resume_all(engine.resume_mode()); !r) return fail(r.error());
   auto last_tick = std::chrono::steady_clock::now();
   for (;;) {
@@ -189,7 +205,11 @@ Result<RunResult> run_target(Inferior& inferior, Engine& engine) {
     }
     // An engine with rings to drain also wakes when one is readable, and at least every 100 ms.
     auto got = [&]() -> Result<std::optional<Event>> {
-      if (engine.wants_wakeups()) return inferior.wait_or_poll(engine.wake_fds(), 100);
+      if (polls) {
+        std::vector<int> wake = engine.wake_fds();
+        if (yield) wake.push_back(yield->listener());
+        return inferior.wait_or_poll(wake, engine.wants_wakeups() ? 100 : -1);
+      }
       auto ev = inferior.wait();
       if (!ev) return std::unexpected(ev.error());
       return std::optional<Event>(std::move(*ev));
@@ -199,6 +219,9 @@ Result<RunResult> run_target(Inferior& inferior, Engine& engine) {
       return fail(got.error());
     }
     if (!*got) {
+      if (yield) {
+        if (auto r = yield->serve(inferior, engine); !r) return fail(r.error());
+      }
       engine.tick();
       last_tick = std::chrono::steady_clock::now();
       continue;

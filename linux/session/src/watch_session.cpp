@@ -18,6 +18,8 @@ namespace {
 constexpr std::uint64_t kPage = 4096;
 constexpr std::uint64_t kMaxWatchLen = std::uint64_t{1} << 30;
 constexpr int kSiKernel = 0x80;  // SI_KERNEL: the SIGTRAP of an int3
+// Arbiter request ids of registers given up to the program: far above any WatchId.
+constexpr std::size_t kProgramRequestIds = std::size_t{1} << 48;
 
 // Whether two events are the same stop of the same thread.
 bool same_stop(const Event& a, const Event& b) {
@@ -156,6 +158,9 @@ struct WatchSession::State {
   // caller's, stopped by stop_all): reported by the next handle().
   std::vector<WatchHit> pending_hits;
   Watchdog* watchdog = nullptr;
+  // Registers given up to the program (yield_registers), held for it in the arbiter.
+  std::vector<arbiter::Reservation> yielded;
+  int yielded_registers = 0;
   // What the published plan was made from: (rebuilds, the software plan's generation, the
   // Inferior's process changes for a hardware-only plan, which names the processes).
   std::tuple<std::uint64_t, std::uint64_t, std::uint64_t> published{0, 0, 0};
@@ -220,7 +225,7 @@ struct WatchSession::State {
       return refuse(ErrorCode::kNoSpc, "it needs " + std::to_string(pieces->size()) +
                                            " debug registers; " + std::to_string(held) + " of " +
                                            std::to_string(options.slots) +
-                                           " are held by other watches");
+                                           " are held by other watches" + given_up());
     }
     w.reservation = std::move(*reservation);
     w.info.placement = Placement::kHardware;
@@ -229,6 +234,12 @@ struct WatchSession::State {
                  std::to_string(held + w.info.registers) + " of " + std::to_string(options.slots) +
                  " held)";
     return w;
+  }
+
+  // ", N given up to the program" after a yield_registers; empty before.
+  std::string given_up() const {
+    if (yielded_registers == 0) return {};
+    return ", " + std::to_string(yielded_registers) + " given up to the program";
   }
 
   int used_registers() const {
@@ -658,6 +669,62 @@ Result<void> WatchSession::remove(WatchId id) {
   return {};
 }
 
+int WatchSession::yieldable_registers() const {
+  int n = 0;
+  for (const Watch& w : state_->watches) {
+    if (w.info.placement == Placement::kHardware && w.info.spec.mode != WatchMode::kHardware) {
+      n += w.info.registers;
+    }
+  }
+  return n;
+}
+
+int WatchSession::registers_given_up() const {
+  return state_->yielded_registers;
+}
+
+Result<std::optional<WatchInfo>> WatchSession::yield_registers(const std::string& who) {
+  State& s = *state_;
+  if (auto r = s.check_stopped(); !r) return std::unexpected(r.error());
+  std::optional<std::size_t> pick;
+  for (std::size_t i = s.watches.size(); i-- > 0;) {
+    const WatchInfo& w = s.watches[i].info;
+    if (w.placement == Placement::kHardware && w.spec.mode != WatchMode::kHardware) {
+      pick = i;
+      break;
+    }
+  }
+  if (!pick) return std::nullopt;
+  std::vector<WatchInfo> plan;
+  for (const Watch& w : s.watches) plan.push_back(w.info);
+  const int freed = plan[*pick].registers;
+  plan[*pick].placement = Placement::kSoftware;
+  plan[*pick].registers = 0;
+  plan[*pick].why = "gave its " + std::to_string(freed) + " debug register" +
+                    (freed == 1 ? "" : "s") + " up to " + who;
+  if (auto r = s.rebuild(plan); !r) return std::unexpected(r.error());
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    if (plan[i].placement == Placement::kSoftware) s.watches[i].reservation.release();
+    s.watches[i].info = plan[i];
+  }
+  s.yielded_registers += freed;
+  if (s.arbiter) {
+    const arbiter::Request request{
+        .kind = arbiter::ResourceKind::kBreakpoint,
+        .type = arbiter::SlotType::kData,
+        .task = TaskId(s.inferior->pid()),
+        .cpu = std::nullopt,
+        .weight = freed,
+        .pinned = true,
+        .id = RequestId(kProgramRequestIds + s.yielded.size()),
+    };
+    // Not held, the registers are only less well accounted: a later watch that takes them
+    // meets the kernel's refusal (rule 5) instead of the arbiter's.
+    if (auto held = s.arbiter->reserve(request)) s.yielded.push_back(std::move(*held));
+  }
+  return plan[*pick];
+}
+
 std::vector<WatchInfo> WatchSession::watches() const {
   std::vector<WatchInfo> out;
   for (const Watch& w : state_->watches) out.push_back(w.info);
@@ -871,6 +938,15 @@ const std::optional<Error>& WatchSession::watchdog_error() const {
 
 void WatchSession::report_to(WatchObserver* observer) {
   state_->collector.sink = observer;
+}
+
+Result<int> WatchSessionEngine::yield_registers(const std::string& who) {
+  const int before = session_.yieldable_registers();
+  auto moved = session_.yield_registers(who);
+  if (!moved) return std::unexpected(moved.error());
+  if (!*moved) return 0;
+  observer_.note(static_cast<std::size_t>((*moved)->id), "now software: " + (*moved)->why);
+  return before - session_.yieldable_registers();
 }
 
 Result<bool> WatchSessionEngine::handle(const Event& event) {

@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <iostream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -163,13 +164,11 @@ class Progress {
 
 // `engine` with a progress line: after each of its ticks the line is redrawn with line(); it is
 // erased before the engine finishes.
-class WithProgress final : public native::Engine {
+class WithProgress final : public native::ForwardingEngine {
  public:
   WithProgress(native::Engine& engine, Progress& progress, std::function<std::string()> line)
-      : engine_(engine), progress_(progress), line_(std::move(line)) {}
+      : ForwardingEngine(engine), progress_(progress), line_(std::move(line)) {}
 
-  Result<bool> handle(const native::Event& event) override { return engine_.handle(event); }
-  native::Resume resume_mode() const override { return engine_.resume_mode(); }
   Result<void> finish() override {
     progress_.clear();
     return engine_.finish();
@@ -178,12 +177,13 @@ class WithProgress final : public native::Engine {
     engine_.tick();
     progress_.update(line_());
   }
-  std::vector<int> wake_fds() const override { return engine_.wake_fds(); }
-  bool wants_wakeups() const override { return engine_.wants_wakeups(); }
-  bool done() const override { return engine_.done(); }
+  // On standard error, as the watches' notes are.
+  void note(const std::string& text) override {
+    progress_.clear();
+    std::cerr << "hwarb: note: " << text << "\n";
+  }
 
  private:
-  native::Engine& engine_;
   Progress& progress_;
   std::function<std::string()> line_;
 };

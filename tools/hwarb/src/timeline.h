@@ -144,22 +144,16 @@ class RunPhases {
 };
 
 // `engine` with the phase "detach" marked when run_target has it undo the watch (finish()).
-class PhaseEngine final : public native::Engine {
+class PhaseEngine final : public native::ForwardingEngine {
  public:
-  PhaseEngine(native::Engine& engine, RunPhases& phases) : engine_(engine), phases_(phases) {}
-  Result<bool> handle(const native::Event& event) override { return engine_.handle(event); }
-  native::Resume resume_mode() const override { return engine_.resume_mode(); }
+  PhaseEngine(native::Engine& engine, RunPhases& phases)
+      : ForwardingEngine(engine), phases_(phases) {}
   Result<void> finish() override {
     phases_.mark("detach");
     return engine_.finish();
   }
-  void tick() override { engine_.tick(); }
-  std::vector<int> wake_fds() const override { return engine_.wake_fds(); }
-  bool wants_wakeups() const override { return engine_.wants_wakeups(); }
-  bool done() const override { return engine_.done(); }
 
  private:
-  native::Engine& engine_;
   RunPhases& phases_;
 };
 

@@ -515,14 +515,112 @@ class Reporter final : public native::WatchObserver {
   double timeline_base_us_ = 0;
 };
 
+std::string mode_of(const std::vector<native::WatchInfo>& watches);
+
+// "; then software for 1 debug register given up to the program" (the summary's method), or "".
+std::string given_up_text(const native::WatchSession& session) {
+  const int n = session.registers_given_up();
+  if (n == 0) return {};
+  return "; then software for " + std::to_string(n) + " debug register" + (n == 1 ? "" : "s") +
+         " given up to the program";
+}
+
+// The session's hits and notes for the Reporter, which knows a range by its first expression's
+// index: `expr_of` maps each WatchId to it.
+class ById final : public native::WatchObserver {
+ public:
+  ById(Reporter& reporter, const std::map<std::size_t, std::size_t>& expr_of)
+      : reporter_(reporter), expr_of_(expr_of) {}
+  void hit(const native::WatchHit& h) override {
+    native::WatchHit copy = h;
+    copy.id = expr_of_.at(h.id);
+    reporter_.hit(copy);
+  }
+  void note(std::size_t id, const std::string& text) override {
+    reporter_.note(expr_of_.at(id), text);
+  }
+  bool done() const override { return reporter_.done(); }
+
+ private:
+  Reporter& reporter_;
+  const std::map<std::size_t, std::size_t>& expr_of_;
+};
+
+// stat's counting until the program asks for a debug register that the counting events hold
+// (register_yield.h). Then the counts so far are kept, the events closed, and the rest of the run
+// is a WatchSession of the same ranges whose last hardware watch gives its registers up; its hits
+// are counted by the Reporter on top of the counts kept.
+class CountThenWatch final : public native::Engine {
+ public:
+  CountThenWatch(native::HardCountEngine& counting, native::Inferior& inferior,
+                 const std::vector<native::WatchRange>& ranges,
+                 const native::WatchSessionOptions& options, Reporter& reporter)
+      : counting_(counting),
+        inferior_(inferior),
+        ranges_(ranges),
+        options_(options),
+        observer_(reporter, expr_of_) {}
+
+  Result<bool> handle(const native::Event& event) override {
+    return watch_ ? watch_->handle(event) : counting_.handle(event);
+  }
+  native::Resume resume_mode() const override {
+    return watch_ ? watch_->resume_mode() : counting_.resume_mode();
+  }
+  Result<void> finish() override { return watch_ ? watch_->finish() : counting_.finish(); }
+  bool done() const override { return watch_ && watch_->done(); }
+  int yieldable_registers() const override {
+    return watch_ ? watch_->yieldable_registers() : counting_.registers();
+  }
+  Result<int> yield_registers(const std::string& who) override {
+    if (watch_) return watch_->yield_registers(who);
+    const int held = counting_.registers();
+    auto so_far = counting_.close();
+    if (!so_far) return std::unexpected(so_far.error());
+    before_ = std::move(*so_far);
+    session_.emplace(inferior_, options_);
+    std::vector<native::WatchSpec> specs;
+    for (const native::WatchRange& r : ranges_) {
+      specs.push_back({.addr = r.addr, .len = r.len, .access = r.access});
+    }
+    auto infos = session_->insert_all(specs);
+    if (!infos) return std::unexpected(infos.error());
+    for (std::size_t i = 0; i < infos->size(); ++i) {
+      expr_of_[static_cast<std::size_t>((*infos)[i].id)] = ranges_[i].id;
+    }
+    watch_.emplace(*session_, observer_);
+    auto given = watch_->yield_registers(who);
+    if (!given) return std::unexpected(given.error());
+    return std::max(1, held - watch_->yieldable_registers());
+  }
+
+  [[nodiscard]] bool switched() const { return watch_.has_value(); }
+  // The counts of the counting events when they were closed.
+  [[nodiscard]] const std::vector<native::RangeCount>& counted_before() const { return before_; }
+  [[nodiscard]] const native::WatchSession* session() const {
+    return session_ ? &*session_ : nullptr;
+  }
+
+ private:
+  native::HardCountEngine& counting_;
+  native::Inferior& inferior_;
+  const std::vector<native::WatchRange>& ranges_;
+  native::WatchSessionOptions options_;
+  std::map<std::size_t, std::size_t> expr_of_;
+  ById observer_;
+  std::vector<native::RangeCount> before_;
+  std::optional<native::WatchSession> session_;
+  std::optional<native::WatchSessionEngine> watch_;
+};
+
 // Counting writes and executions (stat) in hardware mode: perf's counting events, read when the
 // target ends (as perf stat); no stop per hit. nullopt (with `why`) when the expressions need
 // more registers than a thread has, or the kernel refuses: the caller then takes the session.
 std::optional<int> run_counting(const WatchArgs& args, native::Inferior& inferior,
                                 const std::vector<native::WatchRange>& ranges, Reporter& reporter,
-                                int slots, std::string& why) {
+                                const native::WatchSessionOptions& options, std::string& why) {
   const char* name = args.stat ? "stat" : "watch";
-  auto pieces = native::plan_pieces(ranges, slots);
+  auto pieces = native::plan_pieces(ranges, options.slots);
   if (!pieces) {
     why = pieces.error().message();
     return std::nullopt;
@@ -532,16 +630,20 @@ std::optional<int> run_counting(const WatchArgs& args, native::Inferior& inferio
     why = count.error().to_string();
     return std::nullopt;
   }
-  const std::string method = std::to_string(pieces->size()) + " debug registers";
+  std::string method = std::to_string(pieces->size()) + " debug registers";
   std::cerr << "hwarb " << name << ": hardware mode, " << count->tasks().size() * pieces->size()
             << " perf counting events (" << method << "), read when the target ends\n";
-  native::HardCountEngine engine(std::move(*count), ranges);
+  native::HardCountEngine counting(std::move(*count), ranges);
+  CountThenWatch engine(counting, inferior, ranges, options, reporter);
   auto end = native::run_target(inferior, engine);
   if (!end) return target_error(name, end.error());
-  auto counts = engine.counts();
+  auto counts = engine.switched() ? Result<std::vector<native::RangeCount>>(engine.counted_before())
+                                  : counting.counts();
   if (!counts) return target_error(name, counts.error());
   for (const native::RangeCount& c : *counts) reporter.add_count(c.id, c.tid, c.access, c.count);
-  reporter.summary("hardware", method, *end, inferior.spawned());
+  const std::string mode = "hardware";
+  if (const native::WatchSession* session = engine.session()) method += given_up_text(*session);
+  reporter.summary(mode, method, *end, inferior.spawned());
   return kExitOk;
 }
 
@@ -671,7 +773,7 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
 
   if (options.hardware && !native::hits_need_stops(ranges, !args.stat)) {
     std::string why;
-    if (auto code = run_counting(args, *inferior, ranges, reporter, options.slots, why)) {
+    if (auto code = run_counting(args, *inferior, ranges, reporter, options, why)) {
       return *code;
     }
     if (args.hardware) {
@@ -712,24 +814,7 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
   print_mode(name, session, *watched, expr_of, *infos,
              options.cpu_accesses ? options.cpu_accesses_why : "");
   if (args.json && !args.stat) report_placements(output, *watched, ranges, *infos);
-  class ById final : public native::WatchObserver {
-   public:
-    ById(Reporter& reporter, const std::map<std::size_t, std::size_t>& expr_of)
-        : reporter_(reporter), expr_of_(expr_of) {}
-    void hit(const native::WatchHit& h) override {
-      native::WatchHit copy = h;
-      copy.id = expr_of_.at(h.id);
-      reporter_.hit(copy);
-    }
-    void note(std::size_t id, const std::string& text) override {
-      reporter_.note(expr_of_.at(id), text);
-    }
-    bool done() const override { return reporter_.done(); }
-
-   private:
-    Reporter& reporter_;
-    const std::map<std::size_t, std::size_t>& expr_of_;
-  } observer(reporter, expr_of);
+  ById observer(reporter, expr_of);
 
   // An attached program outlives hwarb: a watchdog undoes the software path's changes if hwarb
   // is killed, and (any mode) stops the program before a late hardware hit can kill it.
@@ -748,7 +833,7 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
   });
   const bool spawned = inferior->spawned();
   const std::string mode = mode_of(*infos);
-  const std::string method = session.describe();
+  std::string method = session.describe();
   phases.mark("run");
   PhaseEngine phased(shown, phases);
   auto end = native::run_target(*inferior, phased);
@@ -759,6 +844,7 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
               << session.watchdog_error()->to_string() << ")\n";
   }
   if (!end) return target_error(name, end.error());
+  method += given_up_text(session);
   reporter.summary(mode, method, *end, spawned);
   return kExitOk;
 }

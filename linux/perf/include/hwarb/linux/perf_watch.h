@@ -179,6 +179,8 @@ class PerfCount {
   const std::vector<HwPiece>& pieces() const { return pieces_; }
   // The threads and processes covered, in the order they were added.
   std::vector<pid_t> tasks() const;
+  // Closes every event: their registers are free again; counts() and tasks() are empty after.
+  void close() { entries_.clear(); }
 
  private:
   PerfCount() = default;

@@ -230,10 +230,18 @@ class HardCountEngine final : public Engine {
   // The non-zero counts per range and thread, summed over the range's pieces (an access that
   // touches two pieces of one range counts twice), threads in the order they were covered.
   Result<std::vector<RangeCount>> counts() const;
+  // The counts so far (as counts()), then every counting event closed: the registers are free
+  // and handle() takes no event any more (the caller hands the run to another engine).
+  Result<std::vector<RangeCount>> close();
+  // The debug registers one thread's events hold (0 once closed).
+  [[nodiscard]] int registers() const {
+    return closed_ ? 0 : static_cast<int>(count_.pieces().size());
+  }
 
  private:
   PerfCount count_;
   std::vector<WatchRange> ranges_;
+  bool closed_ = false;
 };
 
 struct CountResult {

@@ -84,6 +84,38 @@ class Engine {
   // True when the engine has seen enough: run_target then undoes, detaches and lets the process
   // run on.
   virtual bool done() const { return false; }
+  // Debug registers the engine holds and could give up to the program (register_yield.h): a
+  // spawned program is armed for the yield when this is above 0 as run_target starts.
+  virtual int yieldable_registers() const { return 0; }
+  // Gives up the registers of one hardware watch, which goes on in software; `who` took them
+  // (every thread stopped). The registers freed; 0 when there is nothing left to give.
+  virtual Result<int> yield_registers(const std::string& who) {
+    (void)who;
+    return 0;
+  }
+  // A remark about the run as a whole (e.g. that the program could not be armed for the yield).
+  virtual void note(const std::string& text) { (void)text; }
+};
+
+// An Engine that passes everything to another: a wrapper overrides only what it adds.
+class ForwardingEngine : public Engine {
+ public:
+  explicit ForwardingEngine(Engine& engine) : engine_(engine) {}
+  Result<bool> handle(const Event& event) override { return engine_.handle(event); }
+  Resume resume_mode() const override { return engine_.resume_mode(); }
+  Result<void> finish() override { return engine_.finish(); }
+  void tick() override { engine_.tick(); }
+  std::vector<int> wake_fds() const override { return engine_.wake_fds(); }
+  bool wants_wakeups() const override { return engine_.wants_wakeups(); }
+  bool done() const override { return engine_.done(); }
+  int yieldable_registers() const override { return engine_.yieldable_registers(); }
+  Result<int> yield_registers(const std::string& who) override {
+    return engine_.yield_registers(who);
+  }
+  void note(const std::string& text) override { engine_.note(text); }
+
+ protected:
+  Engine& engine_;
 };
 
 struct RunResult {

@@ -208,6 +208,17 @@ class WatchSession {
   // originals: a debugger shows memory through them.
   std::vector<RestoreByte> planted_bytes() const;
 
+  // Debug registers held by hardware watches that may move to software (mode kAuto).
+  [[nodiscard]] int yieldable_registers() const;
+  // Gives the registers of the last such watch up to `who` (register_yield.h): it goes on in
+  // software, its `why` naming `who`, and the registers stay reserved for the program in the
+  // arbiter, so no later watch takes them back; a watch sharing a page with it follows it (rule
+  // 3). Every thread stopped (EBUSY naming `threads`); all or nothing. The watch moved, nullopt
+  // when there was none.
+  Result<std::optional<WatchInfo>> yield_registers(const std::string& who);
+  // Debug registers given up so far.
+  [[nodiscard]] int registers_given_up() const;
+
   Result<void> guard(Watchdog& watchdog);
   const std::optional<Error>& watchdog_error() const;
   // What a watchdog would undo now (what guard() publishes): for a caller that publishes it
@@ -241,6 +252,9 @@ class WatchSessionEngine final : public Engine {
   Resume resume_mode() const override { return session_.resume_mode(); }
   Result<void> finish() override { return session_.uninstall(); }
   bool done() const override { return observer_.done(); }
+  int yieldable_registers() const override { return session_.yieldable_registers(); }
+  // session.yield_registers(who), the moved watch's new placement told as a note of its own.
+  Result<int> yield_registers(const std::string& who) override;
 
  private:
   WatchSession& session_;

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# A program that asks the kernel for debug registers while hwarb holds some:
+# register_yield_test.sh HWARB PROGRAMS_DIR
+# prog_self_watch opens 4 perf breakpoints on itself — every register a thread has — while
+# `hwarb watch` and `hwarb stat` watch `target` (on the same page) with a register of their own.
+# The program must get all 4, each must count every write of its variable, and hwarb's count of
+# `target` must stay exact: hwarb gives its register up (its watch moves to software, with a
+# note naming the thread that took it). In software mode hwarb holds no register: nothing is
+# given up and the counts are as exact. A program hwarb attaches to keeps what it had.
+set -uo pipefail
+hwarb=$1
+P=$2
+# shellcheck source=cli_test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cli_test_lib.sh"
+n=300
+
+# The program alone: 4 registers, each counting its N writes (the baseline every run must match).
+"$P/prog_self_watch" $n 4 >"$tmp/alone" 2>&1
+alone_rc=$?
+if [[ $alone_rc -ne 0 ]]; then
+  skip_case hardware "a program's 4 breakpoints under hwarb" \
+    "the program alone cannot open 4 breakpoints here: $(head -1 "$tmp/alone")"
+  exit 0
+fi
+want=$(grep -c "breakpoint counted $n of $n" "$tmp/alone")
+[[ $want -eq 4 ]] || bad "the program alone: $want of 4 breakpoints counted $n: $(cat "$tmp/alone")"
+hits=false
+"$hwarb" probe --json | grep -q '"hits_delivered":true' && hits=true
+
+for mode in "" --software; do
+  m=${mode:-default}
+  if [[ -z $mode && $hits == false ]]; then
+    skip_case hits "register yield in the default mode" "this machine does not deliver breakpoint hits"
+    continue
+  fi
+  for sub in watch stat; do
+    run 0 "$sub $m" $sub $mode target:w -- "$P/prog_self_watch" $n 4
+    got=$(grep -c "breakpoint counted $n of $n" "$tmp/out")
+    [[ $got -eq 4 ]] || bad "$sub $m: the program's breakpoints: $got of 4 counted $n: $(cat "$tmp/out")"
+    has "$tmp/err" "$n hits" "$sub $m: hwarb's count of target"
+    if [[ -z $mode ]]; then
+      grep -qE "target:w now software: gave its 1 debug register up to thread [0-9]+'s perf_event_open of a breakpoint on thread [0-9]+" "$tmp/err" ||
+        bad "$sub $m: the yield is not noted: $(cat "$tmp/err")"
+    elif grep -q "gave its" "$tmp/err"; then
+      bad "$sub $m: a register given up in software mode: $(cat "$tmp/err")"
+    fi
+  done
+done
+
+# A program that opens fewer breakpoints than hwarb leaves it keeps hwarb's watch in hardware.
+if [[ $hits == true ]]; then
+  run 0 "watch with room left" watch target:w -- "$P/prog_self_watch" $n 2
+  got=$(grep -c "breakpoint counted $n of $n" "$tmp/out")
+  [[ $got -eq 2 ]] || bad "watch with room left: $got of 2 breakpoints counted $n"
+  grep -q "gave its" "$tmp/err" && bad "watch with room left: a register given up: $(cat "$tmp/err")"
+  has "$tmp/err" "$n hits" "watch with room left: hwarb's count"
+fi
+
+[[ $fail -eq 0 ]] && echo "register_yield_test: all cases passed"
+exit $fail
