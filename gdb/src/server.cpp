@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <span>
 #include <utility>
+#include <variant>
 
 #include "hwarb/base/format.h"
 #include "hwarb/gdb/gdb_signals.h"
@@ -28,53 +29,6 @@ std::string hex_byte(int v) {
   char buf[4];
   std::snprintf(buf, sizeof buf, "%02x", v & 0xff);
   return buf;
-}
-
-// "addr,len" (or "addr,kind").
-Result<std::pair<std::uint64_t, std::uint64_t>> addr_len(std::string_view text) {
-  const std::size_t comma = text.find(',');
-  if (comma == std::string_view::npos) {
-    return make_error(ErrorCode::kInval, "packet: '" + std::string(text) + "' lacks ADDR,LENGTH");
-  }
-  auto addr = parse_hex_u64(text.substr(0, comma));
-  if (!addr) return std::unexpected(addr.error());
-  auto len = parse_hex_u64(text.substr(comma + 1));
-  if (!len) return std::unexpected(len.error());
-  return std::pair{*addr, *len};
-}
-
-// One part of a thread id: hex, -1 (all) or 0 (any).
-Result<Tid> parse_id(std::string_view text) {
-  if (text == "-1") return -1;
-  auto v = parse_hex_u64(text);
-  if (!v) return std::unexpected(v.error());
-  if (*v > 0x7fffffff) {
-    return make_error(ErrorCode::kInval, "thread: " + std::string(text) + " is not a thread id");
-  }
-  return static_cast<Tid>(*v);
-}
-
-// A thread id of the protocol: TID, or pPID.TID / pPID (every thread of PID) with
-// multiprocess+. {process (0: any, -1: all), thread (0: any, -1: all)}.
-Result<std::pair<Tid, Tid>> parse_ptid(std::string_view text) {
-  if (!text.starts_with("p")) {
-    auto tid = parse_id(text);
-    if (!tid) return std::unexpected(tid.error());
-    return std::pair<Tid, Tid>{0, *tid};
-  }
-  const std::size_t dot = text.find('.');
-  auto process = parse_id(text.substr(1, dot == std::string_view::npos ? dot : dot - 1));
-  if (!process) return std::unexpected(process.error());
-  if (dot == std::string_view::npos) return std::pair<Tid, Tid>{*process, -1};
-  auto tid = parse_id(text.substr(dot + 1));
-  if (!tid) return std::unexpected(tid.error());
-  return std::pair<Tid, Tid>{*process, *tid};
-}
-
-Result<Tid> parse_thread(std::string_view text) {
-  auto id = parse_ptid(text);
-  if (!id) return std::unexpected(id.error());
-  return id->second;
 }
 
 // The slice [offset, offset+length) of a qXfer object: "m" + data when more follows, "l" + data
@@ -170,45 +124,6 @@ std::string Server::took_process() {
   last_thread_ = target_.pid();
   last_stop_ = stop_reply(SIGTRAP, last_thread_, "");
   return last_stop_;
-}
-
-Result<std::string> Server::run_program(std::string_view args) {
-  if (!target_.can_start()) {
-    return make_error(ErrorCode::kOpNotSupp, "vRun: this server starts no programs");
-  }
-  if (running()) return make_error(ErrorCode::kBusy, "vRun: already debugging a process");
-  // PROG;ARG;... each hex-encoded; an empty PROG: the last program run (the target's choice).
-  std::vector<std::string> argv;
-  for (;;) {
-    const std::size_t semi = args.find(';');
-    auto bytes = from_hex(args.substr(0, semi));
-    if (!bytes) return std::unexpected(bytes.error().with_context("vRun"));
-    argv.emplace_back(bytes->begin(), bytes->end());
-    if (semi == std::string_view::npos) break;
-    args = args.substr(semi + 1);
-  }
-  auto started = target_.start(std::move(argv));
-  if (!started) {
-    if (!target_.has_process()) forget_process();
-    return std::unexpected(started.error());
-  }
-  return took_process();
-}
-
-Result<std::string> Server::attach_process(std::string_view pid_text) {
-  if (!target_.can_start()) {
-    return make_error(ErrorCode::kOpNotSupp, "vAttach: this server attaches nothing");
-  }
-  if (running()) return make_error(ErrorCode::kBusy, "vAttach: already debugging a process");
-  auto pid = parse_id(pid_text);
-  if (!pid) return std::unexpected(pid.error());
-  if (*pid <= 0) return make_error(ErrorCode::kInval, "vAttach: " + std::string(pid_text));
-  auto attached = target_.attach(*pid);
-  if (!attached) {
-    if (!target_.has_process()) forget_process();
-    return std::unexpected(attached.error());
-  }
-  return took_process();
 }
 
 std::optional<Result<std::string>> Server::without_process(const std::string& p) {
@@ -442,9 +357,7 @@ Result<std::optional<ServerEnd>> Server::finish(ServerEnd::How how) {
   return std::optional<ServerEnd>(*end);
 }
 
-Result<std::optional<ServerEnd>> Server::monitor(std::string_view hex_command) {
-  auto bytes = from_hex(hex_command);
-  const std::string command = bytes ? std::string(bytes->begin(), bytes->end()) : std::string();
+Server::Served Server::monitor(const std::string& command) {
   if (command == "exit") {
     // gdbserver's `monitor exit`: OK, then the server ends at once, leaving the process as a
     // client that goes away leaves it.
@@ -502,311 +415,438 @@ Result<std::optional<ServerEnd>> Server::monitor(std::string_view hex_command) {
   return std::optional<ServerEnd>();
 }
 
-Result<std::optional<ServerEnd>> Server::on_packet(const std::string& p) {
-  const auto answer = [&](Result<std::string> r) -> Result<std::optional<ServerEnd>> {
-    auto sent = reply(r ? *r : error_reply(r.error(), error_messages_));
-    if (!sent) return std::unexpected(sent.error());
-    return std::optional<ServerEnd>();
-  };
-  const auto done = [&](Result<void> r) -> Result<std::optional<ServerEnd>> {
-    if (!r) return answer(std::unexpected(r.error()));
-    return answer(std::string("OK"));
-  };
-  if (p.empty()) return answer(std::string());
+Server::Served Server::answer(Result<std::string> r) {
+  auto sent = reply(r ? *r : error_reply(r.error(), error_messages_));
+  if (!sent) return std::unexpected(sent.error());
+  return std::optional<ServerEnd>();
+}
+
+Server::Served Server::done(Result<void> r) {
+  if (!r) return answer(std::unexpected(r.error()));
+  return answer(std::string("OK"));
+}
+
+Server::Served Server::resumed(Result<std::string> stop) {
+  // A resume that ended because the client went away ends the session.
+  if (gone_) return gone_;
+  // gdb takes the stopped thread as the general one after a stop (record_currthread) and
+  // sends no Hg for it: so does the server.
+  if (stop) g_thread_ = last_thread_;
+  return answer(std::move(stop));
+}
+
+std::optional<Result<std::string>> Server::refused(const std::string& p) {
   if ((p.starts_with("vCont") && disabled("vCont")) || (p == "qC" && disabled("qC")) ||
       ((p == "qfThreadInfo" || p == "qsThreadInfo") && disabled("qfThreadInfo"))) {
-    return answer(std::string());  // as a packet gdbserver does not know
+    return std::string();  // as a packet gdbserver does not know
   }
-  const char c = p[0];
-  const std::string_view rest = std::string_view(p).substr(1);
   if (!target_.has_process()) {
-    if (c == 'k') return std::optional<ServerEnd>();  // nothing to kill; no reply to k
-    if (auto r = without_process(p)) return answer(std::move(*r));
+    if (auto r = without_process(p)) return r;
   }
-  if (exited_ && c != 'k' && c != 'D' && !p.starts_with("vKill") && c != 'q' && c != '?' &&
-      !p.starts_with("Q") && c != '!' && c != 'R' && !p.starts_with("vRun;") &&
+  if (exited_ && p[0] != 'k' && p[0] != 'D' && !p.starts_with("vKill") && p[0] != 'q' &&
+      p[0] != '?' && !p.starts_with("Q") && p[0] != '!' && p[0] != 'R' && !p.starts_with("vRun;") &&
       !p.starts_with("vAttach;")) {
-    return answer(make_error(ErrorCode::kSrch, "process: it has ended"));
+    return make_error(ErrorCode::kSrch, "process: it has ended");
   }
-  if (p == "QStartNoAckMode") {
-    // The OK itself is still acknowledged; nothing after it.
-    if (auto r = reply("OK"); !r) return std::unexpected(r.error());
-    ack_ = false;
+  // The launch settings and process starts, only where the target starts processes.
+  if (!target_.can_start() &&
+      (p.starts_with("QDisableRandomization:") || p.starts_with("QEnvironment"))) {
+    return std::string();
+  }
+  const bool run = p.starts_with("vRun;");
+  if (run || p.starts_with("vAttach;")) {
+    if (!target_.can_start()) {
+      return make_error(ErrorCode::kOpNotSupp, run ? "vRun: this server starts no programs"
+                                                   : "vAttach: this server attaches nothing");
+    }
+    if (running()) {
+      return make_error(ErrorCode::kBusy,
+                        std::string(run ? "vRun" : "vAttach") + ": already debugging a process");
+    }
+  }
+  return std::nullopt;
+}
+
+Server::Served Server::on_packet(const std::string& p) {
+  if (p.empty()) return answer(std::string());
+  if (!target_.has_process() && p[0] == 'k') {
+    return std::optional<ServerEnd>();  // nothing to kill; no reply to k
+  }
+  if (auto r = refused(p)) return answer(std::move(*r));
+  auto request = parse_request(p);
+  if (!request) return answer(std::unexpected(request.error()));
+  return std::visit([this](const auto& r) { return on(r); }, *request);
+}
+
+// Handshake and queries.
+
+Server::Served Server::on(const Supported& s) {
+  error_messages_ = s.error_message;
+  exec_events_ = s.exec_events;
+  multiprocess_ = s.multiprocess;
+  fork_events_ = multiprocess_ && s.fork_events;
+  vfork_events_ = multiprocess_ && s.vfork_events;
+  // The parent of a fork stays stopped for its event (a vfork's also at its end).
+  target_.set_features(ClientFeatures{.multiprocess = multiprocess_,
+                                      .fork_events = fork_events_,
+                                      .vfork_events = vfork_events_},
+                       true);
+  // The thread id in the client's form (a stop not reported yet, or a W).
+  if (target_.has_process() && !exited_ &&
+      (last_stop_.starts_with("T") || last_stop_.starts_with("S"))) {
+    last_stop_ = stop_reply(SIGTRAP, last_thread_, "");
+  }
+  return answer("PacketSize=" + hex_u64(kPacketSize) +
+                ";qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:read+;qXfer:threads:read+"
+                ";qXfer:libraries-svr4:read+;qXfer:siginfo:read+"
+                ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+"
+                ";ConditionalBreakpoints+" +
+                std::string(target_.can_start() ? ";QDisableRandomization+;QEnvironmentHexEncoded+"
+                                                  ";QEnvironmentUnset+;QEnvironmentReset+"
+                                                : "") +
+                std::string(error_messages_ ? ";error-message+" : "") +
+                std::string(exec_events_ ? ";exec-events+" : "") +
+                std::string(multiprocess_ ? ";multiprocess+" : "") +
+                std::string(fork_events_ ? ";fork-events+" : "") +
+                std::string(vfork_events_ ? ";vfork-events+" : ""));
+}
+
+Server::Served Server::on(const StartNoAckMode&) {
+  // The OK itself is still acknowledged; nothing after it.
+  if (auto r = reply("OK"); !r) return std::unexpected(r.error());
+  ack_ = false;
+  return std::optional<ServerEnd>();
+}
+
+Server::Served Server::on(const StopReason&) {
+  return answer(last_stop_);
+}
+
+Server::Served Server::on(const ExtendedMode&) {
+  extended_ = true;
+  return answer(std::string("OK"));
+}
+
+Server::Served Server::on(const CurrentThread&) {
+  return answer("QC" + thread_id(thread_for(last_thread_)));
+}
+
+Server::Served Server::on(const Attached&) {
+  return answer(std::string(target_.spawned() ? "0" : "1"));
+}
+
+Server::Served Server::on(const ThreadInfo& info) {
+  if (!info.first || exited_) return answer(std::string("l"));
+  std::string out = "m";
+  bool first = true;
+  for (Tid t : target_.threads()) {
+    out += (first ? "" : ",") + thread_id(t);
+    first = false;
+  }
+  return answer(out);
+}
+
+Server::Served Server::on(const Xfer& x) {
+  return answer(xfer(x));
+}
+
+Server::Served Server::on(const Monitor& m) {
+  return monitor(m.command);
+}
+
+Server::Served Server::on(const HostInfo&) {
+  // lldb: it takes the target's own signal numbers once it knows the target is Linux.
+  native_signals_ = true;
+  return answer(
+      "triple:" + hex_text("x86_64-pc-linux-gnu") +
+      ";ptrsize:8;endian:little;ostype:linux;vendor:pc;watchpoint_exceptions_received:after;");
+}
+
+Server::Served Server::on(const ProcessInfo&) {
+  return answer("pid:" + hex_u64(static_cast<std::uint64_t>(target_.pid())) +
+                ";triple:" + hex_text("x86_64-pc-linux-gnu") +
+                ";ostype:linux;vendor:pc;endian:little;ptrsize:8;");
+}
+
+Server::Served Server::on(const WatchpointSupportInfo&) {
+  // Any number: beyond the registers the software path takes them.
+  return answer(std::string("num:1024;"));
+}
+
+Server::Served Server::on(const MemoryRegionInfo& info) {
+  auto region = target_.memory_region(info.addr);
+  if (!region) return answer(std::unexpected(region.error()));
+  std::string out = "start:" + hex_u64(region->start) + ";size:" + hex_u64(region->size) + ";";
+  if (!region->mapped) return answer(out);
+  out += "permissions:";
+  if (region->read) out += 'r';
+  if (region->write) out += 'w';
+  if (region->exec) out += 'x';
+  out += ";";
+  if (!region->path.empty()) out += "name:" + hex_text(region->path) + ";";
+  return answer(out);
+}
+
+Server::Served Server::on(const Symbol&) {
+  return answer(std::string("OK"));
+}
+
+// Settings.
+
+Server::Served Server::on(const CatchSyscalls& c) {
+  target_.set_catch_syscalls(c.numbers);
+  return answer(std::string("OK"));
+}
+
+Server::Served Server::on(const ThreadSuffixSupported&) {
+  thread_suffix_ = true;
+  return answer(std::string("OK"));
+}
+
+Server::Served Server::on(const ListThreadsInStopReply&) {
+  list_threads_ = true;
+  return answer(std::string("OK"));
+}
+
+Server::Served Server::on(const DisableRandomization& d) {
+  // The next vRun's personality (gdb's `set disable-randomization`).
+  target_.set_disable_randomization(d.on);
+  return answer(std::string("OK"));
+}
+
+// gdb's `set environment` / `unset environment` for the programs vRun starts, as gdbserver keeps
+// them: a reset gives back the server's own environment.
+Server::Served Server::on(const EnvironmentReset&) {
+  target_.reset_environment();
+  return answer(std::string("OK"));
+}
+
+Server::Served Server::on(const EnvironmentSet& e) {
+  target_.set_environment(e.name_value);
+  return answer(std::string("OK"));
+}
+
+Server::Served Server::on(const EnvironmentUnset& e) {
+  target_.unset_environment(e.name);
+  return answer(std::string("OK"));
+}
+
+// Threads.
+
+Server::Served Server::on(const SelectThread& h) {
+  const auto threads = target_.threads();
+  Tid t = h.tid;
+  if (h.process > 0 && t <= 0) {
+    // pPID.0 / pPID.-1: a thread of that process.
+    const auto in = std::find_if(threads.begin(), threads.end(),
+                                 [&](Tid x) { return target_.group_of(x) == h.process; });
+    if (in == threads.end()) return answer(make_error(ErrorCode::kSrch, "thread: no such process"));
+    t = *in;
+  }
+  if (t > 0 && std::find(threads.begin(), threads.end(), t) == threads.end()) {
+    return answer(make_error(ErrorCode::kSrch, "thread: no such thread"));
+  }
+  (h.general ? g_thread_ : c_thread_) = t;
+  return answer(std::string("OK"));
+}
+
+Server::Served Server::on(const ThreadAlive& t) {
+  const auto threads = target_.threads();
+  if (std::find(threads.begin(), threads.end(), t.tid) == threads.end()) {
+    return answer(make_error(ErrorCode::kSrch, "thread: no such thread"));
+  }
+  return answer(std::string("OK"));
+}
+
+// Registers.
+
+Server::Served Server::on(const ReadRegisters&) {
+  auto regs = target_.read_registers(thread_for(g_thread_), false);
+  if (!regs) return answer(std::unexpected(regs.error()));
+  return answer(gdb_encode_registers(regs->regs, regs->fp));
+}
+
+Server::Served Server::on(const WriteRegisters& w) {
+  const Tid tid = thread_for(g_thread_);
+  auto regs = target_.read_registers(tid, false);
+  if (!regs) return answer(std::unexpected(regs.error()));
+  const Registers before = *regs;
+  if (auto r = gdb_decode_registers(w.hex, regs->regs, regs->fp); !r) {
+    return answer(std::unexpected(r.error()));
+  }
+  return done(target_.write_registers(tid, *regs, before));
+}
+
+Server::Served Server::on(const ReadRegister& r) {
+  const Tid tid = thread_for(r.thread.value_or(g_thread_));
+  auto regs = target_.read_registers(tid, r.regno >= kGdbCoreRegisterCount);
+  if (!regs) return answer(std::unexpected(regs.error()));
+  return answer(gdb_read_register(r.regno, regs->regs, regs->fp));
+}
+
+Server::Served Server::on(const WriteRegister& w) {
+  const Tid tid = thread_for(w.thread.value_or(g_thread_));
+  auto regs = target_.read_registers(tid, w.regno >= kGdbCoreRegisterCount);
+  if (!regs) return answer(std::unexpected(regs.error()));
+  const Registers before = *regs;
+  if (!w.hex) return answer(make_error(ErrorCode::kInval, "packet: P without a value"));
+  if (auto r = gdb_write_register(w.regno, *w.hex, regs->regs, regs->fp); !r) {
+    return answer(std::unexpected(r.error()));
+  }
+  return done(target_.write_registers(tid, *regs, before));
+}
+
+// Memory.
+
+Server::Served Server::on(const ReadMemory& m) {
+  auto bytes = target_.read_memory(general_process(), m.addr,
+                                   std::min<std::uint64_t>(m.length, kPacketSize / 2));
+  if (!bytes) return answer(std::unexpected(bytes.error()));
+  if (m.binary)
+    return answer("b" + std::string(bytes->begin(), bytes->end()));  // rsp_frame escapes
+  return answer(to_hex(*bytes));
+}
+
+Server::Served Server::on(const WriteMemory& w) {
+  if (w.bytes.empty()) return answer(std::string("OK"));
+  return done(target_.write_memory(general_process(), w.addr, w.bytes));
+}
+
+Server::Served Server::on(const Point& z) {
+  if (z.insert) {
+    return done(target_.insert_point(general_process(), z.type, z.addr, z.length, z.conditions));
+  }
+  return done(target_.remove_point(general_process(), z.type, z.addr, z.length));
+}
+
+// Execution.
+
+Result<ResumeAction> Server::resume_action(char kind, std::uint64_t signal, Tid process,
+                                           Tid tid) const {
+  ResumeAction a{.kind = kind, .signal = 0, .tid = tid, .process = process};
+  if (kind == 'C' || kind == 'S') {
+    auto host = host_signal(signal);
+    if (!host) {
+      return make_error(ErrorCode::kInval,
+                        "vCont: signal " + hex_u64(signal) + " is not a signal of this target");
+    }
+    a.signal = *host;
+  }
+  return a;
+}
+
+Server::Served Server::on(const Continue& c) {
+  // The old forms: the Hc thread (or all) continues; 's' steps it.
+  const bool step = c.kind == 's' || c.kind == 'S';
+  auto action = resume_action(c.kind, c.signal, 0, step ? thread_for(c_thread_) : -1);
+  if (!action) return resumed(std::unexpected(action.error()));
+  return resumed(resume({*action}));
+}
+
+Server::Served Server::on(const VCont& v) {
+  std::vector<ResumeAction> list;
+  for (const VContAction& a : v.actions) {
+    auto action = resume_action(a.kind, a.signal, a.process, a.tid);
+    if (!action) return resumed(std::unexpected(action.error()));
+    list.push_back(*action);
+  }
+  return resumed(resume(list));
+}
+
+Server::Served Server::on(const VContQuery&) {
+  return answer(std::string("vCont;c;C;s;S;t"));
+}
+
+// Processes.
+
+Server::Served Server::taken(Result<void> r) {
+  if (!r) {
+    if (!target_.has_process()) forget_process();
+    return answer(std::unexpected(r.error()));
+  }
+  const std::string stop = took_process();
+  g_thread_ = last_thread_;
+  return answer(stop);
+}
+
+Server::Served Server::on(const Run& run) {
+  return taken(target_.start(run.argv));
+}
+
+Server::Served Server::on(const Attach& a) {
+  return taken(target_.attach(a.pid));
+}
+
+// D;PID and vKill;PID with multiprocess+: one process of several.
+std::optional<Result<std::string>> Server::leave_one(std::optional<Tid> process, bool kill) {
+  if (!multiprocess_ || !process || !others_than(*process)) return std::nullopt;
+  auto r = kill ? target_.kill_process(*process) : target_.detach_process(*process);
+  if (!r) return std::unexpected(r.error());
+  last_thread_ = thread_for(last_thread_);
+  g_thread_ = c_thread_ = 0;
+  return std::string("OK");
+}
+
+Server::Served Server::on(const VKill& k) {
+  if (auto one = leave_one(k.process, true)) return answer(std::move(*one));
+  if (extended_) {
+    // Extended mode: the server stays, with no process.
+    return done(drop_process(ServerEnd::How::kKilled));
+  }
+  auto end = finish(ServerEnd::How::kKilled);
+  if (!end) return std::unexpected(end.error());
+  if (auto r = reply("OK"); !r) return std::unexpected(r.error());
+  return end;
+}
+
+Server::Served Server::on(const Detach& d) {
+  if (auto one = leave_one(d.process, false)) return answer(std::move(*one));
+  if (extended_) {
+    // Extended mode: the process runs on; the server stays, with no process.
+    return done(drop_process(ServerEnd::How::kDetached));
+  }
+  auto end = finish(ServerEnd::How::kDetached);
+  if (!end) {
+    ignore_error(reply(error_reply(end.error(), error_messages_)), "end's error is returned");
+    return std::unexpected(end.error());
+  }
+  if (auto r = reply("OK"); !r) return std::unexpected(r.error());
+  return end;
+}
+
+Server::Served Server::on(const Kill&) {
+  if (extended_) {
+    // Extended mode: no reply, and the server waits with no process (gdbserver).
+    if (auto r = drop_process(ServerEnd::How::kKilled); !r) return std::unexpected(r.error());
     return std::optional<ServerEnd>();
   }
-  // A resume that ended because the client went away ends the session.
-  const auto resumed = [&](Result<std::string> stop) -> Result<std::optional<ServerEnd>> {
-    if (gone_) return gone_;
-    // gdb takes the stopped thread as the general one after a stop (record_currthread) and
-    // sends no Hg for it: so does the server.
-    if (stop) g_thread_ = last_thread_;
-    return answer(std::move(stop));
-  };
-  switch (c) {
-    case '?':
-      return answer(last_stop_);
-    case '!':
-      extended_ = true;
-      return answer(std::string("OK"));
-    case 'q':
-    case 'Q':
-      if (p.starts_with("qRcmd,")) return monitor(std::string_view(p).substr(6));
-      return answer(query(p));
-    case 'H': {
-      if (rest.empty()) return answer(make_error(ErrorCode::kInval, "packet: H without a thread"));
-      auto id = parse_ptid(rest.substr(1));
-      if (!id) return answer(std::unexpected(id.error()));
-      const auto threads = target_.threads();
-      Tid t = id->second;
-      if (id->first > 0 && t <= 0) {
-        // pPID.0 / pPID.-1: a thread of that process.
-        const auto in = std::find_if(threads.begin(), threads.end(),
-                                     [&](Tid x) { return target_.group_of(x) == id->first; });
-        if (in == threads.end()) {
-          return answer(make_error(ErrorCode::kSrch, "thread: no such process"));
-        }
-        t = *in;
-      }
-      if (t > 0 && std::find(threads.begin(), threads.end(), t) == threads.end()) {
-        return answer(make_error(ErrorCode::kSrch, "thread: no such thread"));
-      }
-      (rest[0] == 'g' ? g_thread_ : c_thread_) = t;
-      return answer(std::string("OK"));
-    }
-    case 'T': {
-      auto t = parse_thread(rest);
-      if (!t) return answer(std::unexpected(t.error()));
-      const auto threads = target_.threads();
-      if (std::find(threads.begin(), threads.end(), *t) == threads.end()) {
-        return answer(make_error(ErrorCode::kSrch, "thread: no such thread"));
-      }
-      return answer(std::string("OK"));
-    }
-    case 'g': {
-      auto regs = target_.read_registers(thread_for(g_thread_), false);
-      if (!regs) return answer(std::unexpected(regs.error()));
-      return answer(gdb_encode_registers(regs->regs, regs->fp));
-    }
-    case 'G': {
-      const Tid tid = thread_for(g_thread_);
-      auto regs = target_.read_registers(tid, false);
-      if (!regs) return answer(std::unexpected(regs.error()));
-      const Registers before = *regs;
-      if (auto r = gdb_decode_registers(rest, regs->regs, regs->fp); !r) {
-        return answer(std::unexpected(r.error()));
-      }
-      return done(target_.write_registers(tid, *regs, before));
-    }
-    case 'p':
-    case 'P': {
-      std::string_view spec = rest;
-      Tid tid = thread_for(g_thread_);
-      if (const std::size_t semi = spec.find(";thread:"); semi != std::string_view::npos) {
-        auto t = parse_thread(spec.substr(semi + 8, spec.find(';', semi + 1) - semi - 8));
-        if (t) tid = thread_for(*t);
-        spec = spec.substr(0, semi);
-      }
-      const std::size_t eq = spec.find('=');
-      auto regno = parse_hex_u64(spec.substr(0, eq));
-      if (!regno) return answer(std::unexpected(regno.error()));
-      if (*regno >= static_cast<std::uint64_t>(kGdbRegisterCount)) {
-        return answer(make_error(ErrorCode::kInval, "regno: " + hex_u64(*regno) +
-                                                        " is not a register (0-" +
-                                                        hex_u64(kGdbRegisterCount - 1) + ")"));
-      }
-      auto regs = target_.read_registers(tid, *regno >= kGdbCoreRegisterCount);
-      if (!regs) return answer(std::unexpected(regs.error()));
-      const Registers before = *regs;
-      if (c == 'p') {
-        return answer(gdb_read_register(static_cast<int>(*regno), regs->regs, regs->fp));
-      }
-      if (eq == std::string_view::npos) {
-        return answer(make_error(ErrorCode::kInval, "packet: P without a value"));
-      }
-      if (auto r = gdb_write_register(static_cast<int>(*regno), spec.substr(eq + 1), regs->regs,
-                                      regs->fp);
-          !r) {
-        return answer(std::unexpected(r.error()));
-      }
-      return done(target_.write_registers(tid, *regs, before));
-    }
-    case 'm':
-    case 'x': {
-      auto al = addr_len(rest);
-      if (!al) return answer(std::unexpected(al.error()));
-      auto bytes = read_memory(al->first, std::min<std::uint64_t>(al->second, kPacketSize / 2));
-      if (!bytes) return answer(std::unexpected(bytes.error()));
-      if (c == 'x') return answer("b" + *bytes);  // escaped by rsp_frame
-      return answer(
-          to_hex(std::span(reinterpret_cast<const std::uint8_t*>(bytes->data()), bytes->size())));
-    }
-    case 'M':
-    case 'X': {
-      const std::size_t colon = rest.find(':');
-      if (colon == std::string_view::npos) {
-        return answer(make_error(ErrorCode::kInval, "packet: M/X without ':'"));
-      }
-      auto al = addr_len(rest.substr(0, colon));
-      if (!al) return answer(std::unexpected(al.error()));
-      std::vector<std::uint8_t> data;
-      if (c == 'M') {
-        auto h = from_hex(rest.substr(colon + 1));
-        if (!h) return answer(std::unexpected(h.error()));
-        data = std::move(*h);
-      } else {
-        const std::string raw = rsp_unescape(rest.substr(colon + 1));
-        data.assign(raw.begin(), raw.end());
-      }
-      if (data.size() != al->second) {
-        return answer(make_error(ErrorCode::kInval, "packet: length " + std::to_string(al->second) +
-                                                        " but " + std::to_string(data.size()) +
-                                                        " bytes"));
-      }
-      if (data.empty()) return answer(std::string("OK"));
-      return done(target_.write_memory(general_process(), al->first, data));
-    }
-    case 'Z':
-    case 'z': {
-      if (rest.size() < 2 || rest[1] != ',') return answer(std::string());
-      const char type = rest[0];
-      if (type < '0' || type > '4') return answer(std::string());
-      std::string_view spec = rest.substr(2);
-      const std::size_t semi = spec.find(';');
-      std::vector<AgentExpr> conditions;
-      if (semi != std::string_view::npos && c == 'Z' && (type == '0' || type == '1')) {
-        auto parsed = parse_agent_conditions(spec.substr(semi));
-        if (!parsed) return answer(std::unexpected(parsed.error()));
-        conditions = std::move(*parsed);
-      }
-      spec = spec.substr(0, semi);  // commands (cmds:) are gdb's to run
-      auto al = addr_len(spec);
-      if (!al) return answer(std::unexpected(al.error()));
-      const auto point = static_cast<PointType>(type);
-      return done(c == 'Z' ? target_.insert_point(general_process(), point, al->first, al->second,
-                                                  std::move(conditions))
-                           : target_.remove_point(general_process(), point, al->first, al->second));
-    }
-    case 'c':
-    case 's':
-    case 'C':
-    case 'S': {
-      // The old forms: the Hc thread (or all) continues; 's' steps it.
-      std::string actions;
-      std::string_view tail = rest;
-      std::string sig;
-      if (c == 'C' || c == 'S') {
-        sig = std::string(tail.substr(0, tail.find(';')));
-        tail = tail.find(';') == std::string_view::npos ? std::string_view()
-                                                        : tail.substr(tail.find(';') + 1);
-      }
-      // Resuming at another address (c ADDR, Csig;ADDR) is not served: gdb never asks for it.
-      if (!tail.empty() || ((c == 'c' || c == 's') && !rest.empty())) {
-        return answer(
-            make_error(ErrorCode::kInval, "packet: resuming at an address is not served"));
-      }
-      const Tid tid = thread_for(c_thread_);
-      if (c == 's' || c == 'S') {
-        actions = std::string(1, c == 's' ? 's' : 'S') + sig + ":" +
-                  hex_u64(static_cast<std::uint64_t>(tid));
-      } else {
-        actions = std::string(1, c) + sig;
-      }
-      return resumed(resume(actions));
-    }
-    case 'v': {
-      if (p == "vCont?") return answer(std::string("vCont;c;C;s;S;t"));
-      if (p.starts_with("vCont;")) return resumed(resume(p.substr(6)));
-      if (p.starts_with("vKill;") && multiprocess_) {
-        if (auto process = parse_id(std::string_view(p).substr(6));
-            process && *process > 0 && others_than(*process)) {
-          if (auto r = target_.kill_process(*process); !r) {
-            return answer(std::unexpected(r.error()));
-          }
-          last_thread_ = thread_for(last_thread_);
-          g_thread_ = c_thread_ = 0;
-          return answer(std::string("OK"));
-        }
-      }
-      if (p.starts_with("vKill") && extended_) {
-        // Extended mode: the server stays, with no process.
-        if (auto r = drop_process(ServerEnd::How::kKilled); !r) {
-          return answer(std::unexpected(r.error()));
-        }
-        return answer(std::string("OK"));
-      }
-      if (p.starts_with("vKill")) {
-        auto end = finish(ServerEnd::How::kKilled);
-        if (!end) return std::unexpected(end.error());
-        if (auto r = reply("OK"); !r) return std::unexpected(r.error());
-        return end;
-      }
-      if (p == "vMustReplyEmpty") return answer(std::string());
-      if (p.starts_with("vFile:")) return answer(file_request(std::string_view(p).substr(6)));
-      if (p.starts_with("vRun;")) {
-        auto stop = run_program(std::string_view(p).substr(5));
-        if (stop) g_thread_ = last_thread_;
-        return answer(std::move(stop));
-      }
-      if (p.starts_with("vAttach;")) {
-        auto stop = attach_process(std::string_view(p).substr(8));
-        if (stop) g_thread_ = last_thread_;
-        return answer(std::move(stop));
-      }
-      return answer(std::string());
-    }
-    case 'D': {
-      if (rest.starts_with(";") && multiprocess_) {
-        if (auto process = parse_id(rest.substr(1));
-            process && *process > 0 && others_than(*process)) {
-          if (auto r = target_.detach_process(*process); !r) {
-            return answer(std::unexpected(r.error()));
-          }
-          last_thread_ = thread_for(last_thread_);
-          g_thread_ = c_thread_ = 0;
-          return answer(std::string("OK"));
-        }
-      }
-      if (extended_) {
-        // Extended mode: the process runs on; the server stays, with no process.
-        auto left = drop_process(ServerEnd::How::kDetached);
-        if (!left) return answer(std::unexpected(left.error()));
-        return answer(std::string("OK"));
-      }
-      auto end = finish(ServerEnd::How::kDetached);
-      if (!end) {
-        ignore_error(reply(error_reply(end.error(), error_messages_)), "end's error is returned");
-        return std::unexpected(end.error());
-      }
-      if (auto r = reply("OK"); !r) return std::unexpected(r.error());
-      return end;
-    }
-    case 'R': {
-      // Extended mode's restart (gdb without vRun): the last program again, with no reply.
-      if (!extended_ || !target_.can_start()) return answer(std::string());
-      if (auto r = drop_process(ServerEnd::How::kKilled); !r) return std::unexpected(r.error());
-      // R has no reply: the client's next '?' says whether a program runs.
-      if (target_.restart() && target_.has_process()) took_process();
-      return std::optional<ServerEnd>();
-    }
-    case 'k': {
-      if (extended_) {
-        // Extended mode: no reply, and the server waits with no process (gdbserver).
-        if (auto r = drop_process(ServerEnd::How::kKilled); !r) return std::unexpected(r.error());
-        return std::optional<ServerEnd>();
-      }
-      auto end = finish(ServerEnd::How::kKilled);
-      if (!end) return std::unexpected(end.error());
-      return end;  // no reply to k
-    }
-    default:
-      return answer(std::string());  // unknown: the empty reply
-  }
+  auto end = finish(ServerEnd::How::kKilled);
+  if (!end) return std::unexpected(end.error());
+  return end;  // no reply to k
+}
+
+Server::Served Server::on(const Restart&) {
+  // Extended mode's restart (gdb without vRun): the last program again, with no reply.
+  if (!extended_ || !target_.can_start()) return answer(std::string());
+  if (auto r = drop_process(ServerEnd::How::kKilled); !r) return std::unexpected(r.error());
+  // R has no reply: the client's next '?' says whether a program runs.
+  if (target_.restart() && target_.has_process()) took_process();
+  return std::optional<ServerEnd>();
+}
+
+Server::Served Server::on(const HostFile& f) {
+  return answer(file_request(f));
+}
+
+Server::Served Server::on(const Unsupported&) {
+  return answer(std::string());  // unknown: the empty reply
 }
 
 // Host I/O (vFile): gdb reads the executable and libraries through the server (its default
 // sysroot "target:"), and `remote put`, `get` and `delete` copy and delete files there.
 // Replies "F<result>" or "F-1,<errno>" with gdb's File-I/O errno values.
-std::string Server::file_request(std::string_view request) {
+std::string Server::file_request(const HostFile& f) {
+  using Op = HostFile::Op;
   const auto fail = [](const Error& e) {
     // gdb's File-I/O errno values: those of Linux for the codes here, else EUNKNOWN.
     int code = 9999;
@@ -828,269 +868,77 @@ std::string Server::file_request(std::string_view request) {
     }
     return "F-1," + hex_u64(static_cast<std::uint64_t>(code));
   };
-  const std::size_t colon = request.find(':');
-  const std::string_view op = request.substr(0, colon);
-  std::vector<std::string_view> args;
-  if (colon != std::string_view::npos) {
-    std::string_view rest = request.substr(colon + 1);
-    for (;;) {
-      const std::size_t comma = rest.find(',');
-      args.push_back(rest.substr(0, comma));
-      if (comma == std::string_view::npos) break;
-      rest = rest.substr(comma + 1);
-    }
-  }
-  const auto number = [&](std::size_t i) -> Result<std::uint64_t> {
-    if (i >= args.size()) return make_error(ErrorCode::kInval, "vFile: missing argument");
-    return parse_hex_u64(args[i]);
-  };
-  if (op == "setfs") return "F0";  // one process: its file system is ours
-  if (op == "readlink") {
-    // `info proc` reads /proc/PID/cwd and exe this way.
-    auto path = from_hex(args.empty() ? std::string_view() : args[0]);
-    if (!path) return fail(path.error());
-    auto target = target_.read_link(std::string(path->begin(), path->end()));
-    if (!target) return fail(target.error());
-    return "F" + hex_u64(target->size()) + ";" + *target;
-  }
-  if (op == "unlink") {
-    auto path = from_hex(args.empty() ? std::string_view() : args[0]);
-    if (!path) return fail(path.error());
-    if (auto r = target_.unlink_file(std::string(path->begin(), path->end())); !r) {
-      return fail(r.error());
-    }
-    return "F0";
-  }
-  if (op == "open") {
-    auto path = from_hex(args.empty() ? std::string_view() : args[0]);
-    auto flags = number(1);
-    auto mode = args.size() > 2 ? number(2) : Result<std::uint64_t>(0);
-    if (!path || !flags || !mode) {
-      return fail(!path ? path.error() : !flags ? flags.error() : mode.error());
-    }
-    auto fd =
-        target_.open_file(std::string(path->begin(), path->end()), static_cast<unsigned>(*flags),
-                          static_cast<unsigned>(*mode & 07777));
-    if (!fd) return fail(fd.error());
-    return "F" + hex_u64(static_cast<std::uint64_t>(*fd));
-  }
-  auto fd = number(0);
-  if (!fd) return fail(fd.error());
-  const int file = static_cast<int>(*fd);
-  if (!target_.has_file(file)) return "F-1," + hex_u64(9);  // EBADF
-  if (op == "close") {
-    ignore_error(target_.close_file(file), "the descriptor is gone either way");
-    return "F0";
-  }
-  if (op == "pread") {
-    auto count = number(1);
-    auto offset = number(2);
-    if (!count || !offset) return fail(count ? offset.error() : count.error());
-    std::vector<std::uint8_t> data(std::min<std::uint64_t>(*count, kPacketSize / 2));
-    auto n = target_.pread_file(file, *offset, data);
-    if (!n) return fail(n.error());
-    return "F" + hex_u64(*n) + ";" + std::string(data.begin(), data.begin() + *n);
-  }
-  if (op == "fstat") {
-    auto st = target_.stat_file(file);
-    if (!st) return fail(st.error());
-    // gdb's struct fio_stat: big-endian 32-bit fields, 64-bit size/blksize/blocks.
-    std::string out;
-    const auto be = [&](std::uint64_t v, int bytes) {
-      for (int i = bytes - 1; i >= 0; --i) out += static_cast<char>((v >> (8 * i)) & 0xff);
-    };
-    be(st->dev, 4);
-    be(st->ino, 4);
-    be(st->mode, 4);
-    be(st->nlink, 4);
-    be(st->uid, 4);
-    be(st->gid, 4);
-    be(st->rdev, 4);
-    be(st->size, 8);
-    be(st->blksize, 8);
-    be(st->blocks, 8);
-    be(static_cast<std::uint64_t>(st->atime), 4);
-    be(static_cast<std::uint64_t>(st->mtime), 4);
-    be(static_cast<std::uint64_t>(st->ctime), 4);
-    return "F" + hex_u64(out.size()) + ";" + out;
-  }
-  if (op == "pwrite") {
-    // vFile:pwrite:FD,OFFSET,DATA: the data binary, escaped as in X packets.
-    auto offset = number(1);
-    if (!offset) return fail(offset.error());
-    const std::size_t second = request.find(',', request.find(',') + 1);
-    if (second == std::string_view::npos) {
-      return fail(Error(ErrorCode::kInval, "vFile: pwrite without data"));
-    }
-    const std::string data = rsp_unescape(request.substr(second + 1));
-    auto n = target_.pwrite_file(file, *offset, data);
-    if (!n) return fail(n.error());
-    return "F" + hex_u64(*n);
-  }
-  return std::string();
-}
-
-Result<std::string> Server::query(const std::string& p) {
-  if (p.starts_with("qSupported")) {
-    error_messages_ = p.find("error-message+") != std::string::npos;
-    exec_events_ = p.find("exec-events+") != std::string::npos;
-    multiprocess_ = p.find("multiprocess+") != std::string::npos;
-    fork_events_ = multiprocess_ && p.find(";fork-events+") != std::string::npos;
-    vfork_events_ = multiprocess_ && p.find("vfork-events+") != std::string::npos;
-    // The parent of a fork stays stopped for its event (a vfork's also at its end).
-    target_.set_features(ClientFeatures{.multiprocess = multiprocess_,
-                                        .fork_events = fork_events_,
-                                        .vfork_events = vfork_events_},
-                         true);
-    // The thread id in the client's form (a stop not reported yet, or a W).
-    if (target_.has_process() && !exited_ &&
-        (last_stop_.starts_with("T") || last_stop_.starts_with("S"))) {
-      last_stop_ = stop_reply(SIGTRAP, last_thread_, "");
-    }
-    return "PacketSize=" + hex_u64(kPacketSize) +
-           ";qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:read+;qXfer:threads:read+"
-           ";qXfer:libraries-svr4:read+;qXfer:siginfo:read+"
-           ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+"
-           ";ConditionalBreakpoints+" +
-           std::string(target_.can_start() ? ";QDisableRandomization+;QEnvironmentHexEncoded+"
-                                             ";QEnvironmentUnset+;QEnvironmentReset+"
-                                           : "") +
-           std::string(error_messages_ ? ";error-message+" : "") +
-           std::string(exec_events_ ? ";exec-events+" : "") +
-           std::string(multiprocess_ ? ";multiprocess+" : "") +
-           std::string(fork_events_ ? ";fork-events+" : "") +
-           std::string(vfork_events_ ? ";vfork-events+" : "");
-  }
-  if (p == "qC") return "QC" + thread_id(thread_for(last_thread_));
-  if (p.starts_with("qAttached")) return std::string(target_.spawned() ? "0" : "1");
-  if (p == "qfThreadInfo") {
-    std::string out = "m";
-    bool first = true;
-    for (Tid t : target_.threads()) {
-      out += (first ? "" : ",") + thread_id(t);
-      first = false;
-    }
-    return exited_ ? std::string("l") : out;
-  }
-  if (p == "qsThreadInfo") return std::string("l");
-  if (p.starts_with("qXfer:")) {
-    // qXfer:OBJECT:read:ANNEX:OFFSET,LENGTH
-    std::string_view rest = std::string_view(p).substr(6);
-    const std::size_t c1 = rest.find(':');
-    if (c1 == std::string_view::npos) return std::string();
-    const std::string_view object = rest.substr(0, c1);
-    rest = rest.substr(c1 + 1);
-    if (!rest.starts_with("read:")) return std::string();
-    rest = rest.substr(5);
-    const std::size_t c2 = rest.find(':');
-    if (c2 == std::string_view::npos) return std::string();
-    const std::string_view annex = rest.substr(0, c2);
-    auto al = addr_len(rest.substr(c2 + 1));
-    if (!al) return std::unexpected(al.error());
-    return xfer(object, annex, al->first, al->second);
-  }
-  if (p.starts_with("QCatchSyscalls:")) {
-    // QCatchSyscalls:0 | QCatchSyscalls:1[;NR]... (hex numbers; none: every call).
-    std::string_view rest = std::string_view(p).substr(15);
-    if (rest == "0") {
-      target_.set_catch_syscalls(std::nullopt);
-      return std::string("OK");
-    }
-    if (!rest.starts_with("1")) return make_error(ErrorCode::kInval, "QCatchSyscalls: 0 or 1");
-    rest = rest.substr(1);
-    std::set<long> numbers;
-    while (!rest.empty()) {
-      if (rest[0] != ';') return make_error(ErrorCode::kInval, "QCatchSyscalls: ';' expected");
-      rest = rest.substr(1);
-      const std::size_t end = rest.find(';');
-      auto nr = parse_hex_u64(rest.substr(0, end));
-      if (!nr) return std::unexpected(nr.error());
-      numbers.insert(static_cast<long>(*nr));
-      rest = end == std::string_view::npos ? std::string_view() : rest.substr(end);
-    }
-    target_.set_catch_syscalls(std::move(numbers));
-    return std::string("OK");
-  }
-  if (p == "QThreadSuffixSupported") {
-    thread_suffix_ = true;
-    return std::string("OK");
-  }
-  if (p == "QListThreadsInStopReply") {
-    list_threads_ = true;
-    return std::string("OK");
-  }
-  if (p == "qHostInfo") {
-    // lldb: it takes the target's own signal numbers once it knows the target is Linux.
-    native_signals_ = true;
-    return "triple:" + hex_text("x86_64-pc-linux-gnu") +
-           ";ptrsize:8;endian:little;ostype:linux;vendor:pc;watchpoint_exceptions_received:after;";
-  }
-  if (p == "qProcessInfo") {
-    return "pid:" + hex_u64(static_cast<std::uint64_t>(target_.pid())) +
-           ";triple:" + hex_text("x86_64-pc-linux-gnu") +
-           ";ostype:linux;vendor:pc;endian:little;ptrsize:8;";
-  }
-  if (p == "qWatchpointSupportInfo" || p == "qWatchpointSupportInfo:") {
-    // Any number: beyond the registers the software path takes them.
-    return std::string("num:1024;");
-  }
-  if (p.starts_with("qMemoryRegionInfo:")) {
-    auto addr = parse_hex_u64(std::string_view(p).substr(18));
-    if (!addr) return std::unexpected(addr.error());
-    auto region = target_.memory_region(*addr);
-    if (!region) return std::unexpected(region.error());
-    if (!region->mapped) {
-      return "start:" + hex_u64(region->start) + ";size:" + hex_u64(region->size) + ";";
-    }
-    std::string perms;
-    if (region->read) perms += 'r';
-    if (region->write) perms += 'w';
-    if (region->exec) perms += 'x';
-    std::string out = "start:" + hex_u64(region->start) + ";size:" + hex_u64(region->size) +
-                      ";permissions:" + perms + ";";
-    if (!region->path.empty()) out += "name:" + hex_text(region->path) + ";";
-    return out;
-  }
-  if (p.starts_with("qSymbol")) return std::string("OK");
-  if (p.starts_with("QDisableRandomization:") && target_.can_start()) {
-    // The next vRun's personality (gdb's `set disable-randomization`).
-    target_.set_disable_randomization(p.ends_with(":1"));
-    return std::string("OK");
-  }
-  if (target_.can_start() && p.starts_with("QEnvironment")) return change_environment(p);
-  return std::string();  // qTStatus, qOffsets, ...: not served
-}
-
-// gdb's `set environment` / `unset environment` for the programs vRun starts, as gdbserver keeps
-// them: QEnvironmentReset gives back the server's own environment; QEnvironmentHexEncoded:HEX
-// (NAME=VALUE) sets NAME; QEnvironmentUnset:HEX (NAME) removes it.
-Result<std::string> Server::change_environment(std::string_view p) {
-  if (p == "QEnvironmentReset") {
-    target_.reset_environment();
-    return std::string("OK");
-  }
-  const bool set = p.starts_with("QEnvironmentHexEncoded:");
-  if (!set && !p.starts_with("QEnvironmentUnset:")) return std::string();  // not served
-  auto bytes = from_hex(p.substr(p.find(':') + 1));
-  if (!bytes) return std::unexpected(bytes.error().with_context("environment"));
-  const std::string text(bytes->begin(), bytes->end());
-  const std::size_t eq = text.find('=');
-  if ((set && (eq == std::string::npos || eq == 0)) || (!set && text.empty())) {
-    return make_error(ErrorCode::kInval,
-                      "environment: '" + text + "' is not " + (set ? "NAME=VALUE" : "a NAME"));
-  }
-  if (set) {
-    target_.set_environment(text);
+  if (f.op == Op::kSetFs) return "F0";  // one process: its file system is ours
+  if (!f.fd) {
+    if (f.error) return fail(*f.error);
   } else {
-    target_.unset_environment(text);
+    if (!target_.has_file(*f.fd)) return "F-1," + hex_u64(9);  // EBADF
+    if (f.error) return fail(*f.error);
   }
-  return std::string("OK");
+  switch (f.op) {
+    case Op::kReadlink: {
+      // `info proc` reads /proc/PID/cwd and exe this way.
+      auto target = target_.read_link(f.path);
+      if (!target) return fail(target.error());
+      return "F" + hex_u64(target->size()) + ";" + *target;
+    }
+    case Op::kUnlink:
+      if (auto r = target_.unlink_file(f.path); !r) return fail(r.error());
+      return "F0";
+    case Op::kOpen: {
+      auto fd = target_.open_file(f.path, f.flags, f.mode);
+      if (!fd) return fail(fd.error());
+      return "F" + hex_u64(static_cast<std::uint64_t>(*fd));
+    }
+    case Op::kClose:
+      ignore_error(target_.close_file(*f.fd), "the descriptor is gone either way");
+      return "F0";
+    case Op::kPread: {
+      std::vector<std::uint8_t> data(std::min<std::uint64_t>(f.count, kPacketSize / 2));
+      auto n = target_.pread_file(*f.fd, f.offset, data);
+      if (!n) return fail(n.error());
+      return "F" + hex_u64(*n) + ";" + std::string(data.begin(), data.begin() + *n);
+    }
+    case Op::kFstat: {
+      auto st = target_.stat_file(*f.fd);
+      if (!st) return fail(st.error());
+      // gdb's struct fio_stat: big-endian 32-bit fields, 64-bit size/blksize/blocks.
+      std::string out;
+      const auto be = [&](std::uint64_t v, int bytes) {
+        for (int i = bytes - 1; i >= 0; --i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+      };
+      be(st->dev, 4);
+      be(st->ino, 4);
+      be(st->mode, 4);
+      be(st->nlink, 4);
+      be(st->uid, 4);
+      be(st->gid, 4);
+      be(st->rdev, 4);
+      be(st->size, 8);
+      be(st->blksize, 8);
+      be(st->blocks, 8);
+      be(static_cast<std::uint64_t>(st->atime), 4);
+      be(static_cast<std::uint64_t>(st->mtime), 4);
+      be(static_cast<std::uint64_t>(st->ctime), 4);
+      return "F" + hex_u64(out.size()) + ";" + out;
+    }
+    case Op::kPwrite: {
+      auto n = target_.pwrite_file(*f.fd, f.offset, f.data);
+      if (!n) return fail(n.error());
+      return "F" + hex_u64(*n);
+    }
+    default:
+      return std::string();
+  }
 }
 
-Result<std::string> Server::xfer(std::string_view object, std::string_view annex,
-                                 std::uint64_t offset, std::uint64_t length) {
+Result<std::string> Server::xfer(const Xfer& x) {
+  const std::string_view object = x.object;
+  const std::uint64_t offset = x.offset;
+  const std::uint64_t length = x.length;
   if (object == "features") {
-    if (annex != "target.xml") return make_error(ErrorCode::kNoEnt, "annex: no such feature file");
+    if (x.annex != "target.xml")
+      return make_error(ErrorCode::kNoEnt, "annex: no such feature file");
     // The registers of the thread gdb looks at: its XSAVE components (XCR0, the same for every
     // thread of the machine).
     std::uint64_t features = 0;
@@ -1115,11 +963,7 @@ Result<std::string> Server::xfer(std::string_view object, std::string_view annex
     return xfer_slice(*xml, offset, length);
   }
   if (object == "exec-file") {
-    Tid process = target_.pid();
-    if (auto annex_pid = parse_id(annex); !annex.empty() && annex_pid && *annex_pid > 0) {
-      process = *annex_pid;
-    }
-    auto path = target_.exec_file(process);
+    auto path = target_.exec_file(x.annex_process.value_or(target_.pid()));
     if (!path) return std::unexpected(path.error());
     return xfer_slice(*path, offset, length);
   }
@@ -1147,49 +991,7 @@ Result<std::string> Server::xfer(std::string_view object, std::string_view annex
   return std::string();
 }
 
-Result<std::string> Server::read_memory(std::uint64_t addr, std::uint64_t len) {
-  auto bytes = target_.read_memory(general_process(), addr, len);
-  if (!bytes) return std::unexpected(bytes.error());
-  return std::string(bytes->begin(), bytes->end());
-}
-
-Result<std::string> Server::resume(const std::string& text) {
-  // Each action applies to its thread, or (without one) to every thread no earlier action named.
-  std::vector<ResumeAction> list;
-  std::string_view rest = text;
-  while (!rest.empty()) {
-    const std::size_t semi = rest.find(';');
-    std::string_view one = rest.substr(0, semi);
-    rest = semi == std::string_view::npos ? std::string_view() : rest.substr(semi + 1);
-    if (one.empty()) continue;
-    ResumeAction a;
-    a.kind = one[0];
-    std::string_view arg = one.substr(1);
-    const std::size_t colon = arg.find(':');
-    if (a.kind == 'C' || a.kind == 'S') {
-      auto sig = parse_hex_u64(arg.substr(0, colon));
-      if (!sig) return std::unexpected(sig.error());
-      auto host = host_signal(*sig);
-      if (!host) {
-        return make_error(ErrorCode::kInval,
-                          "vCont: signal " + hex_u64(*sig) + " is not a signal of this target");
-      }
-      a.signal = *host;
-    } else if (colon != 0 && !arg.empty()) {
-      return make_error(ErrorCode::kInval, "vCont: action '" + std::string(one) + "' is malformed");
-    }
-    if (colon != std::string_view::npos) {
-      auto t = parse_ptid(arg.substr(colon + 1));
-      if (!t) return std::unexpected(t.error());
-      a.process = t->first;
-      a.tid = t->second;
-    }
-    if (a.kind != 'c' && a.kind != 'C' && a.kind != 's' && a.kind != 'S' && a.kind != 't') {
-      return make_error(ErrorCode::kInval, "vCont: unknown action '" + std::string(one) + "'");
-    }
-    list.push_back(a);
-  }
-  if (list.empty()) return make_error(ErrorCode::kInval, "vCont: no action");
+Result<std::string> Server::resume(const std::vector<ResumeAction>& list) {
   interrupt_ = false;
   auto at_once = target_.resume(list);
   if (!at_once) return std::unexpected(at_once.error());

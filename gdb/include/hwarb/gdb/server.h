@@ -1,8 +1,9 @@
 // hwarb/gdb/server.h — Server, the GDB Remote Serial Protocol over a Target (target.h): it
-// reads packets from a Connection, parses each into a request of the target, and formats the
-// target's answer (or its error, E NN) as the protocol's reply; gdb, lldb and the IDEs built on
-// them debug the target's process through it. The Linux target (hwarb/linux/gdb_server.h) is
-// what `hwarb gdbserver` serves; tests serve a fake one.
+// reads packets from a Connection, parses each into a typed Request (request.h), serves it with
+// one handler per kind of request, asking the target, and formats the target's answer (or its
+// error, E NN) as the protocol's reply; gdb, lldb and the IDEs built on them debug the target's
+// process through it. The Linux target (hwarb/linux/gdb_server.h) is what `hwarb gdbserver`
+// serves; tests serve a fake one.
 //
 // What it serves (all-stop mode, x86-64, every thread of the process):
 //  1. Handshake and queries: qSupported, QStartNoAckMode, ?, qC, qAttached, qfThreadInfo /
@@ -49,6 +50,7 @@
 #include <vector>
 
 #include "hwarb/base/error.h"
+#include "hwarb/gdb/request.h"
 #include "hwarb/gdb/rsp.h"
 #include "hwarb/gdb/target.h"
 
@@ -83,16 +85,72 @@ class Server {
   Result<ServerEnd> serve_packets();
 
   // One packet while the process is stopped; nullopt: keep serving, else the end.
-  Result<std::optional<ServerEnd>> on_packet(const std::string& packet);
-  Result<std::string> query(const std::string& packet);
-  Result<std::string> change_environment(std::string_view packet);
-  Result<std::optional<ServerEnd>> monitor(std::string_view hex_command);
-  std::string file_request(std::string_view request);
-  Result<std::string> xfer(std::string_view object, std::string_view annex, std::uint64_t offset,
-                           std::uint64_t length);
-  Result<std::string> read_memory(std::uint64_t addr, std::uint64_t len);
-  // Parses vCont actions, resumes, waits for the stop; its reply.
-  Result<std::string> resume(const std::string& actions);
+  using Served = Result<std::optional<ServerEnd>>;
+  Served on_packet(const std::string& packet);
+  // What the server answers a packet before it is parsed (a disabled packet, one that needs a
+  // process when there is none or it ended, a start where the target starts none); nullopt:
+  // parse and serve it.
+  std::optional<Result<std::string>> refused(const std::string& packet);
+  std::optional<Result<std::string>> without_process(const std::string& packet);
+  // The reply: the text, or the error as E NN (E.text with error-message+). done: OK or E NN.
+  Served answer(Result<std::string> r);
+  Served done(Result<void> r);
+  // The reply to a resume, unless the client went away meanwhile; the stopped thread becomes
+  // the general one.
+  Served resumed(Result<std::string> stop);
+
+  // One handler per request (request.h), each sending its reply (if any).
+  Served on(const Supported& s);
+  Served on(const StartNoAckMode&);
+  Served on(const StopReason&);
+  Served on(const ExtendedMode&);
+  Served on(const CurrentThread&);
+  Served on(const Attached&);
+  Served on(const ThreadInfo& info);
+  Served on(const Xfer& x);
+  Served on(const Monitor& m);
+  Served on(const HostInfo&);
+  Served on(const ProcessInfo&);
+  Served on(const WatchpointSupportInfo&);
+  Served on(const MemoryRegionInfo& info);
+  Served on(const Symbol&);
+  Served on(const CatchSyscalls& c);
+  Served on(const ThreadSuffixSupported&);
+  Served on(const ListThreadsInStopReply&);
+  Served on(const DisableRandomization& d);
+  Served on(const EnvironmentReset&);
+  Served on(const EnvironmentSet& e);
+  Served on(const EnvironmentUnset& e);
+  Served on(const SelectThread& h);
+  Served on(const ThreadAlive& t);
+  Served on(const ReadRegisters&);
+  Served on(const WriteRegisters& w);
+  Served on(const ReadRegister& r);
+  Served on(const WriteRegister& w);
+  Served on(const ReadMemory& m);
+  Served on(const WriteMemory& w);
+  Served on(const Point& z);
+  Served on(const Continue& c);
+  Served on(const VCont& v);
+  Served on(const VContQuery&);
+  Served on(const Run& run);
+  Served on(const Attach& a);
+  Served on(const VKill& k);
+  Served on(const Detach& d);
+  Served on(const Kill&);
+  Served on(const Restart&);
+  Served on(const HostFile& f);
+  Served on(const Unsupported&);
+
+  Served monitor(const std::string& command);
+  std::string file_request(const HostFile& f);
+  Result<std::string> xfer(const Xfer& x);
+  // A resume action in the target's signal numbers (EINVAL for a signal it does not have).
+  Result<ResumeAction> resume_action(char kind, std::uint64_t signal, Tid process, Tid tid) const;
+  // Resumes, waits for the stop; its reply.
+  Result<std::string> resume(const std::vector<ResumeAction>& actions);
+  // D;PID / vKill;PID with multiprocess+ of one process of several; nullopt: not that case.
+  std::optional<Result<std::string>> leave_one(std::optional<Tid> process, bool kill);
   // The reply of a stop, and what it changes here (the last thread, an ended process).
   std::string on_stop(const StopEvent& stop);
   Result<std::optional<ServerEnd>> finish(ServerEnd::How how);
@@ -103,9 +161,9 @@ class Server {
   void forget_process();
   // After the target started or attached a process: its stop reply.
   std::string took_process();
-  Result<std::string> run_program(std::string_view args);
-  Result<std::string> attach_process(std::string_view pid);
-  std::optional<Result<std::string>> without_process(const std::string& packet);
+  // The reply to a start or an attach (vRun, vAttach): the error, or the new process's stop,
+  // whose thread becomes the general one.
+  Served taken(Result<void> r);
   bool running() const { return target_.has_process() && !exited_; }
   bool disabled(const std::string& name) const;
 
