@@ -5,6 +5,7 @@
 # moment 0.1-0.5 s later; the program must then run to its end with its own output
 # ("counter=4K") and status 0.
 #   bench/kill9_survival.sh BUILD_DIR [ROUNDS] [K]
+#   KILL9_COMMAND=watch bench/kill9_survival.sh ...   # `hwarb watch -p` (a stop per hit) instead
 # Modes: --software always, --hardware where `hwarb probe` sees hits delivered. Prints per mode
 # the rounds survived and how the others ended (the signal that killed the program). Target:
 # >= 95% of rounds survived. Exit 1 when a mode misses it.
@@ -18,6 +19,8 @@ k="${3:-3000000}"
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "kill9_survival: ROUNDS: a positive number" >&2; exit 2; }
 [[ "$k" =~ ^[1-9][0-9]*$ ]] || { echo "kill9_survival: K: a positive number" >&2; exit 2; }
 hwarb="${HWARB:-$build/tools/hwarb/hwarb}"
+command="${KILL9_COMMAND:-stat}"
+[[ $command == stat || $command == watch ]] || { echo "kill9_survival: KILL9_COMMAND: stat or watch" >&2; exit 2; }
 prog="$build/tests/programs/prog_futex_counter"
 for f in "$hwarb" "$prog"; do
   [[ -x "$f" ]] || { echo "kill9_survival: $f: not built" >&2; exit 2; }
@@ -41,7 +44,7 @@ for mode in "${modes[@]}"; do
       [[ $(readlink "/proc/$target/exe") == */prog_futex_counter ]] && break
       sleep 0.005
     done
-    "$hwarb" stat "$mode" -o /dev/null counter:w -p "$target" >/dev/null 2>"$work/err" &
+    "$hwarb" "$command" "$mode" -o /dev/null counter:w -p "$target" >/dev/null 2>"$work/err" &
     watcher=$!
     for _ in $(seq 400); do grep -q ' mode, ' "$work/err" && break; sleep 0.005; done
     sleep "0.$((RANDOM % 4 + 1))$((RANDOM % 10))"

@@ -10,6 +10,7 @@
 #include "hwarb/base/format.h"
 #include "hwarb/linux/hard_watch.h"
 #include "hwarb/linux/soft_watch.h"
+#include "hwarb/linux/trap_parachute.h"
 #include "hwarb/x86/debugreg.h"
 
 namespace hwarb::native {
@@ -162,8 +163,13 @@ struct WatchSession::State {
   std::vector<arbiter::Reservation> yielded;
   int yielded_registers = 0;
   // What the published plan was made from: (rebuilds, the software plan's generation, the
-  // Inferior's process changes for a hardware-only plan, which names the processes).
-  std::tuple<std::uint64_t, std::uint64_t, std::uint64_t> published{0, 0, 0};
+  // Inferior's process changes for a hardware-only plan, which names the processes, the changes
+  // of the SIGTRAP parachute).
+  std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t> published{0, 0, 0, 0};
+  // The hardware path's SIGTRAP parachute (guarded, no software path: the software path's own
+  // parachute covers SIGTRAP too), and how many times it changed.
+  TrapParachute trap_parachute;
+  std::uint64_t trap_changes = 0;
   std::optional<Error> watchdog_error;
 
   // Every thread stopped, or asleep in vfork for a child that is stopped (it runs nothing until
@@ -320,8 +326,30 @@ struct WatchSession::State {
   // int3 bytes restored. Their stops still queued are held (hold_path_events() first; the
   // hardware hits are taken with their values). The first error is returned; the rest is still
   // done.
+  // With a watchdog and hardware watches alone: the SIGTRAP parachute in every process with a
+  // stopped thread (trap_parachute.h). Without it the watch is as good, only less safe from a
+  // kill -9.
+  void raise_trap_parachute() {
+    if (watchdog == nullptr || !hard || soft) return;
+    for (pid_t tid : inferior->threads()) {
+      const pid_t process = inferior->process_of(tid);
+      if (!inferior->is_stopped(tid) || inferior->group_of(tid) != process ||
+          trap_parachute.up(process)) {
+        continue;
+      }
+      auto raised = trap_parachute.raise(*inferior, tid);
+      if (raised && *raised) ++trap_changes;
+      ignore_error(raised, "the watch goes on without a parachute");
+    }
+  }
+
   Result<void> teardown() {
     Result<void> first;
+    if (!trap_parachute.empty()) {
+      ++trap_changes;
+      ignore_error(trap_parachute.lower_all(*inferior),
+                   "what cannot be set back is set back by the watchdog, or stays");
+    }
     if (soft) soft->inject_in(last_tid);
     if (hard) {
       collector.hits.clear();
@@ -459,6 +487,7 @@ struct WatchSession::State {
       registers = static_cast<int>(pieces->size());
       hard = std::make_unique<HardWatchEngine>(*inferior, std::move(*perf), hard_ranges, collector);
       hard->stop_at_hits(options.stop_at_hits);
+      raise_trap_parachute();
       return {};
     }
     return make_error(ErrorCode::kAgain, "watches: no placement settled");
@@ -539,12 +568,14 @@ struct WatchSession::State {
         p.processes.push_back(process);
       }
     }
+    p.signals = trap_parachute.plan();
     return p;
   }
 
   // What plan() depends on now (compared with `published`).
-  std::tuple<std::uint64_t, std::uint64_t, std::uint64_t> plan_key() const {
-    return {rebuilds, soft ? soft->plan_generation() : 0, soft ? 0 : inferior->process_changes()};
+  std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t> plan_key() const {
+    return {rebuilds, soft ? soft->plan_generation() : 0, soft ? 0 : inferior->process_changes(),
+            trap_changes};
   }
 
   // The restore plan to the watchdog, when it changed: after a rebuild, a change of the software
@@ -816,6 +847,14 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
         }
       }
       v.ours = handled && *handled;
+      if (handled && !*handled && ev.signal == SIGTRAP &&
+          s.trap_parachute.up(s.inferior->process_of(ev.tid))) {
+        // The program's own SIGTRAP: it meets the program's own action, as unwatched.
+        ++s.trap_changes;
+        if (auto r = s.trap_parachute.lower(*s.inferior, ev.tid); !r) {
+          return std::unexpected(r.error());
+        }
+      }
       break;
     case EventKind::kSyscallEnter:
     case EventKind::kSyscallExit:
@@ -832,6 +871,8 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
       }
       handled = hard();
       if (handled && !*handled) handled = soft();
+      // A followed child has its parent's actions, the parachute too.
+      s.trap_parachute.fork(s.inferior->process_of(ev.tid), ev.child);
       break;
     default: {
       // New threads, execs, exits: both paths follow them; neither resumes what the other does
@@ -841,6 +882,13 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
       auto b = soft();
       if (!b) return std::unexpected(b.error());
       handled = *a || *b;
+      if (ev.kind == EventKind::kExec) {
+        // The exec set every handler back to the default; a process watched again in its new
+        // image gets the parachute again.
+        s.trap_parachute.forget(s.inferior->process_of(ev.tid));
+        ++s.trap_changes;
+        if (s.inferior->is_stopped(ev.tid)) s.raise_trap_parachute();
+      }
       break;
     }
   }
@@ -919,8 +967,9 @@ Result<void> WatchSession::guard(Watchdog& watchdog) {
   if (s.soft) {
     // The parachute for the stops of the watch (signal_action.h), published as it goes up.
     ignore_error(s.soft->deploy_parachute(), "the watch goes on without a parachute");
-    s.publish();
   }
+  s.raise_trap_parachute();
+  s.publish();
   return {};
 }
 
