@@ -1,8 +1,12 @@
 // futex_counter: T threads (default 2) each add 1 to `counter` K times (default 1000) under one
 // pthread mutex, so that they block on futexes; prints "counter=N" (N = T*K) and exits 0, or
-// exits 1 if a lock call failed or the sum is wrong.
-//   prog_futex_counter [T] [K]
+// exits 1 if a lock call failed or the sum is wrong. With `crash-report`, a SIGSEGV handler of
+// its own first, as a server's crash reporter: it prints "crashed" and exits 9.
+//   prog_futex_counter [T] [K] [crash-report]
 #include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -21,9 +25,22 @@ static void* worker(void* arg) {
   return NULL;
 }
 
+static void crash_report(int sig) {
+  (void)sig;
+  static const char kText[] = "crashed\n";
+  (void)!write(1, kText, sizeof kText - 1);
+  _exit(9);
+}
+
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? atoi(argv[1]) : 2;
   if (argc > 2) rounds = atoi(argv[2]);
+  if (argc > 3 && strcmp(argv[3], "crash-report") == 0) {
+    struct sigaction act;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = crash_report;
+    sigaction(SIGSEGV, &act, NULL);
+  }
   if (threads < 1 || threads > 16 || rounds < 0) return 2;
   pthread_t ids[16];
   for (int i = 0; i < threads; ++i) pthread_create(&ids[i], NULL, worker, NULL);

@@ -6,9 +6,11 @@
 #include <poll.h>
 #include <sys/syscall.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "hwarb/linux/breakpoint_requests.h"
@@ -60,6 +62,18 @@ bool register_left(pid_t tid) {
   constexpr std::uint64_t kSomeUserAddress = 0x10000;
   auto trial = perf_breakpoint_open(tid, kSomeUserAddress, 1, BpType::kW);
   return trial || trial.error().code() != ErrorCode::kNoSpc;
+}
+
+// register_left() after a watch gave its registers up: the kernel frees a closed breakpoint's
+// slot only once nothing holds the event any more — a breakpoint that stops its thread with a
+// SIGTRAP is held until that thread has run its pending perf work on its way back to user mode,
+// after the resume. So the trial is made again for a while (at most 200 ms, 1 ms apart).
+bool register_left_soon(pid_t tid) {
+  for (int i = 0; i < 200; ++i) {
+    if (register_left(tid)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
 }
 
 bool is_ours(const Inferior& inferior, pid_t tid) {
@@ -120,8 +134,9 @@ Result<void> RegisterYield::serve(Inferior& inferior, Engine& engine) {
     }
     const std::optional<Wanted> wanted = wanted_by(*request);
     // Case 3, as long as there is something to give; cases 1, 2 and 4 fall through.
+    bool gave = false;
     while (wanted && is_ours(inferior, wanted->thread) && engine.yieldable_registers() > 0 &&
-           !register_left(wanted->thread)) {
+           !(gave ? register_left_soon(wanted->thread) : register_left(wanted->thread))) {
       auto stopped = inferior.stop_all();
       if (!stopped) return std::unexpected(stopped.error());
       auto freed = engine.yield_registers(wanted->who);
@@ -134,6 +149,7 @@ Result<void> RegisterYield::serve(Inferior& inferior, Engine& engine) {
       if (!freed) return std::unexpected(freed.error());
       if (*freed == 0) break;
       yielded_ += *freed;
+      gave = true;
     }
     if (auto r = continue_request(listener_.get(), request->id); !r) return r;
   }

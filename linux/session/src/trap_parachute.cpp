@@ -10,7 +10,7 @@ Result<bool> TrapParachute::raise(Inferior& inferior, pid_t tid) {
   if (up_.contains(process)) return true;
   auto program = inject_sigaction(inferior, tid, SIGTRAP, nullptr);
   if (!program) return std::unexpected(program.error());
-  if (program->handler != kSigDflHandler) return false;
+  if (program->handler == kSigIgnHandler) return false;
   auto action = parachute_action(inferior, process);
   if (!action) {
     if (action.error().code() == ErrorCode::kNoEnt) return false;
@@ -57,7 +57,7 @@ void TrapParachute::fork(pid_t parent, pid_t child) {
 std::vector<RestoreSignals> TrapParachute::plan() const {
   std::vector<RestoreSignals> out;
   for (const auto& [process, up] : up_) {
-    out.push_back({.process = process, .signals = signal_bit(SIGTRAP)});
+    out.push_back({.process = process, .signals = signal_bit(SIGTRAP), .trap = up.program});
   }
   return out;
 }

@@ -50,29 +50,32 @@ TEST(TrapParachute, GoesUpOverTheDefaultActionAndDownToIt) {
   ASSERT_TRUE(inf->kill());
 }
 
-TEST(TrapParachute, NeverReplacesAnActionOfTheProgramsOwn) {
+TEST(TrapParachute, GoesUpOverAHandlerOfTheProgramsOwnAndGivesItBack) {
   Capture out;
   SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("spin")}), out);
-  // A handler of the program's own (never run: the process is killed). Not SIG_IGN: the
-  // single-step of an injected call is a forced SIGTRAP, and the kernel sets an ignored forced
-  // signal back to the default.
+  // A handler of the program's own (never run: the process is killed).
   constexpr std::uint64_t kSaRestorer = 0x04000000;
   const KernelSigaction own{.handler = 0x401000, .flags = kSaRestorer, .restorer = 0x401000};
   ASSERT_TRUE(inject_sigaction(*inf, inf->pid(), SIGTRAP, &own));
   TrapParachute parachute;
   auto raised = parachute.raise(*inf, inf->pid());
   ASSERT_TRUE(raised) << raised.error().to_string();
-  EXPECT_FALSE(*raised);
-  EXPECT_TRUE(parachute.empty());
+  EXPECT_TRUE(*raised);
+  const std::vector<RestoreSignals> plan = parachute.plan();
+  ASSERT_EQ(plan.size(), 1U);
+  EXPECT_EQ(plan[0].trap, own);  // what the watchdog sets back
+  ASSERT_TRUE(parachute.lower(*inf, inf->pid()));
+  auto back = trap_action(*inf);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, own);
   // Up, then the program sets an action of its own: lowering leaves the program's.
-  const KernelSigaction dfl{};
-  ASSERT_TRUE(inject_sigaction(*inf, inf->pid(), SIGTRAP, &dfl));
   ASSERT_TRUE(parachute.raise(*inf, inf->pid()));
-  ASSERT_TRUE(inject_sigaction(*inf, inf->pid(), SIGTRAP, &own));
+  const KernelSigaction other{.handler = 0x402000, .flags = kSaRestorer, .restorer = 0x401000};
+  ASSERT_TRUE(inject_sigaction(*inf, inf->pid(), SIGTRAP, &other));
   ASSERT_TRUE(parachute.lower(*inf, inf->pid()));
   auto after = trap_action(*inf);
   ASSERT_TRUE(after);
-  EXPECT_EQ(*after, own);
+  EXPECT_EQ(*after, other);
   ASSERT_TRUE(inf->kill());
 }
 

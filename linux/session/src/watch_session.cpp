@@ -108,6 +108,11 @@ WatchSessionOptions session_options(const ProbeReport& report) {
     o.no_hardware = "this machine has no breakpoint PMU";
   } else if (report.breakpoint_slots == 0 && report.slots_held_elsewhere) {
     o.no_hardware = slots_held_text(report);
+  } else if (!report.hits_delivered && report.canary_writes == 0) {
+    // Whether hits are delivered is unknown: the canary did not run (its breakpoint refused as
+    // another user took the slots meanwhile, say).
+    o.no_hardware = "no canary could show whether breakpoint hits are delivered" +
+                    (report.notes.empty() ? std::string() : " (" + report.notes.back() + ")");
   } else if (!report.hits_delivered) {
     o.no_hardware = "breakpoints open on this machine but their hits are never delivered (" +
                     std::to_string(report.canary_hits) + " of " +

@@ -314,12 +314,14 @@ Result<void> SoftWatch::keep_segv_action(pid_t tid) {
 // The parachute (signal_action.h). Per process, parachutes_ holds which of SIGSEGV and SIGTRAP
 // it is the action of now, and the program's own action of each: what the program's
 // rt_sigaction must see and what is put back. Rules:
-//  1. It goes up for a signal only while the program's action for it is the default: a handler
-//     or SIG_IGN of the program's is never replaced.
+//  1. It goes up for a signal while the program's action for it is the default or a handler of
+//     the program's own (a server's crash reporter, say: a stale fault handed to it would end the
+//     program as surely as the default); a program's SIG_IGN is never replaced.
 //  2. A signal of the program's own (not the watch's) is passed through only after the parachute
 //     for it is down: its default action then kills, or stops, as without hwarb.
 //  3. The program's rt_sigaction of the signal runs as it is; at its exit the old action it got
-//     is replaced by its own, and the parachute goes up again when it set the default.
+//     is replaced by its own, and the parachute goes up again unless it set SIG_IGN. After a
+//     signal of the program's own (rule 2) it stays down in that process.
 //  4. A forked child inherits its parent's actions, so its parachute too; an exec resets them
 //     (a handler becomes the default), and the parachute goes up again in a re-armed image.
 //  5. disarm() and the watchdog (restore_plan()) put the program's action back.
@@ -346,7 +348,7 @@ Result<void> SoftWatch::deploy_parachute_in(pid_t tid) {
   for (int sig : {SIGSEGV, SIGTRAP}) {
     auto program = inject_sigaction(*inferior_, tid, sig, nullptr);
     if (!program) return std::unexpected(program.error());
-    if (program->handler != kSigDfl) continue;
+    if (program->handler == kSigIgn) continue;
     if (auto r = raise_parachute(tid, sig, *program); !r) return r;
   }
   return {};
@@ -408,7 +410,7 @@ Result<void> SoftWatch::after_sigaction(pid_t tid, const OpenSyscall& st) {
   }
   if (st.sigaction_set) {
     p.program[sig] = *st.sigaction_set;
-    if (st.sigaction_set->handler == kSigDfl) {
+    if (st.sigaction_set->handler != kSigIgn) {
       if (auto r = raise_parachute(tid, sig, *st.sigaction_set); !r) return r;
     }
   }
@@ -460,7 +462,12 @@ RestorePlan SoftWatch::restore_plan() const {
   for (const auto& [addr, trap] : traps_) plan.bytes.push_back({addr, trap.original});
   for (const auto& [process, p] : parachutes_) {
     if (p.signals != 0 && !unwatched_.contains(process)) {
-      plan.signals.push_back({process, p.signals});
+      const auto own = [&](int sig) {
+        const auto it = p.program.find(sig);
+        return it == p.program.end() ? KernelSigaction{} : it->second;
+      };
+      plan.signals.push_back(
+          {.process = process, .signals = p.signals, .segv = own(SIGSEGV), .trap = own(SIGTRAP)});
     }
   }
   return plan;

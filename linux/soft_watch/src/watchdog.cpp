@@ -191,15 +191,14 @@ Result<std::size_t> restore_processes(const RestorePlan& plan, bool stopped_by_u
       if (!ok) break;
       ok = inferior->write_memory(b.addr, std::span<const std::uint8_t>(&b.original, 1));
     }
-    std::uint64_t parachute = 0;
     for (const RestoreSignals& r : plan.signals) {
-      if (r.process == pid) parachute |= r.signals;
-    }
-    for (int sig : {SIGSEGV, SIGTRAP}) {
-      if (!ok || threads.empty() || (parachute & signal_bit(sig)) == 0) continue;
-      const KernelSigaction default_action;
-      if (auto r = inject_sigaction(*inferior, threads.front(), sig, &default_action); !r) {
-        ok = std::unexpected(r.error());
+      if (r.process != pid) continue;
+      for (int sig : {SIGSEGV, SIGTRAP}) {
+        if (!ok || threads.empty() || (r.signals & signal_bit(sig)) == 0) continue;
+        const KernelSigaction& program = sig == SIGSEGV ? r.segv : r.trap;
+        if (auto set = inject_sigaction(*inferior, threads.front(), sig, &program); !set) {
+          ok = std::unexpected(set.error());
+        }
       }
     }
     // SIGCONT first: its threads stay in their ptrace stops until resumed, but a thread resumed

@@ -10,15 +10,17 @@
 //
 // Contract:
 //  - raise() needs a stopped thread of the process; it reads the program's SIGTRAP action (an
-//    injected rt_sigaction) and, where it is the default, sets the parachute. A program's own
-//    handler or SIG_IGN is never replaced; a process whose text has no `ret` or rt_sigreturn
-//    sequence gets none (false).
+//    injected rt_sigaction) and, where it is the default or a handler of the program's, sets the
+//    parachute (a stale SIGTRAP handed to a program's handler, a debugger-like program's say,
+//    would be taken for its own). A program's SIG_IGN is never replaced; a process whose text has
+//    no `ret` or rt_sigreturn sequence gets none (false).
 //  - lower() (a stopped thread) puts the program's action back where the parachute still is: a
 //    program that set an action of its own since keeps it. Before a SIGTRAP of the program's own
 //    is passed through, and when the hardware path is taken down.
 //  - fork()/forget() follow the processes: a forked child inherits its parent's actions; an exec
 //    resets a handler to the default.
-//  - plan() is what the watchdog sets back: the processes with the parachute up.
+//  - plan() is what the watchdog sets back: the processes with the parachute up, each with the
+//    program's own action.
 // Not covered: the hardware path takes no system-call stops, so a program that reads its own
 // SIGTRAP action while watched sees the parachute (the software path hides it).
 // Thread-safety: none (the Inferior's thread only).

@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "hwarb/base/error.h"
+#include "hwarb/linux/signal_action.h"
 #include "hwarb/x86/insn.h"
 
 namespace hwarb::native {
@@ -75,10 +76,12 @@ struct RestoreByte {
   bool operator==(const RestoreByte&) const = default;
 };
 // Signals whose action in `process` is the watch's parachute (signal_action.h): set back to the
-// default, the program's own action under the parachute.
+// program's own action under the parachute (the default, or a handler of the program's).
 struct RestoreSignals {
   pid_t process = 0;
   std::uint64_t signals = 0;  // bit n-1 for signal n
+  KernelSigaction segv{};     // the program's SIGSEGV action (when its bit is set)
+  KernelSigaction trap{};     // the program's SIGTRAP action (when its bit is set)
   bool operator==(const RestoreSignals&) const = default;
 };
 // What to undo in each process (every process had the same changes made: a forked child keeps
