@@ -52,7 +52,7 @@ Inferior::Inferior(Inferior&& other) noexcept
     : pid_(std::exchange(other.pid_, -1)),
       spawned_(other.spawned_),
       exited_(other.exited_),
-      mem_(std::move(other.mem_)),
+      memory_(std::move(other.memory_)),
       threads_(std::move(other.threads_)),
       queued_(std::move(other.queued_)),
       raw_queue_(std::move(other.raw_queue_)),
@@ -60,7 +60,6 @@ Inferior::Inferior(Inferior&& other) noexcept
       announced_(std::move(other.announced_)),
       unreaped_(std::move(other.unreaped_)),
       gadgets_(std::move(other.gadgets_)),
-      mems_(std::move(other.mems_)),
       process_changes_(other.process_changes_),
       follow_execs_(other.follow_execs_),
       spin_(other.spin_) {
@@ -73,7 +72,7 @@ Inferior& Inferior::operator=(Inferior&& other) noexcept {
     pid_ = std::exchange(other.pid_, -1);
     spawned_ = other.spawned_;
     exited_ = other.exited_;
-    mem_ = std::move(other.mem_);
+    memory_ = std::move(other.memory_);
     threads_ = std::move(other.threads_);
     queued_ = std::move(other.queued_);
     raw_queue_ = std::move(other.raw_queue_);
@@ -81,7 +80,6 @@ Inferior& Inferior::operator=(Inferior&& other) noexcept {
     announced_ = std::move(other.announced_);
     unreaped_ = std::move(other.unreaped_);
     gadgets_ = std::move(other.gadgets_);
-    mems_ = std::move(other.mems_);
     process_changes_ = other.process_changes_;
     follow_execs_ = other.follow_execs_;
     hold_forks_ = other.hold_forks_;
@@ -216,10 +214,7 @@ Result<void> Inferior::leave_exec_stop(pid_t tid) {
 }
 
 Result<void> Inferior::open_mem() {
-  auto fd = open_process_memory(pid_, true);
-  if (!fd) return std::unexpected(fd.error());
-  mem_ = std::move(*fd);
-  return {};
+  return memory_.open(pid_);
 }
 
 std::vector<pid_t> Inferior::threads() const {
@@ -250,13 +245,11 @@ Result<void> Inferior::follow(pid_t child) {
   if (it == children_.end()) {
     return make_error(ErrorCode::kSrch, "pid: " + std::to_string(child) + " is not a forked child");
   }
-  auto fd = open_process_memory(child, true);
-  if (!fd) return std::unexpected(fd.error());
+  if (auto m = memory_.follow(child); !m) return m;
   Thread t = it->second;
   children_.erase(it);
   t.process = child;
   threads_[child] = t;
-  mems_[child] = std::move(*fd);
   ++process_changes_;
   return {};
 }
@@ -302,7 +295,7 @@ Result<void> Inferior::detach_process(pid_t process) {
     threads_.erase(tid);
   }
   if (process != pid_) {
-    mems_.erase(process);
+    memory_.forget(process);
     gadgets_.erase(process);
     ++process_changes_;
     return first;
@@ -318,64 +311,14 @@ bool Inferior::adopt_followed() {
   for (const auto& [tid, t] : threads_) {
     if (t.process != 0 && !t.vfork_child && (next == 0 || t.process < next)) next = t.process;
   }
-  auto mem = mems_.find(next);
-  if (next == 0 || mem == mems_.end()) return false;
+  if (next == 0 || !memory_.adopt(next)) return false;
   pid_ = next;
-  mem_ = std::move(mem->second);
-  mems_.erase(mem);
   for (auto& [tid, t] : threads_) {
     if (t.process == next) t.process = 0;
   }
   exited_ = false;
   ++process_changes_;
   return true;
-}
-
-Result<void> Inferior::read_memory(std::uint64_t addr, std::span<std::uint8_t> out, pid_t process) {
-  if (auto it = mems_.find(process); it != mems_.end()) {
-    return pread_memory(it->second.get(), addr, out);
-  }
-  if (process != 0 && process != pid_) {
-    auto other = open_process_memory(process, false);
-    if (!other) return std::unexpected(other.error());
-    return pread_memory(other->get(), addr, out);
-  }
-  return pread_memory(mem_.get(), addr, out);
-}
-
-Result<void> Inferior::read_memory(std::span<const RemoteRead> parts, pid_t process) {
-  return read_process_memory(process != 0 ? process : pid_, parts);
-}
-
-Result<void> Inferior::write_memory(std::uint64_t addr, std::span<const std::uint8_t> data,
-                                    pid_t process) {
-  if (auto it = mems_.find(process); it != mems_.end()) {
-    return pwrite_memory(it->second.get(), addr, data);
-  }
-  if (process != 0 && process != pid_) {
-    auto other = open_process_memory(process, true);
-    if (!other) return std::unexpected(other.error());
-    return pwrite_memory(other->get(), addr, data);
-  }
-  return pwrite_memory(mem_.get(), addr, data);
-}
-
-Result<x86::Insn> Inferior::decode_at(std::uint64_t addr, pid_t process) {
-  std::uint8_t code[15] = {};
-  std::size_t have = sizeof(code);
-  while (have > 0 && !read_memory(addr, std::span(code, have), process)) --have;
-  return x86::decode(std::span<const std::uint8_t>(code, have), addr);
-}
-
-Result<std::uint64_t> Inferior::read_word(std::uint64_t addr, int size, pid_t process) {
-  if (size < 1 || size > 8) return make_error(ErrorCode::kInval, "size: must be 1..8");
-  std::uint8_t bytes[8] = {};
-  if (auto r = read_memory(addr, std::span(bytes, static_cast<std::size_t>(size)), process); !r) {
-    return std::unexpected(r.error());
-  }
-  std::uint64_t value = 0;
-  std::memcpy(&value, bytes, static_cast<std::size_t>(size));
-  return value;
 }
 
 Result<x86::Regs> Inferior::get_regs(pid_t tid) {
@@ -424,29 +367,6 @@ Result<std::vector<std::uint8_t>> Inferior::get_xstate(pid_t tid) {
 
 Result<void> Inferior::set_xstate(pid_t tid, std::span<const std::uint8_t> area) {
   return ptrace_set_regset(tid, NT_X86_XSTATE, std::as_bytes(area));
-}
-
-Result<std::uint64_t> Inferior::find_code(pid_t process, std::span<const std::uint8_t> code) {
-  if (code.empty()) return make_error(ErrorCode::kInval, "code: empty");
-  auto maps = read_maps(process);
-  if (!maps) return std::unexpected(maps.error());
-  constexpr std::uint64_t kChunk = 65536;
-  std::vector<std::uint8_t> chunk;
-  for (const Mapping& m : *maps) {
-    if (!m.exec || m.path == "[vsyscall]") continue;
-    // Chunks overlap by the pattern's length less one, so a match across a boundary is found.
-    for (std::uint64_t at = m.start; at < m.end; at += kChunk) {
-      const std::uint64_t n = std::min<std::uint64_t>(kChunk + code.size() - 1, m.end - at);
-      chunk.resize(n);
-      if (!read_memory(at, chunk, process)) break;
-      auto hit = std::search(chunk.begin(), chunk.end(), code.begin(), code.end());
-      if (hit != chunk.end()) return at + static_cast<std::uint64_t>(hit - chunk.begin());
-    }
-  }
-  return make_error(ErrorCode::kNoEnt,
-                    "text: no such instruction sequence in the executable "
-                    "mappings of process " +
-                        std::to_string(process));
 }
 
 Result<std::uint64_t> Inferior::find_gadget(pid_t process) {
@@ -1007,7 +927,7 @@ Result<void> Inferior::kill() {
   }
   for (const auto& [child, unused] : children_)
     ignore_error(send_signal(child, SIGKILL), "a process that is gone needs no kill");
-  for (const auto& [process, unused] : mems_)
+  for (pid_t process : memory_.followed())
     ignore_error(send_signal(process, SIGKILL), "a process that is gone needs no kill");
   for (;;) {
     auto got = wait_ours(pid_);

@@ -38,7 +38,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
     // A first stop of a task not seen yet: a new thread of this process, or a forked child
     // whose parent's fork event has not been read yet.
     const pid_t group = thread_group_of(tid);
-    if (group == pid_ || mems_.contains(group)) {
+    if (group == pid_ || memory_.follows(group)) {
       Thread& fresh = threads_[tid];
       fresh.stopped = true;
       fresh.stop = StopKind::kEvent;
@@ -56,7 +56,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
   if (WIFEXITED(status) || WIFSIGNALED(status)) {
     const bool vfork_child = t->vfork_child;
     if (t->process == tid) {  // a followed process's leader: the last of its threads
-      mems_.erase(tid);
+      memory_.forget(tid);
       gadgets_.erase(tid);
       ++process_changes_;
     }
@@ -195,9 +195,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
         });
         threads_[group] = leader;
         gadgets_.erase(group);
-        auto fd = open_process_memory(group, true);
-        if (!fd) return std::unexpected(fd.error());
-        mems_[group] = std::move(*fd);
+        if (auto m = memory_.follow(group); !m) return std::unexpected(m.error());
         ++process_changes_;
         if (auto r = leave_exec_stop(group); !r) return std::unexpected(r.error());
         ev.kind = EventKind::kExec;
@@ -221,7 +219,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
         }
         forget_threads(gone);
         std::erase_if(threads_, [&](const auto& entry) { return entry.second.process == group; });
-        mems_.erase(group);
+        memory_.forget(group);
         gadgets_.erase(group);
         ++process_changes_;
         ev.kind = EventKind::kThreadExit;

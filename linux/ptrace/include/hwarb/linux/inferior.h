@@ -52,6 +52,8 @@
 //    its threads). Undoing changes made to the tracee (breakpoints, protections) is the caller's
 //    job, before detach().
 //  - Requests must come from the thread that created the Inferior (Linux's ptrace rule).
+// Parts: the memory calls are ProcessMemory's (process_memory.h); wait statuses become events
+// in stop_translation.cpp, and are waited for in inferior_wait.cpp.
 // Thread-safety: none. Move-only.
 #pragma once
 
@@ -73,6 +75,7 @@
 #include "hwarb/base/error.h"
 #include "hwarb/linux/fd.h"
 #include "hwarb/linux/proc_maps.h"
+#include "hwarb/linux/process_memory.h"
 #include "hwarb/linux/spin_window.h"
 #include "hwarb/x86/insn.h"
 
@@ -142,21 +145,34 @@ class Inferior {
   std::vector<pid_t> threads() const;
   bool is_stopped(pid_t tid) const;
 
-  // Memory of this process, or of `process` (a forked child being released, or followed).
-  Result<void> read_memory(std::uint64_t addr, std::span<std::uint8_t> out, pid_t process = 0);
+  // Memory of this process, or of `process` (a forked child being released, or followed): see
+  // ProcessMemory (process_memory.h), which these calls are.
+  Result<void> read_memory(std::uint64_t addr, std::span<std::uint8_t> out, pid_t process = 0) {
+    return memory_.read_memory(addr, out, process);
+  }
   // Several parts in one system call (read_process_memory's gathered read), all or nothing: an
   // error when any part cannot be read that way (e.g. a PROT_NONE page: read_memory still can).
-  Result<void> read_memory(std::span<const RemoteRead> parts, pid_t process = 0);
+  Result<void> read_memory(std::span<const RemoteRead> parts, pid_t process = 0) {
+    return memory_.read_memory(parts, process);
+  }
   Result<void> write_memory(std::uint64_t addr, std::span<const std::uint8_t> data,
-                            pid_t process = 0);
-  Result<std::uint64_t> read_word(std::uint64_t addr, int size, pid_t process = 0);
+                            pid_t process = 0) {
+    return memory_.write_memory(addr, data, process);
+  }
+  Result<std::uint64_t> read_word(std::uint64_t addr, int size, pid_t process = 0) {
+    return memory_.read_word(addr, size, process);
+  }
   // The address of the first occurrence of `code` in the executable mappings of `process`
   // ([vsyscall] aside); ENOENT naming `text` when there is none.
-  Result<std::uint64_t> find_code(pid_t process, std::span<const std::uint8_t> code);
+  Result<std::uint64_t> find_code(pid_t process, std::span<const std::uint8_t> code) {
+    return memory_.find_code(process, code);
+  }
   // The instruction at `addr` of this process (or `process`), decoded from as many of the 15
   // bytes there as are readable (an instruction may end just before an unmapped page).
   // x86::decode's errors.
-  Result<x86::Insn> decode_at(std::uint64_t addr, pid_t process = 0);
+  Result<x86::Insn> decode_at(std::uint64_t addr, pid_t process = 0) {
+    return memory_.decode_at(addr, process);
+  }
   // The process (thread-group id) thread `tid` belongs to: pid() or a followed child.
   pid_t process_of(pid_t tid) const;
   // How many times the set of followed processes has changed (a follow, a followed process's
@@ -373,7 +389,7 @@ class Inferior {
   pid_t pid_ = -1;
   bool spawned_ = false;
   bool exited_ = false;
-  Fd mem_;
+  ProcessMemory memory_;  // this process's and the followed processes'
   std::map<pid_t, Thread> threads_;
   std::deque<Event> queued_;
   std::deque<std::pair<pid_t, int>> raw_queue_;  // wait statuses seen by wait_stop for others
@@ -382,7 +398,6 @@ class Inferior {
   std::set<pid_t> unreaped_;   // threads forgotten before their exit status was read
   std::map<pid_t, std::uint64_t> gadgets_;  // per process: address of a `syscall` instruction
   InjectionObserver injection_observer_;
-  std::map<pid_t, Fd> mems_;           // followed processes' memory
   std::uint64_t process_changes_ = 0;  // process_changes()
   bool follow_execs_ = false;
   bool hold_forks_ = false;
