@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -38,13 +37,24 @@ namespace {
 
 constexpr long kOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
                           PTRACE_O_TRACEVFORKDONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
-// The kernel's internal restart codes, seen in rax at the syscall-exit stop of an interrupted
-// call (include/linux/errno.h); -515 is not used.
-constexpr std::int64_t kErestartSys = -512;
-constexpr std::int64_t kErestartUnused = -515;
-constexpr std::int64_t kErestartRestartBlock = -516;
 
 }  // namespace
+
+class Inferior::InjectorTracer final : public SyscallInjector::Tracer {
+ public:
+  explicit InjectorTracer(Inferior& inferior) : inferior_(inferior) {}
+  Result<int> wait_stop(pid_t tid) override { return inferior_.wait_stop(tid); }
+  Result<x86::Regs> get_regs(pid_t tid) override { return inferior_.get_regs(tid); }
+  Result<void> set_regs(pid_t tid, const x86::Regs& regs) override {
+    return inferior_.set_regs(tid, regs);
+  }
+  Result<std::uint64_t> find_code(pid_t process, std::span<const std::uint8_t> code) override {
+    return inferior_.memory_.find_code(process, code);
+  }
+
+ private:
+  Inferior& inferior_;
+};
 
 Inferior::Inferior(pid_t pid, bool spawned) : pid_(pid), spawned_(spawned) {}
 
@@ -59,7 +69,7 @@ Inferior::Inferior(Inferior&& other) noexcept
       children_(std::move(other.children_)),
       announced_(std::move(other.announced_)),
       unreaped_(std::move(other.unreaped_)),
-      gadgets_(std::move(other.gadgets_)),
+      injector_(std::move(other.injector_)),
       process_changes_(other.process_changes_),
       follow_execs_(other.follow_execs_),
       spin_(other.spin_) {
@@ -79,7 +89,7 @@ Inferior& Inferior::operator=(Inferior&& other) noexcept {
     children_ = std::move(other.children_);
     announced_ = std::move(other.announced_);
     unreaped_ = std::move(other.unreaped_);
-    gadgets_ = std::move(other.gadgets_);
+    injector_ = std::move(other.injector_);
     process_changes_ = other.process_changes_;
     follow_execs_ = other.follow_execs_;
     hold_forks_ = other.hold_forks_;
@@ -295,14 +305,18 @@ Result<void> Inferior::detach_process(pid_t process) {
     threads_.erase(tid);
   }
   if (process != pid_) {
-    memory_.forget(process);
-    gadgets_.erase(process);
-    ++process_changes_;
+    forget_process(process);
     return first;
   }
   exited_ = true;
   (void)adopt_followed();
   return first;
+}
+
+void Inferior::forget_process(pid_t process) {
+  memory_.forget(process);
+  injector_.forget(process);
+  ++process_changes_;
 }
 
 bool Inferior::adopt_followed() {
@@ -369,170 +383,16 @@ Result<void> Inferior::set_xstate(pid_t tid, std::span<const std::uint8_t> area)
   return ptrace_set_regset(tid, NT_X86_XSTATE, std::as_bytes(area));
 }
 
-Result<std::uint64_t> Inferior::find_gadget(pid_t process) {
-  if (auto it = gadgets_.find(process); it != gadgets_.end()) return it->second;
-  constexpr std::uint8_t kSyscall[] = {0x0f, 0x05};
-  auto at = find_code(process, kSyscall);
-  if (!at) {
-    return make_error(ErrorCode::kNoEnt,
-                      "text: no `syscall` instruction in the process's executable mappings");
-  }
-  gadgets_[process] = *at;
-  return *at;
-}
-
 Result<std::int64_t> Inferior::inject_syscall(pid_t tid, long nr,
                                               std::array<std::uint64_t, 6> args) {
   Thread* t = thread(tid);
   if (t == nullptr || !t->stopped) {
     return make_error(ErrorCode::kSrch, "pid: " + tid_text(tid) + " is not in a stop");
   }
-  auto saved = get_regs(tid);
-  if (!saved) return std::unexpected(saved.error());
-  x86::Regs regs = *saved;
-  if (injection_observer_) {
-    x86::Regs restore = *saved;
-    if (t->stop == StopKind::kSyscallEnter) {
-      restore.rip -= 2;  // the program's call runs again from its `syscall` instruction
-      restore.rax = saved->orig_rax;
-    }
-    injection_observer_(tid, &restore);
-  }
-  struct Told {
-    const InjectionObserver& observer;
-    pid_t tid;
-    ~Told() {
-      if (observer) observer(tid, nullptr);
-    }
-  } told{injection_observer_, tid};
-  auto set_args = [&](x86::Regs& r) {
-    r.rdi = args[0];
-    r.rsi = args[1];
-    r.rdx = args[2];
-    r.r10 = args[3];
-    r.r8 = args[4];
-    r.r9 = args[5];
-  };
-  // Resumes with PTRACE_SYSCALL until the next syscall stop; signals that arrive meanwhile are kept
-  // (the last one wins; Linux coalesces standard signals the same way) and suppressed now.
-  auto run_to_syscall_stop = [&]() -> Result<void> {
-    for (;;) {
-      if (auto r = ptrace_syscall(tid); !r) return r;
-      auto status = wait_stop(tid);
-      if (!status) return std::unexpected(status.error());
-      if (!WIFSTOPPED(*status)) {
-        return make_error(ErrorCode::kSrch,
-                          "pid: " + tid_text(tid) + " ended during a system call");
-      }
-      const int sig = WSTOPSIG(*status);
-      if (sig == kSyscallTrap) return {};
-      if (ptrace_event(*status) == 0 && sig != SIGTRAP) t->kept_signal = sig;
-    }
-  };
-  // A syscall-exit stop whose registers are no system call's any more (rt_sigreturn restored the
-  // interrupted code's, orig_rax -1): there is no `syscall` instruction before rip to re-use.
-  StopKind how = t->stop;
-  if (how == StopKind::kSyscallExit && static_cast<std::int64_t>(saved->orig_rax) < 0) {
-    how = StopKind::kEvent;
-  }
-  // In a signal-delivery-stop, the stop's siginfo (a fault's si_code and si_addr) is put back
-  // afterwards: resuming with the signal delivers exactly what the kernel reported.
-  siginfo_t stop_info{};
-  const bool had_info = t->stop == StopKind::kSignal && ptrace_getsiginfo(tid, stop_info);
-  Result<std::int64_t> result = 0;
-  switch (how) {
-    case StopKind::kSyscallEnter: {
-      // Case 1: turn this entry into `nr`, then rewind to re-enter the original call.
-      regs.orig_rax = static_cast<std::uint64_t>(nr);
-      set_args(regs);
-      if (auto r = set_regs(tid, regs); !r) return std::unexpected(r.error());
-      if (auto r = run_to_syscall_stop(); !r) return std::unexpected(r.error());
-      auto after = get_regs(tid);
-      if (!after) return std::unexpected(after.error());
-      result = static_cast<std::int64_t>(after->rax);
-      x86::Regs again = *saved;
-      again.rip -= 2;
-      again.rax = saved->orig_rax;
-      if (auto r = set_regs(tid, again); !r) return std::unexpected(r.error());
-      if (auto r = run_to_syscall_stop(); !r) return std::unexpected(r.error());
-      break;
-    }
-    case StopKind::kSyscallExit: {
-      // Case 2: rewind to the `syscall` instruction with `nr`, run it, restore the result of
-      // the original call.
-      regs.rip -= 2;
-      regs.rax = static_cast<std::uint64_t>(nr);
-      set_args(regs);
-      if (auto r = set_regs(tid, regs); !r) return std::unexpected(r.error());
-      if (auto r = run_to_syscall_stop(); !r) return std::unexpected(r.error());
-      if (auto r = run_to_syscall_stop(); !r) return std::unexpected(r.error());
-      auto after = get_regs(tid);
-      if (!after) return std::unexpected(after.error());
-      result = static_cast<std::int64_t>(after->rax);
-      x86::Regs back = *saved;
-      const auto code = static_cast<std::int64_t>(saved->rax);
-      if (t->kept_signal == 0 && code <= kErestartSys && code >= kErestartRestartBlock &&
-          code != kErestartUnused) {
-        // The original call was interrupted (a ptrace interrupt, a signal). The kernel restarts
-        // it on the way back to user mode only while rax holds the restart code, which the
-        // injected call replaced; with no signal left to deliver it would now return the code
-        // (-512...) to the program. The restart is applied here, as the kernel would have: back
-        // to the `syscall` instruction with the call's number (restart_syscall for
-        // ERESTART_RESTARTBLOCK). A kept signal is re-raised on resume and the kernel applies
-        // its restart rules to the code then.
-        back.rip -= 2;
-        back.rax = code == kErestartRestartBlock ? static_cast<std::uint64_t>(SYS_restart_syscall)
-                                                 : saved->orig_rax;
-      }
-      if (auto r = set_regs(tid, back); !r) return std::unexpected(r.error());
-      // Rewound, rip is on the `syscall` instruction, no longer after it: another call injected
-      // in this stop (a watch's disarm, then its arm) must not rewind it again (it would run the
-      // bytes before the instruction: a fault at each try, for ever). It single-steps the
-      // process's `syscall` instruction, as in any other stop.
-      if (back.rip != saved->rip) t->stop = StopKind::kEvent;
-      break;
-    }
-    case StopKind::kSignal:
-    case StopKind::kEvent:
-    case StopKind::kNone: {
-      // Case 3: single-step a `syscall` instruction of the process's text. orig_rax = -1 so
-      // the kernel does not apply syscall-restart rules to the injected call.
-      // A forked child not followed yet has its parent's layout (and is not in threads_).
-      auto gadget = find_gadget(threads_.contains(tid) ? process_of(tid) : pid_);
-      if (!gadget) return std::unexpected(gadget.error());
-      regs.rip = *gadget;
-      regs.rax = static_cast<std::uint64_t>(nr);
-      regs.orig_rax = ~0ULL;
-      set_args(regs);
-      if (auto r = set_regs(tid, regs); !r) return std::unexpected(r.error());
-      for (;;) {
-        if (auto r = ptrace_singlestep(tid); !r) return std::unexpected(r.error());
-        auto status = wait_stop(tid);
-        if (!status) return std::unexpected(status.error());
-        if (!WIFSTOPPED(*status)) {
-          return make_error(ErrorCode::kSrch,
-                            "pid: " + tid_text(tid) + " ended during an injected system call");
-        }
-        const int sig = WSTOPSIG(*status);
-        auto now = get_regs(tid);
-        if (!now) return std::unexpected(now.error());
-        if (sig == SIGTRAP && now->rip == *gadget + 2) {
-          result = static_cast<std::int64_t>(now->rax);
-          break;
-        }
-        if (ptrace_event(*status) == 0 && sig != SIGTRAP) t->kept_signal = sig;
-      }
-      if (auto r = set_regs(tid, *saved); !r) return std::unexpected(r.error());
-      if (had_info) {
-        if (auto r = ptrace_setsiginfo(tid, stop_info); !r) return std::unexpected(r.error());
-      } else {
-        t->stop_signal = SIGTRAP;
-      }
-      t->stop = StopKind::kSignal;
-      break;
-    }
-  }
-  return result;
+  // A forked child not followed yet has its parent's layout (and is not in threads_).
+  const pid_t process = threads_.contains(tid) ? process_of(tid) : pid_;
+  InjectorTracer tracer(*this);
+  return injector_.inject(tracer, tid, process, *t, nr, args);
 }
 
 Result<void> Inferior::resume(pid_t tid, Resume how, int signal) {
@@ -646,25 +506,16 @@ Result<void> Inferior::rerun_emulated_syscall(pid_t tid) {
   // passed over here, and the call runs again from a syscall-entry stop that wait() reports as
   // usual.
   Thread* t = thread(tid);
-  auto regs = get_regs(tid);
-  if (!regs) return std::unexpected(regs.error());
-  regs->rip -= 2;
-  regs->rax = regs->orig_rax;
-  if (auto r = set_regs(tid, *regs); !r) return r;
-  if (auto r = ptrace_syscall(tid); !r) return r;
-  auto status = wait_stop(tid);
-  if (!status) return std::unexpected(status.error());
-  if (!WIFSTOPPED(*status) || WSTOPSIG(*status) != kSyscallTrap) {
-    // Killed meanwhile (nothing else stops a thread between a call's entry and exit): for
-    // wait() to report.
-    raw_queue_.emplace_front(tid, *status);
-    t->stopped = false;
-    t->stop = StopKind::kNone;
-    return {};
-  }
-  if (auto r = ptrace_syscall(tid); !r) return r;
+  InjectorTracer tracer(*this);
+  auto rerun = SyscallInjector::rerun_skipped(tracer, tid);
+  if (!rerun) return std::unexpected(rerun.error());
   t->stopped = false;
   t->stop = StopKind::kNone;
+  if (*rerun) {
+    // Killed meanwhile: for wait() to report.
+    raw_queue_.emplace_front(tid, **rerun);
+    return {};
+  }
   t->last = Resume::kSyscall;
   return {};
 }

@@ -56,9 +56,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
   if (WIFEXITED(status) || WIFSIGNALED(status)) {
     const bool vfork_child = t->vfork_child;
     if (t->process == tid) {  // a followed process's leader: the last of its threads
-      memory_.forget(tid);
-      gadgets_.erase(tid);
-      ++process_changes_;
+      forget_process(tid);
     }
     threads_.erase(tid);
     if (vfork_child) end_vfork(tid);
@@ -194,7 +192,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
           return entry.first == tid || entry.second.process == group;
         });
         threads_[group] = leader;
-        gadgets_.erase(group);
+        injector_.forget(group);
         if (auto m = memory_.follow(group); !m) return std::unexpected(m.error());
         ++process_changes_;
         if (auto r = leave_exec_stop(group); !r) return std::unexpected(r.error());
@@ -219,9 +217,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
         }
         forget_threads(gone);
         std::erase_if(threads_, [&](const auto& entry) { return entry.second.process == group; });
-        memory_.forget(group);
-        gadgets_.erase(group);
-        ++process_changes_;
+        forget_process(group);
         ev.kind = EventKind::kThreadExit;
         return std::optional<Event>(ev);
       }
@@ -234,7 +230,7 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
       forget_threads(gone);
       std::erase_if(threads_, [](const auto& entry) { return entry.second.process == 0; });
       threads_[pid_] = leader;
-      gadgets_.erase(pid_);
+      injector_.forget(pid_);
       if (auto m = open_mem(); !m) return std::unexpected(m.error());
       if (auto r = leave_exec_stop(pid_); !r) return std::unexpected(r.error());
       ev.kind = EventKind::kExec;

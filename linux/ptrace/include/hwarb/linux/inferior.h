@@ -52,7 +52,8 @@
 //    its threads). Undoing changes made to the tracee (breakpoints, protections) is the caller's
 //    job, before detach().
 //  - Requests must come from the thread that created the Inferior (Linux's ptrace rule).
-// Parts: the memory calls are ProcessMemory's (process_memory.h); wait statuses become events
+// Parts: the memory calls are ProcessMemory's (process_memory.h), inject_syscall is
+// SyscallInjector's (syscall_injection.h) over this Inferior's waits; wait statuses become events
 // in stop_translation.cpp, and are waited for in inferior_wait.cpp.
 // Thread-safety: none. Move-only.
 #pragma once
@@ -77,6 +78,7 @@
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/process_memory.h"
 #include "hwarb/linux/spin_window.h"
+#include "hwarb/linux/syscall_injection.h"
 #include "hwarb/x86/insn.h"
 
 namespace hwarb::native {
@@ -225,16 +227,16 @@ class Inferior {
   Result<void> set_xstate(pid_t tid, std::span<const std::uint8_t> area);
 
   // Runs system call `nr` with `args` in stopped thread `tid`; the kernel's return value (a
-  // negative errno on failure). See the contract.
+  // negative errno on failure). See the contract, and SyscallInjector (syscall_injection.h).
   Result<std::int64_t> inject_syscall(pid_t tid, long nr, std::array<std::uint64_t, 6> args);
   // Told of each injection while its registers are the injection's: first (tid, the registers
   // that put the thread back as if nothing had been injected: for a call injected at a system
   // call's entry, on the `syscall` instruction to run the program's call), then (tid, null)
   // once they are the thread's own again (every return of inject_syscall). A watchdog keeps
   // them, for a thread caught in the middle when hwarb dies. Empty: nobody told.
-  using InjectionObserver = std::function<void(pid_t tid, const x86::Regs* restore)>;
+  using InjectionObserver = SyscallInjector::Observer;
   void set_injection_observer(InjectionObserver observer) {
-    injection_observer_ = std::move(observer);
+    injector_.set_observer(std::move(observer));
   }
 
   // Resumes stopped thread `tid`, delivering `signal` (0: none). From a signal-delivery stop
@@ -317,12 +319,10 @@ class Inferior {
   Result<void> kill();
 
  private:
-  enum class StopKind : std::uint8_t { kNone, kSignal, kSyscallEnter, kSyscallExit, kEvent };
-  struct Thread {
+  using StopKind = ThreadStop;
+  // A traced thread: its stop (StopState: stop, stop_signal, kept_signal) and the rest.
+  struct Thread : StopState {
     bool stopped = false;
-    StopKind stop = StopKind::kNone;
-    int stop_signal = 0;    // kSignal: the signal of the stop
-    int kept_signal = 0;    // a signal to deliver on the next resume
     int raised_signal = 0;  // raised by resume() for the thread: delivered at its stop, unreported
     Resume last = Resume::kCont;
     // Resumed by resume_from_sigreturn without the exit stop (PTRACE_SYSEMU): a syscall-entry
@@ -337,6 +337,9 @@ class Inferior {
     pid_t vfork_wait = 0;  // the vfork child this thread sleeps in the kernel for (it cannot stop)
     pid_t process = 0;     // a followed child's thread: its thread group (0: this process)
   };
+
+  // The Inferior as the SyscallInjector's tracer (inferior.cpp).
+  class InjectorTracer;
 
   Inferior(pid_t pid, bool spawned);
   Result<void> open_mem();
@@ -371,7 +374,8 @@ class Inferior {
   // their statuses are still read (as ours()), and dropped.
   void forget_threads(const std::vector<pid_t>& tids);
   void set_spin(int spin_us);
-  Result<std::uint64_t> find_gadget(pid_t process);
+  // Followed process `process` is no longer: its memory and what injections kept of it go.
+  void forget_process(pid_t process);
   // Whether a signal is queued for `tid` (or its process) that the mask rt_sigreturn will
   // restore does not block; `tid` is in rt_sigreturn's syscall-entry stop.
   bool signal_due_after_sigreturn(pid_t tid);
@@ -396,8 +400,7 @@ class Inferior {
   std::map<pid_t, Thread> children_;             // forked children not yet released
   std::set<pid_t> announced_;  // new threads of a clone event whose first stop is not read yet
   std::set<pid_t> unreaped_;   // threads forgotten before their exit status was read
-  std::map<pid_t, std::uint64_t> gadgets_;  // per process: address of a `syscall` instruction
-  InjectionObserver injection_observer_;
+  SyscallInjector injector_;
   std::uint64_t process_changes_ = 0;  // process_changes()
   bool follow_execs_ = false;
   bool hold_forks_ = false;
