@@ -344,7 +344,26 @@ class Inferior {
   Inferior(pid_t pid, bool spawned);
   Result<void> open_mem();
   Result<void> leave_exec_stop(pid_t tid);
+  // The event a wait status of `tid` makes, the records of the thread updated (nullopt: none,
+  // e.g. a stop the Inferior resumes by itself). Dispatches on the kind of status to the
+  // functions below it (stop_translation.cpp).
   Result<std::optional<Event>> translate(pid_t tid, int status);
+  // A forked child's, not released yet.
+  Result<std::optional<Event>> translate_unreleased(pid_t tid, int status);
+  // Of a task not in the records: a new thread, an early fork child, a forgotten thread's end.
+  Result<std::optional<Event>> translate_unknown(pid_t tid, int status);
+  // The end of thread `tid` (of the process when it is its leader).
+  Result<std::optional<Event>> translate_exit(pid_t tid, int status);
+  // A syscall-entry or syscall-exit stop (`emulated`: entered under PTRACE_SYSEMU).
+  Result<std::optional<Event>> translate_syscall(pid_t tid, Thread& t, bool emulated);
+  Result<std::optional<Event>> translate_clone(pid_t tid, Thread& t);
+  Result<std::optional<Event>> translate_fork(pid_t tid, bool vfork);
+  Result<std::optional<Event>> translate_vfork_done(pid_t tid, Thread& t);
+  Result<std::optional<Event>> translate_exec(pid_t tid);
+  // PTRACE_EVENT_STOP: a group-stop (kept in PTRACE_LISTEN) or a stale interrupt (resumed).
+  Result<std::optional<Event>> translate_event_stop(pid_t tid, Thread& t, int sig);
+  // A signal-delivery stop (one raised by resume() is delivered without an event).
+  Result<std::optional<Event>> translate_signal(pid_t tid, Thread& t, int sig);
   // One step of wait(): a queued event, or one waitpid (blocking or not) translated; nullopt
   // when the status made no event, or (idle set) when no status was ready.
   Result<std::optional<Event>> next_event(bool block, bool& idle);
