@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -25,33 +24,37 @@
 #include "hwarb/linux/spawn.h"
 #include "hwarb/linux/syscalls.h"
 #include "hwarb/linux/terminal.h"
+#include "ptrace_stops.h"
 
 namespace hwarb::native {
+
+using detail::kSyscallTrap;
+using detail::ptrace_event;
+using detail::thread_group_of;
+using detail::tid_text;
+
 namespace {
 
 constexpr long kOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
                           PTRACE_O_TRACEVFORKDONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD;
-constexpr int kSyscallTrap = SIGTRAP | 0x80;
-// The kernel's internal restart codes, seen in rax at the syscall-exit stop of an interrupted
-// call (include/linux/errno.h); -515 is not used.
-constexpr std::int64_t kErestartSys = -512;
-constexpr std::int64_t kErestartUnused = -515;
-constexpr std::int64_t kErestartRestartBlock = -516;
-
-std::string tid_text(pid_t tid) {
-  return "thread " + std::to_string(tid);
-}
-
-int ptrace_event(int status) {
-  return (status >> 16) & 0xffff;
-}
-
-// The thread group of `tid` (/proc/TID/status Tgid), or -1.
-pid_t thread_group_of(pid_t tid) {
-  return thread_group(tid).value_or(-1);
-}
 
 }  // namespace
+
+class Inferior::InjectorTracer final : public SyscallInjector::Tracer {
+ public:
+  explicit InjectorTracer(Inferior& inferior) : inferior_(inferior) {}
+  Result<int> wait_stop(pid_t tid) override { return inferior_.wait_stop(tid); }
+  Result<x86::Regs> get_regs(pid_t tid) override { return inferior_.get_regs(tid); }
+  Result<void> set_regs(pid_t tid, const x86::Regs& regs) override {
+    return inferior_.set_regs(tid, regs);
+  }
+  Result<std::uint64_t> find_code(pid_t process, std::span<const std::uint8_t> code) override {
+    return inferior_.memory_.find_code(process, code);
+  }
+
+ private:
+  Inferior& inferior_;
+};
 
 Inferior::Inferior(pid_t pid, bool spawned) : pid_(pid), spawned_(spawned) {}
 
@@ -59,15 +62,14 @@ Inferior::Inferior(Inferior&& other) noexcept
     : pid_(std::exchange(other.pid_, -1)),
       spawned_(other.spawned_),
       exited_(other.exited_),
-      mem_(std::move(other.mem_)),
+      memory_(std::move(other.memory_)),
       threads_(std::move(other.threads_)),
       queued_(std::move(other.queued_)),
       raw_queue_(std::move(other.raw_queue_)),
       children_(std::move(other.children_)),
       announced_(std::move(other.announced_)),
       unreaped_(std::move(other.unreaped_)),
-      gadgets_(std::move(other.gadgets_)),
-      mems_(std::move(other.mems_)),
+      injector_(std::move(other.injector_)),
       process_changes_(other.process_changes_),
       follow_execs_(other.follow_execs_),
       spin_(other.spin_) {
@@ -80,15 +82,14 @@ Inferior& Inferior::operator=(Inferior&& other) noexcept {
     pid_ = std::exchange(other.pid_, -1);
     spawned_ = other.spawned_;
     exited_ = other.exited_;
-    mem_ = std::move(other.mem_);
+    memory_ = std::move(other.memory_);
     threads_ = std::move(other.threads_);
     queued_ = std::move(other.queued_);
     raw_queue_ = std::move(other.raw_queue_);
     children_ = std::move(other.children_);
     announced_ = std::move(other.announced_);
     unreaped_ = std::move(other.unreaped_);
-    gadgets_ = std::move(other.gadgets_);
-    mems_ = std::move(other.mems_);
+    injector_ = std::move(other.injector_);
     process_changes_ = other.process_changes_;
     follow_execs_ = other.follow_execs_;
     hold_forks_ = other.hold_forks_;
@@ -223,10 +224,7 @@ Result<void> Inferior::leave_exec_stop(pid_t tid) {
 }
 
 Result<void> Inferior::open_mem() {
-  auto fd = open_process_memory(pid_, true);
-  if (!fd) return std::unexpected(fd.error());
-  mem_ = std::move(*fd);
-  return {};
+  return memory_.open(pid_);
 }
 
 std::vector<pid_t> Inferior::threads() const {
@@ -257,13 +255,11 @@ Result<void> Inferior::follow(pid_t child) {
   if (it == children_.end()) {
     return make_error(ErrorCode::kSrch, "pid: " + std::to_string(child) + " is not a forked child");
   }
-  auto fd = open_process_memory(child, true);
-  if (!fd) return std::unexpected(fd.error());
+  if (auto m = memory_.follow(child); !m) return m;
   Thread t = it->second;
   children_.erase(it);
   t.process = child;
   threads_[child] = t;
-  mems_[child] = std::move(*fd);
   ++process_changes_;
   return {};
 }
@@ -309,14 +305,18 @@ Result<void> Inferior::detach_process(pid_t process) {
     threads_.erase(tid);
   }
   if (process != pid_) {
-    mems_.erase(process);
-    gadgets_.erase(process);
-    ++process_changes_;
+    forget_process(process);
     return first;
   }
   exited_ = true;
   (void)adopt_followed();
   return first;
+}
+
+void Inferior::forget_process(pid_t process) {
+  memory_.forget(process);
+  injector_.forget(process);
+  ++process_changes_;
 }
 
 bool Inferior::adopt_followed() {
@@ -325,64 +325,14 @@ bool Inferior::adopt_followed() {
   for (const auto& [tid, t] : threads_) {
     if (t.process != 0 && !t.vfork_child && (next == 0 || t.process < next)) next = t.process;
   }
-  auto mem = mems_.find(next);
-  if (next == 0 || mem == mems_.end()) return false;
+  if (next == 0 || !memory_.adopt(next)) return false;
   pid_ = next;
-  mem_ = std::move(mem->second);
-  mems_.erase(mem);
   for (auto& [tid, t] : threads_) {
     if (t.process == next) t.process = 0;
   }
   exited_ = false;
   ++process_changes_;
   return true;
-}
-
-Result<void> Inferior::read_memory(std::uint64_t addr, std::span<std::uint8_t> out, pid_t process) {
-  if (auto it = mems_.find(process); it != mems_.end()) {
-    return pread_memory(it->second.get(), addr, out);
-  }
-  if (process != 0 && process != pid_) {
-    auto other = open_process_memory(process, false);
-    if (!other) return std::unexpected(other.error());
-    return pread_memory(other->get(), addr, out);
-  }
-  return pread_memory(mem_.get(), addr, out);
-}
-
-Result<void> Inferior::read_memory(std::span<const RemoteRead> parts, pid_t process) {
-  return read_process_memory(process != 0 ? process : pid_, parts);
-}
-
-Result<void> Inferior::write_memory(std::uint64_t addr, std::span<const std::uint8_t> data,
-                                    pid_t process) {
-  if (auto it = mems_.find(process); it != mems_.end()) {
-    return pwrite_memory(it->second.get(), addr, data);
-  }
-  if (process != 0 && process != pid_) {
-    auto other = open_process_memory(process, true);
-    if (!other) return std::unexpected(other.error());
-    return pwrite_memory(other->get(), addr, data);
-  }
-  return pwrite_memory(mem_.get(), addr, data);
-}
-
-Result<x86::Insn> Inferior::decode_at(std::uint64_t addr, pid_t process) {
-  std::uint8_t code[15] = {};
-  std::size_t have = sizeof(code);
-  while (have > 0 && !read_memory(addr, std::span(code, have), process)) --have;
-  return x86::decode(std::span<const std::uint8_t>(code, have), addr);
-}
-
-Result<std::uint64_t> Inferior::read_word(std::uint64_t addr, int size, pid_t process) {
-  if (size < 1 || size > 8) return make_error(ErrorCode::kInval, "size: must be 1..8");
-  std::uint8_t bytes[8] = {};
-  if (auto r = read_memory(addr, std::span(bytes, static_cast<std::size_t>(size)), process); !r) {
-    return std::unexpected(r.error());
-  }
-  std::uint64_t value = 0;
-  std::memcpy(&value, bytes, static_cast<std::size_t>(size));
-  return value;
 }
 
 Result<x86::Regs> Inferior::get_regs(pid_t tid) {
@@ -433,327 +383,16 @@ Result<void> Inferior::set_xstate(pid_t tid, std::span<const std::uint8_t> area)
   return ptrace_set_regset(tid, NT_X86_XSTATE, std::as_bytes(area));
 }
 
-Result<std::uint64_t> Inferior::find_code(pid_t process, std::span<const std::uint8_t> code) {
-  if (code.empty()) return make_error(ErrorCode::kInval, "code: empty");
-  auto maps = read_maps(process);
-  if (!maps) return std::unexpected(maps.error());
-  constexpr std::uint64_t kChunk = 65536;
-  std::vector<std::uint8_t> chunk;
-  for (const Mapping& m : *maps) {
-    if (!m.exec || m.path == "[vsyscall]") continue;
-    // Chunks overlap by the pattern's length less one, so a match across a boundary is found.
-    for (std::uint64_t at = m.start; at < m.end; at += kChunk) {
-      const std::uint64_t n = std::min<std::uint64_t>(kChunk + code.size() - 1, m.end - at);
-      chunk.resize(n);
-      if (!read_memory(at, chunk, process)) break;
-      auto hit = std::search(chunk.begin(), chunk.end(), code.begin(), code.end());
-      if (hit != chunk.end()) return at + static_cast<std::uint64_t>(hit - chunk.begin());
-    }
-  }
-  return make_error(ErrorCode::kNoEnt,
-                    "text: no such instruction sequence in the executable "
-                    "mappings of process " +
-                        std::to_string(process));
-}
-
-Result<std::uint64_t> Inferior::find_gadget(pid_t process) {
-  if (auto it = gadgets_.find(process); it != gadgets_.end()) return it->second;
-  constexpr std::uint8_t kSyscall[] = {0x0f, 0x05};
-  auto at = find_code(process, kSyscall);
-  if (!at) {
-    return make_error(ErrorCode::kNoEnt,
-                      "text: no `syscall` instruction in the process's executable mappings");
-  }
-  gadgets_[process] = *at;
-  return *at;
-}
-
-void Inferior::set_spin(int spin_us) {
-  // Polling on a machine with one CPU only delays the tracee it waits for.
-  const bool worth_it = spin_us > 0 && std::thread::hardware_concurrency() > 1;
-  spin_ = SpinWindow(std::chrono::microseconds(worth_it ? spin_us : 0));
-}
-
-bool Inferior::ours(pid_t tid) const {
-  return threads_.contains(tid) || children_.contains(tid) || announced_.contains(tid) ||
-         unreaped_.contains(tid);
-}
-
-void Inferior::forget_threads(const std::vector<pid_t>& tids) {
-  for (pid_t tid : tids) unreaped_.insert(tid);
-}
-
-Result<std::optional<std::pair<pid_t, int>>> Inferior::poll_ours(pid_t also) {
-  using Status = std::optional<std::pair<pid_t, int>>;
-  // The one waitpid on `tid`: its status, nullopt, or ECHILD (no status will ever come).
-  const auto reap = [](pid_t tid) -> Result<Status> {
-    auto got = wait_once(tid, true);
-    if (!got) return std::unexpected(got.error());
-    if (got->pid == 0) return Status();
-    return Status(std::pair{got->pid, got->status.raw});
-  };
-  auto peeked = peek_wait(true);
-  if (!peeked) return std::unexpected(peeked.error());
-  if (*peeked == 0) return Status();
-  if (*peeked == also || ours(*peeked)) {
-    auto got = reap(*peeked);
-    if (got && *got) return got;
-    if (!got && got.error().code() != ErrorCode::kChild) return got;
-  }
-  // Another's status comes first (or was read meanwhile): each of ours asked in turn.
-  std::vector<pid_t> tids;
-  for (const auto& [tid, t] : threads_) tids.push_back(tid);
-  for (const auto& [tid, t] : children_) tids.push_back(tid);
-  tids.insert(tids.end(), announced_.begin(), announced_.end());
-  tids.insert(tids.end(), unreaped_.begin(), unreaped_.end());
-  if (also > 0) tids.push_back(also);
-  bool waitable = false;
-  for (pid_t tid : tids) {
-    auto got = reap(tid);
-    if (!got) {
-      if (got.error().code() != ErrorCode::kChild) return got;
-      unreaped_.erase(tid);  // reaped or detached: nothing will come
-      continue;
-    }
-    waitable = true;
-    if (*got) return got;
-  }
-  if (!waitable) {
-    return make_error(ErrorCode::kChild,
-                      "pid: no thread of " + std::to_string(pid_) + " can report a status");
-  }
-  return Status();
-}
-
-Result<std::pair<pid_t, int>> Inferior::wait_ours(pid_t also) {
-  auto nap = std::chrono::microseconds(50);
-  for (;;) {
-    auto peeked = peek_wait(false);
-    if (!peeked) return std::unexpected(peeked.error());
-    if (*peeked == also || ours(*peeked)) {
-      auto got = wait_once(*peeked, true);
-      if (!got && got.error().code() != ErrorCode::kChild) return std::unexpected(got.error());
-      if (got && got->pid != 0) return std::pair{got->pid, got->status.raw};
-      continue;
-    }
-    // Another's status waits unread: ours are polled, with sleeps.
-    auto polled = poll_ours(also);
-    if (!polled) return std::unexpected(polled.error());
-    if (*polled) return **polled;
-    const unsigned signals = interrupt_count();
-    std::this_thread::sleep_for(nap);
-    if (interrupt_count() != signals) return make_error(ErrorCode::kIntr, "pid: interrupted");
-    nap = std::min(nap * 2, std::chrono::microseconds(2000));
-  }
-}
-
-Result<std::optional<std::pair<pid_t, int>>> Inferior::poll_status(
-    std::chrono::steady_clock::time_point begin, pid_t also) {
-  const unsigned signals = interrupt_count();
-  while (std::chrono::steady_clock::now() - begin < spin_.window()) {
-    auto got = poll_ours(also);
-    if (!got) return std::unexpected(got.error());
-    if (*got) return **got;
-    if (interrupt_count() != signals) return make_error(ErrorCode::kIntr, "pid: interrupted");
-  }
-  return std::nullopt;
-}
-
-Result<std::pair<pid_t, int>> Inferior::wait_any(pid_t also) {
-  using Clock = std::chrono::steady_clock;
-  const auto begin = Clock::now();
-  auto polled = poll_status(begin, also);
-  if (!polled) return std::unexpected(polled.error());
-  if (*polled) {
-    spin_.record(Clock::now() - begin);
-    return **polled;
-  }
-  auto got = wait_ours(also);
-  if (!got) return std::unexpected(got.error());
-  spin_.record(Clock::now() - begin);
-  return *got;
-}
-
-Result<int> Inferior::wait_stop(pid_t tid) {
-  for (auto it = raw_queue_.begin(); it != raw_queue_.end(); ++it) {
-    if (it->first == tid) {
-      const int status = it->second;
-      raw_queue_.erase(it);
-      return status;
-    }
-  }
-  // Never a blocking waitpid on `tid` alone: a dying thread-group leader is reported only once
-  // every other thread is reaped, and those zombies are ours to reap. So: `tid`'s status if it
-  // has one (ECHILD if it is no tracee of ours), else the next status of anyone, kept for later.
-  for (;;) {
-    auto own = wait_once(tid, true);
-    if (!own) {
-      if (own.error().code() == ErrorCode::kIntr) continue;
-      return std::unexpected(own.error());
-    }
-    if (own->pid == tid) return own->status.raw;
-    auto any = wait_any(tid);
-    if (!any) {
-      if (any.error().code() == ErrorCode::kIntr) continue;
-      return std::unexpected(any.error());
-    }
-    if (any->first == tid) return any->second;
-    raw_queue_.push_back(*any);
-  }
-}
-
 Result<std::int64_t> Inferior::inject_syscall(pid_t tid, long nr,
                                               std::array<std::uint64_t, 6> args) {
   Thread* t = thread(tid);
   if (t == nullptr || !t->stopped) {
     return make_error(ErrorCode::kSrch, "pid: " + tid_text(tid) + " is not in a stop");
   }
-  auto saved = get_regs(tid);
-  if (!saved) return std::unexpected(saved.error());
-  x86::Regs regs = *saved;
-  if (injection_observer_) {
-    x86::Regs restore = *saved;
-    if (t->stop == StopKind::kSyscallEnter) {
-      restore.rip -= 2;  // the program's call runs again from its `syscall` instruction
-      restore.rax = saved->orig_rax;
-    }
-    injection_observer_(tid, &restore);
-  }
-  struct Told {
-    const InjectionObserver& observer;
-    pid_t tid;
-    ~Told() {
-      if (observer) observer(tid, nullptr);
-    }
-  } told{injection_observer_, tid};
-  auto set_args = [&](x86::Regs& r) {
-    r.rdi = args[0];
-    r.rsi = args[1];
-    r.rdx = args[2];
-    r.r10 = args[3];
-    r.r8 = args[4];
-    r.r9 = args[5];
-  };
-  // Resumes with PTRACE_SYSCALL until the next syscall stop; signals that arrive meanwhile are kept
-  // (the last one wins; Linux coalesces standard signals the same way) and suppressed now.
-  auto run_to_syscall_stop = [&]() -> Result<void> {
-    for (;;) {
-      if (auto r = ptrace_syscall(tid); !r) return r;
-      auto status = wait_stop(tid);
-      if (!status) return std::unexpected(status.error());
-      if (!WIFSTOPPED(*status)) {
-        return make_error(ErrorCode::kSrch,
-                          "pid: " + tid_text(tid) + " ended during a system call");
-      }
-      const int sig = WSTOPSIG(*status);
-      if (sig == kSyscallTrap) return {};
-      if (ptrace_event(*status) == 0 && sig != SIGTRAP) t->kept_signal = sig;
-    }
-  };
-  // A syscall-exit stop whose registers are no system call's any more (rt_sigreturn restored the
-  // interrupted code's, orig_rax -1): there is no `syscall` instruction before rip to re-use.
-  StopKind how = t->stop;
-  if (how == StopKind::kSyscallExit && static_cast<std::int64_t>(saved->orig_rax) < 0) {
-    how = StopKind::kEvent;
-  }
-  // In a signal-delivery-stop, the stop's siginfo (a fault's si_code and si_addr) is put back
-  // afterwards: resuming with the signal delivers exactly what the kernel reported.
-  siginfo_t stop_info{};
-  const bool had_info = t->stop == StopKind::kSignal && ptrace_getsiginfo(tid, stop_info);
-  Result<std::int64_t> result = 0;
-  switch (how) {
-    case StopKind::kSyscallEnter: {
-      // Case 1: turn this entry into `nr`, then rewind to re-enter the original call.
-      regs.orig_rax = static_cast<std::uint64_t>(nr);
-      set_args(regs);
-      if (auto r = set_regs(tid, regs); !r) return std::unexpected(r.error());
-      if (auto r = run_to_syscall_stop(); !r) return std::unexpected(r.error());
-      auto after = get_regs(tid);
-      if (!after) return std::unexpected(after.error());
-      result = static_cast<std::int64_t>(after->rax);
-      x86::Regs again = *saved;
-      again.rip -= 2;
-      again.rax = saved->orig_rax;
-      if (auto r = set_regs(tid, again); !r) return std::unexpected(r.error());
-      if (auto r = run_to_syscall_stop(); !r) return std::unexpected(r.error());
-      break;
-    }
-    case StopKind::kSyscallExit: {
-      // Case 2: rewind to the `syscall` instruction with `nr`, run it, restore the result of
-      // the original call.
-      regs.rip -= 2;
-      regs.rax = static_cast<std::uint64_t>(nr);
-      set_args(regs);
-      if (auto r = set_regs(tid, regs); !r) return std::unexpected(r.error());
-      if (auto r = run_to_syscall_stop(); !r) return std::unexpected(r.error());
-      if (auto r = run_to_syscall_stop(); !r) return std::unexpected(r.error());
-      auto after = get_regs(tid);
-      if (!after) return std::unexpected(after.error());
-      result = static_cast<std::int64_t>(after->rax);
-      x86::Regs back = *saved;
-      const auto code = static_cast<std::int64_t>(saved->rax);
-      if (t->kept_signal == 0 && code <= kErestartSys && code >= kErestartRestartBlock &&
-          code != kErestartUnused) {
-        // The original call was interrupted (a ptrace interrupt, a signal). The kernel restarts
-        // it on the way back to user mode only while rax holds the restart code, which the
-        // injected call replaced; with no signal left to deliver it would now return the code
-        // (-512...) to the program. The restart is applied here, as the kernel would have: back
-        // to the `syscall` instruction with the call's number (restart_syscall for
-        // ERESTART_RESTARTBLOCK). A kept signal is re-raised on resume and the kernel applies
-        // its restart rules to the code then.
-        back.rip -= 2;
-        back.rax = code == kErestartRestartBlock ? static_cast<std::uint64_t>(SYS_restart_syscall)
-                                                 : saved->orig_rax;
-      }
-      if (auto r = set_regs(tid, back); !r) return std::unexpected(r.error());
-      // Rewound, rip is on the `syscall` instruction, no longer after it: another call injected
-      // in this stop (a watch's disarm, then its arm) must not rewind it again (it would run the
-      // bytes before the instruction: a fault at each try, for ever). It single-steps the
-      // process's `syscall` instruction, as in any other stop.
-      if (back.rip != saved->rip) t->stop = StopKind::kEvent;
-      break;
-    }
-    case StopKind::kSignal:
-    case StopKind::kEvent:
-    case StopKind::kNone: {
-      // Case 3: single-step a `syscall` instruction of the process's text. orig_rax = -1 so
-      // the kernel does not apply syscall-restart rules to the injected call.
-      // A forked child not followed yet has its parent's layout (and is not in threads_).
-      auto gadget = find_gadget(threads_.contains(tid) ? process_of(tid) : pid_);
-      if (!gadget) return std::unexpected(gadget.error());
-      regs.rip = *gadget;
-      regs.rax = static_cast<std::uint64_t>(nr);
-      regs.orig_rax = ~0ULL;
-      set_args(regs);
-      if (auto r = set_regs(tid, regs); !r) return std::unexpected(r.error());
-      for (;;) {
-        if (auto r = ptrace_singlestep(tid); !r) return std::unexpected(r.error());
-        auto status = wait_stop(tid);
-        if (!status) return std::unexpected(status.error());
-        if (!WIFSTOPPED(*status)) {
-          return make_error(ErrorCode::kSrch,
-                            "pid: " + tid_text(tid) + " ended during an injected system call");
-        }
-        const int sig = WSTOPSIG(*status);
-        auto now = get_regs(tid);
-        if (!now) return std::unexpected(now.error());
-        if (sig == SIGTRAP && now->rip == *gadget + 2) {
-          result = static_cast<std::int64_t>(now->rax);
-          break;
-        }
-        if (ptrace_event(*status) == 0 && sig != SIGTRAP) t->kept_signal = sig;
-      }
-      if (auto r = set_regs(tid, *saved); !r) return std::unexpected(r.error());
-      if (had_info) {
-        if (auto r = ptrace_setsiginfo(tid, stop_info); !r) return std::unexpected(r.error());
-      } else {
-        t->stop_signal = SIGTRAP;
-      }
-      t->stop = StopKind::kSignal;
-      break;
-    }
-  }
-  return result;
+  // A forked child not followed yet has its parent's layout (and is not in threads_).
+  const pid_t process = threads_.contains(tid) ? process_of(tid) : pid_;
+  InjectorTracer tracer(*this);
+  return injector_.inject(tracer, tid, process, *t, nr, args);
 }
 
 Result<void> Inferior::resume(pid_t tid, Resume how, int signal) {
@@ -867,25 +506,16 @@ Result<void> Inferior::rerun_emulated_syscall(pid_t tid) {
   // passed over here, and the call runs again from a syscall-entry stop that wait() reports as
   // usual.
   Thread* t = thread(tid);
-  auto regs = get_regs(tid);
-  if (!regs) return std::unexpected(regs.error());
-  regs->rip -= 2;
-  regs->rax = regs->orig_rax;
-  if (auto r = set_regs(tid, *regs); !r) return r;
-  if (auto r = ptrace_syscall(tid); !r) return r;
-  auto status = wait_stop(tid);
-  if (!status) return std::unexpected(status.error());
-  if (!WIFSTOPPED(*status) || WSTOPSIG(*status) != kSyscallTrap) {
-    // Killed meanwhile (nothing else stops a thread between a call's entry and exit): for
-    // wait() to report.
-    raw_queue_.emplace_front(tid, *status);
-    t->stopped = false;
-    t->stop = StopKind::kNone;
-    return {};
-  }
-  if (auto r = ptrace_syscall(tid); !r) return r;
+  InjectorTracer tracer(*this);
+  auto rerun = SyscallInjector::rerun_skipped(tracer, tid);
+  if (!rerun) return std::unexpected(rerun.error());
   t->stopped = false;
   t->stop = StopKind::kNone;
+  if (*rerun) {
+    // Killed meanwhile: for wait() to report.
+    raw_queue_.emplace_front(tid, **rerun);
+    return {};
+  }
   t->last = Resume::kSyscall;
   return {};
 }
@@ -896,397 +526,6 @@ Result<void> Inferior::resume_all(Resume how) {
     if (auto r = resume(tid, how); !r) return r;
   }
   return {};
-}
-
-Result<std::optional<Event>> Inferior::next_event(bool block, bool& idle) {
-  idle = false;
-  if (!queued_.empty()) {
-    Event ev = queued_.front();
-    queued_.pop_front();
-    return ev;
-  }
-  if (!raw_queue_.empty()) {
-    const auto [tid, status] = raw_queue_.front();
-    raw_queue_.pop_front();
-    return translate(tid, status);
-  }
-  if (exited_) return make_error(ErrorCode::kSrch, "pid: the process has exited");
-  if (block) {
-    auto waited = wait_any();
-    if (!waited) return std::unexpected(waited.error());
-    return translate(waited->first, waited->second);
-  }
-  auto waited = poll_ours(0);
-  if (!waited) return std::unexpected(waited.error());
-  if (!*waited) {
-    idle = true;
-    return std::optional<Event>();
-  }
-  return translate((*waited)->first, (*waited)->second);
-}
-
-Result<std::optional<Event>> Inferior::take_queued() {
-  // A status read for another thread may make no event: the next one is tried.
-  while (!queued_.empty() || !raw_queue_.empty()) {
-    bool idle = false;
-    auto ev = next_event(false, idle);
-    if (!ev || *ev) return ev;
-  }
-  return std::optional<Event>();
-}
-
-Result<std::optional<Event>> Inferior::take_status(pid_t tid, int status) {
-  return translate(tid, status);
-}
-
-Result<Event> Inferior::wait() {
-  for (;;) {
-    bool idle = false;
-    auto ev = next_event(true, idle);
-    if (!ev) return std::unexpected(ev.error());
-    if (*ev) return **ev;
-  }
-}
-
-namespace {
-
-// The signalfd through which wait_or_poll learns of child status changes (see the header). Made
-// once per process; SIGCHLD stays blocked in the thread that made it.
-Result<int> sigchld_fd() {
-  static const Result<int> fd = []() -> Result<int> {
-    auto sigfd = blocked_signal_fd(SIGCHLD);
-    if (!sigfd) return std::unexpected(sigfd.error().with_context("sigchld"));
-    return sigfd->release();
-  }();
-  return fd;
-}
-
-}  // namespace
-
-Result<std::optional<Event>> Inferior::wait_or_poll(std::span<const int> fds, int timeout_ms) {
-  auto sigfd = sigchld_fd();
-  if (!sigfd) return std::unexpected(sigfd.error());
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
-  std::vector<int> watched;
-  watched.reserve(fds.size() + 1);
-  watched.push_back(*sigfd);
-  watched.insert(watched.end(), fds.begin(), fds.end());
-  using Clock = std::chrono::steady_clock;
-  const auto begin = Clock::now();
-  bool spun = false;
-  for (;;) {
-    // The notification first, then the statuses: a SIGCHLD arriving after the waitpid keeps the
-    // signalfd readable, so none is missed.
-    ignore_error(drain_signal_fd(*sigfd), "only a wake-up: the waitpid below is the answer");
-    bool idle = false;
-    auto ev = next_event(false, idle);
-    if (!ev) return ev;
-    if (*ev) return ev;
-    if (!idle) continue;  // a status that made no event
-    if (!spun) {
-      // Polled for a while first, as wait_any does (the rings can wait that long).
-      spun = true;
-      auto polled = poll_status(begin);
-      if (!polled) return std::unexpected(polled.error());
-      if (*polled) {
-        raw_queue_.push_back(**polled);
-        spin_.record(Clock::now() - begin);
-        continue;
-      }
-    }
-    int wait_ms = -1;
-    if (timeout_ms >= 0) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return std::optional<Event>();
-      wait_ms = static_cast<int>(left.count());
-    }
-    auto revents = poll_in_once(watched, wait_ms);
-    spin_.record(Clock::now() - begin);
-    if (!revents) {
-      if (revents.error().code() == ErrorCode::kIntr) {
-        return make_error(ErrorCode::kIntr, "pid: interrupted");
-      }
-      return std::unexpected(revents.error());
-    }
-    // One of `fds` ready, or the timeout (nothing ready): the caller's turn. Only the signalfd
-    // ready: the statuses again.
-    const bool fd_ready =
-        std::any_of(revents->begin() + 1, revents->end(), [](short r) { return r != 0; });
-    if (fd_ready || (*revents)[0] == 0) return std::optional<Event>();
-  }
-}
-
-Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
-  if (auto it = children_.find(tid); it != children_.end()) {
-    // A forked child the caller has not released yet: its stops wait for release().
-    if (WIFEXITED(status) || WIFSIGNALED(status)) {
-      children_.erase(it);
-    } else {
-      it->second.stopped = true;
-    }
-    return std::optional<Event>();
-  }
-  announced_.erase(tid);
-  Thread* t = thread(tid);
-  if (t == nullptr) {
-    if (WIFEXITED(status) || WIFSIGNALED(status)) {
-      unreaped_.erase(tid);
-      return std::optional<Event>();
-    }
-    // A first stop of a task not seen yet: a new thread of this process, or a forked child
-    // whose parent's fork event has not been read yet.
-    const pid_t group = thread_group_of(tid);
-    if (group == pid_ || mems_.contains(group)) {
-      Thread& fresh = threads_[tid];
-      fresh.stopped = true;
-      fresh.stop = StopKind::kEvent;
-      fresh.process = group == pid_ ? 0 : group;
-      Event ev;
-      ev.kind = EventKind::kNewThread;
-      ev.tid = tid;
-      return std::optional<Event>(ev);
-    }
-    Thread& early = children_[tid];
-    early.stopped = true;
-    early.stop = StopKind::kEvent;
-    return std::optional<Event>();
-  }
-  if (WIFEXITED(status) || WIFSIGNALED(status)) {
-    const bool vfork_child = t->vfork_child;
-    if (t->process == tid) {  // a followed process's leader: the last of its threads
-      mems_.erase(tid);
-      gadgets_.erase(tid);
-      ++process_changes_;
-    }
-    threads_.erase(tid);
-    if (vfork_child) end_vfork(tid);
-    Event ev;
-    ev.tid = tid;
-    if (WIFEXITED(status)) {
-      ev.status = WEXITSTATUS(status);
-    } else {
-      ev.signal = WTERMSIG(status);
-    }
-    if (tid == pid_ && !vfork_child) {
-      exited_ = true;
-      ev.kind = WIFEXITED(status) ? EventKind::kExited : EventKind::kKilled;
-      // Followed processes (and vfork children) that outlive it stay, for detach().
-      std::erase_if(threads_, [](const auto& entry) {
-        return entry.second.process == 0 && !entry.second.vfork_child;
-      });
-    } else {
-      ev.kind = EventKind::kThreadExit;
-    }
-    return std::optional<Event>(ev);
-  }
-  if (!WIFSTOPPED(status)) return std::optional<Event>();
-  t->stopped = true;
-  const bool emulated = std::exchange(t->sysemu, false);
-  const int sig = WSTOPSIG(status);
-  const int event = ptrace_event(status);
-  Event ev;
-  ev.tid = tid;
-  if (sig == kSyscallTrap) {
-    __ptrace_syscall_info info{};
-    if (auto got = ptrace_get_syscall_info(tid, info); !got) return std::unexpected(got.error());
-    if (info.op == PTRACE_SYSCALL_INFO_ENTRY) {
-      if (emulated) {
-        if (auto r = rerun_emulated_syscall(tid); !r) return std::unexpected(r.error());
-        return std::optional<Event>();  // its entry stop comes next
-      }
-      t->stop = StopKind::kSyscallEnter;
-      t->entered = static_cast<long>(info.entry.nr);
-      t->entry_sp = info.stack_pointer;
-      ev.kind = EventKind::kSyscallEnter;
-      ev.syscall = static_cast<long>(info.entry.nr);
-      for (int i = 0; i < 6; ++i) ev.args[static_cast<std::size_t>(i)] = info.entry.args[i];
-    } else {
-      t->stop = StopKind::kSyscallExit;
-      ev.kind = EventKind::kSyscallExit;
-      ev.ret = info.exit.rval;
-      if (t->entered >= 0) {
-        ev.syscall = std::exchange(t->entered, -1);
-      } else if (auto regs = get_regs(tid)) {
-        // An exit without its entry (a new thread's return from clone): orig_rax.
-        ev.syscall = static_cast<long>(regs->orig_rax);
-      }
-    }
-    return std::optional<Event>(ev);
-  }
-  // Event stops inside a call (clone, fork, exec) keep `entered` for its exit; any other stop
-  // is outside every call.
-  if (event == 0 || event == PTRACE_EVENT_STOP) t->entered = -1;
-  switch (event) {
-    case PTRACE_EVENT_CLONE: {
-      t->stop = StopKind::kEvent;
-      // The new thread's first stop is read once it is known (it waits in the kernel until
-      // then); a caller's own waitpid may have handed it in already (take_status).
-      if (auto created = ptrace_event_message(tid)) {
-        const auto ctid = static_cast<pid_t>(*created);
-        if (ctid > 0 && !threads_.contains(ctid) && !children_.contains(ctid)) {
-          announced_.insert(ctid);
-        }
-      }
-      if (auto r = resume(tid, t->last); !r) return std::unexpected(r.error());
-      return std::optional<Event>();
-    }
-    case PTRACE_EVENT_FORK:
-    case PTRACE_EVENT_VFORK: {
-      t->stop = StopKind::kEvent;
-      auto child = ptrace_event_message(tid);
-      if (!child) return std::unexpected(child.error());
-      const auto cpid = static_cast<pid_t>(*child);
-      if (!children_.contains(cpid)) {
-        auto st = wait_stop(cpid);
-        if (!st) return std::unexpected(st.error());
-      }
-      children_.erase(cpid);
-      ev.kind = EventKind::kFork;
-      ev.child = cpid;
-      ev.vfork = event == PTRACE_EVENT_VFORK;
-      if (ev.vfork) {
-        Thread& c = threads_[cpid];
-        c.stopped = true;
-        c.stop = StopKind::kEvent;
-        c.vfork_child = true;
-        t = thread(tid);         // threads_ changed
-        c.process = t->process;  // it shares its parent's memory
-        t->vfork_wait = cpid;
-      } else {
-        Thread& c = children_[cpid];
-        c.stopped = true;
-        c.stop = StopKind::kEvent;
-      }
-      // Held: the caller resumes the parent (see hold_forks).
-      if (!hold_forks_) {
-        if (auto r = resume(tid, t->last); !r) return std::unexpected(r.error());
-      }
-      return std::optional<Event>(ev);
-    }
-    case PTRACE_EVENT_VFORK_DONE: {
-      t->stop = StopKind::kEvent;
-      t->vfork_wait = 0;
-      if (hold_forks_) {
-        ev.kind = EventKind::kVforkDone;
-        return std::optional<Event>(ev);
-      }
-      if (auto r = resume(tid, t->last); !r) return std::unexpected(r.error());
-      return std::optional<Event>();
-    }
-    case PTRACE_EVENT_EXEC: {
-      t->stop = StopKind::kEvent;
-      if (follow_execs_ && (t->vfork_child || t->process != 0)) {
-        // Kept: the exec'ing thread takes its leader's id (the id reported); the process's other
-        // threads are gone.
-        const pid_t group = t->vfork_child ? tid : t->process;
-        if (t->vfork_child) end_vfork(tid);
-        Thread leader = *t;
-        leader.vfork_child = false;
-        leader.process = group;
-        std::vector<pid_t> gone;
-        for (const auto& [other, o] : threads_) {
-          if (other != tid && other != group && o.process == group) gone.push_back(other);
-        }
-        forget_threads(gone);
-        std::erase_if(threads_, [&](const auto& entry) {
-          return entry.first == tid || entry.second.process == group;
-        });
-        threads_[group] = leader;
-        gadgets_.erase(group);
-        auto fd = open_process_memory(group, true);
-        if (!fd) return std::unexpected(fd.error());
-        mems_[group] = std::move(*fd);
-        ++process_changes_;
-        if (auto r = leave_exec_stop(group); !r) return std::unexpected(r.error());
-        ev.kind = EventKind::kExec;
-        ev.tid = group;
-        return std::optional<Event>(ev);
-      }
-      if (t->vfork_child) {
-        ignore_error(ptrace_detach(tid), "forgotten either way; ESRCH when it is gone");
-        threads_.erase(tid);
-        end_vfork(tid);
-        ev.kind = EventKind::kThreadExit;
-        return std::optional<Event>(ev);
-      }
-      if (t->process != 0) {
-        // A followed process: released with its new image (every other thread of it is gone).
-        const pid_t group = t->process;
-        ignore_error(ptrace_detach(tid), "released either way; ESRCH when it is gone");
-        std::vector<pid_t> gone;
-        for (const auto& [other, o] : threads_) {
-          if (other != tid && o.process == group) gone.push_back(other);
-        }
-        forget_threads(gone);
-        std::erase_if(threads_, [&](const auto& entry) { return entry.second.process == group; });
-        mems_.erase(group);
-        gadgets_.erase(group);
-        ++process_changes_;
-        ev.kind = EventKind::kThreadExit;
-        return std::optional<Event>(ev);
-      }
-      // The exec'ing thread takes the leader's id; every other thread of the process is gone.
-      Thread leader = *t;
-      std::vector<pid_t> gone;
-      for (const auto& [other, o] : threads_) {
-        if (other != pid_ && o.process == 0 && !o.vfork_child) gone.push_back(other);
-      }
-      forget_threads(gone);
-      std::erase_if(threads_, [](const auto& entry) { return entry.second.process == 0; });
-      threads_[pid_] = leader;
-      gadgets_.erase(pid_);
-      if (auto m = open_mem(); !m) return std::unexpected(m.error());
-      if (auto r = leave_exec_stop(pid_); !r) return std::unexpected(r.error());
-      ev.kind = EventKind::kExec;
-      ev.tid = pid_;
-      return std::optional<Event>(ev);
-    }
-    case PTRACE_EVENT_STOP: {
-      siginfo_t info{};
-      // A group-stop of a seized thread reports its stopping signal (an interrupt SIGTRAP);
-      // some kernels also fill its siginfo, older ones refuse it with EINVAL.
-      if (auto got = ptrace_getsiginfo(tid, info);
-          sig != SIGTRAP || (!got && got.error().code() == ErrorCode::kInval)) {
-        // A group-stop: keep job control (the thread stays stopped until SIGCONT).
-        t->stopped = false;
-        t->stop = StopKind::kNone;
-        ignore_error(ptrace_listen(tid), "a thread that is gone is reported by its exit");
-        return std::optional<Event>();
-      }
-      // An interrupt nobody waits for any more (it stayed pending across another stop).
-      t->interrupt_pending = false;
-      t->stop = StopKind::kEvent;
-      if (auto r = resume(tid, t->last); !r) return std::unexpected(r.error());
-      return std::optional<Event>();
-    }
-    default:
-      break;
-  }
-  // A signal-delivery-stop.
-  t->stop = StopKind::kSignal;
-  t->stop_signal = sig;
-  if (t->raised_signal == sig) {
-    // Raised by resume() to be delivered: it is, the thread going on as it was resumed.
-    t->raised_signal = 0;
-    if (auto r = resume(tid, t->last, sig); !r) return std::unexpected(r.error());
-    return std::optional<Event>();
-  }
-  siginfo_t info{};
-  if (ptrace_getsiginfo(tid, info)) {
-    ev.code = info.si_code;
-    ev.fault_addr = reinterpret_cast<std::uint64_t>(info.si_addr);
-  }
-  ev.kind = EventKind::kSignal;
-  ev.signal = sig;
-  return std::optional<Event>(ev);
-}
-
-void Inferior::end_vfork(pid_t child) {
-  for (auto& [tid, t] : threads_) {
-    if (t.vfork_wait == child) t.vfork_wait = 0;
-  }
 }
 
 Result<std::vector<pid_t>> Inferior::stop_all(pid_t except) {
@@ -1317,23 +556,6 @@ std::vector<Event> Inferior::discard_queued(pid_t tid) {
     }
   }
   return out;
-}
-
-Result<Event> Inferior::wait_for(pid_t tid) {
-  for (auto it = queued_.begin(); it != queued_.end(); ++it) {
-    if (it->tid == tid) {
-      Event ev = *it;
-      queued_.erase(it);
-      return ev;
-    }
-  }
-  for (;;) {
-    auto status = wait_stop(tid);
-    if (!status) return std::unexpected(status.error());
-    auto ev = translate(tid, *status);
-    if (!ev) return std::unexpected(ev.error());
-    if (*ev) return **ev;
-  }
 }
 
 namespace {
@@ -1556,7 +778,7 @@ Result<void> Inferior::kill() {
   }
   for (const auto& [child, unused] : children_)
     ignore_error(send_signal(child, SIGKILL), "a process that is gone needs no kill");
-  for (const auto& [process, unused] : mems_)
+  for (pid_t process : memory_.followed())
     ignore_error(send_signal(process, SIGKILL), "a process that is gone needs no kill");
   for (;;) {
     auto got = wait_ours(pid_);

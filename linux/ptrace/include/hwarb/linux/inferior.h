@@ -52,6 +52,9 @@
 //    its threads). Undoing changes made to the tracee (breakpoints, protections) is the caller's
 //    job, before detach().
 //  - Requests must come from the thread that created the Inferior (Linux's ptrace rule).
+// Parts: the memory calls are ProcessMemory's (process_memory.h), inject_syscall is
+// SyscallInjector's (syscall_injection.h) over this Inferior's waits; wait statuses become events
+// in stop_translation.cpp, and are waited for in inferior_wait.cpp.
 // Thread-safety: none. Move-only.
 #pragma once
 
@@ -73,7 +76,9 @@
 #include "hwarb/base/error.h"
 #include "hwarb/linux/fd.h"
 #include "hwarb/linux/proc_maps.h"
+#include "hwarb/linux/process_memory.h"
 #include "hwarb/linux/spin_window.h"
+#include "hwarb/linux/syscall_injection.h"
 #include "hwarb/x86/insn.h"
 
 namespace hwarb::native {
@@ -142,21 +147,34 @@ class Inferior {
   std::vector<pid_t> threads() const;
   bool is_stopped(pid_t tid) const;
 
-  // Memory of this process, or of `process` (a forked child being released, or followed).
-  Result<void> read_memory(std::uint64_t addr, std::span<std::uint8_t> out, pid_t process = 0);
+  // Memory of this process, or of `process` (a forked child being released, or followed): see
+  // ProcessMemory (process_memory.h), which these calls are.
+  Result<void> read_memory(std::uint64_t addr, std::span<std::uint8_t> out, pid_t process = 0) {
+    return memory_.read_memory(addr, out, process);
+  }
   // Several parts in one system call (read_process_memory's gathered read), all or nothing: an
   // error when any part cannot be read that way (e.g. a PROT_NONE page: read_memory still can).
-  Result<void> read_memory(std::span<const RemoteRead> parts, pid_t process = 0);
+  Result<void> read_memory(std::span<const RemoteRead> parts, pid_t process = 0) {
+    return memory_.read_memory(parts, process);
+  }
   Result<void> write_memory(std::uint64_t addr, std::span<const std::uint8_t> data,
-                            pid_t process = 0);
-  Result<std::uint64_t> read_word(std::uint64_t addr, int size, pid_t process = 0);
+                            pid_t process = 0) {
+    return memory_.write_memory(addr, data, process);
+  }
+  Result<std::uint64_t> read_word(std::uint64_t addr, int size, pid_t process = 0) {
+    return memory_.read_word(addr, size, process);
+  }
   // The address of the first occurrence of `code` in the executable mappings of `process`
   // ([vsyscall] aside); ENOENT naming `text` when there is none.
-  Result<std::uint64_t> find_code(pid_t process, std::span<const std::uint8_t> code);
+  Result<std::uint64_t> find_code(pid_t process, std::span<const std::uint8_t> code) {
+    return memory_.find_code(process, code);
+  }
   // The instruction at `addr` of this process (or `process`), decoded from as many of the 15
   // bytes there as are readable (an instruction may end just before an unmapped page).
   // x86::decode's errors.
-  Result<x86::Insn> decode_at(std::uint64_t addr, pid_t process = 0);
+  Result<x86::Insn> decode_at(std::uint64_t addr, pid_t process = 0) {
+    return memory_.decode_at(addr, process);
+  }
   // The process (thread-group id) thread `tid` belongs to: pid() or a followed child.
   pid_t process_of(pid_t tid) const;
   // How many times the set of followed processes has changed (a follow, a followed process's
@@ -209,16 +227,16 @@ class Inferior {
   Result<void> set_xstate(pid_t tid, std::span<const std::uint8_t> area);
 
   // Runs system call `nr` with `args` in stopped thread `tid`; the kernel's return value (a
-  // negative errno on failure). See the contract.
+  // negative errno on failure). See the contract, and SyscallInjector (syscall_injection.h).
   Result<std::int64_t> inject_syscall(pid_t tid, long nr, std::array<std::uint64_t, 6> args);
   // Told of each injection while its registers are the injection's: first (tid, the registers
   // that put the thread back as if nothing had been injected: for a call injected at a system
   // call's entry, on the `syscall` instruction to run the program's call), then (tid, null)
   // once they are the thread's own again (every return of inject_syscall). A watchdog keeps
   // them, for a thread caught in the middle when hwarb dies. Empty: nobody told.
-  using InjectionObserver = std::function<void(pid_t tid, const x86::Regs* restore)>;
+  using InjectionObserver = SyscallInjector::Observer;
   void set_injection_observer(InjectionObserver observer) {
-    injection_observer_ = std::move(observer);
+    injector_.set_observer(std::move(observer));
   }
 
   // Resumes stopped thread `tid`, delivering `signal` (0: none). From a signal-delivery stop
@@ -301,12 +319,10 @@ class Inferior {
   Result<void> kill();
 
  private:
-  enum class StopKind : std::uint8_t { kNone, kSignal, kSyscallEnter, kSyscallExit, kEvent };
-  struct Thread {
+  using StopKind = ThreadStop;
+  // A traced thread: its stop (StopState: stop, stop_signal, kept_signal) and the rest.
+  struct Thread : StopState {
     bool stopped = false;
-    StopKind stop = StopKind::kNone;
-    int stop_signal = 0;    // kSignal: the signal of the stop
-    int kept_signal = 0;    // a signal to deliver on the next resume
     int raised_signal = 0;  // raised by resume() for the thread: delivered at its stop, unreported
     Resume last = Resume::kCont;
     // Resumed by resume_from_sigreturn without the exit stop (PTRACE_SYSEMU): a syscall-entry
@@ -322,10 +338,32 @@ class Inferior {
     pid_t process = 0;     // a followed child's thread: its thread group (0: this process)
   };
 
+  // The Inferior as the SyscallInjector's tracer (inferior.cpp).
+  class InjectorTracer;
+
   Inferior(pid_t pid, bool spawned);
   Result<void> open_mem();
   Result<void> leave_exec_stop(pid_t tid);
+  // The event a wait status of `tid` makes, the records of the thread updated (nullopt: none,
+  // e.g. a stop the Inferior resumes by itself). Dispatches on the kind of status to the
+  // functions below it (stop_translation.cpp).
   Result<std::optional<Event>> translate(pid_t tid, int status);
+  // A forked child's, not released yet.
+  Result<std::optional<Event>> translate_unreleased(pid_t tid, int status);
+  // Of a task not in the records: a new thread, an early fork child, a forgotten thread's end.
+  Result<std::optional<Event>> translate_unknown(pid_t tid, int status);
+  // The end of thread `tid` (of the process when it is its leader).
+  Result<std::optional<Event>> translate_exit(pid_t tid, int status);
+  // A syscall-entry or syscall-exit stop (`emulated`: entered under PTRACE_SYSEMU).
+  Result<std::optional<Event>> translate_syscall(pid_t tid, Thread& t, bool emulated);
+  Result<std::optional<Event>> translate_clone(pid_t tid, Thread& t);
+  Result<std::optional<Event>> translate_fork(pid_t tid, bool vfork);
+  Result<std::optional<Event>> translate_vfork_done(pid_t tid, Thread& t);
+  Result<std::optional<Event>> translate_exec(pid_t tid);
+  // PTRACE_EVENT_STOP: a group-stop (kept in PTRACE_LISTEN) or a stale interrupt (resumed).
+  Result<std::optional<Event>> translate_event_stop(pid_t tid, Thread& t, int sig);
+  // A signal-delivery stop (one raised by resume() is delivered without an event).
+  Result<std::optional<Event>> translate_signal(pid_t tid, Thread& t, int sig);
   // One step of wait(): a queued event, or one waitpid (blocking or not) translated; nullopt
   // when the status made no event, or (idle set) when no status was ready.
   Result<std::optional<Event>> next_event(bool block, bool& idle);
@@ -355,7 +393,8 @@ class Inferior {
   // their statuses are still read (as ours()), and dropped.
   void forget_threads(const std::vector<pid_t>& tids);
   void set_spin(int spin_us);
-  Result<std::uint64_t> find_gadget(pid_t process);
+  // Followed process `process` is no longer: its memory and what injections kept of it go.
+  void forget_process(pid_t process);
   // Whether a signal is queued for `tid` (or its process) that the mask rt_sigreturn will
   // restore does not block; `tid` is in rt_sigreturn's syscall-entry stop.
   bool signal_due_after_sigreturn(pid_t tid);
@@ -373,16 +412,14 @@ class Inferior {
   pid_t pid_ = -1;
   bool spawned_ = false;
   bool exited_ = false;
-  Fd mem_;
+  ProcessMemory memory_;  // this process's and the followed processes'
   std::map<pid_t, Thread> threads_;
   std::deque<Event> queued_;
   std::deque<std::pair<pid_t, int>> raw_queue_;  // wait statuses seen by wait_stop for others
   std::map<pid_t, Thread> children_;             // forked children not yet released
   std::set<pid_t> announced_;  // new threads of a clone event whose first stop is not read yet
   std::set<pid_t> unreaped_;   // threads forgotten before their exit status was read
-  std::map<pid_t, std::uint64_t> gadgets_;  // per process: address of a `syscall` instruction
-  InjectionObserver injection_observer_;
-  std::map<pid_t, Fd> mems_;           // followed processes' memory
+  SyscallInjector injector_;
   std::uint64_t process_changes_ = 0;  // process_changes()
   bool follow_execs_ = false;
   bool hold_forks_ = false;

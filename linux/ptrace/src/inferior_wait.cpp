@@ -1,0 +1,291 @@
+#include "hwarb/linux/inferior.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "hwarb/linux/proc_maps.h"
+#include "hwarb/linux/signals.h"
+#include "hwarb/linux/syscalls.h"
+#include "hwarb/linux/terminal.h"
+
+namespace hwarb::native {
+
+void Inferior::set_spin(int spin_us) {
+  // Polling on a machine with one CPU only delays the tracee it waits for.
+  const bool worth_it = spin_us > 0 && std::thread::hardware_concurrency() > 1;
+  spin_ = SpinWindow(std::chrono::microseconds(worth_it ? spin_us : 0));
+}
+
+bool Inferior::ours(pid_t tid) const {
+  return threads_.contains(tid) || children_.contains(tid) || announced_.contains(tid) ||
+         unreaped_.contains(tid);
+}
+
+void Inferior::forget_threads(const std::vector<pid_t>& tids) {
+  for (pid_t tid : tids) unreaped_.insert(tid);
+}
+
+Result<std::optional<std::pair<pid_t, int>>> Inferior::poll_ours(pid_t also) {
+  using Status = std::optional<std::pair<pid_t, int>>;
+  // The one waitpid on `tid`: its status, nullopt, or ECHILD (no status will ever come).
+  const auto reap = [](pid_t tid) -> Result<Status> {
+    auto got = wait_once(tid, true);
+    if (!got) return std::unexpected(got.error());
+    if (got->pid == 0) return Status();
+    return Status(std::pair{got->pid, got->status.raw});
+  };
+  auto peeked = peek_wait(true);
+  if (!peeked) return std::unexpected(peeked.error());
+  if (*peeked == 0) return Status();
+  if (*peeked == also || ours(*peeked)) {
+    auto got = reap(*peeked);
+    if (got && *got) return got;
+    if (!got && got.error().code() != ErrorCode::kChild) return got;
+  }
+  // Another's status comes first (or was read meanwhile): each of ours asked in turn.
+  std::vector<pid_t> tids;
+  for (const auto& [tid, t] : threads_) tids.push_back(tid);
+  for (const auto& [tid, t] : children_) tids.push_back(tid);
+  tids.insert(tids.end(), announced_.begin(), announced_.end());
+  tids.insert(tids.end(), unreaped_.begin(), unreaped_.end());
+  if (also > 0) tids.push_back(also);
+  bool waitable = false;
+  for (pid_t tid : tids) {
+    auto got = reap(tid);
+    if (!got) {
+      if (got.error().code() != ErrorCode::kChild) return got;
+      unreaped_.erase(tid);  // reaped or detached: nothing will come
+      continue;
+    }
+    waitable = true;
+    if (*got) return got;
+  }
+  if (!waitable) {
+    return make_error(ErrorCode::kChild,
+                      "pid: no thread of " + std::to_string(pid_) + " can report a status");
+  }
+  return Status();
+}
+
+Result<std::pair<pid_t, int>> Inferior::wait_ours(pid_t also) {
+  auto nap = std::chrono::microseconds(50);
+  for (;;) {
+    auto peeked = peek_wait(false);
+    if (!peeked) return std::unexpected(peeked.error());
+    if (*peeked == also || ours(*peeked)) {
+      auto got = wait_once(*peeked, true);
+      if (!got && got.error().code() != ErrorCode::kChild) return std::unexpected(got.error());
+      if (got && got->pid != 0) return std::pair{got->pid, got->status.raw};
+      continue;
+    }
+    // Another's status waits unread: ours are polled, with sleeps.
+    auto polled = poll_ours(also);
+    if (!polled) return std::unexpected(polled.error());
+    if (*polled) return **polled;
+    const unsigned signals = interrupt_count();
+    std::this_thread::sleep_for(nap);
+    if (interrupt_count() != signals) return make_error(ErrorCode::kIntr, "pid: interrupted");
+    nap = std::min(nap * 2, std::chrono::microseconds(2000));
+  }
+}
+
+Result<std::optional<std::pair<pid_t, int>>> Inferior::poll_status(
+    std::chrono::steady_clock::time_point begin, pid_t also) {
+  const unsigned signals = interrupt_count();
+  while (std::chrono::steady_clock::now() - begin < spin_.window()) {
+    auto got = poll_ours(also);
+    if (!got) return std::unexpected(got.error());
+    if (*got) return **got;
+    if (interrupt_count() != signals) return make_error(ErrorCode::kIntr, "pid: interrupted");
+  }
+  return std::nullopt;
+}
+
+Result<std::pair<pid_t, int>> Inferior::wait_any(pid_t also) {
+  using Clock = std::chrono::steady_clock;
+  const auto begin = Clock::now();
+  auto polled = poll_status(begin, also);
+  if (!polled) return std::unexpected(polled.error());
+  if (*polled) {
+    spin_.record(Clock::now() - begin);
+    return **polled;
+  }
+  auto got = wait_ours(also);
+  if (!got) return std::unexpected(got.error());
+  spin_.record(Clock::now() - begin);
+  return *got;
+}
+
+Result<int> Inferior::wait_stop(pid_t tid) {
+  for (auto it = raw_queue_.begin(); it != raw_queue_.end(); ++it) {
+    if (it->first == tid) {
+      const int status = it->second;
+      raw_queue_.erase(it);
+      return status;
+    }
+  }
+  // Never a blocking waitpid on `tid` alone: a dying thread-group leader is reported only once
+  // every other thread is reaped, and those zombies are ours to reap. So: `tid`'s status if it
+  // has one (ECHILD if it is no tracee of ours), else the next status of anyone, kept for later.
+  for (;;) {
+    auto own = wait_once(tid, true);
+    if (!own) {
+      if (own.error().code() == ErrorCode::kIntr) continue;
+      return std::unexpected(own.error());
+    }
+    if (own->pid == tid) return own->status.raw;
+    auto any = wait_any(tid);
+    if (!any) {
+      if (any.error().code() == ErrorCode::kIntr) continue;
+      return std::unexpected(any.error());
+    }
+    if (any->first == tid) return any->second;
+    raw_queue_.push_back(*any);
+  }
+}
+
+Result<std::optional<Event>> Inferior::next_event(bool block, bool& idle) {
+  idle = false;
+  if (!queued_.empty()) {
+    Event ev = queued_.front();
+    queued_.pop_front();
+    return ev;
+  }
+  if (!raw_queue_.empty()) {
+    const auto [tid, status] = raw_queue_.front();
+    raw_queue_.pop_front();
+    return translate(tid, status);
+  }
+  if (exited_) return make_error(ErrorCode::kSrch, "pid: the process has exited");
+  if (block) {
+    auto waited = wait_any();
+    if (!waited) return std::unexpected(waited.error());
+    return translate(waited->first, waited->second);
+  }
+  auto waited = poll_ours(0);
+  if (!waited) return std::unexpected(waited.error());
+  if (!*waited) {
+    idle = true;
+    return std::optional<Event>();
+  }
+  return translate((*waited)->first, (*waited)->second);
+}
+
+Result<std::optional<Event>> Inferior::take_queued() {
+  // A status read for another thread may make no event: the next one is tried.
+  while (!queued_.empty() || !raw_queue_.empty()) {
+    bool idle = false;
+    auto ev = next_event(false, idle);
+    if (!ev || *ev) return ev;
+  }
+  return std::optional<Event>();
+}
+
+Result<std::optional<Event>> Inferior::take_status(pid_t tid, int status) {
+  return translate(tid, status);
+}
+
+Result<Event> Inferior::wait() {
+  for (;;) {
+    bool idle = false;
+    auto ev = next_event(true, idle);
+    if (!ev) return std::unexpected(ev.error());
+    if (*ev) return **ev;
+  }
+}
+
+namespace {
+
+// The signalfd through which wait_or_poll learns of child status changes (see the header). Made
+// once per process; SIGCHLD stays blocked in the thread that made it.
+Result<int> sigchld_fd() {
+  static const Result<int> fd = []() -> Result<int> {
+    auto sigfd = blocked_signal_fd(SIGCHLD);
+    if (!sigfd) return std::unexpected(sigfd.error().with_context("sigchld"));
+    return sigfd->release();
+  }();
+  return fd;
+}
+
+}  // namespace
+
+Result<std::optional<Event>> Inferior::wait_or_poll(std::span<const int> fds, int timeout_ms) {
+  auto sigfd = sigchld_fd();
+  if (!sigfd) return std::unexpected(sigfd.error());
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
+  std::vector<int> watched;
+  watched.reserve(fds.size() + 1);
+  watched.push_back(*sigfd);
+  watched.insert(watched.end(), fds.begin(), fds.end());
+  using Clock = std::chrono::steady_clock;
+  const auto begin = Clock::now();
+  bool spun = false;
+  for (;;) {
+    // The notification first, then the statuses: a SIGCHLD arriving after the waitpid keeps the
+    // signalfd readable, so none is missed.
+    ignore_error(drain_signal_fd(*sigfd), "only a wake-up: the waitpid below is the answer");
+    bool idle = false;
+    auto ev = next_event(false, idle);
+    if (!ev) return ev;
+    if (*ev) return ev;
+    if (!idle) continue;  // a status that made no event
+    if (!spun) {
+      // Polled for a while first, as wait_any does (the rings can wait that long).
+      spun = true;
+      auto polled = poll_status(begin);
+      if (!polled) return std::unexpected(polled.error());
+      if (*polled) {
+        raw_queue_.push_back(**polled);
+        spin_.record(Clock::now() - begin);
+        continue;
+      }
+    }
+    int wait_ms = -1;
+    if (timeout_ms >= 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return std::optional<Event>();
+      wait_ms = static_cast<int>(left.count());
+    }
+    auto revents = poll_in_once(watched, wait_ms);
+    spin_.record(Clock::now() - begin);
+    if (!revents) {
+      if (revents.error().code() == ErrorCode::kIntr) {
+        return make_error(ErrorCode::kIntr, "pid: interrupted");
+      }
+      return std::unexpected(revents.error());
+    }
+    // One of `fds` ready, or the timeout (nothing ready): the caller's turn. Only the signalfd
+    // ready: the statuses again.
+    const bool fd_ready =
+        std::any_of(revents->begin() + 1, revents->end(), [](short r) { return r != 0; });
+    if (fd_ready || (*revents)[0] == 0) return std::optional<Event>();
+  }
+}
+
+Result<Event> Inferior::wait_for(pid_t tid) {
+  for (auto it = queued_.begin(); it != queued_.end(); ++it) {
+    if (it->tid == tid) {
+      Event ev = *it;
+      queued_.erase(it);
+      return ev;
+    }
+  }
+  for (;;) {
+    auto status = wait_stop(tid);
+    if (!status) return std::unexpected(status.error());
+    auto ev = translate(tid, *status);
+    if (!ev) return std::unexpected(ev.error());
+    if (*ev) return **ev;
+  }
+}
+
+}  // namespace hwarb::native
