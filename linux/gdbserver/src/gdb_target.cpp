@@ -192,7 +192,9 @@ void GdbServer::connect(int in_fd, int out_fd) {
 // GdbTarget.
 
 GdbTarget::GdbTarget(Inferior& inferior, WatchSession& session, GdbConnection& connection)
-    : connection_(connection), inferior_(&inferior), session_(&session) {}
+    : connection_(connection), inferior_(&inferior), session_(&session) {
+  publish_plan();
+}
 
 GdbTarget::GdbTarget(GdbConnection& connection) : connection_(connection) {}
 
@@ -231,12 +233,6 @@ Result<gdb::ServerEnd> GdbTarget::drop_process(gdb::ServerEnd::How how) {
   if (inferior_ == nullptr) return before;
   auto left = finish_once(how);
   requeue_held();
-  // The watchdog guards the process given on the command line only.
-  if (watchdog_ != nullptr) {
-    watchdog_->release();
-    watchdog_ = nullptr;
-    published_ = RestorePlan();
-  }
   session_ = nullptr;
   inferior_ = nullptr;
   own_session_.reset();
@@ -269,6 +265,7 @@ void GdbTarget::take_process(Inferior&& inferior) {
   session_ = own_session_.get();
   connection_.set_spin_max(inferior_->spin_max());
   inferior_->hold_forks(fork_events_ || vfork_events_);
+  publish_plan();
 }
 
 Result<void> GdbTarget::start(std::vector<std::string> argv) {
@@ -311,45 +308,25 @@ Result<void> GdbTarget::attach(gdb::Tid pid) {
   return {};
 }
 
-RestorePlan GdbTarget::restore_plan() const {
-  RestorePlan plan = session_->restore_plan();
-  if (std::find(plan.processes.begin(), plan.processes.end(), inferior_->pid()) ==
-      plan.processes.end()) {
-    plan.processes.push_back(inferior_->pid());
-  }
+void GdbTarget::publish_plan() {
+  if (session_ == nullptr) return;
+  // The process, stopped by the watchdog even without int3s (a step's trap pending at the
+  // detach would kill it), and the int3 bytes.
+  RestorePlan plan;
+  plan.processes.push_back(inferior_->pid());
   if (auto it = int3_.find(inferior_->pid()); it != int3_.end()) {
     for (const auto& [addr, bp] : it->second) {
       plan.bytes.push_back(RestoreByte{.addr = addr, .original = bp.original});
     }
   }
-  return plan;
-}
-
-Result<void> GdbTarget::guard(Watchdog& watchdog) {
-  RestorePlan plan = restore_plan();
-  if (auto r = watchdog.publish(plan); !r) return r;
-  watchdog_ = &watchdog;
-  published_ = std::move(plan);
-  return {};
-}
-
-Result<void> GdbTarget::publish_plan() {
-  if (watchdog_ == nullptr) return {};
-  RestorePlan plan = restore_plan();
-  if (plan == published_) return {};
-  if (auto r = watchdog_->publish(plan); !r) {
-    watchdog_error_ = r.error();
-    watchdog_ = nullptr;
-    return r;
-  }
-  published_ = std::move(plan);
-  return {};
+  session_->set_caller_plan(std::move(plan));
+  if (!watchdog_error_ && session_->watchdog_error()) watchdog_error_ = session_->watchdog_error();
 }
 
 void GdbTarget::served() {
-  // Breakpoints and watches the packet changed, to the watchdog (a failure is kept in
+  // Breakpoints and watches the packet changed, to the session's watchdog (a failure is kept in
   // watchdog_error_; the packet's answer stands).
-  ignore_error(publish_plan(), "kept in watchdog_error_");
+  publish_plan();
 }
 
 Resume GdbTarget::run_mode() const {
@@ -386,6 +363,8 @@ Result<gdb::ServerEnd> GdbTarget::finish_once(gdb::ServerEnd::How how) {
     }
   }
   int3_.clear();
+  // Nothing of the target's for the watchdog once the session's changes are undone too.
+  session_->set_caller_plan({});
   Result<void> undone = session_->uninstall();
   const bool keep = how == gdb::ServerEnd::How::kDetached ||
                     (how != gdb::ServerEnd::How::kKilled && !inferior_->spawned());
@@ -856,7 +835,7 @@ Result<gdb::Waited> GdbTarget::wait(int client_fd) {
     if (!*got) return gdb::Waited{};  // the client spoke
     auto stop = on_event(**got);
     // The session may have followed a fork, an exec, a mapping.
-    ignore_error(publish_plan(), "kept in watchdog_error_");
+    publish_plan();
     if (!stop) {
       requeue_held();
       return std::unexpected(stop.error());

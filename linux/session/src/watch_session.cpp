@@ -3,6 +3,8 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cctype>
+#include <functional>
 #include <tuple>
 #include <utility>
 
@@ -127,6 +129,50 @@ WatchSessionOptions session_options(const ProbeReport& report) {
   return o;
 }
 
+std::string placement_policy(const WatchSessionOptions& options) {
+  return options.hardware ? "debug registers while they last, then software"
+                          : "software (" + options.no_hardware + ")";
+}
+
+const char* placement_mode(const std::vector<WatchInfo>& watches) {
+  bool hard = false, soft = false;
+  for (const WatchInfo& w : watches) (w.placement == Placement::kHardware ? hard : soft) = true;
+  return hard && soft ? "mixed" : hard ? "hardware" : "software";
+}
+
+std::string software_reasons(const std::vector<WatchInfo>& watches,
+                             const std::function<std::string(WatchId)>& name) {
+  const auto label = [&](WatchId id) { return name ? name(id) : watch_name(id); };
+  std::vector<const WatchInfo*> soft;
+  for (const WatchInfo& w : watches) {
+    if (w.placement == Placement::kSoftware) soft.push_back(&w);
+  }
+  if (soft.empty()) return "";
+  const bool one = std::all_of(soft.begin(), soft.end(),
+                               [&](const WatchInfo* w) { return w->why == soft.front()->why; });
+  if (one && soft.front() == &watches.front()) return soft.front()->why;
+  std::string out;
+  for (const WatchInfo* w : soft) {
+    // The other watches a reason names ("a page shared with watch #2"), by their names too.
+    std::string why = w->why;
+    for (const WatchInfo& other : watches) {
+      const std::string own = watch_name(other.id);
+      const std::string named = label(other.id);
+      for (std::size_t at = why.find(own); at != std::string::npos; at = why.find(own, at)) {
+        const std::size_t end = at + own.size();
+        if (end < why.size() && std::isdigit(static_cast<unsigned char>(why[end])) != 0) {
+          at = end;  // "watch #12" is not "watch #1"
+          continue;
+        }
+        why.replace(at, own.size(), named);
+        at += named.size();
+      }
+    }
+    out += (out.empty() ? "" : "; ") + label(w->id) + ": " + why;
+  }
+  return out;
+}
+
 struct Watch {
   WatchInfo info;
   arbiter::Reservation reservation;  // held while the watch is hardware (rule 2)
@@ -163,7 +209,11 @@ struct WatchSession::State {
   // Hardware hits whose SIGTRAP was pending behind an interrupt stop (the thread is the
   // caller's, stopped by stop_all): reported by the next handle().
   std::vector<WatchHit> pending_hits;
+  // The watchdog of options.guard (started at construction), and the one published to: dog's
+  // while publishing goes well, null otherwise.
+  std::optional<Watchdog> dog;
   Watchdog* watchdog = nullptr;
+  std::optional<Error> guard_error;
   // Registers given up to the program (yield_registers), held for it in the arbiter.
   std::vector<arbiter::Reservation> yielded;
   int yielded_registers = 0;
@@ -176,6 +226,8 @@ struct WatchSession::State {
   TrapParachute trap_parachute;
   std::uint64_t trap_changes = 0;
   std::optional<Error> watchdog_error;
+  RestorePlan caller_plan;      // set_caller_plan()
+  bool caller_changed = false;  // caller_plan not published yet
 
   // Every thread stopped, or asleep in vfork for a child that is stopped (it runs nothing until
   // the child runs, and the child, sharing its memory, takes the software path's calls).
@@ -527,11 +579,36 @@ struct WatchSession::State {
     return built;
   }
 
+  // Starts the watchdog options.guard asks for (at construction): guard_error on failure.
+  void start_guard() {
+    const bool wanted =
+        options.guard == Guard::kOn || (options.guard == Guard::kAuto && !inferior->spawned());
+    if (!wanted || !inferior->alive()) return;
+    auto started = Watchdog::start();
+    if (!started) {
+      guard_error = started.error();
+      return;
+    }
+    dog.emplace(std::move(*started));
+    watchdog = &*dog;
+    // A thread caught in an injected call when hwarb dies gets its registers back.
+    inferior->set_injection_observer([state = this](pid_t tid, const x86::Regs* restore) {
+      if (state->watchdog != nullptr) state->watchdog->injecting(tid, restore);
+    });
+  }
+
+  // The watchdog exits touching nothing: the process is gone, detached, or its changes undone.
+  void release_guard() {
+    if (!dog) return;
+    if (inferior != nullptr) inferior->set_injection_observer(nullptr);
+    watchdog = nullptr;
+    dog.reset();
+  }
+
   // What the destructor (and a move assignment over the session) does: uninstall() on a tracee
   // still there, its threads stopped for it when they run (and then resumed, with those held:
-  // the threads are left as they were found); errors are ignored (there is no one to tell). The
-  // watchdog is not touched: it may be gone already (its own destructor releases it), and left
-  // alone it restores only what is restored already.
+  // the threads are left as they were found); errors are ignored (there is no one to tell).
+  // Then the watchdog is released: what could not be restored stays with the traced process.
   void undo() noexcept {
     watchdog = nullptr;
     if (inferior != nullptr) inferior->set_injection_observer(nullptr);
@@ -557,23 +634,35 @@ struct WatchSession::State {
     held.clear();
     // Reservations go before their arbiter.
     watches.clear();
+    release_guard();
   }
 
   // What the watchdog undoes if hwarb dies: the software path's changes; with hardware watches
   // only, nothing in memory, but the processes are named all the same, so that its SIGSTOP
   // reaches them before a hit of a perf event not closed yet (the kernel closes them late in
   // hwarb's exit) leaves them a SIGTRAP to die of when they are detached.
+  // The caller's changes (set_caller_plan) come with them.
   RestorePlan plan() const {
-    if (soft) return soft->restore_plan();
     RestorePlan p;
-    if (!hard) return p;
-    for (pid_t tid : inferior->threads()) {
-      const pid_t process = inferior->process_of(tid);
+    if (soft) {
+      p = soft->restore_plan();
+    } else if (hard) {
+      for (pid_t tid : inferior->threads()) {
+        const pid_t process = inferior->process_of(tid);
+        if (std::find(p.processes.begin(), p.processes.end(), process) == p.processes.end()) {
+          p.processes.push_back(process);
+        }
+      }
+      p.signals = trap_parachute.plan();
+    }
+    for (pid_t process : caller_plan.processes) {
       if (std::find(p.processes.begin(), p.processes.end(), process) == p.processes.end()) {
         p.processes.push_back(process);
       }
     }
-    p.signals = trap_parachute.plan();
+    p.pages.insert(p.pages.end(), caller_plan.pages.begin(), caller_plan.pages.end());
+    p.bytes.insert(p.bytes.end(), caller_plan.bytes.begin(), caller_plan.bytes.end());
+    p.signals.insert(p.signals.end(), caller_plan.signals.begin(), caller_plan.signals.end());
     return p;
   }
 
@@ -584,17 +673,24 @@ struct WatchSession::State {
   }
 
   // The restore plan to the watchdog, when it changed: after a rebuild, a change of the software
-  // plan, or, with hardware watches only, a process followed or gone.
+  // plan, or, with hardware watches only, a process followed or gone; or the caller's. A plan
+  // with no process is withdrawn. Once the process is gone (or detached) the watchdog is
+  // released.
   void publish() {
+    if (dog && !inferior->alive()) release_guard();
     if (watchdog == nullptr) return;
     const auto now = plan_key();
-    if (now == published) return;
-    if (auto r = watchdog->publish(plan()); !r) {
+    if (now == published && !caller_changed) return;
+    RestorePlan p = plan();
+    if (p.processes.empty()) {
+      watchdog->withdraw();
+    } else if (auto r = watchdog->publish(p); !r) {
       watchdog_error = r.error();
       watchdog = nullptr;
       return;
     }
     published = now;
+    caller_changed = false;
   }
 };
 
@@ -602,6 +698,7 @@ WatchSession::WatchSession(Inferior& inferior, WatchSessionOptions options)
     : state_(std::make_unique<State>()) {
   state_->inferior = &inferior;
   state_->options = std::move(options);
+  state_->start_guard();
   auto profile =
       state_->options.slots == x86::kSlots
           ? Result<arbiter::ArchProfile>(arbiter::ArchProfile::x86_64())
@@ -929,10 +1026,9 @@ Result<void> WatchSession::uninstall() {
   auto r = s.teardown();
   ignore_error(s.release_held(false), "teardown's error is the one returned");
   s.watches.clear();
-  if (r && s.watchdog != nullptr) {
-    s.watchdog->release();
-    s.watchdog = nullptr;
-  }
+  // Undone: nothing left for the watchdog but the caller's changes. After a failure it keeps
+  // the last plan.
+  if (r) s.publish();
   return r;
 }
 
@@ -960,22 +1056,24 @@ std::uint64_t WatchSession::software_faults() const {
   return state_->soft ? state_->soft->stats().faults : 0;
 }
 
-Result<void> WatchSession::guard(Watchdog& watchdog) {
+std::string WatchSession::describe_placement() const {
+  return placement_policy(state_->options);
+}
+
+const Watchdog* WatchSession::watchdog() const {
+  return state_->dog ? &*state_->dog : nullptr;
+}
+
+const std::optional<Error>& WatchSession::guard_error() const {
+  return state_->guard_error;
+}
+
+void WatchSession::set_caller_plan(RestorePlan plan) {
   State& s = *state_;
-  if (auto r = watchdog.publish(s.plan()); !r) return r;
-  s.watchdog = &watchdog;
-  s.published = s.plan_key();
-  // A thread caught in an injected call when hwarb dies gets its registers back.
-  s.inferior->set_injection_observer([state = &s](pid_t tid, const x86::Regs* restore) {
-    if (state->watchdog != nullptr) state->watchdog->injecting(tid, restore);
-  });
-  if (s.soft) {
-    // The parachute for the stops of the watch (signal_action.h), published as it goes up.
-    ignore_error(s.soft->deploy_parachute(), "the watch goes on without a parachute");
-  }
-  s.raise_trap_parachute();
+  if (plan == s.caller_plan) return;
+  s.caller_plan = std::move(plan);
+  s.caller_changed = true;
   s.publish();
-  return {};
 }
 
 void WatchSession::set_stepping(pid_t tid) {

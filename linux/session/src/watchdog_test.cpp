@@ -1,6 +1,7 @@
 // Tests of Watchdog on real processes: a program whose software watch's owner is SIGKILLed runs
-// on with its page restored; a released watchdog touches nothing; a plan past the capacity is
-// refused.
+// on with its page restored (a SoftWatchEngine given a watchdog, and a WatchSession that guards
+// an attached program by itself); a released watchdog touches nothing; a plan past the capacity
+// is refused; a WatchSession with the guard off has no watchdog.
 #include "hwarb/linux/watchdog.h"
 
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -23,6 +25,7 @@
 #include "hwarb/linux/soft_watch.h"
 #include "hwarb/linux/soft_watch_engine.h"
 #include "hwarb/linux/symbols.h"
+#include "hwarb/linux/watch_session.h"
 #include "test_programs.h"
 
 namespace hwarb::native {
@@ -47,10 +50,13 @@ enum class End {
   kInjecting,  // SIGKILLed with a thread in the trap of an injected call's step, not collected
 };
 
-// The watcher: a forked copy of this test that attaches to `target`, watches its `ticks` in
-// software with a watchdog (its standard error to `errors`), handles events for 200 ms, then
-// ends as `end` says.
-[[noreturn]] void watcher(pid_t target, const std::string& errors, End end) {
+// A watcher's start: its standard error to `errors`, attached to `target`, and the address of
+// its `ticks` (the watcher exits with 10-13 where one fails).
+struct Attached {
+  std::optional<Inferior> inf;
+  std::uint64_t ticks = 0;
+};
+Attached attach_ticker(pid_t target, const std::string& errors) {
   const int fd = ::open(errors.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd < 0 || ::dup2(fd, 2) < 0) ::_exit(10);
   auto inf = Inferior::attach(target);
@@ -59,7 +65,15 @@ enum class End {
   if (!table) ::_exit(12);
   auto ticks = table->find("ticks");
   if (!ticks) ::_exit(13);
-  auto watch = SoftWatch::arm(*inf, {{ticks->address, 8, kWatchWrite, 0}});
+  return {std::move(*inf), ticks->address};
+}
+
+// The watcher: a forked copy of this test that attaches to `target`, watches its `ticks` in
+// software with a watchdog (its standard error to `errors`), handles events for 200 ms, then
+// ends as `end` says.
+[[noreturn]] void watcher(pid_t target, const std::string& errors, End end) {
+  auto [inf, ticks] = attach_ticker(target, errors);
+  auto watch = SoftWatch::arm(*inf, {{ticks, 8, kWatchWrite, 0}});
   if (!watch) ::_exit(14);
   NoHits observer;
   SoftWatchEngine engine(*watch, observer);
@@ -114,6 +128,38 @@ enum class End {
   ::_exit(0);
 }
 
+// The watcher as an embedder writes it: a WatchSession on the attached target with a software
+// watch of `ticks`, and not a word about a watchdog. Ends as `end` says (kNormally or kRunning).
+[[noreturn]] void session_watcher(pid_t target, const std::string& errors, End end) {
+  auto [inf, ticks] = attach_ticker(target, errors);
+  WatchSession session(*inf, WatchSessionOptions{});
+  if (session.watchdog() == nullptr) ::_exit(14);
+  auto w = session.insert(
+      {.addr = ticks, .len = 8, .access = kWatchWrite, .mode = WatchMode::kSoftware});
+  if (!w) ::_exit(15);
+  if (!inf->resume_all(session.resume_mode())) ::_exit(16);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  for (;;) {
+    const bool late = std::chrono::steady_clock::now() >= until;
+    if (late && end == End::kNormally) break;
+    auto ev = inf->wait();
+    if (!ev) ::_exit(17);
+    auto v = session.handle(*ev);
+    if (!v) ::_exit(18);
+    if (!v->handled) {
+      if (ev->kind == EventKind::kExited || ev->kind == EventKind::kKilled) ::_exit(19);
+      const int sig = ev->kind == EventKind::kSignal ? ev->signal : 0;
+      if (!inf->resume(ev->tid, session.resume_mode(), sig)) ::_exit(20);
+    }
+    // No uninstall, no detach: killed as the program enters its 1 ms sleep.
+    if (late && ev->kind == EventKind::kSyscallEnter) ::raise(SIGKILL);
+  }
+  if (!inf->stop_all() || !session.uninstall() || !inf->detach()) ::_exit(21);
+  ::_exit(0);
+}
+
+using Watcher = void (*)(pid_t, const std::string&, End);
+
 struct TickerRun {
   int target_status = -1;
   int watcher_status = -1;
@@ -121,7 +167,7 @@ struct TickerRun {
 };
 
 // The ticker (1 ms per tick, 600 ticks) as a plain child of this test, watched by a watcher.
-TickerRun watched_ticker(End end) {
+TickerRun watched_ticker(End end, Watcher watch = watcher) {
   TickerRun run;
   const std::string out = ::testing::TempDir() + "watchdog_ticker.out";
   const std::string errors = ::testing::TempDir() + "watchdog_watcher.err";
@@ -143,7 +189,7 @@ TickerRun watched_ticker(End end) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const pid_t w = ::fork();
-  if (w == 0) watcher(target, errors, end);
+  if (w == 0) watch(target, errors, end);
   ::waitpid(w, &run.watcher_status, 0);
   ::waitpid(target, &run.target_status, 0);
   // The watchdog writes its line after the restore, before the target can end.
@@ -166,6 +212,16 @@ void expect_survived(const TickerRun& run) {
   EXPECT_NE(run.watcher_errors.find("restored 1 page protection(s) and 0 byte(s) in 1 of 1"),
             std::string::npos)
       << run.watcher_errors;
+}
+
+// The watcher ended normally: the ticker ran to its end and the watchdog said nothing.
+void expect_untouched(const TickerRun& run) {
+  ASSERT_TRUE(WIFEXITED(run.watcher_status)) << "watcher status " << run.watcher_status;
+  EXPECT_EQ(WEXITSTATUS(run.watcher_status), 0);
+  EXPECT_TRUE(WIFEXITED(run.target_status) && WEXITSTATUS(run.target_status) == 0)
+      << "target status " << run.target_status;
+  EXPECT_EQ(run.target_output, "ticks=600\n");
+  EXPECT_EQ(run.watcher_errors, "");
 }
 
 // The parachute takes the fault's SIGSEGV the kernel delivers as it detaches the thread (and
@@ -193,14 +249,71 @@ TEST(Watchdog, AnAttachedProgramRunsOnWhenItsWatcherIsKilled) {
       << run.watcher_errors;
 }
 
+// The session guards the attached program by itself: its owner killed without uninstall, the
+// program runs on with its page restored.
+TEST(Watchdog, AnAttachedSessionGuardsItsProgramByItself) {
+  expect_survived(watched_ticker(End::kRunning, session_watcher));
+}
+
+TEST(Watchdog, AnAttachedSessionThatEndsNormallyLeavesTheWatchdogNothing) {
+  expect_untouched(watched_ticker(End::kNormally, session_watcher));
+}
+
+// Guard on: the plan of the watch is published, withdrawn once uninstalled; guard off: no
+// watchdog at all.
+TEST(Watchdog, ASessionGuardsAsItsOptionsSay) {
+  const std::string ticker = testing::program("ticker");
+  for (const Guard guard : {Guard::kAuto, Guard::kOff}) {
+    SCOPED_TRACE(guard == Guard::kAuto ? "auto" : "off");
+    const pid_t target = ::fork();
+    if (target == 0) {
+      ::execl(ticker.c_str(), ticker.c_str(), "/dev/null", "100000", static_cast<char*>(nullptr));
+      ::_exit(31);
+    }
+    const std::string exe = "/proc/" + std::to_string(target) + "/exe";
+    std::error_code ec;
+    const std::filesystem::path image = std::filesystem::canonical(ticker, ec);
+    for (int i = 0; i < 1000 && std::filesystem::read_symlink(exe, ec) != image; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    {
+      auto inf = Inferior::attach(target);
+      ASSERT_TRUE(inf) << inf.error().to_string();
+      auto table = SymbolTable::load(target);
+      ASSERT_TRUE(table) << table.error().to_string();
+      auto ticks = table->find("ticks");
+      ASSERT_TRUE(ticks);
+      WatchSessionOptions options;
+      options.guard = guard;
+      WatchSession session(*inf, options);
+      EXPECT_FALSE(session.guard_error());
+      auto w = session.insert(
+          {.addr = ticks->address, .len = 8, .access = kWatchWrite, .mode = WatchMode::kSoftware});
+      ASSERT_TRUE(w) << w.error().to_string();
+      if (guard == Guard::kOff) {
+        EXPECT_EQ(session.watchdog(), nullptr);
+      } else {
+        ASSERT_NE(session.watchdog(), nullptr);
+        const RestorePlan plan = session.watchdog()->published_plan();
+        EXPECT_EQ(plan.processes, std::vector<pid_t>{target});
+        ASSERT_EQ(plan.pages.size(), 1U);
+        EXPECT_EQ(plan.pages[0].addr, ticks->address & ~std::uint64_t{4095});
+        EXPECT_EQ(plan, session.restore_plan());
+      }
+      ASSERT_TRUE(session.uninstall());
+      if (guard == Guard::kAuto) {
+        ASSERT_NE(session.watchdog(), nullptr);
+        EXPECT_EQ(session.watchdog()->published_plan(), RestorePlan{});
+      }
+      ASSERT_TRUE(inf->detach());
+    }
+    ::kill(target, SIGKILL);
+    ::waitpid(target, nullptr, 0);
+  }
+}
+
 TEST(Watchdog, AReleasedWatchdogTouchesNothing) {
-  const TickerRun run = watched_ticker(End::kNormally);
-  ASSERT_TRUE(WIFEXITED(run.watcher_status)) << "watcher status " << run.watcher_status;
-  EXPECT_EQ(WEXITSTATUS(run.watcher_status), 0);
-  EXPECT_TRUE(WIFEXITED(run.target_status) && WEXITSTATUS(run.target_status) == 0)
-      << "target status " << run.target_status;
-  EXPECT_EQ(run.target_output, "ticks=600\n");
-  EXPECT_EQ(run.watcher_errors, "");
+  expect_untouched(watched_ticker(End::kNormally));
 }
 
 TEST(Watchdog, APlanPastTheCapacityIsRefused) {

@@ -295,6 +295,10 @@ RestorePlan Watchdog::published_plan() const {
   return plan_of(shared_->slot[shared_->current.load(std::memory_order_acquire)]);
 }
 
+void Watchdog::withdraw() {
+  if (shared_) shared_->published.store(0, std::memory_order_release);
+}
+
 void Watchdog::release() {
   if (!shared_) return;
   shared_->published.store(0, std::memory_order_release);

@@ -229,8 +229,7 @@ int run_server(ServerArgs& args) {
     if (!attached) return fail(attached.error().to_string(), kExitFailure);
     inferior.emplace(std::move(*attached));
   }
-  const std::string placement = options.hardware ? "debug registers while they last, then software"
-                                                 : "software (" + options.no_hardware + ")";
+  const std::string placement = native::placement_policy(options);
   if (inferior) {
     std::cerr << "hwarb gdbserver: " << target_name(args.target) << " is process "
               << inferior->pid() << "; watchpoints: " << placement << "\n";
@@ -254,13 +253,11 @@ int run_server(ServerArgs& args) {
                        .multi = args.multi,
                        .once = args.once || args.stdio,
                        .disabled_packets = args.disabled});
-  // An attached program outlives the server: if the server dies without its cleanup (SIGKILL),
-  // a watchdog takes out its int3s and the software watch's protections.
-  std::optional<native::Watchdog> watchdog;
-  if (inferior && !inferior->spawned()) {
-    start_watchdog(
-        watchdog, "hwarb gdbserver", [&](native::Watchdog& w) { return server->guard(w); },
-        "if the server is killed, the program may die of its breakpoints");
+  // The session guards an attached program with its watchdog (which the target gives its int3s
+  // too): a failure to start it is told.
+  if (session && session->guard_error()) {
+    std::cerr << "hwarb gdbserver: warning: no watchdog (" << session->guard_error()->to_string()
+              << "): if the server is killed, the program may die of its breakpoints\n";
   }
   // One client after another while the server stays (extended mode without --once).
   Result<native::GdbServerEnd> end = native::GdbServerEnd{};
@@ -288,7 +285,6 @@ int run_server(ServerArgs& args) {
     if (!end || !end->serving || !listen) break;
     std::cerr << "hwarb gdbserver: the client went away; waiting for the next one\n";
   }
-  if (watchdog) watchdog->release();
   if (server->watchdog_error()) {
     std::cerr << "hwarb gdbserver: warning: the watchdog missed a change ("
               << server->watchdog_error()->to_string() << ")\n";

@@ -72,25 +72,6 @@ void add_output_option(CLI::App& sub, std::string& path) {
       ->type_name("FILE");
 }
 
-void start_watchdog(std::optional<native::Watchdog>& watchdog, std::string_view who,
-                    const std::function<Result<void>(native::Watchdog&)>& guard,
-                    std::string_view without) {
-  watchdog.reset();
-  auto started = native::Watchdog::start();
-  Result<void> guarded;
-  if (started) {
-    watchdog.emplace(std::move(*started));
-    guarded = guard(*watchdog);
-    if (!guarded) watchdog.reset();
-  } else {
-    guarded = std::unexpected(started.error());
-  }
-  if (!guarded) {
-    std::cerr << who << ": warning: no watchdog (" << guarded.error().to_string()
-              << "): " << without << "\n";
-  }
-}
-
 Result<Report> Report::open(const std::string& path) {
   if (path.empty()) return standard_output();
   auto fd = native::create_file(path);

@@ -39,7 +39,6 @@
 #include "hwarb/cli/watch_expr.h"
 #include "hwarb/linux/session.h"
 #include "hwarb/linux/watch_session.h"
-#include "hwarb/linux/watchdog.h"
 
 namespace hwarb::cli {
 
@@ -61,14 +60,6 @@ void add_target_options(CLI::App& sub, TargetOptions& target);
 Result<void> check_target(TargetOptions& target);
 // Adds -o/--output FILE to `sub`.
 void add_output_option(CLI::App& sub, std::string& path);
-
-// The watchdog of an attached program (which outlives hwarb): started into `watchdog` (where it
-// stays, as `guard` keeps a pointer to it) and handed to `guard`. When either fails, `watchdog`
-// is left empty and a warning on stderr says why and what that means (`without`: "if hwarb is
-// killed, ..."), prefixed with `who` ("hwarb watch"); the run goes on unguarded.
-void start_watchdog(std::optional<native::Watchdog>& watchdog, std::string_view who,
-                    const std::function<Result<void>(native::Watchdog&)>& guard,
-                    std::string_view without);
 
 // Where the report goes (see the contract; probe and sim print through it too, to stdout). Moving
 // is cheap; every write is checked, the first failure kept (error()); close() flushes and closes,

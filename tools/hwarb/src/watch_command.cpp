@@ -515,8 +515,6 @@ class Reporter final : public native::WatchObserver {
   double timeline_base_us_ = 0;
 };
 
-std::string mode_of(const std::vector<native::WatchInfo>& watches);
-
 // "; then software for 1 debug register given up to the program" (the summary's method), or "".
 std::string given_up_text(const native::WatchSession& session) {
   const int n = session.registers_given_up();
@@ -647,48 +645,13 @@ std::optional<int> run_counting(const WatchArgs& args, native::Inferior& inferio
   return kExitOk;
 }
 
-// The mode of a session's watches: "hardware", "software" or "mixed".
-std::string mode_of(const std::vector<native::WatchInfo>& watches) {
-  bool hard = false, soft = false;
-  for (const native::WatchInfo& w : watches) {
-    (w.placement == native::Placement::kHardware ? hard : soft) = true;
-  }
-  return hard && soft ? "mixed" : hard ? "hardware" : "software";
-}
-
-// Why the software watches are software: their one reason when they share it (the probe's,
-// --software), else "EXPR: reason" for each; the session's "watch #N" named by its expression.
+// Why the software watches are software (software_reasons), each named by its expression.
 std::string software_why(const std::vector<Watched>& watched,
                          const std::map<std::size_t, std::size_t>& expr_of,
                          const std::vector<native::WatchInfo>& infos) {
-  const auto label = [&](const native::WatchInfo& w) {
-    return watched[expr_of.at(static_cast<std::size_t>(w.id))].label;
-  };
-  std::vector<std::string> whys;
-  for (const native::WatchInfo& w : infos) {
-    if (w.placement != native::Placement::kSoftware) continue;
-    std::string why = w.why;
-    for (const native::WatchInfo& other : infos) {
-      const std::string name = "watch #" + std::to_string(static_cast<std::size_t>(other.id));
-      for (std::size_t at = why.find(name); at != std::string::npos; at = why.find(name, at)) {
-        const std::size_t end = at + name.size();
-        if (end < why.size() && std::isdigit(static_cast<unsigned char>(why[end])) != 0) {
-          at = end;  // "watch #12" is not "watch #1"
-          continue;
-        }
-        why.replace(at, name.size(), label(other));
-        at += label(other).size();
-      }
-    }
-    whys.push_back(label(w) + ": " + why);
-  }
-  const bool one = std::all_of(infos.begin(), infos.end(), [&](const native::WatchInfo& w) {
-    return w.placement != native::Placement::kSoftware || w.why == infos.front().why;
+  return native::software_reasons(infos, [&](native::WatchId id) {
+    return watched[expr_of.at(static_cast<std::size_t>(id))].label;
   });
-  if (one && infos.front().placement == native::Placement::kSoftware) return infos.front().why;
-  std::string out;
-  for (const std::string& why : whys) out += (out.empty() ? "" : "; ") + why;
-  return out;
 }
 
 // --json: where each expression's watch went, one "watch" record each (before the hits), for
@@ -717,7 +680,7 @@ void print_mode(const char* name, native::WatchSession& session,
                 const std::vector<Watched>& watched,
                 const std::map<std::size_t, std::size_t>& expr_of,
                 const std::vector<native::WatchInfo>& infos, const std::string& why_cpu) {
-  const std::string mode = mode_of(infos);
+  const std::string mode = native::placement_mode(infos);
   std::cerr << "hwarb " << name << ": " << mode << " mode, ";
   if (mode == "hardware") {
     std::cerr << session.perf_events() << " perf breakpoint events (" << session.describe()
@@ -816,14 +779,11 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
   if (args.json && !args.stat) report_placements(output, *watched, ranges, *infos);
   ById observer(reporter, expr_of);
 
-  // An attached program outlives hwarb: a watchdog undoes the software path's changes if hwarb
-  // is killed, and (any mode) stops the program before a late hardware hit can kill it.
-  std::optional<native::Watchdog> watchdog;
-  if (!inferior->spawned()) {
-    start_watchdog(
-        watchdog, "hwarb " + std::string(name),
-        [&](native::Watchdog& w) { return session.guard(w); },
-        "if hwarb is killed, its changes to the program stay");
+  // The session guards an attached program with its watchdog: a failure to start it is told.
+  if (session.guard_error()) {
+    std::cerr << "hwarb " << name << ": warning: no watchdog ("
+              << session.guard_error()->to_string()
+              << "): if hwarb is killed, its changes to the program stay\n";
   }
   Progress progress;
   native::WatchSessionEngine engine(session, observer);
@@ -832,7 +792,7 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
            std::to_string(session.software_faults()) + " faults";
   });
   const bool spawned = inferior->spawned();
-  const std::string mode = mode_of(*infos);
+  const std::string mode = native::placement_mode(*infos);
   std::string method = session.describe();
   phases.mark("run");
   PhaseEngine phased(shown, phases);

@@ -31,6 +31,10 @@
 //  5. Leaving: every int3, protection and register of the session is undone first; a detached
 //     program runs on unmodified. Extended mode's processes (GdbLaunch): each vRun or vAttach
 //     makes an Inferior with a WatchSession of its own, owned by the target.
+//  6. Killed without its cleanup (SIGKILL): an attached process is guarded by its session's
+//     watchdog (WatchSession, options.guard), to which the target adds the process and its
+//     int3 bytes (WatchSession::set_caller_plan) after every packet and event: the watchdog
+//     stops the program, takes out the int3s and the software watch's changes, and lets it run.
 //
 // Contract:
 //  - The Inferior is stopped (every thread) when serve() starts, as spawn() and attach() leave
@@ -67,7 +71,6 @@
 #include "hwarb/linux/inferior.h"
 #include "hwarb/linux/spin_window.h"
 #include "hwarb/linux/watch_session.h"
-#include "hwarb/linux/watchdog.h"
 #include "hwarb/x86/insn.h"
 
 namespace hwarb::native {
@@ -128,11 +131,7 @@ class GdbTarget final : public gdb::Target {
   ~GdbTarget() override;
 
   void launch_with(GdbLaunch launch) { launch_ = std::move(launch); }
-  // A Watchdog (for an attached process) that holds what must be undone if the server dies
-  // without its cleanup (SIGKILL): the session's restore plan and the target's own int3 bytes,
-  // published now and after every change. Call before serving; `watchdog` outlives the target.
-  // A publish that fails later drops the watchdog (watchdog_error() says why).
-  Result<void> guard(Watchdog& watchdog);
+  // The first publish to a session's watchdog that failed (WatchSession::watchdog_error).
   const std::optional<Error>& watchdog_error() const { return watchdog_error_; }
 
   bool has_process() const override { return inferior_ != nullptr; }
@@ -264,9 +263,8 @@ class GdbTarget final : public gdb::Target {
   // call stops while `catch syscall` is on.
   Resume run_mode() const;
   void take_process(Inferior&& inferior);
-  // The session's plan with the int3 bytes, to watchdog_ when it changed.
-  Result<void> publish_plan();
-  RestorePlan restore_plan() const;
+  // The process and its int3 bytes to the session's watchdog (WatchSession::set_caller_plan).
+  void publish_plan();
 
   GdbConnection& connection_;
   // The process served (nullptr: none, in extended mode) and its session: the caller's, or
@@ -327,8 +325,6 @@ class GdbTarget final : public gdb::Target {
   std::set<WatchKey> removed_;  // z packets not applied yet (flush_removed)
   std::map<WatchId, char> watch_type_;
   std::map<int, Fd> files_;  // vFile descriptors
-  Watchdog* watchdog_ = nullptr;
-  RestorePlan published_;  // the last plan given to watchdog_
   std::optional<Error> watchdog_error_;
 };
 
@@ -347,8 +343,7 @@ class GdbServer {
 
   Result<GdbServerEnd> serve() { return server_->serve(); }
 
-  // GdbTarget::guard.
-  Result<void> guard(Watchdog& watchdog) { return target_->guard(watchdog); }
+  // GdbTarget::watchdog_error.
   const std::optional<Error>& watchdog_error() const { return target_->watchdog_error(); }
 
  private:

@@ -78,11 +78,21 @@
 //    it) and stay where it is. The destructor (and a move assignment over a session) undoes what
 //    uninstall() undoes, when the session still has watches in a tracee that is still there:
 //    running threads are stopped for it and resumed after (with those of the dropped stops: the
-//    threads are left running as they were); errors are ignored. It does not touch
-//    the watchdog of guard() (which may be gone first: its own destructor releases it). A
-//    moved-from session has nothing to undo.
-//  - guard(): a Watchdog (for an attached process) that holds the software path's restore plan,
-//    published now and after every change of it; watchdog_error() says why a publish failed.
+//    threads are left running as they were); errors are ignored; then the watchdog is released.
+//    A moved-from session has nothing to undo.
+//  - The watchdog (watchdog.h): an attached process outlives hwarb, so a session guards it by
+//    itself (options.guard kAuto; kOn guards a spawned one too, kOff none). The session starts
+//    its Watchdog at construction and owns it; the restore plan (the software path's changes,
+//    the processes with breakpoints, and the caller's own: set_caller_plan) is published at
+//    every change, and withdrawn while there is nothing to undo (after a successful
+//    uninstall(), only the caller's changes are left). The watchdog is released at the first
+//    change after the process is gone or detached (an exit handled, set_caller_plan), and by the
+//    destructor. A thread in an injected call is told to the watchdog
+//    (Inferior::set_injection_observer), and the software path raises its parachute
+//    (SoftWatch::deploy_parachute), the hardware path alone its SIGTRAP one (trap_parachute.h). A
+//    watchdog that cannot start is no error: the session runs unguarded and guard_error() says why;
+//    a publish that fails stops the publishing (the watchdog keeps the last plan it got) and
+//    watchdog_error() says why.
 // Thread-safety: none; the Inferior's thread only (Linux's ptrace rule). Move-only (see the
 // destructor above).
 #pragma once
@@ -91,6 +101,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -132,6 +143,13 @@ struct WatchInfo {
   int registers = 0;  // debug registers held (hardware)
 };
 
+// Whether a session guards its process with a Watchdog (the contract above).
+enum class Guard : std::uint8_t {
+  kAuto,  // an attached process (it outlives hwarb), not a spawned one (it dies with hwarb)
+  kOn,    // any process
+  kOff,   // none
+};
+
 struct WatchSessionOptions {
   bool hardware = true;     // the machine delivers breakpoint hits (ProbeReport::hits_delivered)
   std::string no_hardware;  // why not, when !hardware (rule 1's reason)
@@ -147,10 +165,22 @@ struct WatchSessionOptions {
   // software path turns it on by itself when the program opens a perf breakpoint.
   bool cpu_accesses = false;
   std::string cpu_accesses_why = {};
+  Guard guard = Guard::kAuto;
 };
 // The options a probe report gives: hardware when hits are delivered, its slot count; the CPU
 // makes the software path's accesses when another user holds breakpoint slots.
 WatchSessionOptions session_options(const ProbeReport& report);
+
+// Where a session of `options` places its watches, one line: "debug registers while they last,
+// then software", or "software (why)" (rule 1).
+std::string placement_policy(const WatchSessionOptions& options);
+// How `watches` are placed: "hardware", "software" or "mixed".
+const char* placement_mode(const std::vector<WatchInfo>& watches);
+// Why the software watches of `watches` are software: their one reason when they share it and
+// the first watch is one of them, else "NAME: reason" for each, joined by "; ". `name` names a
+// watch (its reason, and the reasons that name it as "watch #N"); empty: "watch #N".
+std::string software_reasons(const std::vector<WatchInfo>& watches,
+                             const std::function<std::string(WatchId)>& name = {});
 
 // What handle() made of one event.
 struct StopVerdict {
@@ -219,10 +249,24 @@ class WatchSession {
   // Debug registers given up so far.
   [[nodiscard]] int registers_given_up() const;
 
-  Result<void> guard(Watchdog& watchdog);
+  // placement_policy() of the session's options.
+  std::string describe_placement() const;
+
+  // The watchdog that guards the process now, or null: options.guard kOff, a spawned process
+  // under kAuto, a watchdog that could not start (guard_error()), or one released since (the
+  // process gone or detached). For tests and diagnostics (Watchdog::published_plan).
+  const Watchdog* watchdog() const;
+  // Why the watchdog could not start (the session runs unguarded).
+  const std::optional<Error>& guard_error() const;
+  // Why a publish failed (the watchdog holds the last plan it got and gets no more).
   const std::optional<Error>& watchdog_error() const;
-  // What a watchdog would undo now (what guard() publishes): for a caller that publishes it
-  // together with changes of its own (a debugger's breakpoints).
+  // Changes of the caller's own to the program that the watchdog undoes with the session's: the
+  // processes to stop and restore even without a watch, the bytes it planted (a debugger's int3
+  // breakpoints, with their originals). Published with the session's plan at once when it
+  // differs from the last one set, and with every change of the session's; set it again after
+  // each change of the caller's. Setting it while there is no watchdog only keeps it.
+  void set_caller_plan(RestorePlan plan);
+  // What the watchdog undoes now: the session's changes and the caller's.
   [[nodiscard]] RestorePlan restore_plan() const;
 
   // Hits and notes go to `observer` as they are found instead of into StopVerdict (a hardware

@@ -16,7 +16,8 @@
 //     watchdog. Two slots: the plan is written into the one not in use, then the index flips,
 //     so a hwarb killed in the middle of a publish leaves the previous plan whole.
 //  3. release() (normal end) withdraws the plan and unlocks: the watchdog exits touching
-//     nothing.
+//     nothing. withdraw() only withdraws the plan: should hwarb die before the next publish(),
+//     the watchdog exits touching nothing.
 //  4. The lock's owner died (a plan still published): the kernel wakes the watchdog at the
 //     first step of hwarb's exit, as it releases hwarb's memory and before it detaches the
 //     tracees, so the watchdog's first act (real-time where allowed, so it runs at once), a
@@ -129,6 +130,9 @@ class Watchdog {
   // The plan the watchdog holds now: the last one published, empty before the first and once
   // released (for tests and diagnostics).
   [[nodiscard]] RestorePlan published_plan() const;
+  // Nothing to undo any more (the changes are undone): until the next publish(), hwarb's death
+  // leaves the watchdog nothing to do; it goes on waiting (idempotent).
+  void withdraw();
   // The watchdog exits without touching anything (idempotent).
   void release();
   // The thread whose registers are an injected call's now, and those that put it back (null:
