@@ -39,14 +39,19 @@ port_of() {
   echo "$port"
 }
 # normalise FILE: gdb's output with what differs from run to run (and between servers in ways
-# that are not the protocol's: library loading, addresses, process ids, and the padding after a
-# process id, whose width `info inferiors` sets from its digits) taken out.
+# that are not the protocol's: library loading, addresses, process ids, the padding after a
+# process id, whose width `info inferiors` sets from its digits, and the ticker's count when a
+# watch of `ticks` hits: T, T+1) taken out.
 normalise() {
   sed -E -e "s#$P/##g" \
     -e 's/(process|Thread|pid|LWP) [0-9]+/\1 N/g' -e 's/ N +/ N /g' \
     -e 's/0x[0-9a-f]+/ADDR/g' -e 's/127\.0\.0\.1:[0-9]+/127.0.0.1:PORT/g' \
     -e 's/ in [_a-z0-9]*nanosleep[_a-z0-9]* .*/ in SLEEP/' \
-    "$1" | grep -vE '^(Reading |warning: File transfers|\[Thread debugging|Using host libthread_db|\[New Thread|\[Thread .* exited|Download failed|warning: Unable to find libthread_db|warning: could not find .gnu_debugaltlink|Remote debugging using|ADDR in |[0-9]+	)'
+    "$1" | grep -vE '^(Reading |warning: File transfers|\[Thread debugging|Using host libthread_db|\[New Thread|\[Thread .* exited|Download failed|warning: Unable to find libthread_db|warning: could not find .gnu_debugaltlink|Remote debugging using|ADDR in |[0-9]+	)' |
+    awk '/^Hardware watchpoint [0-9]+: ticks$/ { tick = 1 }
+         tick && /^Old value = / { print "Old value = T"; next }
+         tick && /^New value = / { print "New value = T+1"; tick = 0; next }
+         { print }'
 }
 # gdb_session NAME PORT TICKER_PID COMMANDS...: one batch gdb against the server, output to NAME.out.
 gdb_session() {
