@@ -98,6 +98,18 @@ exact exec 'counter:w' 40 "$P/prog_forker" exec 20
 # the variable beside the watched one counts what it counts alone (the software path then lets
 # the CPU make every access to the page, for that breakpoint to see it).
 exact self_watch 'target:w' 300 "$P/prog_self_watch" 300
+# A worker that blocks every signal, its locked adds stepped with the page open: each step's trap
+# is a forced SIGTRAP, which the kernel would take as a reason to reset the program's SIGTRAP
+# handler and unblock the signal in the worker; the program must see both as they were. Software
+# mode only: perf's SIGTRAP is not forced, so a hardware watch sees no hit of a thread that
+# blocks SIGTRAP (docs/cli.md).
+if wanted masked_step; then
+  watched --software "$tmp/ms" stat counter:w -- "$P/prog_masked_worker" 500
+  [[ $rc -eq 0 ]] || bad "masked_step: hwarb exit $rc: $(tail -3 "$tmp/ms.err")"
+  grep -qx 'counter=500 handler=own worker-blocks-trap=yes' "$tmp/ms.prog" ||
+    bad "masked_step: the program saw its SIGTRAP handling changed: $(cat "$tmp/ms.prog")"
+  grep -qE 'counter:w +all +0 +500 ' "$tmp/ms" || bad "masked_step: count: $(grep all "$tmp/ms")"
+fi
 # A forked child that outlives the watched process: let go with every change undone (it writes
 # the watched page afterwards and must not die); the parent's N writes are hits.
 if wanted outlive; then

@@ -206,8 +206,12 @@ Result<void> Inferior::leave_exec_stop(pid_t tid) {
   // new image's first instruction, leaving the thread in an ordinary SIGTRAP stop.
   Thread* t = thread(tid);
   for (;;) {
-    if (auto r = ptrace_singlestep(tid); !r) return r;
+    auto saved = ptrace_singlestep_unblocked(tid);
+    if (!saved) return std::unexpected(saved.error());
     auto status = wait_stop(tid);
+    if (*saved && status && WIFSTOPPED(*status)) {
+      ignore_error(ptrace_setsigmask(tid, **saved), "a thread that is gone has no mask");
+    }
     if (!status) return std::unexpected(status.error());
     if (!WIFSTOPPED(*status)) {
       return make_error(ErrorCode::kSrch, "pid: " + tid_text(tid) + " ended at its exec");
@@ -418,9 +422,17 @@ Result<void> Inferior::resume(pid_t tid, Resume how, int signal) {
     t->raised_signal = deliver;
     deliver = 0;
   }
-  auto resumed = how == Resume::kCont   ? ptrace_cont(tid, deliver)
-                 : how == Resume::kStep ? ptrace_singlestep(tid, deliver)
-                                        : ptrace_syscall(tid, deliver);
+  Result<void> resumed;
+  if (how == Resume::kStep && deliver == 0) {
+    // SIGTRAP unblocked for the step (ptrace_singlestep_unblocked); its mask back at the next stop.
+    auto saved = ptrace_singlestep_unblocked(tid);
+    if (!saved) return std::unexpected(saved.error());
+    t->step_mask = *saved;
+  } else {
+    resumed = how == Resume::kCont   ? ptrace_cont(tid, deliver)
+              : how == Resume::kStep ? ptrace_singlestep(tid, deliver)
+                                     : ptrace_syscall(tid, deliver);
+  }
   if (!resumed) return resumed;
   t->stopped = false;
   t->stop = StopKind::kNone;

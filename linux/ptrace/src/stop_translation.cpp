@@ -54,6 +54,11 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
   if (WIFEXITED(status) || WIFSIGNALED(status)) return translate_exit(tid, status);
   if (!WIFSTOPPED(status)) return no_event();
   t->stopped = true;
+  if (t->step_mask) {
+    // Before anything else is done in this stop (a signal delivered from it saves the mask).
+    ignore_error(ptrace_setsigmask(tid, *std::exchange(t->step_mask, std::nullopt)),
+                 "a thread that is gone has no mask");
+  }
   const bool emulated = std::exchange(t->sysemu, false);
   const int sig = WSTOPSIG(status);
   const int event = ptrace_event(status);

@@ -157,8 +157,13 @@ Result<std::int64_t> SyscallInjector::inject(Tracer& tracer, pid_t tid, pid_t pr
       set_args(regs);
       if (auto r = tracer.set_regs(tid, regs); !r) return std::unexpected(r.error());
       for (;;) {
-        if (auto r = ptrace_singlestep(tid); !r) return std::unexpected(r.error());
+        // SIGTRAP unblocked for the step, so that its trap resets none of the program's.
+        auto saved = ptrace_singlestep_unblocked(tid);
+        if (!saved) return std::unexpected(saved.error());
         auto status = tracer.wait_stop(tid);
+        if (*saved && status && WIFSTOPPED(*status)) {
+          ignore_error(ptrace_setsigmask(tid, **saved), "a thread that is gone has no mask");
+        }
         if (!status) return std::unexpected(status.error());
         if (!WIFSTOPPED(*status)) {
           return make_error(ErrorCode::kSrch,

@@ -113,8 +113,11 @@ WatchSessionOptions session_options(const ProbeReport& report) {
   } else if (!report.hits_delivered && report.canary_writes == 0) {
     // Whether hits are delivered is unknown: the canary did not run (its breakpoint refused as
     // another user took the slots meanwhile, say).
-    o.no_hardware = "no canary could show whether breakpoint hits are delivered" +
-                    (report.notes.empty() ? std::string() : " (" + report.notes.back() + ")");
+    std::string why;
+    for (const std::string& note : report.notes) {
+      if (note.starts_with("the canary")) why = " (" + note + ")";
+    }
+    o.no_hardware = "no canary could show whether breakpoint hits are delivered" + why;
   } else if (!report.hits_delivered) {
     o.no_hardware = "breakpoints open on this machine but their hits are never delivered (" +
                     std::to_string(report.canary_hits) + " of " +

@@ -637,6 +637,22 @@ Result<std::uint64_t> ptrace_getsigmask(pid_t pid) {
   return mask;
 }
 
+Result<std::optional<std::uint64_t>> ptrace_singlestep_unblocked(pid_t pid) {
+  constexpr std::uint64_t kTrapBit = std::uint64_t{1} << (SIGTRAP - 1);
+  auto mask = ptrace_getsigmask(pid);
+  if (!mask) return std::unexpected(mask.error());
+  std::optional<std::uint64_t> saved;
+  if ((*mask & kTrapBit) != 0) {
+    if (auto r = ptrace_setsigmask(pid, *mask & ~kTrapBit); !r) return std::unexpected(r.error());
+    saved = *mask;
+  }
+  if (auto r = ptrace_singlestep(pid); !r) {
+    if (saved) ignore_error(ptrace_setsigmask(pid, *saved), "the step's error is the one reported");
+    return std::unexpected(r.error());
+  }
+  return saved;
+}
+
 Result<RseqArea> ptrace_get_rseq(pid_t pid) {
   ::__ptrace_rseq_configuration config{};
   if (raw_ptrace(PTRACE_GET_RSEQ_CONFIGURATION, pid, sizeof config,

@@ -336,6 +336,8 @@ class Inferior {
     bool vfork_child = false;
     pid_t vfork_wait = 0;  // the vfork child this thread sleeps in the kernel for (it cannot stop)
     pid_t process = 0;     // a followed child's thread: its thread group (0: this process)
+    // The signal mask to put back at the next stop: a step that unblocked SIGTRAP for its trap.
+    std::optional<std::uint64_t> step_mask;
   };
 
   // The Inferior as the SyscallInjector's tracer (inferior.cpp).

@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -48,6 +49,14 @@ Result<void> ptrace_poke_user(pid_t pid, std::uint64_t offset, std::uint64_t val
 // PTRACE_CONT / PTRACE_SINGLESTEP / PTRACE_DETACH, delivering `signal` (0: none).
 Result<void> ptrace_cont(pid_t pid, int signal = 0);
 Result<void> ptrace_singlestep(pid_t pid, int signal = 0);
+// PTRACE_SINGLESTEP of stopped thread `pid` with SIGTRAP unblocked for the step, when the thread
+// blocks it: the step's trap is a forced SIGTRAP, and the kernel resets a forced signal that the
+// thread blocks (or ignores) to the default action, for the whole process, and unblocks it. The
+// mask the thread had when it was changed (nullopt when SIGTRAP was not blocked): the caller puts
+// it back at the thread's next stop, before anything else (a signal delivered later then saves the
+// thread's own mask in its frame). Only for a step that delivers no signal (one delivered at the
+// step would save the changed mask). PTRACE_GETSIGMASK's, SETSIGMASK's or SINGLESTEP's errors.
+Result<std::optional<std::uint64_t>> ptrace_singlestep_unblocked(pid_t pid);
 Result<void> ptrace_detach(pid_t pid, int signal = 0);
 // PTRACE_ATTACH (the tracee will report a SIGSTOP stop through wait_for). EPERM when refused.
 Result<void> ptrace_attach(pid_t pid);
