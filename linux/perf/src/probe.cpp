@@ -169,20 +169,20 @@ Result<void> probe_breakpoints(ProbeReport& report, const ProbeOptions& options)
   if (report.slots_held_elsewhere) report.perf_holders = perf_event_holders();
   if (report.breakpoint_slots == 0) return {};
   const int runs = std::max(options.canary_runs, 1);
-  bool ran = false;
+  int finished = 0;
   for (g_run = 1; g_run <= runs; ++g_run) {
     auto count = run_canary_once(report);
     if (!count) return std::unexpected(count.error());
     // A run that did not finish (its breakpoint refused for a moment, or the child killed by a
-    // stray SIGTRAP, seen on KVM guests) decides nothing either: the next run may.
+    // stray SIGTRAP, seen on KVM guests) decides nothing either: the next run may. canary_runs
+    // counts the runs that finished.
     if (!*count) continue;
-    ran = true;
-    report.canary_runs = g_run;
+    report.canary_runs = ++finished;
     report.canary_writes = kCanaryWrites;
     report.canary_hits = **count;
     if (report.canary_hits > 0) break;
   }
-  if (!ran) return {};
+  if (finished == 0) return {};
   report.hits_delivered = report.canary_hits == report.canary_writes;
   if (report.canary_hits == 0) {
     report.notes.push_back("the canary breakpoint counted 0 writes in " + std::to_string(runs) +
