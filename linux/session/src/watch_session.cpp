@@ -21,6 +21,10 @@ namespace {
 constexpr std::uint64_t kPage = 4096;
 constexpr std::uint64_t kMaxWatchLen = std::uint64_t{1} << 30;
 constexpr int kSiKernel = 0x80;  // SI_KERNEL: the SIGTRAP of an int3
+// A hardware watch that may move to software (yield_registers): one not insisting on hardware.
+bool movable(const WatchInfo& w) {
+  return w.placement == Placement::kHardware && w.spec.mode != WatchMode::kHardware;
+}
 // Arbiter request ids of registers given up to the program: far above any WatchId.
 constexpr std::size_t kProgramRequestIds = std::size_t{1} << 48;
 
@@ -306,6 +310,15 @@ struct WatchSession::State {
   std::string given_up() const {
     if (yielded_registers == 0) return {};
     return ", " + std::to_string(yielded_registers) + " given up to the program";
+  }
+
+  // The placements a rebuild of `plan` (the watches in order) settled: a watch that went
+  // software gives its reservation back.
+  void settle(const std::vector<WatchInfo>& plan) {
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      if (plan[i].placement == Placement::kSoftware) watches[i].reservation.release();
+      watches[i].info = plan[i];
+    }
   }
 
   int used_registers() const {
@@ -766,11 +779,7 @@ Result<std::vector<WatchInfo>> WatchSession::insert_all(const std::vector<WatchS
   s.watches.resize(first_new);
   if (auto r = s.rebuild(plan); !r) return std::unexpected(r.error());  // `added` released
   for (Watch& w : added) s.watches.push_back(std::move(w));
-  for (std::size_t i = 0; i < plan.size(); ++i) {
-    Watch& w = s.watches[i];
-    if (plan[i].placement == Placement::kSoftware) w.reservation.release();
-    w.info = plan[i];
-  }
+  s.settle(plan);
   s.next_id += specs.size();
   std::vector<WatchInfo> out;
   for (std::size_t i = first_new; i < s.watches.size(); ++i) out.push_back(s.watches[i].info);
@@ -798,19 +807,14 @@ Result<void> WatchSession::remove(WatchId id) {
     s.watches.insert(at, std::move(gone));
     return r;
   }
-  for (std::size_t i = 0; i < plan.size(); ++i) {
-    if (plan[i].placement == Placement::kSoftware) s.watches[i].reservation.release();
-    s.watches[i].info = plan[i];
-  }
+  s.settle(plan);
   return {};
 }
 
 int WatchSession::yieldable_registers() const {
   int n = 0;
   for (const Watch& w : state_->watches) {
-    if (w.info.placement == Placement::kHardware && w.info.spec.mode != WatchMode::kHardware) {
-      n += w.info.registers;
-    }
+    if (movable(w.info)) n += w.info.registers;
   }
   return n;
 }
@@ -824,8 +828,7 @@ Result<std::optional<WatchInfo>> WatchSession::yield_registers(const std::string
   if (auto r = s.check_stopped(); !r) return std::unexpected(r.error());
   std::optional<std::size_t> pick;
   for (std::size_t i = s.watches.size(); i-- > 0;) {
-    const WatchInfo& w = s.watches[i].info;
-    if (w.placement == Placement::kHardware && w.spec.mode != WatchMode::kHardware) {
+    if (movable(s.watches[i].info)) {
       pick = i;
       break;
     }
@@ -839,10 +842,7 @@ Result<std::optional<WatchInfo>> WatchSession::yield_registers(const std::string
   plan[*pick].why = "gave its " + std::to_string(freed) + " debug register" +
                     (freed == 1 ? "" : "s") + " up to " + who;
   if (auto r = s.rebuild(plan); !r) return std::unexpected(r.error());
-  for (std::size_t i = 0; i < plan.size(); ++i) {
-    if (plan[i].placement == Placement::kSoftware) s.watches[i].reservation.release();
-    s.watches[i].info = plan[i];
-  }
+  s.settle(plan);
   s.yielded_registers += freed;
   if (s.arbiter) {
     const arbiter::Request request{

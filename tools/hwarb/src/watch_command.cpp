@@ -523,6 +523,27 @@ std::string given_up_text(const native::WatchSession& session) {
          " given up to the program";
 }
 
+// One watch per distinct range, of `mode`.
+std::vector<native::WatchSpec> specs_of(const std::vector<native::WatchRange>& ranges,
+                                        native::WatchMode mode) {
+  std::vector<native::WatchSpec> specs;
+  for (const native::WatchRange& r : ranges) {
+    specs.push_back({.addr = r.addr, .len = r.len, .access = r.access, .mode = mode});
+  }
+  return specs;
+}
+
+// The reporter knows a range by its first expression's index (WatchRange::id); the session by
+// its WatchId (infos[i] is ranges[i]'s): WatchId -> the first expression's index.
+std::map<std::size_t, std::size_t> expressions_of(const std::vector<native::WatchInfo>& infos,
+                                                  const std::vector<native::WatchRange>& ranges) {
+  std::map<std::size_t, std::size_t> expr_of;
+  for (std::size_t i = 0; i < infos.size(); ++i) {
+    expr_of[static_cast<std::size_t>(infos[i].id)] = ranges[i].id;
+  }
+  return expr_of;
+}
+
 // The session's hits and notes for the Reporter, which knows a range by its first expression's
 // index: `expr_of` maps each WatchId to it.
 class ById final : public native::WatchObserver {
@@ -577,15 +598,9 @@ class CountThenWatch final : public native::Engine {
     if (!so_far) return std::unexpected(so_far.error());
     before_ = std::move(*so_far);
     session_.emplace(inferior_, options_);
-    std::vector<native::WatchSpec> specs;
-    for (const native::WatchRange& r : ranges_) {
-      specs.push_back({.addr = r.addr, .len = r.len, .access = r.access});
-    }
-    auto infos = session_->insert_all(specs);
+    auto infos = session_->insert_all(specs_of(ranges_, native::WatchMode::kAuto));
     if (!infos) return std::unexpected(infos.error());
-    for (std::size_t i = 0; i < infos->size(); ++i) {
-      expr_of_[static_cast<std::size_t>((*infos)[i].id)] = ranges_[i].id;
-    }
+    expr_of_ = expressions_of(*infos, ranges_);
     watch_.emplace(*session_, observer_);
     auto given = watch_->yield_registers(who);
     if (!given) return std::unexpected(given.error());
@@ -751,15 +766,8 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
     reporter.set_timeline(timeline, timeline->now_us());
   }
   native::WatchSession session(*inferior, options);
-  std::vector<native::WatchSpec> specs;
-  for (const native::WatchRange& r : ranges) {
-    specs.push_back(
-        {.addr = r.addr,
-         .len = r.len,
-         .access = r.access,
-         .mode = args.hardware ? native::WatchMode::kHardware : native::WatchMode::kAuto});
-  }
-  auto infos = session.insert_all(specs);
+  auto infos = session.insert_all(
+      specs_of(ranges, args.hardware ? native::WatchMode::kHardware : native::WatchMode::kAuto));
   if (!infos) {
     if (args.hardware) {
       std::cerr << "hwarb " << name << ": --hardware: hardware mode not possible ("
@@ -768,12 +776,7 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
     }
     return target_error(name, infos.error());
   }
-  // The reporter knows a range by its first expression's index (WatchRange::id); the session
-  // by its WatchId (infos[i] is ranges[i]'s).
-  std::map<std::size_t, std::size_t> expr_of;  // WatchId -> the first expression's index
-  for (std::size_t i = 0; i < infos->size(); ++i) {
-    expr_of[static_cast<std::size_t>((*infos)[i].id)] = ranges[i].id;
-  }
+  const std::map<std::size_t, std::size_t> expr_of = expressions_of(*infos, ranges);
   print_mode(name, session, *watched, expr_of, *infos,
              options.cpu_accesses ? options.cpu_accesses_why : "");
   if (args.json && !args.stat) report_placements(output, *watched, ranges, *infos);
