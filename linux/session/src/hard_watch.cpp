@@ -22,6 +22,12 @@ bool perf_trap(const Event& ev) {
   return ev.kind == EventKind::kSignal && ev.signal == SIGTRAP && ev.code == kTrapPerf;
 }
 
+// si_code of the SIGTRAP Linux sends for a debug exception whose status (DR6) names no
+// breakpoint and no single step: it takes the exception for an INT1 (icebp, 0xf1) and reports it
+// at the ip after it.
+constexpr int kTrapBrkpt = 1;
+constexpr std::uint8_t kInt1 = 0xf1;
+
 // The longest x86 instruction.
 constexpr std::size_t kMaxInsn = 15;
 
@@ -177,6 +183,34 @@ std::optional<Accessor> interrupted_string(const x86::Insn& insn, std::uint64_t 
   return Accessor{insn.ip, access};
 }
 
+std::optional<StatuslessTrap> classify_statusless(Inferior& inferior, const Event& ev,
+                                                  std::span<const HwPiece> pieces) {
+  if (ev.kind != EventKind::kSignal || ev.signal != SIGTRAP || ev.code != kTrapBrkpt) {
+    return std::nullopt;
+  }
+  auto regs = inferior.get_regs(ev.tid);
+  if (!regs || ev.fault_addr != regs->rip) return std::nullopt;
+  std::array<std::uint8_t, kMaxInsn> code{};
+  if (regs->rip < code.size() ||
+      !inferior.read_memory(regs->rip - code.size(), code, inferior.process_of(ev.tid))) {
+    return StatuslessTrap{StatuslessTrap::Kind::kStray, 0};
+  }
+  // Case 1: the instruction before the stop touched a data piece: its hit. (An execution
+  // breakpoint faults before its instruction, which runs again and traps again, with its
+  // status: its statusless trap is case 3.)
+  const std::vector<x86::Insn> before = candidates_before(code, regs->rip);
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    if (pieces[i].type == BpType::kX) continue;
+    if (!accessors_of(before, pieces[i].addr, pieces[i].len, *regs).empty()) {
+      return StatuslessTrap{StatuslessTrap::Kind::kHit, i};
+    }
+  }
+  // Case 2: the program's own INT1.
+  if (code.back() == kInt1) return StatuslessTrap{StatuslessTrap::Kind::kInt1, 0};
+  // Case 3: a debug exception of the breakpoints that no access explains.
+  return StatuslessTrap{StatuslessTrap::Kind::kStray, 0};
+}
+
 HardWatchEngine::HardWatchEngine(Inferior& inferior, PerfWatch perf, std::vector<WatchRange> ranges,
                                  WatchObserver& observer)
     : inferior_(inferior),
@@ -299,10 +333,34 @@ Result<bool> HardWatchEngine::handle(const Event& ev) {
       }
       return false;
     case EventKind::kSignal:
-      return perf_trap(ev) ? on_hit(ev, true) : false;
+      if (perf_trap(ev)) return on_hit(ev, true);
+      return on_statusless(ev);
     default:
       return false;
   }
+}
+
+std::optional<Event> HardWatchEngine::recover(const Event& ev, bool& drop) {
+  drop = false;
+  if (!processes_.contains(inferior_.process_of(ev.tid))) return std::nullopt;
+  const auto trap = classify_statusless(inferior_, ev, pieces_);
+  if (!trap || trap->kind == StatuslessTrap::Kind::kInt1) return std::nullopt;
+  if (trap->kind == StatuslessTrap::Kind::kStray) {
+    drop = true;
+    return std::nullopt;
+  }
+  Event hit = ev;
+  hit.code = kTrapPerf;
+  hit.fault_addr = pieces_[trap->piece].addr;
+  return hit;
+}
+
+Result<bool> HardWatchEngine::on_statusless(const Event& ev) {
+  bool drop = false;
+  if (auto hit = recover(ev, drop)) return on_hit(*hit, true);
+  if (!drop) return false;  // not one, or the program's own INT1: the program's signal
+  if (auto r = inferior_.resume(ev.tid, Resume::kCont); !r) return std::unexpected(r.error());
+  return true;
 }
 
 Result<bool> HardWatchEngine::on_fork(const Event& ev) {
@@ -449,11 +507,19 @@ Result<void> HardWatchEngine::close(std::vector<Taken>* taken) {
   for (pid_t tid : inferior_.threads()) {
     std::vector<Event> events = inferior_.discard_queued(tid);
     // Put back in their order (requeue puts an event first).
-    for (auto it = events.rbegin(); it != events.rend(); ++it) {
-      if (!perf_trap(*it)) inferior_.requeue(*it);
-    }
+    // A statusless trap of a hit is taken as its perf trap would be; a stray one is dropped.
+    std::vector<std::optional<Event>> hits;
     for (const Event& ev : events) {
-      if (perf_trap(ev)) take(ev, true);
+      bool drop = false;
+      std::optional<Event> hit = perf_trap(ev) ? std::optional<Event>(ev) : recover(ev, drop);
+      if (drop) hit = Event{};
+      hits.push_back(std::move(hit));
+    }
+    for (std::size_t k = events.size(); k-- > 0;) {
+      if (!hits[k]) inferior_.requeue(events[k]);
+    }
+    for (const std::optional<Event>& hit : hits) {
+      if (hit && hit->kind == EventKind::kSignal) take(*hit, true);
     }
   }
   // A hit's SIGTRAP raised as the thread was being stopped is pending but not reported yet:
@@ -477,8 +543,9 @@ Result<void> HardWatchEngine::close(std::vector<Taken>* taken) {
   return first;
 }
 
-HardCountEngine::HardCountEngine(PerfCount count, std::vector<WatchRange> ranges)
-    : count_(std::move(count)), ranges_(std::move(ranges)) {}
+HardCountEngine::HardCountEngine(Inferior& inferior, PerfCount count,
+                                 std::vector<WatchRange> ranges)
+    : inferior_(inferior), count_(std::move(count)), ranges_(std::move(ranges)) {}
 
 Result<std::vector<RangeCount>> HardCountEngine::close() {
   auto so_far = counts();
@@ -491,15 +558,32 @@ Result<std::vector<RangeCount>> HardCountEngine::close() {
 Result<bool> HardCountEngine::handle(const Event& ev) {
   if (closed_) return false;
   Result<void> added;
+  if (ev.kind == EventKind::kSignal) return on_statusless(ev);
   if (ev.kind == EventKind::kNewThread) added = count_.add_thread(ev.tid);
   if (ev.kind == EventKind::kFork) added = count_.add_process(ev.child);
   if (!added && added.error().code() != ErrorCode::kSrch) return std::unexpected(added.error());
   return false;  // run_target resumes the thread, releases or resumes the child
 }
 
+Result<bool> HardCountEngine::on_statusless(const Event& ev) {
+  const auto trap = classify_statusless(inferior_, ev, count_.pieces());
+  if (!trap || trap->kind == StatuslessTrap::Kind::kInt1) return false;  // the program's
+  if (trap->kind == StatuslessTrap::Kind::kHit) {
+    // Counted on the task whose events counted the thread's other hits.
+    const std::vector<pid_t>& tasks = count_.tasks();
+    const pid_t task = std::find(tasks.begin(), tasks.end(), ev.tid) != tasks.end()
+                           ? ev.tid
+                           : inferior_.process_of(ev.tid);
+    ++recovered_[{trap->piece, task}];
+  }
+  if (auto r = inferior_.resume(ev.tid, Resume::kCont); !r) return std::unexpected(r.error());
+  return true;
+}
+
 Result<std::vector<RangeCount>> HardCountEngine::counts() const {
   auto raw = count_.counts();
   if (!raw) return std::unexpected(raw.error());
+  for (const auto& [at, n] : recovered_) raw->push_back(PerfCount::Count{at.second, at.first, n});
   const std::vector<HwPiece>& pieces = count_.pieces();
   std::vector<RangeCount> out;
   for (const PerfCount::Count& c : *raw) {

@@ -245,6 +245,71 @@ Symbol symbol(pid_t pid, const char* name) {
   return sym ? *sym : Symbol{};
 }
 
+// A statusless debug trap (SIGTRAP, TRAP_BRKPT, at the ip after the trap) told apart by the
+// instruction before it, on a real stop: prog_int1's INT1 right after its store to `cell`, then
+// two NOPs. The same stop, its rip moved, stands for the other cases.
+TEST(ClassifyStatusless, TheStoreBeforeItIsALostHitAnInt1TheProgramsAnythingElseStray) {
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("int1"), "1"}), out);
+  const pid_t pid = inf->pid();
+  const Symbol cell = symbol(pid, "cell");
+  ASSERT_TRUE(inf->resume(pid, Resume::kCont));
+  std::optional<Event> trap;
+  while (!trap) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    ASSERT_EQ(ev->kind, EventKind::kSignal) << "the program ended before its INT1";
+    if (ev->signal == SIGTRAP) {
+      trap = *ev;
+    } else {
+      ASSERT_TRUE(inf->resume(pid, Resume::kCont, ev->signal));
+    }
+  }
+  auto regs = inf->get_regs(pid);
+  ASSERT_TRUE(regs) << regs.error().to_string();
+  EXPECT_EQ(trap->code, 1);  // TRAP_BRKPT
+  EXPECT_EQ(trap->fault_addr, regs->rip);
+  const std::vector<HwPiece> pieces = {{cell.address + 64, 8, BpType::kW, 0},
+                                       {cell.address, 4, BpType::kW, 1}};
+  const auto at = [&](std::uint64_t rip) {
+    x86::Regs moved = *regs;
+    moved.rip = rip;
+    EXPECT_TRUE(inf->set_regs(pid, moved));
+    Event ev = *trap;
+    ev.fault_addr = rip;
+    return classify_statusless(*inf, ev, pieces);
+  };
+  const std::uint64_t after_int1 = regs->rip;
+  auto int1 = at(after_int1);
+  ASSERT_TRUE(int1);
+  EXPECT_EQ(int1->kind, StatuslessTrap::Kind::kInt1);
+  auto hit = at(after_int1 - 1);  // right after the store
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->kind, StatuslessTrap::Kind::kHit);
+  EXPECT_EQ(hit->piece, 1u);
+  auto stray = at(after_int1 + 1);  // after a NOP
+  ASSERT_TRUE(stray);
+  EXPECT_EQ(stray->kind, StatuslessTrap::Kind::kStray);
+  // Not such a trap: another si_code, or an address that is not the ip.
+  Event other = *trap;
+  other.code = 0x80;  // SI_KERNEL (int3)
+  EXPECT_FALSE(classify_statusless(*inf, other, pieces));
+  Event elsewhere = *trap;
+  elsewhere.fault_addr = after_int1 + 7;
+  EXPECT_FALSE(classify_statusless(*inf, elsewhere, pieces));
+  x86::Regs back = *regs;
+  ASSERT_TRUE(inf->set_regs(pid, back));
+  ASSERT_TRUE(inf->resume(pid, Resume::kCont, SIGTRAP));
+  for (;;) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    if (ev->kind == EventKind::kExited || ev->kind == EventKind::kKilled) break;
+    const int sig = ev->kind == EventKind::kSignal ? ev->signal : 0;
+    ASSERT_TRUE(inf->resume(ev->tid, Resume::kCont, sig));
+  }
+  EXPECT_EQ(out.text(), "cell=1 traps=1\n");
+}
+
 TEST(HardWatchEngine, ReportsEveryWriteWithItsInstructionAddressAndValues) {
   HITS_OR_SKIP();
   Capture out;
@@ -577,7 +642,7 @@ TEST(HardCountEngine, EachThreadsOwnExactCount) {
   const pid_t pid = inf->pid();
   const std::vector<WatchRange> ranges = {{symbol(pid, "counter").address, 8, kWatchWrite, 4}};
   COUNT_OR_SKIP(count, pid, ranges);
-  HardCountEngine engine(std::move(*count), ranges);
+  HardCountEngine engine(*inf, std::move(*count), ranges);
   auto end = run_target(*inf, engine);
   ASSERT_TRUE(end) << end.error().to_string();
   EXPECT_EQ(end->status, 0);
@@ -604,7 +669,7 @@ TEST(HardCountEngine, ForksVforksAndExecsAreCounted) {
     const pid_t pid = inf->pid();
     const std::vector<WatchRange> ranges = {{symbol(pid, "counter").address, 8, kWatchWrite, 0}};
     COUNT_OR_SKIP(count, pid, ranges);
-    HardCountEngine engine(std::move(*count), ranges);
+    HardCountEngine engine(*inf, std::move(*count), ranges);
     auto end = run_target(*inf, engine);
     ASSERT_TRUE(end) << end.error().to_string();
     EXPECT_EQ(end->signal, 0);
@@ -650,7 +715,7 @@ TEST(HardCountEngine, AnAttachedProcessesExitStatusIsExact) {
   ASSERT_TRUE(inf) << inf.error().to_string();
   const std::vector<WatchRange> ranges = {{symbol(pid, "ticks").address, 8, kWatchWrite, 0}};
   COUNT_OR_SKIP(count, pid, ranges);
-  HardCountEngine engine(std::move(*count), ranges);
+  HardCountEngine engine(*inf, std::move(*count), ranges);
   auto end = run_target(*inf, engine);
   ASSERT_TRUE(end) << end.error().to_string();
   EXPECT_TRUE(end->exited);

@@ -123,7 +123,8 @@ WatchSessionOptions session_options(const ProbeReport& report) {
     }
     o.no_hardware = "no canary could show whether breakpoint hits are delivered" + why;
   } else if (!report.hits_delivered) {
-    o.no_hardware = "breakpoints open on this machine but their hits are never delivered (" +
+    o.no_hardware = std::string("breakpoints open on this machine but their hits are ") +
+                    (report.canary_hits == 0 ? "never delivered (" : "not all delivered (") +
                     std::to_string(report.canary_hits) + " of " +
                     std::to_string(report.canary_writes) + " canary writes)";
   } else if (report.breakpoint_slots == 0) {

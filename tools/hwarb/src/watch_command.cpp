@@ -646,7 +646,7 @@ std::optional<int> run_counting(const WatchArgs& args, native::Inferior& inferio
   std::string method = std::to_string(pieces->size()) + " debug registers";
   std::cerr << "hwarb " << name << ": hardware mode, " << count->tasks().size() * pieces->size()
             << " perf counting events (" << method << "), read when the target ends\n";
-  native::HardCountEngine counting(std::move(*count), ranges);
+  native::HardCountEngine counting(inferior, std::move(*count), ranges);
   CountThenWatch engine(counting, inferior, ranges, options, reporter);
   auto end = native::run_target(inferior, engine);
   if (!end) return target_error(name, end.error());
