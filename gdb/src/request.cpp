@@ -158,6 +158,7 @@ Result<Request> parse_query(std::string_view p) {
   }
   if (p.starts_with("qSymbol")) return Symbol{};
   if (p.starts_with("QDisableRandomization:")) return DisableRandomization{p.ends_with(":1")};
+  if (p.starts_with("QStartupWithShell:")) return StartupWithShell{p.ends_with(":1")};
   if (p.starts_with("QEnvironment")) return parse_environment(p);
   return Unsupported{};  // qTStatus, qOffsets, qGetTLSAddr, ...: not served
 }

@@ -132,6 +132,8 @@ TEST(ParseRequest, CatchSyscalls) {
 TEST(ParseRequest, LaunchSettings) {
   EXPECT_TRUE(parsed<DisableRandomization>("QDisableRandomization:1").on);
   EXPECT_FALSE(parsed<DisableRandomization>("QDisableRandomization:0").on);
+  EXPECT_TRUE(parsed<StartupWithShell>("QStartupWithShell:1").on);
+  EXPECT_FALSE(parsed<StartupWithShell>("QStartupWithShell:0").on);
   EXPECT_TRUE(is<EnvironmentReset>("QEnvironmentReset"));
   EXPECT_EQ(parsed<EnvironmentSet>("QEnvironmentHexEncoded:413d31").name_value, "A=1");
   EXPECT_EQ(parsed<EnvironmentUnset>("QEnvironmentUnset:41").name, "A");

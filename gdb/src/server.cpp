@@ -450,7 +450,8 @@ std::optional<Result<std::string>> Server::refused(const std::string& p) {
   }
   // The launch settings and process starts, only where the target starts processes.
   if (!target_.can_start() &&
-      (p.starts_with("QDisableRandomization:") || p.starts_with("QEnvironment"))) {
+      (p.starts_with("QDisableRandomization:") || p.starts_with("QStartupWithShell:") ||
+       p.starts_with("QEnvironment"))) {
     return std::string();
   }
   const bool run = p.starts_with("vRun;");
@@ -503,6 +504,7 @@ Server::Served Server::on(const Supported& s) {
                 ";ConditionalBreakpoints+" +
                 std::string(target_.can_start() ? ";QDisableRandomization+;QEnvironmentHexEncoded+"
                                                   ";QEnvironmentUnset+;QEnvironmentReset+"
+                                                  ";QStartupWithShell+"
                                                 : "") +
                 std::string(error_messages_ ? ";error-message+" : "") +
                 std::string(exec_events_ ? ";exec-events+" : "") +
@@ -611,6 +613,12 @@ Server::Served Server::on(const ListThreadsInStopReply&) {
 Server::Served Server::on(const DisableRandomization& d) {
   // The next vRun's personality (gdb's `set disable-randomization`).
   target_.set_disable_randomization(d.on);
+  return answer(std::string("OK"));
+}
+
+Server::Served Server::on(const StartupWithShell& s) {
+  // How the next vRun starts its program (gdb's `set startup-with-shell`).
+  target_.set_startup_with_shell(s.on);
   return answer(std::string("OK"));
 }
 

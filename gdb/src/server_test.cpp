@@ -91,7 +91,7 @@ TEST_F(ServerTest, QSupportedOffersProcessStartsOnlyWhereTheTargetStartsThem) {
   target.startable = true;
   const std::string out = run({"qSupported:swbreak+"});
   EXPECT_NE(out.find(";ConditionalBreakpoints+;QDisableRandomization+;QEnvironmentHexEncoded+;"
-                     "QEnvironmentUnset+;QEnvironmentReset+#"),
+                     "QEnvironmentUnset+;QEnvironmentReset+;QStartupWithShell+#"),
             std::string::npos)
       << out;
   EXPECT_EQ(target.calls.front(), "set_features 000 announced");
@@ -569,12 +569,13 @@ TEST_F(ServerTest, AFailedVRunLeavesNoProcess) {
 TEST_F(ServerTest, RestartAndTheLaunchSettings) {
   target.startable = true;
   const std::string out =
-      run({"!", "QDisableRandomization:0", "QEnvironmentHexEncoded:413d31", "QEnvironmentUnset:42",
-           "QEnvironmentReset", "QEnvironmentHexEncoded:3d31", "R00", "?"});
-  EXPECT_EQ(out, acked("OK") + acked("OK") + acked("OK") + acked("OK") + acked("OK") +
+      run({"!", "QDisableRandomization:0", "QStartupWithShell:0", "QEnvironmentHexEncoded:413d31",
+           "QEnvironmentUnset:42", "QEnvironmentReset", "QEnvironmentHexEncoded:3d31", "R00", "?"});
+  EXPECT_EQ(out, acked("OK") + acked("OK") + acked("OK") + acked("OK") + acked("OK") + acked("OK") +
                      acked("E16") + "+" + acked("T05thread:64;" + kRegs100));
-  EXPECT_EQ(asked(), (Calls{"disable_randomization 0", "set_environment A=1", "unset_environment B",
-                            "reset_environment", "drop_process 1", "restart", "drop_process 2"}));
+  EXPECT_EQ(asked(), (Calls{"disable_randomization 0", "startup_with_shell 0",
+                            "set_environment A=1", "unset_environment B", "reset_environment",
+                            "drop_process 1", "restart", "drop_process 2"}));
 }
 
 }  // namespace

@@ -214,6 +214,9 @@ class FakeTarget final : public Target {
   void set_disable_randomization(bool on) override {
     calls.push_back(std::string("disable_randomization ") + (on ? "1" : "0"));
   }
+  void set_startup_with_shell(bool on) override {
+    calls.push_back(std::string("startup_with_shell ") + (on ? "1" : "0"));
+  }
   void reset_environment() override { calls.push_back("reset_environment"); }
   void set_environment(const std::string& name_value) override {
     calls.push_back("set_environment " + name_value);

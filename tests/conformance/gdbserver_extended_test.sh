@@ -16,6 +16,9 @@
 #  C (environment): `set environment HWARB_ENV_SET=from gdb`, `unset environment HWARB_ENV_GONE`
 #    (which the server has), `run` /usr/bin/printenv of both: the program sees the first and not
 #    the second (QEnvironmentHexEncoded, QEnvironmentUnset), and exits 1 for the missing one.
+#    Programs start through the shell, as gdbserver starts them (startup-with-shell): SHLVL is
+#    what gdbserver's shell makes it (bash counts itself), and a `run` of a program that does not
+#    exist is the shell's "not found" on the server's stderr and gdb's "Running ... failed".
 #  Then `disconnect`, and a second gdb connects to the same server (it stays with --multi) and
 #  says `monitor exit`, which ends it (exit 0).
 # gdb's whole output of A and C, normalised (process ids, addresses, paths, library lines), must equal
@@ -27,6 +30,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/gdb_test_lib.sh" "$@"
 prog=$P/prog_gdb_target
 ticker=$P/prog_ticker
 export HWARB_ENV_GONE=present  # in every server's environment: session C unsets it
+export SHLVL=5                 # what a program started through bash sees as 6
 
 # port_of FILE: the port a server said it listens on (gdbserver: "Listening on port N").
 port_of() {
@@ -40,14 +44,14 @@ port_of() {
 }
 # normalise FILE: gdb's output with what differs from run to run (and between servers in ways
 # that are not the protocol's: library loading, addresses, process ids, the padding after a
-# process id, whose width `info inferiors` sets from its digits, and the ticker's count when a
-# watch of `ticks` hits: T, T+1) taken out.
+# process id, whose width `info inferiors` sets from its digits, where in its sleep an attach
+# finds the ticker, and the ticker's count when a watch of `ticks` hits: T, T+1) taken out.
 normalise() {
   sed -E -e "s#$P/##g" \
     -e 's/(process|Thread|pid|LWP) [0-9]+/\1 N/g' -e 's/ N +/ N /g' \
     -e 's/0x[0-9a-f]+/ADDR/g' -e 's/127\.0\.0\.1:[0-9]+/127.0.0.1:PORT/g' \
     -e 's/ in [_a-z0-9]*nanosleep[_a-z0-9]* .*/ in SLEEP/' \
-    "$1" | grep -vE '^(Reading |warning: File transfers|\[Thread debugging|Using host libthread_db|\[New Thread|\[Thread .* exited|Download failed|warning: Unable to find libthread_db|warning: could not find .gnu_debugaltlink|Remote debugging using|ADDR in |[0-9]+	)' |
+    "$1" | grep -vE '^(Reading |warning: File transfers|\[Thread debugging|Using host libthread_db|\[New Thread|\[Thread .* exited|Download failed|warning: Unable to find libthread_db|warning: could not find .gnu_debugaltlink|Remote debugging using|ADDR in |[_A-Za-z0-9]*nanosleep[_a-z0-9]* \(|[0-9]+	)' |
     awk '/^Hardware watchpoint [0-9]+: ticks$/ { tick = 1 }
          tick && /^Old value = / { print "Old value = T"; next }
          tick && /^New value = / { print "New value = T+1"; tick = 0; next }
@@ -85,7 +89,8 @@ b_cmds=('break main' run 'watch counter' continue continue kill run continue 'p 
         'attach TICKER' 'watch ticks' continue 'p ticks > 0' detach disconnect)
 c_cmds=('set environment HWARB_ENV_SET=from gdb' 'unset environment HWARB_ENV_GONE'
         'set remote exec-file /usr/bin/printenv' 'file /usr/bin/printenv'
-        'run HWARB_ENV_SET HWARB_ENV_GONE')
+        'run HWARB_ENV_SET HWARB_ENV_GONE SHLVL' 'set remote exec-file /nonexistent-hwarb-program'
+        'run')
 # session NAME SERVER...: the server on 127.0.0.1 (any port), sessions A and B, the second client.
 session() {
   local name=$1 port server tick rc
@@ -112,6 +117,9 @@ session() {
   normalise "$tmp/$name-c.out" >"$tmp/$name-c.story"
   grep -qx 'from gdb' "$tmp/$name.prog" && ! grep -qx 'present' "$tmp/$name.prog" ||
     bad "$name: session C's program did not see gdb's environment: $(cat "$tmp/$name.prog")"
+  grep -xE '[0-9]+' "$tmp/$name.prog" >"$tmp/$name.shlvl"
+  grep -q 'nonexistent-hwarb-program: \(not found\|No such file\)' "$tmp/$name.srv" ||
+    bad "$name: no shell said it cannot find the program: $(tail -3 "$tmp/$name.srv")"
 }
 # differs NAME REF: gdb's session NAME differs from REF's (shown).
 differs() {
@@ -145,6 +153,8 @@ for mode in "" "--software"; do
   if [[ -f $tmp/gdbserver-a.story ]]; then
     differs "$m-a" gdbserver-a && bad "$m: session A differs from gdbserver's (- gdbserver, + hwarb) above"
     differs "$m-c" gdbserver-c && bad "$m: session C differs from gdbserver's (- gdbserver, + hwarb) above"
+    cmp -s "$tmp/gdbserver.shlvl" "$tmp/$m.shlvl" ||
+      bad "$m: the program's SHLVL is '$(cat "$tmp/$m.shlvl")', under gdbserver '$(cat "$tmp/gdbserver.shlvl")'"
     if grep -q '^Old value' "$tmp/gdbserver-b.out"; then
       differs "$m-b" gdbserver-b && bad "$m: session B differs from gdbserver's (- gdbserver, + hwarb) above"
     else

@@ -17,6 +17,11 @@
 #          with the thread's name (qXfer:threads:read), `info proc` (vFile:readlink).
 #  syscall `catch syscall write` (entry and return), then `catch syscall` (any: exit_group)
 #          on tests/programs/hello.c (QCatchSyscalls).
+#  vexec   `set follow-fork-mode child` on a vforked child that execs prog_hello: gdb detaches
+#          the parent after the child's exec (an exec event of the followed child) and stops at
+#          main of the new image.
+#  clone   `catch syscall clone`, then stepi over the first of 4 raw clones (no CLONE_THREAD):
+#          each clone is a thread of the program for gdb, runs, and the program ends.
 # gdb's lines that tell what happened (catchpoints, attach/detach notes, breakpoint hits, the
 # inferiors, printed values, exits) must equal gdbserver's, process ids aside.
 # shellcheck source=gdb_test_lib.sh
@@ -75,9 +80,11 @@ vfork_cmds=('catch vfork' continue stepi 'p $pc' stepi 'p $pc' continue)
 signal_cmds=(continue 'p $_siginfo.si_signo' 'p $_siginfo.si_code'
              'p $_siginfo._sifields._sigfault.si_addr == &area.spare' 'info threads' 'info proc' kill)
 syscall_cmds=('catch syscall write' continue continue 'catch syscall' continue continue)
-cases=(catch child keep vfork signal syscall)
+vexec_cmds=('set follow-fork-mode child' 'break main' continue continue 'info inferiors' continue)
+clone_cmds=('catch syscall clone' continue stepi delete continue)
+cases=(catch child keep vfork signal syscall vexec clone)
 declare -A prog_of=([catch]=fork [child]=fork [keep]=fork [vfork]=vfork [signal]="$P/prog_own_segv 3"
-                    [syscall]="$P/prog_hello")
+                    [syscall]="$P/prog_hello" [vexec]="vfork-exec $P/prog_hello" [clone]=clone)
 for c in "${cases[@]}"; do
   cmds_name="${c}_cmds[@]"
   run "$c-gdbserver" "gdbserver -" "${prog_of[$c]}" "${!cmds_name}"
@@ -107,6 +114,10 @@ for mode in "" "--software"; do
   expect "$tmp/signal$m.out" "^exe = '$P/prog_own_segv'" "$m: info proc: the executable"
   expect "$tmp/syscall$m.out" '^Catchpoint 1 \(returned from syscall write\)' "$m: catch syscall write: its return"
   expect "$tmp/syscall$m.out" '^Catchpoint 2 \(call to syscall exit_group\)' "$m: catch syscall: exit_group"
+  expect "$tmp/vexec$m.out" '^\[Detaching vfork parent process [0-9]+ after child exec\]' \
+    "$m: follow-fork-mode child: the vforked child's exec"
+  expect "$tmp/vexec$m.out" 'hit Breakpoint 1, main \(\) at .*hello\.c' "$m: the exec'd image's main"
+  expect "$tmp/clone$m.err" '^clones=4$' "$m: stepi over a raw clone: every clone ran"
 done
 
 exit $fail

@@ -214,7 +214,7 @@ else
 {"event":"hit","expr":"target:w","tid":11,"ip":"0x2","addr":"0x10","access":"w","old":"0x1","new":"0x2","time":0.002,"symbol":"main+0x10 (writer.c:40)"}
 {"event":"hit","expr":"target:w","tid":11,"ip":"0x1","addr":"0x10","access":"w","old":"0x2","new":"0x3","time":0.003,"symbol":"set_target+0x4 (writer.c:21)"}
 JSON
-  "$hwarb" report "$tmp/sites.json" -o "$tmp/sites.html"
+  run 0 "report of three hits" report "$tmp/sites.json" -o "$tmp/sites.html"
   cat >>"$tmp/sites.html" <<'HTML'
 <script>
 var th = document.querySelectorAll("#sites th")[3];

@@ -8,7 +8,15 @@
 //   prog_gdb_events vfork        as fork, with vfork: the child calls in_child() and _exits 3
 //                                while the parent waits in the kernel
 //   prog_gdb_events exec PROG    calls before_exec(), then execs PROG (no arguments)
+//   prog_gdb_events vfork-exec PROG  a vforked child execs PROG; the parent waits and prints
+//                                "child status=S"
+//   prog_gdb_events clone        4 raw clones (CLONE_VM | CLONE_FILES, no CLONE_THREAD: each a
+//                                thread group of its own sharing the memory) each count down
+//                                `pending`; main waits for 0 (at most 20 s) and prints "clones=4"
+#define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +42,14 @@ __attribute__((noinline)) int in_child(int v) {
   return v + 2;
 }
 
+static volatile int pending;
+
+static int count_down(void* arg) {
+  (void)arg;
+  __atomic_sub_fetch(&pending, 1, __ATOMIC_SEQ_CST);
+  return 0;
+}
+
 __attribute__((noinline)) void before_exec(const char* prog) {
   printf("exec %s\n", prog);
   fflush(stdout);
@@ -53,9 +69,26 @@ int main(int argc, char** argv) {
     printf("sum=%ld\n", sum);
     return 0;
   }
-  if (strcmp(mode, "fork") == 0 || strcmp(mode, "vfork") == 0) {
+  if (strcmp(mode, "clone") == 0) {
+    enum { kClones = 4, kStack = 64 * 1024 };
+    pending = kClones;
+    alarm(20);
+    for (int i = 0; i < kClones; ++i) {
+      char* stack = malloc(kStack);
+      if (clone(count_down, stack + kStack, CLONE_VM | CLONE_FILES, NULL) < 0) return 1;
+    }
+    while (__atomic_load_n(&pending, __ATOMIC_SEQ_CST) != 0) sched_yield();
+    printf("clones=%d\n", kClones);
+    return 0;
+  }
+  const int vfork_exec = strcmp(mode, "vfork-exec") == 0 && argc > 2;
+  if (strcmp(mode, "fork") == 0 || strcmp(mode, "vfork") == 0 || vfork_exec) {
     fflush(stdout);
     const pid_t child = strcmp(mode, "fork") == 0 ? fork() : vfork();
+    if (child == 0 && vfork_exec) {
+      execl(argv[2], argv[2], (char*)NULL);
+      _exit(127);
+    }
     if (child == 0) _exit(in_child(1));
     int status = 0;
     waitpid(child, &status, 0);
@@ -72,6 +105,8 @@ int main(int argc, char** argv) {
     perror("execl");
     return 127;
   }
-  fprintf(stderr, "usage: prog_gdb_events threads [N] | fork | vfork | exec PROG\n");
+  fprintf(stderr,
+          "usage: prog_gdb_events threads [N] | fork | vfork | exec PROG | vfork-exec PROG | "
+          "clone\n");
   return 2;
 }

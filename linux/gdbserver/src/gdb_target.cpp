@@ -76,14 +76,43 @@ const gdb::XsaveLayout& xsave_layout() {
 
 }  // namespace
 
+std::string startup_shell() {
+  const char* shell = std::getenv("SHELL");
+  return shell != nullptr && *shell != '\0' ? shell : "/bin/sh";
+}
+
+std::string shell_command(const std::vector<std::string>& words) {
+  static constexpr std::string_view kSpecial = "\"!#$&*()\\|[]{}<>?'`~^; \t";
+  std::string out = "exec";
+  for (const std::string& word : words) {
+    out += ' ';
+    if (word.empty()) out += "''";
+    for (const char c : word) {
+      if (c == '\n') {
+        out += "'\n'";  // a backslash-newline would vanish: quoted instead
+        continue;
+      }
+      if (kSpecial.find(c) != std::string_view::npos) out += '\\';
+      out += c;
+    }
+  }
+  return out;
+}
+
 Result<Inferior> spawn_program(const std::vector<std::string>& wrapper,
-                               const std::vector<std::string>& argv,
-                               const InferiorOptions& options) {
+                               const std::vector<std::string>& argv, const InferiorOptions& options,
+                               const std::string& shell) {
   std::vector<std::string> command = wrapper;
   command.insert(command.end(), argv.begin(), argv.end());
+  // The execs to run through before the program's: the wrapper's, the shell's.
+  int execs = wrapper.empty() ? 0 : 1;
+  if (!shell.empty()) {
+    command = {shell, "-c", shell_command(command)};
+    ++execs;
+  }
   auto inferior = Inferior::spawn(command, options);
-  if (!inferior || wrapper.empty()) return inferior;
-  // The wrapper runs until it execs the program, as under gdbserver's --wrapper.
+  if (!inferior || execs == 0) return inferior;
+  // The shell and the wrapper run until they exec the program, as under gdbserver.
   pid_t tid = inferior->pid();
   int signal = 0;
   for (;;) {
@@ -93,10 +122,15 @@ Result<Inferior> spawn_program(const std::vector<std::string>& wrapper,
     if (!ev) return std::unexpected(ev.error());
     tid = ev->tid;
     signal = ev->kind == EventKind::kSignal ? ev->signal : 0;
-    if (ev->kind == EventKind::kExec) return inferior;
+    if (ev->kind == EventKind::kExec && --execs == 0) return inferior;
+    if (ev->kind == EventKind::kExited && !shell.empty()) {
+      return make_error(ErrorCode::kChild,
+                        "during startup program exited with code " + std::to_string(ev->status));
+    }
     if (ev->kind == EventKind::kExited || ev->kind == EventKind::kKilled) {
+      const std::string& first = wrapper.empty() ? shell : wrapper[0];
       return make_error(ErrorCode::kSrch,
-                        "wrapper: '" + wrapper[0] + "' ended before it ran the program");
+                        "wrapper: '" + first + "' ended before it ran the program");
     }
   }
 }
@@ -204,8 +238,14 @@ void GdbTarget::set_features(const gdb::ClientFeatures& features, bool announced
   multiprocess_ = features.multiprocess;
   fork_events_ = features.fork_events;
   vfork_events_ = features.vfork_events;
-  // The parent of a fork stays stopped for its event (a vfork's also at its end).
-  if (announced && inferior_ != nullptr) inferior_->hold_forks(fork_events_ || vfork_events_);
+  // The parent of a fork stays stopped for its event (a vfork's also at its end), and a child
+  // the client follows stays traced across its exec, reported as gdbserver reports it.
+  if (announced && inferior_ != nullptr) follow_children();
+}
+
+void GdbTarget::follow_children() {
+  inferior_->hold_forks(fork_events_ || vfork_events_);
+  if (fork_events_ || vfork_events_) inferior_->follow_execs(true);
 }
 
 void GdbTarget::set_catch_syscalls(std::optional<std::set<long>> numbers) {
@@ -264,7 +304,7 @@ void GdbTarget::take_process(Inferior&& inferior) {
   inferior_ = own_inferior_.get();
   session_ = own_session_.get();
   connection_.set_spin_max(inferior_->spin_max());
-  inferior_->hold_forks(fork_events_ || vfork_events_);
+  follow_children();
   publish_plan();
 }
 
@@ -282,7 +322,8 @@ Result<void> GdbTarget::start(std::vector<std::string> argv) {
   }
   if (auto r = drop_process(gdb::ServerEnd::How::kKilled); !r) return std::unexpected(r.error());
   last_program_ = argv;
-  auto spawned = spawn_program(launch_->wrapper, argv, launch_->inferior);
+  auto spawned = spawn_program(launch_->wrapper, argv, launch_->inferior,
+                               launch_->startup_with_shell ? startup_shell() : std::string());
   if (!spawned) return std::unexpected(spawned.error());
   ignore_error(write_all(STDERR_FILENO, "hwarb gdbserver: process " + argv[0] + " created; pid = " +
                                             std::to_string(spawned->pid()) + "\n"),
@@ -988,7 +1029,7 @@ Result<StopEvent> GdbTarget::exec_stop(pid_t tid, bool running) {
   // Unless a watch let it run, the thread is still where execve returns (see resume()).
   if (!running) execve_return_ = tid;
   StopEvent stop = stop_of(Kind::kExec, tid);
-  if (auto path = executable_path(inferior_->pid())) stop.exec_path = *path;
+  if (auto path = executable_path(inferior_->process_of(tid))) stop.exec_path = *path;
   return stop;
 }
 
@@ -1338,7 +1379,10 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
     if (auto r = stop_others(ev.tid); !r) return std::unexpected(r.error());
     return Stop(stop);
   }
-  if (ev.kind == EventKind::kExec && inferior_->process_of(ev.tid) == inferior_->pid()) {
+  // An exec of the first process, or of any the client follows (a forked or vforked child it
+  // took a fork event of): a vforked child's exec is what ends its parent's vfork for gdb.
+  if (ev.kind == EventKind::kExec &&
+      (inferior_->process_of(ev.tid) == inferior_->pid() || fork_events_ || vfork_events_)) {
     auto stop = exec_stop(ev.tid, v->handled);
     if (!stop) return std::unexpected(stop.error());
     return Stop(*stop);

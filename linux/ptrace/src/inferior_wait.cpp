@@ -53,7 +53,7 @@ Result<std::optional<std::pair<pid_t, int>>> Inferior::poll_ours(pid_t also) {
   std::vector<pid_t> tids;
   for (const auto& [tid, t] : threads_) tids.push_back(tid);
   for (const auto& [tid, t] : children_) tids.push_back(tid);
-  tids.insert(tids.end(), announced_.begin(), announced_.end());
+  for (const auto& [tid, creator] : announced_) tids.push_back(tid);
   tids.insert(tids.end(), unreaped_.begin(), unreaped_.end());
   if (also > 0) tids.push_back(also);
   bool waitable = false;

@@ -48,9 +48,10 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
   //     interrupt or a group-stop);
   //  6. a signal-delivery stop.
   if (children_.contains(tid)) return translate_unreleased(tid, status);
-  announced_.erase(tid);
+  std::optional<pid_t> creator;
+  if (auto announced = announced_.extract(tid)) creator = announced.mapped();
   Thread* t = thread(tid);
-  if (t == nullptr) return translate_unknown(tid, status);
+  if (t == nullptr) return translate_unknown(tid, status, creator);
   if (WIFEXITED(status) || WIFSIGNALED(status)) return translate_exit(tid, status);
   if (!WIFSTOPPED(status)) return no_event();
   t->stopped = true;
@@ -93,19 +94,22 @@ Result<std::optional<Event>> Inferior::translate_unreleased(pid_t tid, int statu
   return no_event();
 }
 
-Result<std::optional<Event>> Inferior::translate_unknown(pid_t tid, int status) {
+Result<std::optional<Event>> Inferior::translate_unknown(pid_t tid, int status,
+                                                         std::optional<pid_t> creator) {
   if (WIFEXITED(status) || WIFSIGNALED(status)) {
     unreaped_.erase(tid);
     return no_event();
   }
-  // A first stop of a task not seen yet: a new thread of this process, or a forked child
-  // whose parent's fork event has not been read yet.
+  // A first stop of a task not seen yet: a new thread of this process, a task a clone event
+  // announced (a thread, or a raw clone without CLONE_THREAD: a thread group of its own, taken
+  // as a thread of its creator's process, as gdbserver takes it), or a forked child whose
+  // parent's fork event has not been read yet.
   const pid_t group = thread_group_of(tid);
-  if (group == pid_ || memory_.follows(group)) {
+  if (group == pid_ || memory_.follows(group) || creator) {
     Thread& fresh = threads_[tid];
     fresh.stopped = true;
     fresh.stop = StopKind::kEvent;
-    fresh.process = group == pid_ ? 0 : group;
+    fresh.process = group == pid_ ? 0 : memory_.follows(group) ? group : creator.value_or(0);
     return event_of(EventKind::kNewThread, tid);
   }
   Thread& early = children_[tid];
@@ -176,14 +180,24 @@ Result<std::optional<Event>> Inferior::translate_clone(pid_t tid, Thread& t) {
   t.stop = StopKind::kEvent;
   // The new thread's first stop is read once it is known (it waits in the kernel until
   // then); a caller's own waitpid may have handed it in already (take_status).
+  MaybeEvent early = no_event();
   if (auto created = ptrace_event_message(tid)) {
     const auto ctid = static_cast<pid_t>(*created);
-    if (ctid > 0 && !threads_.contains(ctid) && !children_.contains(ctid)) {
-      announced_.insert(ctid);
+    if (ctid > 0 && children_.contains(ctid)) {
+      // A raw clone's task (a thread group of its own) whose first stop came before this event
+      // and was kept as a forked child's: a thread of its creator's process after all.
+      children_.erase(ctid);
+      Thread& fresh = threads_[ctid];
+      fresh.stopped = true;
+      fresh.stop = StopKind::kEvent;
+      fresh.process = t.process;
+      early = event_of(EventKind::kNewThread, ctid);
+    } else if (ctid > 0 && !threads_.contains(ctid)) {
+      announced_.emplace(ctid, t.process);
     }
   }
   if (auto r = resume(tid, t.last); !r) return std::unexpected(r.error());
-  return no_event();
+  return early;
 }
 
 Result<std::optional<Event>> Inferior::translate_fork(pid_t tid, bool vfork) {

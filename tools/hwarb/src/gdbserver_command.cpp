@@ -65,6 +65,8 @@ struct ServerArgs {
   bool multi = false;
   bool keep_aslr = false;                  // gdbserver's --no-disable-randomization
   bool no_aslr = false;                    // gdbserver's --disable-randomization (the default)
+  bool with_shell = false;                 // gdbserver's --startup-with-shell (the default)
+  bool without_shell = false;              // gdbserver's --no-startup-with-shell
   std::string wrapper;                     // --wrapper WORD (without gdbserver's closing "--")
   std::vector<std::string> wrapper_words;  // gdbserver's --wrapper WRAPPER... -- (main.cpp)
   std::string disable_packets;             // gdbserver's --disable-packet=OPT1[,OPT2...]
@@ -120,6 +122,10 @@ Result<void> take_gdbserver_form(ServerArgs& args) {
                       "--disable-randomization: contradicts --no-disable-randomization");
   }
   if (args.keep_aslr) args.target.aslr = true;
+  if (args.with_shell && args.without_shell) {
+    return make_error(ErrorCode::kInval,
+                      "--startup-with-shell: contradicts --no-startup-with-shell");
+  }
   for (const auto& [prefix, family] :
        {std::pair{"tcp:", native::IpFamily::kAny}, std::pair{"tcp4:", native::IpFamily::kV4},
         std::pair{"tcp6:", native::IpFamily::kV6}}) {
@@ -221,7 +227,9 @@ int run_server(ServerArgs& args) {
     }
     // With --stdio, standard output is the protocol: the program writes to standard error. It
     // dies with the server (kill_on_exit) unless the client detached from it.
-    auto spawned = native::spawn_program(args.wrapper_words, args.target.command, spawn_options);
+    auto spawned =
+        native::spawn_program(args.wrapper_words, args.target.command, spawn_options,
+                              args.without_shell ? std::string() : native::startup_shell());
     if (!spawned) return fail(spawned.error().to_string(), kExitFailure);
     inferior.emplace(std::move(*spawned));
   } else {
@@ -249,6 +257,7 @@ int run_server(ServerArgs& args) {
   server->launch_with({.program = args.target.command,
                        .wrapper = args.wrapper_words,
                        .inferior = spawn_options,
+                       .startup_with_shell = !args.without_shell,
                        .watches = options,
                        .multi = args.multi,
                        .once = args.once || args.stdio,
@@ -336,6 +345,11 @@ CommandRunner setup_gdbserver(CLI::App& app) {
                   "T)");
   sub->add_flag("--disable-randomization", args->no_aslr,
                 "address-space randomisation off for the program (the default)");
+  sub->add_flag("--startup-with-shell", args->with_shell,
+                "run each program as gdbserver does, through $SHELL (or /bin/sh): `SHELL -c "
+                "'exec PROG ARGS'`, every character special to the shell escaped (the default)");
+  sub->add_flag("--no-startup-with-shell", args->without_shell,
+                "run each program directly, without a shell (gdb: set startup-with-shell off)");
   add_target_options(*sub, args->target);
   // gdbserver's form: everything after COMM is the program and its own arguments.
   sub->prefix_command();

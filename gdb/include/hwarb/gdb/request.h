@@ -78,6 +78,9 @@ struct ListThreadsInStopReply {};  // QListThreadsInStopReply (lldb)
 struct DisableRandomization {      // QDisableRandomization:0|1
   bool on = false;
 };
+struct StartupWithShell {  // QStartupWithShell:0|1
+  bool on = true;
+};
 struct EnvironmentReset {};  // QEnvironmentReset
 struct EnvironmentSet {      // QEnvironmentHexEncoded:HEX of NAME=VALUE
   std::string name_value;
@@ -189,14 +192,13 @@ struct HostFile {
 
 struct Unsupported {};  // the empty reply
 
-using Request =
-    std::variant<Supported, StartNoAckMode, StopReason, ExtendedMode, CurrentThread, Attached,
-                 ThreadInfo, Xfer, Monitor, HostInfo, ProcessInfo, WatchpointSupportInfo,
-                 MemoryRegionInfo, Symbol, CatchSyscalls, ThreadSuffixSupported,
-                 ListThreadsInStopReply, DisableRandomization, EnvironmentReset, EnvironmentSet,
-                 EnvironmentUnset, SelectThread, ThreadAlive, ReadRegisters, WriteRegisters,
-                 ReadRegister, WriteRegister, ReadMemory, WriteMemory, Point, Continue, VCont,
-                 VContQuery, Run, Attach, VKill, Detach, Kill, Restart, HostFile, Unsupported>;
+using Request = std::variant<
+    Supported, StartNoAckMode, StopReason, ExtendedMode, CurrentThread, Attached, ThreadInfo, Xfer,
+    Monitor, HostInfo, ProcessInfo, WatchpointSupportInfo, MemoryRegionInfo, Symbol, CatchSyscalls,
+    ThreadSuffixSupported, ListThreadsInStopReply, DisableRandomization, StartupWithShell,
+    EnvironmentReset, EnvironmentSet, EnvironmentUnset, SelectThread, ThreadAlive, ReadRegisters,
+    WriteRegisters, ReadRegister, WriteRegister, ReadMemory, WriteMemory, Point, Continue, VCont,
+    VContQuery, Run, Attach, VKill, Detach, Kill, Restart, HostFile, Unsupported>;
 
 Result<Request> parse_request(std::string_view packet);
 

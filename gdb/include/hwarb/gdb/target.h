@@ -220,6 +220,7 @@ class Target {
   virtual Result<void> restart() = 0;
   virtual Result<void> attach(Tid pid) = 0;
   virtual void set_disable_randomization(bool on) = 0;
+  virtual void set_startup_with_shell(bool on) = 0;  // through $SHELL -c 'exec ...', or not
   virtual void reset_environment() = 0;
   virtual void set_environment(const std::string& name_value) = 0;  // NAME=VALUE
   virtual void unset_environment(const std::string& name) = 0;

@@ -83,6 +83,9 @@ struct GdbLaunch {
   std::vector<std::string> program;  // the command line's PROG ARGS: a vRun without PROG's
   std::vector<std::string> wrapper;  // gdbserver's --wrapper: each program runs through it
   InferiorOptions inferior;          // a vRun's spawn (QDisableRandomization sets disable_aslr)
+  // gdbserver's startup-with-shell (its --[no-]startup-with-shell, gdb's QStartupWithShell): the
+  // program runs as `SHELL -c 'exec [WRAPPER...] PROG ARGS'` (startup_shell()), each word escaped.
+  bool startup_with_shell = true;
   WatchSessionOptions watches;
   bool multi = false;  // gdbserver's --multi: a disconnect leaves the server serving
   bool once = false;   // gdbserver's --once: a disconnect ends the server even so
@@ -92,11 +95,20 @@ struct GdbLaunch {
 
 // gdbserver's way of starting a program: `wrapper` (none: the program itself) with `argv`
 // after it, spawned (Inferior::spawn), then run until the wrapper execs the program, which is
-// then stopped at its first instruction; signals on the way are delivered. Inferior::spawn's
-// errors; ESRCH naming the wrapper when it ends before an exec.
+// then stopped at its first instruction; signals on the way are delivered. With `shell` (a path;
+// empty: none) the shell runs first, as `SHELL -c 'exec WORDS'` (shell_command), and execs the
+// wrapper or the program itself. Inferior::spawn's errors; ESRCH naming the wrapper when it ends
+// before an exec; ECHILD "during startup program exited with code N" when the shell (or the
+// wrapper) exits first, as gdbserver says it (a shell that finds no program exits 127).
 Result<Inferior> spawn_program(const std::vector<std::string>& wrapper,
-                               const std::vector<std::string>& argv,
-                               const InferiorOptions& options);
+                               const std::vector<std::string>& argv, const InferiorOptions& options,
+                               const std::string& shell = {});
+// The shell gdbserver starts programs with: $SHELL, or /bin/sh when it is unset or empty.
+std::string startup_shell();
+// `exec WORD...` for `SHELL -c`, each word as gdbserver escapes a program's arguments for its
+// shell: a backslash before each character special to a Unix shell, a newline quoted, an empty
+// word as ''. The shell then runs exactly these words: no expansion, no redirection.
+std::string shell_command(const std::vector<std::string>& words);
 
 // The client's connection over file descriptors (a socket, or a pipe pair).
 class GdbConnection final : public gdb::Connection {
@@ -171,6 +183,7 @@ class GdbTarget final : public gdb::Target {
   Result<void> restart() override;
   Result<void> attach(gdb::Tid pid) override;
   void set_disable_randomization(bool on) override { launch_->inferior.disable_aslr = on; }
+  void set_startup_with_shell(bool on) override { launch_->startup_with_shell = on; }
   void reset_environment() override { launch_->inferior.environment.reset(); }
   void set_environment(const std::string& name_value) override;
   void unset_environment(const std::string& name) override;
@@ -263,6 +276,9 @@ class GdbTarget final : public gdb::Target {
   // call stops while `catch syscall` is on.
   Resume run_mode() const;
   void take_process(Inferior&& inferior);
+  // The Inferior's fork handling as the client's events want it: the parents held at their
+  // fork (and a vfork's end), and followed children kept traced across their execs.
+  void follow_children();
   // The process and its int3 bytes to the session's watchdog (WatchSession::set_caller_plan).
   void publish_plan();
 

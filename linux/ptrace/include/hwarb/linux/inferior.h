@@ -353,7 +353,9 @@ class Inferior {
   // A forked child's, not released yet.
   Result<std::optional<Event>> translate_unreleased(pid_t tid, int status);
   // Of a task not in the records: a new thread, an early fork child, a forgotten thread's end.
-  Result<std::optional<Event>> translate_unknown(pid_t tid, int status);
+  // `creator`: the process (0: this one) of the thread whose clone event announced `tid`.
+  Result<std::optional<Event>> translate_unknown(pid_t tid, int status,
+                                                 std::optional<pid_t> creator);
   // The end of thread `tid` (of the process when it is its leader).
   Result<std::optional<Event>> translate_exit(pid_t tid, int status);
   // A syscall-entry or syscall-exit stop (`emulated`: entered under PTRACE_SYSEMU).
@@ -419,8 +421,10 @@ class Inferior {
   std::deque<Event> queued_;
   std::deque<std::pair<pid_t, int>> raw_queue_;  // wait statuses seen by wait_stop for others
   std::map<pid_t, Thread> children_;             // forked children not yet released
-  std::set<pid_t> announced_;  // new threads of a clone event whose first stop is not read yet
-  std::set<pid_t> unreaped_;   // threads forgotten before their exit status was read
+  // New tasks of a clone event whose first stop is not read yet, with the process (0: this one)
+  // of the thread that cloned them.
+  std::map<pid_t, pid_t> announced_;
+  std::set<pid_t> unreaped_;  // threads forgotten before their exit status was read
   SyscallInjector injector_;
   std::uint64_t process_changes_ = 0;  // process_changes()
   bool follow_execs_ = false;
