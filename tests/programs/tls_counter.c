@@ -3,9 +3,11 @@
 // and exits 0. The main thread's copy is never written.
 //   prog_tls_counter [T] [N] [count|errno|hold]
 // errno: each write is followed by a failing close(-1) (libc writes the thread's errno, EBADF).
-// hold: each thread writes its copy once, prints "tls TID ADDR" (its thread id and its copy's
-// address) and waits; the main thread prints "ready" once every thread has, then waits too.
+// hold: thread I (1..T) sets its copy to I, prints "tls TID ADDR" (its thread id and its copy's
+// address), sets its errno to 100 + I and waits; the main thread prints "ready" once every
+// thread has (the line marked ready_line), then waits too.
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,11 +22,12 @@ static int mode_hold;
 static pthread_barrier_t printed;
 
 static void* worker(void* arg) {
-  (void)arg;
+  const int index = (int)(long)arg;
   if (mode_hold) {
-    tls_counter = 1;
+    tls_counter = index;
     printf("tls %d %p\n", gettid(), (void*)&tls_counter);
     fflush(stdout);
+    errno = 100 + index;
     pthread_barrier_wait(&printed);
     for (;;) pause();
   }
@@ -44,10 +47,10 @@ int main(int argc, char** argv) {
   if (threads < 1 || threads > 8) return 2;
   pthread_barrier_init(&printed, NULL, (unsigned)threads + 1);
   pthread_t ids[8];
-  for (int i = 0; i < threads; ++i) pthread_create(&ids[i], NULL, worker, NULL);
+  for (int i = 0; i < threads; ++i) pthread_create(&ids[i], NULL, worker, (void*)(long)(i + 1));
   if (mode_hold) {
     pthread_barrier_wait(&printed);
-    puts("ready");
+    puts("ready"); /* ready_line */
     fflush(stdout);
     for (;;) pause();
   }
