@@ -71,12 +71,22 @@ Result<std::vector<ThreadLocalCopy>> ThreadLocalWatches::watch_thread(pid_t tid)
     if (!base && base.error().code() == ErrorCode::kNxio) continue;
     if (!base) return std::unexpected(base.error().with_context(w.symbol.name));
     const std::uint64_t addr = *base + w.offset;
+    // A copy there already is a thread's that has ended (its end not seen yet): the thread
+    // library gave its memory to this one.
+    for (auto it = copies_.begin(); it != copies_.end();) {
+      if (it->addr != addr || it->tid == tid) {
+        ++it;
+        continue;
+      }
+      if (auto r = session_->remove(it->id); !r) return std::unexpected(r.error());
+      it = copies_.erase(it);
+    }
     auto info = session_->insert({.addr = addr, .len = w.len, .access = w.access, .mode = w.mode});
     if (!info) {
       return std::unexpected(
           info.error().with_context(w.symbol.name + " of thread " + std::to_string(tid)));
     }
-    ThreadLocalCopy copy{i, tid, info->id, addr, *info};
+    ThreadLocalCopy copy{w.id, tid, info->id, addr, *info};
     copies_.push_back(copy);
     added.push_back(std::move(copy));
   }
@@ -134,7 +144,10 @@ Result<std::vector<ThreadLocalCopy>> ThreadLocalWatches::follow(const Event& eve
   if (born) {
     added = watch_thread(event.tid);
   } else if (auto r = forget_thread(event.tid); !r) {
-    added = std::unexpected(r.error());
+    // The whole process is ending (its last threads gone before the watches could be set up
+    // again): nothing is left to watch.
+    if (r.error().code() != ErrorCode::kSrch) added = std::unexpected(r.error());
+    std::erase_if(copies_, [&](const ThreadLocalCopy& c) { return c.tid == event.tid; });
   }
   // As the session runs now: a watch on a thread's stack makes the software path step every
   // thread (rule 4 of watch_session.h), and its removal ends that.

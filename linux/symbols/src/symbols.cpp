@@ -626,8 +626,8 @@ Result<Symbol> SymbolTable::find(std::string_view name) const {
     if (k == key || without_anonymous(k) == loose) {
       return make_error(ErrorCode::kOpNotSupp,
                         "symbol: '" + std::string(name) +
-                            "' is a thread-local variable (one copy per thread): watching "
-                            "thread-locals is not supported yet");
+                            "' is a thread-local variable (one copy per thread, no address "
+                            "of its own): find_thread_local gives its place in each copy");
     }
   }
   std::string message = "symbol: unknown symbol '" + std::string(name) + "'";

@@ -17,7 +17,8 @@
 //    threads it stopped resumed (in the session's resume_mode() after the change: a copy on a
 //    thread's stack makes the software path step every thread); at a thread's end (kThreadExit) its
 //    watches are removed the same way (its copies' memory goes back to the thread library, which
-//    gives it to a later thread). At an exec, the copies are forgotten (the session has dropped the
+//    gives it to a later thread; a new thread's copy where an ended thread's still is replaces
+//    it). At an exec, the copies are forgotten (the session has dropped the
 //    watches of the old image). The copies added by that event. A thread gone meanwhile (ESRCH) is
 //    no error.
 //  - A copy is watched at one address in every thread, as any watch of the session (a debug
@@ -57,11 +58,12 @@ struct ThreadLocalSpec {
   std::uint64_t len = 0;
   unsigned access = kWatchWrite;
   WatchMode mode = WatchMode::kAuto;
+  std::size_t id = 0;  // the caller's (e.g. its expression's index), in each of its copies
 };
 
-// One thread's copy of wanted variable `index`, watched as `id`.
+// One thread's copy of the variable of ThreadLocalSpec::id `spec`, watched as `id`.
 struct ThreadLocalCopy {
-  std::size_t index = 0;
+  std::size_t spec = 0;
   pid_t tid = 0;
   WatchId id{};
   std::uint64_t addr = 0;

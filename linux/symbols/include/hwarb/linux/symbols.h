@@ -20,7 +20,7 @@
 //    not count in a comparison; a function is also found without its parameter list, and a name
 //    in an anonymous namespace without its `(anonymous namespace)::` when that is unique (else
 //    EINVAL "ambiguous", naming the candidates). A thread-local variable (STT_TLS) is EOPNOTSUPP
-//    ("thread-local ... not supported yet"); a name DWARF knows only as a local variable or
+//    ("thread-local ...": it has no address of its own; find_thread_local below); a name DWARF knows only as a local variable or
 //    parameter of a function is ENOENT saying so (watch it through `hwarb gdbserver` and gdb).
 //  - find_thread_local(name) finds a thread-local variable (STT_TLS) as find finds a global (the
 //    executable first, C++ spellings): its offset in its module's thread-local block, its size
