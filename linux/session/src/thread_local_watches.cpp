@@ -144,9 +144,10 @@ Result<std::vector<ThreadLocalCopy>> ThreadLocalWatches::follow(const Event& eve
   if (born) {
     added = watch_thread(event.tid);
   } else if (auto r = forget_thread(event.tid); !r) {
-    // The whole process is ending (its last threads gone before the watches could be set up
-    // again): nothing is left to watch.
-    if (r.error().code() != ErrorCode::kSrch) added = std::unexpected(r.error());
+    // The whole process is ending (its threads, or its /proc entry, gone before the watches
+    // could be set up again): nothing is left to watch.
+    const ErrorCode code = r.error().code();
+    if (code != ErrorCode::kSrch && code != ErrorCode::kNoEnt) added = std::unexpected(r.error());
     std::erase_if(copies_, [&](const ThreadLocalCopy& c) { return c.tid == event.tid; });
   }
   // As the session runs now: a watch on a thread's stack makes the software path step every

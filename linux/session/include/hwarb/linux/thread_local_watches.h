@@ -18,9 +18,9 @@
 //    thread's stack makes the software path step every thread); at a thread's end (kThreadExit) its
 //    watches are removed the same way (its copies' memory goes back to the thread library, which
 //    gives it to a later thread; a new thread's copy where an ended thread's still is replaces
-//    it). At an exec, the copies are forgotten (the session has dropped the
-//    watches of the old image). The copies added by that event. A thread gone meanwhile (ESRCH) is
-//    no error.
+//    it). At an exec, the copies are forgotten (the session has dropped the watches of the old
+//    image). The copies added by that event. A thread gone meanwhile (ESRCH), or the whole
+//    process at a thread's end (ESRCH, or ENOENT: its /proc entry gone), is no error.
 //  - A copy is watched at one address in every thread, as any watch of the session (a debug
 //    register in each thread, or its page): only its own thread uses it as its variable. Under
 //    WatchMode::kHardware, more copies than free debug registers are an error (ENOSPC) at the
