@@ -131,6 +131,22 @@ Result<Request> parse_environment(std::string_view p) {
   return EnvironmentUnset{std::move(text)};
 }
 
+// qGetTLSAddr:THREAD,OFFSET,LM.
+Result<Request> parse_tls_address(std::string_view rest) {
+  const std::size_t first = rest.find(',');
+  const std::size_t second = first == std::string_view::npos ? first : rest.find(',', first + 1);
+  if (second == std::string_view::npos) {
+    return make_error(ErrorCode::kInval, "packet: qGetTLSAddr needs THREAD,OFFSET,LM");
+  }
+  auto id = parse_ptid(rest.substr(0, first));
+  if (!id) return std::unexpected(id.error());
+  auto offset = parse_hex_u64(rest.substr(first + 1, second - first - 1));
+  if (!offset) return std::unexpected(offset.error());
+  auto lm = parse_hex_u64(rest.substr(second + 1));
+  if (!lm) return std::unexpected(lm.error());
+  return TlsAddress{id->first, id->second, *offset, *lm};
+}
+
 Result<Request> parse_query(std::string_view p) {
   if (p.starts_with("qRcmd,")) {
     auto bytes = from_hex(p.substr(6));
@@ -157,10 +173,11 @@ Result<Request> parse_query(std::string_view p) {
     return MemoryRegionInfo{*addr};
   }
   if (p.starts_with("qSymbol")) return Symbol{};
+  if (p.starts_with("qGetTLSAddr:")) return parse_tls_address(p.substr(12));
   if (p.starts_with("QDisableRandomization:")) return DisableRandomization{p.ends_with(":1")};
   if (p.starts_with("QStartupWithShell:")) return StartupWithShell{p.ends_with(":1")};
   if (p.starts_with("QEnvironment")) return parse_environment(p);
-  return Unsupported{};  // qTStatus, qOffsets, qGetTLSAddr, ...: not served
+  return Unsupported{};  // qTStatus, qOffsets, ...: not served
 }
 
 // H OP THREAD.

@@ -67,10 +67,9 @@ TEST(ParseRequest, HandshakeAndSimpleRequests) {
 }
 
 TEST(ParseRequest, UnservedPacketsAreUnsupported) {
-  for (const char* p :
-       {"", "qTStatus", "qOffsets", "qGetTLSAddr:64,0,0", "J1", "vMustReplyEmpty", "vCont",
-        "Z9,1000,1", "Z0", "z5,0,0", "qXfer:features", "qXfer:features:write:target.xml:0,10",
-        "qXfer:auxv:read:", "QEnvironmentOther:00", "qC1"}) {
+  for (const char* p : {"", "qTStatus", "qOffsets", "J1", "vMustReplyEmpty", "vCont", "Z9,1000,1",
+                        "Z0", "z5,0,0", "qXfer:features", "qXfer:features:write:target.xml:0,10",
+                        "qXfer:auxv:read:", "QEnvironmentOther:00", "qC1"}) {
     EXPECT_TRUE(is<Unsupported>(p)) << p;
   }
 }
@@ -111,6 +110,17 @@ TEST(ParseRequest, MonitorCommands) {
   EXPECT_EQ(parsed<Monitor>("qRcmd,").command, "");
   // Malformed hex: an unknown (empty) command, answered E01 after the help.
   EXPECT_EQ(parsed<Monitor>("qRcmd,6z").command, "");
+}
+
+TEST(ParseRequest, ThreadLocalAddress) {
+  const auto t = parsed<TlsAddress>("qGetTLSAddr:p64.65,1c,7ffff7ffe2e0");
+  EXPECT_EQ(t.process, 0x64);
+  EXPECT_EQ(t.tid, 0x65);
+  EXPECT_EQ(t.offset, 0x1cu);
+  EXPECT_EQ(t.lm, 0x7ffff7ffe2e0u);
+  EXPECT_EQ(parsed<TlsAddress>("qGetTLSAddr:65,0,0").process, 0);
+  EXPECT_EQ(error_of("qGetTLSAddr:65,0").code(), ErrorCode::kInval);
+  EXPECT_EQ(error_of("qGetTLSAddr:65,x,0").code(), ErrorCode::kInval);
 }
 
 TEST(ParseRequest, LldbMemoryRegionInfo) {

@@ -589,6 +589,21 @@ Server::Served Server::on(const MemoryRegionInfo& info) {
   return answer(out);
 }
 
+// gdbserver's reply: the address in hex, or an error for a thread that does not exist (or is not
+// of that process) and for any the target gives (the thread has no block there yet, no thread
+// library). Never the empty reply: gdb would take it as no support and ask no more.
+Server::Served Server::on(const TlsAddress& t) {
+  const auto threads = target_.threads();
+  const Tid tid = t.tid > 0 ? t.tid : thread_for(g_thread_);
+  if (std::find(threads.begin(), threads.end(), tid) == threads.end() ||
+      (t.process > 0 && target_.group_of(tid) != t.process)) {
+    return answer(make_error(ErrorCode::kSrch, "thread: no such thread"));
+  }
+  auto addr = target_.tls_address(tid, t.offset, t.lm);
+  if (!addr) return answer(std::unexpected(addr.error()));
+  return answer(hex_u64(*addr));
+}
+
 Server::Served Server::on(const Symbol&) {
   return answer(std::string("OK"));
 }

@@ -488,6 +488,21 @@ TEST_F(ServerTest, QXferObjects) {
   EXPECT_EQ(asked(), (Calls{"auxv 100", "exec_file 102", "libraries_svr4", "siginfo 100"}));
 }
 
+// qGetTLSAddr: the target's address in hex; a thread that is not there, or a target's error, is
+// an E reply (never the empty one: gdb would ask no more).
+TEST_F(ServerTest, ThreadLocalAddresses) {
+  target.fail.emplace("tls_address", Error(ErrorCode::kNxio, "thread 101: TLS not allocated"));
+  const std::string out =
+      run({"qGetTLSAddr:65,10,7ffff7ffe2e0", "qGetTLSAddr:p64.64,8,0", "qGetTLSAddr:99,0,0",
+           "qGetTLSAddr:p65.64,0,0", "qGetTLSAddr:64,10"});
+  EXPECT_EQ(out, acked("E06") + acked("E06") + acked("E03") + acked("E03") + acked("E16"));
+  target.fail.clear();
+  const std::string ok = run({"qGetTLSAddr:65,10,7ffff7ffe2e0", "qGetTLSAddr:p64.64,8,0"});
+  EXPECT_EQ(ok.substr(out.size()), acked("7f0000065010") + acked("7f0000064008"));
+  EXPECT_EQ(asked(), (Calls{"tls_address 101 10 7ffff7ffe2e0", "tls_address 100 8 0",
+                            "tls_address 101 10 7ffff7ffe2e0", "tls_address 100 8 0"}));
+}
+
 TEST_F(ServerTest, TargetXmlOfTheRegistersTheThreadHas) {
   const std::string out = run({"qXfer:features:read:target.xml:0,40"});
   EXPECT_EQ(out, acked("m" + gdb_target_xml(0).substr(0, 0x40)));

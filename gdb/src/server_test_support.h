@@ -251,6 +251,12 @@ class FakeTarget final : public Target {
     if (r.mapped) r.path = "/bin/prog";
     return r;
   }
+  Result<std::uint64_t> tls_address(Tid tid, std::uint64_t offset, std::uint64_t lm) override {
+    calls.push_back("tls_address " + std::to_string(tid) + " " + hex_u64(offset) + " " +
+                    hex_u64(lm));
+    if (auto e = error("tls_address")) return std::unexpected(*e);
+    return 0x7f0000000000 + static_cast<std::uint64_t>(tid) * 0x1000 + offset;
+  }
   std::string describe_watches() override { return "no watchpoints\n"; }
   std::string describe_slots() override { return "debug registers per thread: 4\n"; }
   Result<int> open_file(const std::string& path, unsigned flags, unsigned mode) override {

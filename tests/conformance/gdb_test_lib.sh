@@ -17,3 +17,21 @@ bad() {
   fail=1
 }
 command -v gdb >/dev/null || { echo "FAIL: gdb is not installed (scripts/setup installs it)" >&2; exit 1; }
+# gdb_batch SERVER PROGRAM OUT ERR COMMANDS...: gdb in batch mode (remotetimeout 30, no confirm,
+# pagination or width) against SERVER — "hwarb", "hwarb-software" (--software) or "gdbserver"
+# (Debian's, the reference) — running PROGRAM (a command line: the program and its arguments),
+# then COMMANDS; gdb's output in OUT, its errors and the program's output in ERR.
+gdb_batch() {
+  local server=$1 program=$2 out=$3 err=$4
+  shift 4
+  local target
+  case $server in
+    hwarb) target="$hwarb gdbserver --stdio -- $program" ;;
+    hwarb-software) target="$hwarb gdbserver --software --stdio -- $program" ;;
+    gdbserver) target="gdbserver - $program" ;;
+  esac
+  local cmds=(-nx -batch -ex 'set remotetimeout 30' -ex 'set confirm off' -ex 'set pagination off'
+              -ex 'set width 0' -ex "target remote | $target")
+  for c in "$@"; do cmds+=(-ex "$c"); done
+  timeout 240 gdb "${cmds[@]}" >"$out" 2>"$err"
+}

@@ -19,22 +19,10 @@ prog=$P/prog_gdb_threads
 src=$(dirname "${BASH_SOURCE[0]}")/../programs/gdb_threads.c
 bump_line=$(grep -n 'bump_line \*/' "$src" | cut -d: -f1)
 
-# gdb_run NAME SERVER COMMANDS...: gdb in batch mode against SERVER ("hwarb", "hwarb-software"
-# or "gdbserver") running $prog with $args; its output in $tmp/NAME.out, the program's on
-# $tmp/NAME.err.
+# gdb_run NAME SERVER COMMANDS...: gdb_batch against SERVER running $prog with $args; its output
+# in $tmp/NAME.out, the program's on $tmp/NAME.err.
 gdb_run() {
-  local name=$1 server=$2
-  shift 2
-  local target
-  case $server in
-    hwarb) target="$hwarb gdbserver --stdio -- $prog $args" ;;
-    hwarb-software) target="$hwarb gdbserver --software --stdio -- $prog $args" ;;
-    gdbserver) target="gdbserver - $prog $args" ;;
-  esac
-  local cmds=(-nx -batch -ex 'set remotetimeout 30' -ex 'set confirm off' -ex 'set pagination off'
-              -ex 'set width 0' -ex "target remote | $target")
-  for c in "$@"; do cmds+=(-ex "$c"); done
-  timeout 240 gdb "${cmds[@]}" >"$tmp/$name.out" 2>"$tmp/$name.err"
+  gdb_batch "$2" "$prog $args" "$tmp/$1.out" "$tmp/$1.err" "${@:3}"
 }
 # miss FILE WHAT: a check of the session in FILE did not hold. For hwarb's servers that is a
 # failure. Debian's gdbserver is the reference that shows the cases are gdb's ordinary

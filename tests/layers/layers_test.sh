@@ -12,6 +12,7 @@
 #   linux/ptrace -> linux/soft_watch
 #   linux/symbols, linux/perf, linux/soft_watch -> linux/session
 #   linux/session -> linux/trace;  linux/session, gdb -> linux/gdbserver;  everything -> tools/hwarb
+#   (linux/gdbserver also reads the link_map chain of linux/symbols)
 # (scenario, the scenario language, stands above sim and beside the linux/ folders: neither side
 # includes the other, and nothing but the CLI includes scenario; linux/trace and linux/gdbserver
 # stand side by side too.) Each linux/ folder lists exactly the folders its code includes, so
@@ -44,7 +45,7 @@ declare -A allowed=(
   [linux/soft_watch]="base x86 arbiter pmu breakpoints ptrace_compat linux/sys linux/ptrace linux/soft_watch"
   [linux/session]="base x86 arbiter breakpoints linux/sys linux/ptrace linux/symbols linux/perf linux/soft_watch linux/session"
   [linux/trace]="base x86 pmu/bts linux/ptrace linux/perf linux/session linux/trace"
-  [linux/gdbserver]="base x86 gdb linux/sys linux/ptrace linux/perf linux/soft_watch linux/session linux/gdbserver"
+  [linux/gdbserver]="base x86 gdb linux/sys linux/symbols linux/ptrace linux/perf linux/soft_watch linux/session linux/gdbserver"
   [tools/hwarb]="base x86 gdb arbiter pmu pmu/bts breakpoints ptrace_compat sim scenario linux/sys linux/ptrace linux/symbols linux/perf linux/soft_watch linux/session linux/trace linux/gdbserver tools/hwarb"
 )
 # The include prefix (hwarb/PREFIX/...) of each folder.

@@ -19,6 +19,7 @@
 #include "hwarb/linux/spawn.h"
 #include "hwarb/linux/syscalls.h"
 #include "hwarb/linux/terminal.h"
+#include "hwarb/linux/thread_locals.h"
 
 namespace hwarb::native {
 namespace {
@@ -627,6 +628,14 @@ Result<gdb::MemoryRegion> GdbTarget::memory_region(std::uint64_t addr) {
   gap.start = addr;
   gap.size = next - addr;
   return gap;
+}
+
+// libthread_db afresh for each question: its agent holds what it read of the process's thread
+// library, which an exec or a newly loaded library changes; a question costs a few milliseconds.
+Result<std::uint64_t> GdbTarget::tls_address(gdb::Tid tid, std::uint64_t offset, std::uint64_t lm) {
+  auto locals = ThreadLocals::open(*inferior_, inferior_->process_of(tid));
+  if (!locals) return std::unexpected(locals.error());
+  return locals->address(tid, lm, offset);
 }
 
 Result<std::vector<std::uint8_t>> GdbTarget::read_memory(gdb::Tid process, std::uint64_t addr,

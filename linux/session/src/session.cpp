@@ -119,6 +119,17 @@ Result<SourceObject> find_object(Inferior& inferior, SymbolTable& table, bool& r
   return object;
 }
 
+Result<ThreadLocalSymbol> find_thread_local(Inferior& inferior, SymbolTable& table,
+                                            bool& ran_to_entry, std::string_view name) {
+  if (!ran_to_entry && inferior.spawned() && table.entry()) {
+    ran_to_entry = true;
+    if (auto r = run_and_reload(inferior, table, *table.entry()); !r) {
+      return std::unexpected(r.error());
+    }
+  }
+  return table.find_thread_local(name);
+}
+
 bool wait_end(pid_t pid, bool nohang, RunResult& result) {
   auto status = wait_for(pid, nohang);
   if (!status) return false;

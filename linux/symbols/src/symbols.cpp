@@ -293,8 +293,15 @@ struct SymbolTable::Impl {
   std::vector<Entry> entries;          // by address
   std::vector<std::uint32_t> by_name;  // indices into entries, by name then preference
   std::optional<std::uint64_t> entry_point;
-  std::vector<std::string> tls_names;  // thread-local variables (STT_TLS), demangled
-  mutable std::mutex dwarf_mutex;      // libdwfl loads DWARF lazily and is not thread-safe
+  struct ThreadLocalEntry {
+    std::string name;     // demangled
+    std::string linkage;  // the ELF name when it differs
+    std::uint64_t offset = 0;
+    std::uint64_t size = 0;
+    std::uint32_t module = 0;
+  };
+  std::vector<ThreadLocalEntry> tls;  // thread-local variables (STT_TLS), in module order
+  mutable std::mutex dwarf_mutex;     // libdwfl loads DWARF lazily and is not thread-safe
 
   // Reports `path` (already open as `fd`) at `bias`; the Fd is consumed on success.
   Result<void> report(const std::string& path, const std::string& open_path, Fd& fd,
@@ -388,7 +395,11 @@ struct SymbolTable::Impl {
         if (name == nullptr || *name == '\0') continue;
         if (shndx == SHN_UNDEF || shndx == SHN_ABS || shndx == static_cast<GElf_Word>(-1)) continue;
         const int type = GELF_ST_TYPE(sym.st_info);
-        if (type == STT_TLS) tls_names.push_back(demangled(plain_name(name)));
+        if (type == STT_TLS) {
+          ThreadLocalEntry t{demangled(plain_name(name)), "", sym.st_value, sym.st_size, mi};
+          if (t.name != plain_name(name)) t.linkage = plain_name(name);
+          tls.push_back(std::move(t));
+        }
         if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_OBJECT) continue;
         Entry e;
         e.name = demangled(plain_name(name));
@@ -610,13 +621,13 @@ Result<Symbol> SymbolTable::find(std::string_view name) const {
     if (matches.size() > 6) message += ", ...";
     return make_error(ErrorCode::kInval, message + " (give the full name)");
   }
-  for (const std::string& tls : impl_->tls_names) {
-    const std::string k = name_key(tls, false);
+  for (const Impl::ThreadLocalEntry& t : impl_->tls) {
+    const std::string k = name_key(t.name, false);
     if (k == key || without_anonymous(k) == loose) {
       return make_error(ErrorCode::kOpNotSupp,
                         "symbol: '" + std::string(name) +
-                            "' is a thread-local variable (one copy per thread): watching "
-                            "thread-locals is not supported yet");
+                            "' is a thread-local variable (one copy per thread, no address "
+                            "of its own): find_thread_local gives its place in each copy");
     }
   }
   std::string message = "symbol: unknown symbol '" + std::string(name) + "'";
@@ -691,6 +702,36 @@ Result<SourceObject> SymbolTable::resolve(std::string_view text, const MemoryRea
   return dwarf::object_at(module->mod, whole, path, read);
 }
 
+Result<ThreadLocalSymbol> SymbolTable::find_thread_local(std::string_view name) const {
+  const std::string_view wanted = plain_name(name);
+  const std::string key = name_key(wanted, false);
+  const std::string loose = without_anonymous(key);
+  const Impl::ThreadLocalEntry* loose_match = nullptr;
+  std::size_t loose_matches = 0;
+  for (const Impl::ThreadLocalEntry& t : impl_->tls) {
+    const std::string k = name_key(t.name, false);
+    const bool exact = t.linkage == wanted || k == key;
+    if (!exact && without_anonymous(k) != loose) continue;
+    if (!exact) {
+      if (loose_match == nullptr || loose_match->name != t.name) ++loose_matches;
+      if (loose_match == nullptr) loose_match = &t;
+      continue;
+    }
+    loose_match = &t;
+    loose_matches = 1;
+    break;
+  }
+  if (loose_match == nullptr || loose_matches > 1) {
+    return make_error(ErrorCode::kNoEnt, "symbol: '" + std::string(name) +
+                                             "' is not a thread-local variable" +
+                                             (loose_matches > 1 ? " (ambiguous)" : ""));
+  }
+  const Impl::Module& m = impl_->modules[loose_match->module];
+  return ThreadLocalSymbol{
+      loose_match->name,       loose_match->offset, loose_match->size, m.path, m.bias,
+      loose_match->module == 0};
+}
+
 std::vector<std::string> SymbolTable::near(std::string_view name, std::size_t n) const {
   const std::string_view wanted = plain_name(name);
   // Farther than this is a different name, not a typo.
@@ -704,9 +745,9 @@ std::vector<std::string> SymbolTable::near(std::string_view name, std::size_t n)
     const std::size_t d = edit_distance(wanted, candidate, limit);
     if (d <= limit) found.emplace_back(d, candidate);
   }
-  for (const std::string& tls : impl_->tls_names) {
-    const std::size_t d = edit_distance(wanted, tls, limit);
-    if (d <= limit) found.emplace_back(d, tls + " (thread-local)");
+  for (const Impl::ThreadLocalEntry& t : impl_->tls) {
+    const std::size_t d = edit_distance(wanted, t.name, limit);
+    if (d <= limit) found.emplace_back(d, t.name + " (thread-local)");
   }
   std::sort(found.begin(), found.end());
   found.erase(std::unique(found.begin(), found.end()), found.end());

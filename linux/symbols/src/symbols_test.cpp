@@ -31,6 +31,7 @@ struct rec {
 };
 
 const std::string kProgram = std::string(HWARB_PROGRAMS_DIR) + "/prog_symbols";
+const std::string kTlsProgram = std::string(HWARB_PROGRAMS_DIR) + "/prog_tls_counter";
 
 // tests/programs/symbols.c.
 std::string program_source() {
@@ -296,6 +297,32 @@ TEST(SymbolTableFile, LibcLoadsQuicklyAndIgnoresSymbolVersions) {
   EXPECT_EQ(versioned->name, "malloc");
   // A shared library's aliases: the address of malloc is described as malloc.
   EXPECT_EQ(table->describe(malloc_sym->address).substr(0, 9), "malloc+0x");
+}
+
+// A thread-local is no address: find refuses it, find_thread_local gives its offset in its
+// module's block (the executable's, or libc's errno).
+TEST(SymbolTableFile, FindsThreadLocalsByTheirOffsetInTheirModule) {
+  auto table = SymbolTable::load_file(kTlsProgram, 0x1000);
+  ASSERT_TRUE(table) << table.error().to_string();
+  auto var = table->find_thread_local("tls_counter");
+  ASSERT_TRUE(var) << var.error().to_string();
+  EXPECT_EQ(var->name, "tls_counter");
+  EXPECT_EQ(var->size, 4u);
+  EXPECT_EQ(var->offset, 0u);  // its only thread-local
+  EXPECT_EQ(var->module, kTlsProgram);
+  EXPECT_EQ(var->bias, 0x1000u);
+  EXPECT_TRUE(var->executable);
+  EXPECT_EQ(table->find("tls_counter").error().code(), ErrorCode::kOpNotSupp);
+  auto global = table->find_thread_local("main");
+  ASSERT_FALSE(global);
+  EXPECT_EQ(global.error().code(), ErrorCode::kNoEnt);
+  EXPECT_EQ(global.error().message(), "symbol: 'main' is not a thread-local variable");
+
+  auto libc = SymbolTable::load_file(libc_path(::getpid()));
+  ASSERT_TRUE(libc) << libc.error().to_string();
+  auto err = libc->find_thread_local("errno");
+  ASSERT_TRUE(err) << err.error().to_string();
+  EXPECT_EQ(err->size, sizeof(int));
 }
 
 TEST(SymbolTableProcess, ResolvesRunTimeAddressesOfARunningProgram) {

@@ -41,6 +41,7 @@
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/session.h"
 #include "hwarb/linux/symbols.h"
+#include "hwarb/linux/thread_local_watches.h"
 #include "hwarb/linux/watch_hit.h"
 #include "hwarb/linux/watch_session.h"
 #include "hwarb/x86/debugreg.h"
@@ -79,6 +80,9 @@ struct Watched {
   std::string label;               // the expression as given
   std::vector<std::string> notes;  // of its resolution (a pointer read once)
   native::ValueType type;          // of the whole watched object (kBytes: not known to be one)
+  // A thread-local variable: watched in each thread's copy (range.addr is then the offset in
+  // the copy), by ThreadLocalWatches rather than as one range.
+  std::optional<native::ThreadLocalSymbol> thread_local_var;
 };
 
 std::string access_letters(unsigned bits) {
@@ -116,10 +120,11 @@ bool same_range(const native::WatchRange& a, const native::WatchRange& b) {
 }
 
 // The ranges to watch: one per distinct range, its id the index of the first expression that
-// names it.
+// names it; thread-locals aside (each thread's copy is a watch of its own).
 std::vector<native::WatchRange> ranges_of(const std::vector<Watched>& watched) {
   std::vector<native::WatchRange> out;
   for (const Watched& w : watched) {
+    if (w.thread_local_var) continue;
     const auto same = [&](const native::WatchRange& r) { return same_range(r, w.range); };
     if (std::find_if(out.begin(), out.end(), same) == out.end()) out.push_back(w.range);
   }
@@ -183,6 +188,14 @@ int target_error(const char* command, const Error& error) {
   return kExitFailure;
 }
 
+// A watch that could not be armed: with --hardware, hardware mode is not possible.
+int arm_error(const char* command, bool hardware, const Error& error) {
+  if (!hardware) return target_error(command, error);
+  std::cerr << "hwarb " << command << ": --hardware: hardware mode not possible ("
+            << error.to_string() << ")\n";
+  return kExitFailure;
+}
+
 // Runs a spawned program to its entry point (once per `ran_to_entry`, reloading `table`) when
 // `addr` is not mapped yet.
 Result<void> run_to_mapping(native::Inferior& inferior, native::SymbolTable& table,
@@ -197,6 +210,23 @@ Result<void> run_to_mapping(native::Inferior& inferior, native::SymbolTable& tab
   if (!fresh) return std::unexpected(fresh.error());
   table = std::move(*fresh);
   return {};
+}
+
+// The thread-local variable expression `e` names (find_object said it is one): its whole name
+// alone, a data access inside its copy (EINVAL otherwise).
+Result<native::ThreadLocalSymbol> thread_local_of(const WatchExpr& e, native::Inferior& inferior,
+                                                  native::SymbolTable& table, bool& ran_to_entry) {
+  const std::string where = "expression '" + e.text + "'";
+  auto var = native::find_thread_local(inferior, table, ran_to_entry, e.symbol);
+  if (!var) {
+    return make_error(ErrorCode::kInval,
+                      where + ": a thread-local is watched by its name alone (with +OFF, /LEN)");
+  }
+  if (e.access == WatchAccess::kExec) {
+    return make_error(ErrorCode::kInval, where + ": a thread-local variable is data, not code");
+  }
+  if (e.offset < 0) return make_error(ErrorCode::kInval, where + ": a negative offset");
+  return var;
 }
 
 // Resolves every expression; ENOENT for unknown symbols and EINVAL for ranges that wrap and
@@ -224,6 +254,15 @@ Result<std::vector<Watched>> resolve(const std::vector<WatchExpr>& exprs,
       }
     } else {
       auto object = native::find_object(inferior, *table, ran_to_entry, e.symbol);
+      if (!object && object.error().code() == ErrorCode::kOpNotSupp) {
+        auto var = thread_local_of(e, inferior, *table, ran_to_entry);
+        if (!var) return std::unexpected(var.error());
+        w.range.addr = static_cast<std::uint64_t>(e.offset);
+        w.range.len = default_length(e, var->size);
+        w.thread_local_var = std::move(*var);
+        out.push_back(std::move(w));
+        continue;
+      }
       if (!object) {
         return std::unexpected(object.error().with_context("expression '" + e.text + "'"));
       }
@@ -267,7 +306,11 @@ class Reporter final : public native::WatchObserver {
     sharing_.resize(watched.size());
     for (std::size_t i = 0; i < watched.size(); ++i) {
       std::size_t first = 0;
-      while (!same_range(watched[first].range, watched[i].range)) ++first;
+      // A thread-local's copies are its own (its range is an offset in them).
+      while (first < i && (watched[i].thread_local_var || watched[first].thread_local_var ||
+                           !same_range(watched[first].range, watched[i].range))) {
+        ++first;
+      }
       sharing_[first].push_back(i);
     }
   }
@@ -715,6 +758,33 @@ void print_mode(const char* name, native::WatchSession& session,
   }
 }
 
+// The thread-local expressions of `watched` watched in every thread there is now (stopped), each
+// copy's WatchId mapped to its expression in `expr_of`.
+Result<native::ThreadLocalWatches> arm_thread_locals(const std::vector<Watched>& watched,
+                                                     const WatchArgs& args,
+                                                     native::Inferior& inferior,
+                                                     native::WatchSession& session,
+                                                     std::map<std::size_t, std::size_t>& expr_of) {
+  std::vector<native::ThreadLocalSpec> wanted;
+  for (std::size_t i = 0; i < watched.size(); ++i) {
+    const Watched& w = watched[i];
+    if (!w.thread_local_var) continue;
+    wanted.push_back(
+        {.symbol = *w.thread_local_var,
+         .offset = w.range.addr,
+         .len = w.range.len,
+         .access = w.range.access,
+         .mode = args.hardware ? native::WatchMode::kHardware : native::WatchMode::kAuto,
+         .id = i});
+  }
+  auto copies = native::ThreadLocalWatches::open(inferior, session, std::move(wanted));
+  if (!copies) return std::unexpected(copies.error());
+  auto armed = copies->arm();
+  if (!armed) return std::unexpected(armed.error());
+  for (const native::ThreadLocalCopy& c : *armed) expr_of[static_cast<std::size_t>(c.id)] = c.spec;
+  return copies;
+}
+
 // `hwarb watch|stat` once the report is open (run_watch): the exit status of the run, to which
 // finish_report adds the report's own failure.
 int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
@@ -749,7 +819,10 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
   if (table) reporter.set_symbols(&*table);
   const std::vector<native::WatchRange> ranges = ranges_of(*watched);
 
-  if (options.hardware && !native::hits_need_stops(ranges, !args.stat)) {
+  const bool thread_locals = std::any_of(watched->begin(), watched->end(), [](const Watched& w) {
+    return w.thread_local_var.has_value();
+  });
+  if (options.hardware && !thread_locals && !native::hits_need_stops(ranges, !args.stat)) {
     std::string why;
     if (auto code = run_counting(args, *inferior, ranges, reporter, options, why)) {
       return *code;
@@ -768,15 +841,16 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
   native::WatchSession session(*inferior, options);
   auto infos = session.insert_all(
       specs_of(ranges, args.hardware ? native::WatchMode::kHardware : native::WatchMode::kAuto));
-  if (!infos) {
-    if (args.hardware) {
-      std::cerr << "hwarb " << name << ": --hardware: hardware mode not possible ("
-                << infos.error().to_string() << ")\n";
-      return kExitFailure;
-    }
-    return target_error(name, infos.error());
+  if (!infos) return arm_error(name, args.hardware, infos.error());
+  std::map<std::size_t, std::size_t> expr_of = expressions_of(*infos, ranges);
+  // Thread-locals: each thread's copy a watch of its own, new threads' too.
+  std::optional<native::ThreadLocalWatches> copies;
+  if (thread_locals) {
+    auto armed = arm_thread_locals(*watched, args, *inferior, session, expr_of);
+    if (!armed) return arm_error(name, args.hardware, armed.error());
+    for (const native::ThreadLocalCopy& c : armed->copies()) infos->push_back(c.info);
+    copies.emplace(std::move(*armed));
   }
-  const std::map<std::size_t, std::size_t> expr_of = expressions_of(*infos, ranges);
   print_mode(name, session, *watched, expr_of, *infos,
              options.cpu_accesses ? options.cpu_accesses_why : "");
   if (args.json && !args.stat) report_placements(output, *watched, ranges, *infos);
@@ -789,8 +863,18 @@ int watch_target(const WatchArgs& args, const std::vector<WatchExpr>& exprs,
               << "): if hwarb is killed, its changes to the program stay\n";
   }
   Progress progress;
-  native::WatchSessionEngine engine(session, observer);
-  WithProgress shown(engine, progress, [&] {
+  std::optional<native::OwnCopyHits> own;
+  if (copies) own.emplace(*copies, observer);
+  native::WatchSessionEngine engine(session, own ? static_cast<native::WatchObserver&>(*own)
+                                                 : static_cast<native::WatchObserver&>(observer));
+  std::optional<native::ThreadLocalEngine> per_thread;
+  if (copies) {
+    per_thread.emplace(engine, *copies, [&](const native::ThreadLocalCopy& c) {
+      expr_of[static_cast<std::size_t>(c.id)] = c.spec;
+    });
+  }
+  native::Engine& watching = per_thread ? static_cast<native::Engine&>(*per_thread) : engine;
+  WithProgress shown(watching, progress, [&] {
     return "hwarb: " + std::to_string(reporter.total()) + " hits, " +
            std::to_string(session.software_faults()) + " faults";
   });

@@ -6,7 +6,7 @@
 // Contract:
 //  - parse_request is pure and total: every payload gives a Request or an error. A packet the
 //    server does not serve (an unknown name, an unsupported Z type, a malformed qXfer name,
-//    qOffsets, qGetTLSAddr, qTStatus, vMustReplyEmpty, ...) is Unsupported (its reply is empty).
+//    qOffsets, qTStatus, vMustReplyEmpty, ...) is Unsupported (its reply is empty).
 //  - An error is a malformed packet of a served kind (bad hex, a missing field, a register number
 //    out of range (but a P without a value: see WriteRegister), an M/X length that is not the
 //    data's, an unknown vCont action): EINVAL, the message naming what is wrong, as the server
@@ -67,7 +67,13 @@ struct WatchpointSupportInfo {};  // qWatchpointSupportInfo[:] (lldb)
 struct MemoryRegionInfo {         // qMemoryRegionInfo:ADDR (lldb)
   std::uint64_t addr = 0;
 };
-struct Symbol {};  // qSymbol...: no symbols wanted
+struct Symbol {};    // qSymbol...: no symbols wanted
+struct TlsAddress {  // qGetTLSAddr:THREAD,OFFSET,LM
+  Tid process = 0;   // as written (0 without multiprocess)
+  Tid tid = 0;
+  std::uint64_t offset = 0;  // in the module's thread-local block
+  std::uint64_t lm = 0;      // the module's link_map entry (0: the executable)
+};
 
 // Settings (Q...).
 struct CatchSyscalls {  // QCatchSyscalls:0 (nullopt) | :1[;NR]... (empty: every call)
@@ -194,11 +200,11 @@ struct Unsupported {};  // the empty reply
 
 using Request = std::variant<
     Supported, StartNoAckMode, StopReason, ExtendedMode, CurrentThread, Attached, ThreadInfo, Xfer,
-    Monitor, HostInfo, ProcessInfo, WatchpointSupportInfo, MemoryRegionInfo, Symbol, CatchSyscalls,
-    ThreadSuffixSupported, ListThreadsInStopReply, DisableRandomization, StartupWithShell,
-    EnvironmentReset, EnvironmentSet, EnvironmentUnset, SelectThread, ThreadAlive, ReadRegisters,
-    WriteRegisters, ReadRegister, WriteRegister, ReadMemory, WriteMemory, Point, Continue, VCont,
-    VContQuery, Run, Attach, VKill, Detach, Kill, Restart, HostFile, Unsupported>;
+    Monitor, HostInfo, ProcessInfo, WatchpointSupportInfo, MemoryRegionInfo, Symbol, TlsAddress,
+    CatchSyscalls, ThreadSuffixSupported, ListThreadsInStopReply, DisableRandomization,
+    StartupWithShell, EnvironmentReset, EnvironmentSet, EnvironmentUnset, SelectThread, ThreadAlive,
+    ReadRegisters, WriteRegisters, ReadRegister, WriteRegister, ReadMemory, WriteMemory, Point,
+    Continue, VCont, VContQuery, Run, Attach, VKill, Detach, Kill, Restart, HostFile, Unsupported>;
 
 Result<Request> parse_request(std::string_view packet);
 

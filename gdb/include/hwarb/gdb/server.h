@@ -9,7 +9,8 @@
 //  1. Handshake and queries: qSupported, QStartNoAckMode, ?, qC, qAttached, qfThreadInfo /
 //     qsThreadInfo, T, Hg/Hc, qXfer (features target.xml, auxv, exec-file, threads,
 //     libraries-svr4, siginfo), vCont?, and lldb's qHostInfo, qProcessInfo,
-//     qWatchpointSupportInfo, QThreadSuffixSupported, QListThreadsInStopReply, qMemoryRegionInfo.
+//     qWatchpointSupportInfo, QThreadSuffixSupported, QListThreadsInStopReply, qMemoryRegionInfo;
+//     qGetTLSAddr (the target's address, else an E reply, never the empty one).
 //  2. Registers g/G/p/P (gdb_regs.h); memory m/M/x/X (the program's bytes, target.h).
 //  3. Execution: vCont with c/C/s/S/t per thread, c, s, C, S; a stop is reported as T (signal
 //     in gdb's numbering, gdb_signals.h, or Linux's once the client asked qHostInfo, as lldb
@@ -113,6 +114,7 @@ class Server {
   Served on(const ProcessInfo&);
   Served on(const WatchpointSupportInfo&);
   Served on(const MemoryRegionInfo& info);
+  Served on(const TlsAddress& t);
   Served on(const Symbol&);
   Served on(const CatchSyscalls& c);
   Served on(const ThreadSuffixSupported&);

@@ -233,6 +233,9 @@ class Target {
   virtual Result<std::string> siginfo(Tid tid) = 0;  // its 128 bytes
   virtual std::string thread_name(Tid tid) = 0;      // "" when unknown
   virtual Result<MemoryRegion> memory_region(std::uint64_t addr) = 0;
+  // qGetTLSAddr: where byte `offset` of the thread-local block of the module whose link_map
+  // entry is at `lm` (0: the executable's) is in thread `tid` (a stopped thread).
+  virtual Result<std::uint64_t> tls_address(Tid tid, std::uint64_t offset, std::uint64_t lm) = 0;
   // `monitor watches` and `monitor slots`: the text gdb shows (a process is there).
   virtual std::string describe_watches() = 0;
   virtual std::string describe_slots() = 0;

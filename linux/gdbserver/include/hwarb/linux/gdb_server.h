@@ -193,6 +193,7 @@ class GdbTarget final : public gdb::Target {
   Result<std::string> siginfo(gdb::Tid tid) override;
   std::string thread_name(gdb::Tid tid) override;
   Result<gdb::MemoryRegion> memory_region(std::uint64_t addr) override;
+  Result<std::uint64_t> tls_address(gdb::Tid tid, std::uint64_t offset, std::uint64_t lm) override;
   std::string describe_watches() override;
   std::string describe_slots() override;
   Result<int> open_file(const std::string& path, unsigned flags, unsigned mode) override;

@@ -63,6 +63,11 @@ Result<Symbol> find_symbol(Inferior& inferior, SymbolTable& table, bool& ran_to_
                            std::string_view name);
 Result<SourceObject> find_object(Inferior& inferior, SymbolTable& table, bool& ran_to_entry,
                                  std::string_view text);
+// A thread-local variable (SymbolTable::find_thread_local). A spawned program runs to its entry
+// point first (once, `table` reloaded): libc, in which libthread_db looks, is loaded by then, and
+// so is a library's variable.
+Result<ThreadLocalSymbol> find_thread_local(Inferior& inferior, SymbolTable& table,
+                                            bool& ran_to_entry, std::string_view name);
 
 // An engine driven by run_target.
 class Engine {

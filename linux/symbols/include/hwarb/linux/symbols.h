@@ -20,8 +20,13 @@
 //    not count in a comparison; a function is also found without its parameter list, and a name
 //    in an anonymous namespace without its `(anonymous namespace)::` when that is unique (else
 //    EINVAL "ambiguous", naming the candidates). A thread-local variable (STT_TLS) is EOPNOTSUPP
-//    ("thread-local ... not supported yet"); a name DWARF knows only as a local variable or
+//    ("thread-local ...": it has no address of its own; find_thread_local below); a name DWARF knows only as a local variable or
 //    parameter of a function is ENOENT saying so (watch it through `hwarb gdbserver` and gdb).
+//  - find_thread_local(name) finds a thread-local variable (STT_TLS) as find finds a global (the
+//    executable first, C++ spellings): its offset in its module's thread-local block, its size
+//    and its module (path, load bias, whether it is the executable). Where each thread's copy is
+//    is ThreadLocals' business (linux/session). ENOENT naming `symbol` when no thread-local has
+//    that name, or several do through their anonymous namespaces.
 //  - resolve(text, read) gives the object that a source-level name denotes: NAME (anything find
 //    knows) followed by member and element accesses `.m`, `[i]`, `->m`, or `(*NAME)` — e.g.
 //    `g_cfg.limits[2].max`, `p->next->v`, `m[1][2]` — through the DWARF types of the module that
@@ -63,6 +68,16 @@ struct Symbol {
   bool function = false;     // STT_FUNC (else a data object)
   std::string module;        // the ELF file's path
   std::string linkage_name;  // the name in the ELF file (mangled), without its symbol version
+};
+
+// A thread-local variable: one copy per thread, at `offset` in each thread's block of `module`.
+struct ThreadLocalSymbol {
+  std::string name;  // demangled
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  std::string module;       // the ELF file's path
+  std::uint64_t bias = 0;   // the module's load bias (its link_map entry's l_addr)
+  bool executable = false;  // the module is the process's executable (load_file: the file)
 };
 
 // How to print a value of a source-level object.
@@ -114,6 +129,7 @@ class SymbolTable {
   ~SymbolTable();
 
   Result<Symbol> find(std::string_view name) const;
+  Result<ThreadLocalSymbol> find_thread_local(std::string_view name) const;
   Result<SourceObject> resolve(std::string_view text, const MemoryReader& read) const;
   Location locate(std::uint64_t addr) const;
   std::string describe(std::uint64_t addr) const;
