@@ -76,9 +76,10 @@ exact() {
   if [[ ${#modes[@]} -eq 2 ]]; then
     local a b
     # Hardware mode does not see munmap + mmap (no system call is traced), so the first old value
-    # after a remap is the last one it read (as gdb reports it): remap compares the rest.
+    # after a remap is the last one it read (as gdb reports it), and none before a first mmap:
+    # remap and late_map compare the rest.
     local drop='s/"time":[^,]*,//; s/"tid":[0-9]*,//'
-    [[ $name == remap ]] && drop+='; s/"old":"[^"]*",//'
+    [[ $name == remap || $name == late_map ]] && drop+='; s/"old":"[^"]*",//'
     a=$(grep '"event":"hit"' "$tmp/$name--software.json" | sed "$drop")
     b=$(grep '"event":"hit"' "$tmp/$name--hardware.json" | sed "$drop")
     if [[ "$a" != "$b" ]]; then
@@ -103,6 +104,8 @@ exact self_watch 'target:w' 300 "$P/prog_self_watch" 300
 # reports for a hit whose debug status a hypervisor lost; each store is a hit and each INT1 the
 # program's, its handler's count unchanged.
 exact int1 'cell:w' 200 "$P/prog_int1" 200
+# An address the program maps only later (mmap at a fixed address): watched from that mmap.
+exact late_map 'mem:0x7e0000000000/4:w' 20 "$P/prog_late_map" 20
 # A worker that blocks every signal, its locked adds stepped with the page open: each step's trap
 # is a forced SIGTRAP, which the kernel would take as a reason to reset the program's SIGTRAP
 # handler and unblock the signal in the worker; the program must see both as they were. Software

@@ -153,9 +153,10 @@ Result<SoftWatch> SoftWatch::arm(Inferior& inferior, std::vector<WatchRange> ran
     for (std::uint64_t p = page_of(r.addr); p < r.addr + r.len; p += kPage) {
       auto m = find_mapping(*maps, p);
       if (!m) {
-        return make_error(ErrorCode::kFault, "addr: " + hex(p) + " (watched from " + hex(r.addr) +
-                                                 ") is not mapped in process " +
-                                                 std::to_string(inferior.pid()));
+        // Nothing there to access yet (a library not loaded, a null pointer's page): watched
+        // from the mmap that maps it, as a watched page that was unmapped is.
+        w.gone_.insert(p);
+        continue;
       }
       // A page that holds a thread's rseq area cannot be protected: the kernel's write of it at
       // each return to that thread would fail, and the kernel kills the process (SIGSEGV).
@@ -202,6 +203,7 @@ Result<SoftWatch> SoftWatch::arm(Inferior& inferior, std::vector<WatchRange> ran
   };
   for (auto& [p, access] : page_access) {
     auto m = find_mapping(*maps, p);
+    if (!m) continue;  // in gone_
     Page page;
     page.original = m->prot();
     page.protection = watched_protection(page.original, access);
@@ -230,7 +232,11 @@ Result<SoftWatch> SoftWatch::arm(Inferior& inferior, std::vector<WatchRange> ran
     }
     w.traps_[a] = Trap{original, {i}};
   }
-  if (!w.pages_.empty()) {
+  if (!w.gone_.empty()) {
+    w.note_pages(std::vector<std::uint64_t>(w.gone_.begin(), w.gone_.end()),
+                 "not mapped yet: watched from the mmap that maps it");
+  }
+  if (!w.pages_.empty() || !w.gone_.empty()) {
     if (auto r = w.learn_segv_action(tid); !r) {
       undo(w);
       return std::unexpected(r.error());
@@ -436,9 +442,12 @@ std::string SoftWatch::describe() const {
            "30 000 per second)";
   }
   std::string out;
-  if (!pages_.empty()) {
+  if (!pages_.empty() || !gone_.empty()) {
     out = "page protection (" + std::to_string(pages_.size()) +
-          (pages_.size() == 1 ? " page)" : " pages)");
+          (pages_.size() == 1 ? " page" : " pages") +
+          (gone_.empty() ? std::string()
+                         : ", " + std::to_string(gone_.size()) + " more once mapped") +
+          ")";
   }
   if (!traps_.empty()) {
     if (!out.empty()) out += " + ";

@@ -622,15 +622,39 @@ TEST(SoftWatch, BadRangesAreRefusedAndChangeNothing) {
   ASSERT_FALSE(mixed);
   auto before = read_maps(inf->pid());
   ASSERT_TRUE(before);
-  // The second range is unmapped: the first one's protection must not stay behind.
-  auto unmapped =
-      SoftWatch::arm(*inf, {{target.address, 4, kWatchWrite, 0}, {0x10000, 4, kWatchWrite, 1}});
-  ASSERT_FALSE(unmapped);
-  EXPECT_EQ(unmapped.error().code(), ErrorCode::kFault);
+  // The second range is refused: the first one's protection must not stay behind.
+  auto half = SoftWatch::arm(*inf, {{target.address, 4, kWatchWrite, 0},
+                                    {target.address, 4, kWatchWrite | kWatchExec, 1}});
+  ASSERT_FALSE(half);
+  EXPECT_EQ(half.error().code(), ErrorCode::kInval);
   auto after = read_maps(inf->pid());
   ASSERT_TRUE(after);
   EXPECT_EQ(find_mapping(*after, target.address)->prot(),
             find_mapping(*before, target.address)->prot());
+}
+
+// A watch of an address no mapping holds yet is armed, and watched from the mmap that maps it:
+// prog_late_map maps its page after it starts and writes it N times.
+TEST(SoftWatch, AnAddressNotMappedYetIsWatchedFromItsMmap) {
+  Capture out;
+  auto inf = Inferior::spawn({program("late_map"), "7"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf);
+  constexpr std::uint64_t kLatePage = 0x7e0000000000;
+  auto watch = SoftWatch::arm(*inf, {{kLatePage, 4, kWatchWrite, 2}});
+  ASSERT_TRUE(watch) << watch.error().to_string();
+  const std::vector<SoftWatch::Note> armed = watch->take_notes();
+  ASSERT_EQ(armed.size(), 1u);
+  EXPECT_EQ(armed[0].id, 2u);
+  EXPECT_NE(armed[0].text.find("not mapped yet"), std::string::npos) << armed[0].text;
+  Outcome got = run(*inf, *watch);
+  EXPECT_EQ(got.end.kind, EventKind::kExited) << "killed by signal " << got.end.signal;
+  EXPECT_EQ(got.end.status, 0);
+  EXPECT_EQ(out.text(), "late counter=7\n");
+  ASSERT_EQ(got.hits.size(), 7u);
+  for (std::size_t i = 0; i < got.hits.size(); ++i) {
+    EXPECT_EQ(got.hits[i].addr, kLatePage) << "hit " << i;
+    EXPECT_EQ(value_of(got.hits[i].new_value), i + 1) << "hit " << i;
+  }
 }
 
 }  // namespace

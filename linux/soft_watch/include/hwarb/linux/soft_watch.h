@@ -34,8 +34,9 @@
 //  5. The program's own mprotect/munmap/mmap/mremap of watched pages are honoured: its new
 //     protection becomes the original to restore. A watched page that is unmapped (munmap, or
 //     moved away by mremap) is remembered: when a mapping appears at its address again (mmap,
-//     fixed or by hint, or mremap), it is protected again and the watch goes on there. Both
-//     are told as notes (take_notes()).
+//     fixed or by hint, or mremap), it is protected again and the watch goes on there. A page
+//     not mapped when arm() runs (a library not loaded yet, a null pointer's page) is armed the
+//     same way, from the mmap that maps it. Each is told as a note (take_notes()).
 //  6. A REP string instruction (rep stos, rep movs, repe cmps, ...) that faults is stepped
 //     iteration by iteration with its pages open until it ends (or leaves the protected pages,
 //     or a signal interrupts it): one hit per instruction and range, whose access is what the
@@ -278,7 +279,7 @@ class SoftWatch {
   std::vector<WatchRange> ranges_;
   std::vector<WatchMethod> methods_;
   std::map<std::uint64_t, Page> pages_;  // page address -> protections
-  std::set<std::uint64_t> gone_;         // watched pages the program unmapped
+  std::set<std::uint64_t> gone_;         // watched pages not mapped: unmapped, or never mapped yet
   std::vector<Note> notes_;
   std::map<std::uint64_t, Trap> traps_;  // int3 address -> original byte
   std::map<pid_t, OpenSyscall> open_;    // threads inside a system call with pages opened
