@@ -919,13 +919,15 @@ Server::Served Server::on(const VContQuery&) {
 
 // Processes.
 
-Server::Served Server::taken(Result<void> r) {
+Server::Served Server::taken(Result<void> r, bool attached) {
   if (!r) {
     if (!target_.has_process()) forget_process();
     return answer(std::unexpected(r.error()));
   }
   const std::string stop = took_process();
   g_thread_ = last_thread_;
+  // Non-stop mode: an attach's stops are the client's to ask for ('?'), as gdbserver answers.
+  if (attached && non_stop_) return answer(std::string("OK"));
   return answer(stop);
 }
 
@@ -934,7 +936,7 @@ Server::Served Server::on(const Run& run) {
 }
 
 Server::Served Server::on(const Attach& a) {
-  return taken(target_.attach(a.pid));
+  return taken(target_.attach(a.pid), true);
 }
 
 // D;PID and vKill;PID with multiprocess+: one process of several.

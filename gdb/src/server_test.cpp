@@ -639,6 +639,16 @@ TEST_F(ServerTest, VRunVAttachVKill) {
             (Calls{"start [/bin/prog] [a]", "drop_process 1", "attach 200", "drop_process 2"}));
 }
 
+TEST_F(ServerTest, NonStopVAttachAnswersOkAndItsThreadsStopsComeWithStatus) {
+  target.process = false;
+  target.startable = true;
+  const std::string out = run({"!", "QNonStop:1", "vAttach;c8", "?", "vStopped"});
+  EXPECT_EQ(out, acked("OK") + acked("OK") + acked("OK") +
+                     acked("T05thread:c8;06:1000fe7f00000000;07:0000fe7f00000000;10:"
+                           "c810400000000000;") +
+                     acked("OK"));
+}
+
 TEST_F(ServerTest, VRunAndVAttachWhereTheTargetStartsNothing) {
   target.process = false;
   const std::string out = run({"vRun;2f62696e2f70726f67", "vAttach;c8", "vAttach;0", "R00"});

@@ -188,8 +188,8 @@ class Server {
   // After the target started or attached a process: its stop reply.
   std::string took_process();
   // The reply to a start or an attach (vRun, vAttach): the error, or the new process's stop,
-  // whose thread becomes the general one.
-  Served taken(Result<void> r);
+  // whose thread becomes the general one (non-stop mode: OK to an attach).
+  Served taken(Result<void> r, bool attached = false);
   bool running() const { return target_.has_process() && !exited_; }
   bool disabled(const std::string& name) const;
 
