@@ -809,6 +809,18 @@ Result<std::optional<StopEvent>> GdbTarget::resume_each(
   return std::optional<StopEvent>();
 }
 
+Result<void> GdbTarget::stop_only(const std::set<pid_t>& threads) {
+  auto stopped = inferior_->stop_all();
+  if (!stopped) return std::unexpected(stopped.error());
+  for (pid_t t : *stopped) {
+    if (threads.contains(t) || !inferior_->is_stopped(t)) continue;
+    if (auto r = inferior_->resume_as_before(t); !r && r.error().code() != ErrorCode::kSrch) {
+      return r;
+    }
+  }
+  return {};
+}
+
 Result<std::optional<StopEvent>> GdbTarget::requested_stop() {
   const std::vector<pid_t> threads = inferior_->threads();
   for (auto it = stop_requested_.begin(); it != stop_requested_.end();) {
@@ -824,14 +836,7 @@ Result<std::optional<StopEvent>> GdbTarget::requested_stop() {
       continue;
     }
     if (!inferior_->is_stopped(tid)) {
-      auto stopped = inferior_->stop_all();
-      if (!stopped) return std::unexpected(stopped.error());
-      for (pid_t t : *stopped) {
-        if (stop_requested_.contains(t) || !inferior_->is_stopped(t)) continue;
-        if (auto r = inferior_->resume_as_before(t); !r && r.error().code() != ErrorCode::kSrch) {
-          return std::unexpected(r.error());
-        }
-      }
+      if (auto r = stop_only(stop_requested_); !r) return std::unexpected(r.error());
       if (!inferior_->is_stopped(tid) || inferior_->has_queued(tid)) {
         ++it;
         continue;
@@ -1110,10 +1115,18 @@ Result<StopEvent> GdbTarget::exec_stop(pid_t tid, bool running) {
   deferred_.clear();
   // The session re-armed its watches in the new image and let the thread go on: it is stopped
   // again, a few instructions into the dynamic loader.
-  auto stopped = running ? inferior_->stop_all() : inferior_->stop_all(tid);
-  if (!stopped) return std::unexpected(stopped.error());
-  stepping_ = 0;
-  session_->set_stepping(0);
+  if (non_stop_) {
+    // Non-stop mode: the thread alone stops (the other processes' threads run on).
+    if (running) {
+      if (auto r = stop_only({tid}); !r) return std::unexpected(r.error());
+    }
+    if (auto r = stop_others(tid); !r) return std::unexpected(r.error());
+  } else {
+    auto stopped = running ? inferior_->stop_all() : inferior_->stop_all(tid);
+    if (!stopped) return std::unexpected(stopped.error());
+    stepping_ = 0;
+    session_->set_stepping(0);
+  }
   // Unless a watch let it run, the thread is still where execve returns (see resume()).
   if (!running) execve_return_ = tid;
   StopEvent stop = stop_of(Kind::kExec, tid);

@@ -224,6 +224,9 @@ class GdbTarget final : public gdb::Target {
   // stop (vCont;t) once it is stopped (nullopt: none yet).
   Result<std::optional<gdb::StopEvent>> resume_each(const std::vector<gdb::ResumeAction>& list);
   Result<std::optional<gdb::StopEvent>> requested_stop();
+  // Non-stop mode: `threads` stop (those running), every other thread runs on as it ran (a
+  // thread whose own event stopped it first keeps it queued).
+  Result<void> stop_only(const std::set<pid_t>& threads);
   // Whether thread `tid` is stepped for the client (all-stop: the one stepping_).
   bool stepping(pid_t tid) const;
   // Runs `change` with every thread stopped (the session's insert and remove need it): in
