@@ -127,9 +127,7 @@ std::string Server::took_process() {
   forget_process();
   last_thread_ = target_.pid();
   last_stop_ = stop_reply(SIGTRAP, last_thread_, "");
-  if (non_stop_) {
-    for (Tid t : target_.threads()) stopped_[t] = t == last_thread_ ? last_stop_ : "";
-  }
+  if (non_stop_) all_stopped();
   return last_stop_;
 }
 
@@ -237,6 +235,19 @@ std::string Server::on_stop(const StopEvent& ev) {
     }
     return out;
   }
+  return stop_reply(ev.signal, ev.tid, stop_reason(ev));
+}
+
+void Server::all_stopped() {
+  // The last stop's thread with a trap (a start's, an attach's), the others as if stopped by
+  // vCont;t.
+  for (Tid t : target_.threads()) {
+    stopped_[t] = ThreadStop{.signal = t == last_thread_ ? SIGTRAP : 0, .reason = ""};
+  }
+}
+
+std::string Server::stop_reason(const StopEvent& ev) {
+  using Kind = StopEvent::Kind;
   last_thread_ = ev.tid;
   std::string reason;
   switch (ev.kind) {
@@ -274,7 +285,7 @@ std::string Server::on_stop(const StopEvent& ev) {
     default:
       break;
   }
-  return stop_reply(ev.signal, last_thread_, reason);
+  return reason;
 }
 
 std::string Server::thread_id(Tid tid) const {
@@ -407,21 +418,22 @@ Result<void> Server::notify(const StopEvent& stop) {
     if (!thread_events_) return {};
     // gdbserver's form: the status in hex, then the thread.
     text = "w" + hex_u64(static_cast<std::uint64_t>(stop.status)) + ";" + thread_id(stop.tid);
-  } else {
+  } else if (ended) {
     text = on_stop(stop);
-    last_stop_ = text;
-    if (ended) {
-      // The threads that are no more are forgotten (a thread runs only while it is listed).
-      const std::vector<Tid> threads = target_.threads();
-      std::erase_if(stopped_, [&](const auto& t) {
-        return std::find(threads.begin(), threads.end(), t.first) == threads.end();
-      });
-    } else {
-      stopped_[stop.tid] = text;
-      // A fork's child is held stopped until the client resumes or detaches it.
-      if (stop.kind == StopEvent::Kind::kFork) stopped_[stop.child] = "";
-    }
+    // The threads that are no more are forgotten (a thread runs only while it is listed).
+    const std::vector<Tid> threads = target_.threads();
+    std::erase_if(stopped_, [&](const auto& t) {
+      return std::find(threads.begin(), threads.end(), t.first) == threads.end();
+    });
+  } else {
+    // Kept as its parts: '?' makes the reply again with the registers as they are then.
+    ThreadStop& kept = stopped_[stop.tid];
+    kept = ThreadStop{.signal = stop.signal, .reason = stop_reason(stop)};
+    text = stop_reply(kept.signal, stop.tid, kept.reason);
+    // A fork's child is held stopped until the client resumes or detaches it.
+    if (stop.kind == StopEvent::Kind::kFork) stopped_[stop.child] = ThreadStop{};
   }
+  last_stop_ = text;
   notifications_.emplace_back(ended ? 0 : stop.tid, text);
   if (notifications_.size() > 1) return {};  // sent as the reply to a vStopped
   if (remote_debug_) debug_line("remote: notifying Stop:" + text.substr(0, 200));
@@ -605,8 +617,7 @@ Server::Served Server::on(const StopReason&) {
   for (Tid t : target_.threads()) {
     auto it = stopped_.find(t);
     if (it == stopped_.end()) continue;
-    if (it->second.empty()) it->second = stop_reply(0, t, "");
-    notifications_.emplace_back(t, it->second);
+    notifications_.emplace_back(t, stop_reply(it->second.signal, t, it->second.reason));
   }
   return answer(notifications_.empty() ? std::string("OK") : notifications_.front().second);
 }
@@ -829,11 +840,7 @@ Server::Served Server::on(const NonStop& n) {
   non_stop_ = n.on;
   notifications_.clear();
   stopped_.clear();
-  if (non_stop_ && running()) {
-    // Every thread is stopped: the last stop's thread with its stop, the others as if stopped
-    // by vCont;t (their replies made when '?' asks).
-    for (Tid t : target_.threads()) stopped_[t] = t == last_thread_ ? last_stop_ : "";
-  }
+  if (non_stop_ && running()) all_stopped();
   return answer(std::string("OK"));
 }
 

@@ -460,6 +460,18 @@ TEST_F(ServerTest, NonStopStatusQueuesEveryStoppedThread) {
                      acked("T00thread:65;" + kRegs101) + acked("OK") + acked("OK"));
 }
 
+TEST_F(ServerTest, NonStopStatusMakesEachStopAgainWithTheRegistersOfNow) {
+  StopEvent bp = stop_of(StopEvent::Kind::kBreakpoint, 101);
+  target.stops = {bp};
+  const std::string out = run({"QNonStop:1", "vCont;c:65", "vStopped", "Hg65",
+                               "P10=0020400000000000", "?", "vStopped", "vStopped"});
+  EXPECT_TRUE(out.ends_with(acked("T05thread:64;" + kRegs100) +
+                            acked("T05thread:65;swbreak:;06:1000fe7f00000000;07:0000fe7f00000000;"
+                                  "10:0020400000000000;") +
+                            acked("OK")))
+      << out;
+}
+
 TEST_F(ServerTest, NonStopResumesOnlyStoppedThreadsNotThoseWithAQueuedStop) {
   target.thread_list = {100, 101, 102};
   target.stops = {stop_of(StopEvent::Kind::kSignal, 101, SIGSEGV),

@@ -177,8 +177,13 @@ class Server {
   Result<void> notify(const StopEvent& stop);
   // D;PID / vKill;PID with multiprocess+ of one process of several; nullopt: not that case.
   std::optional<Result<std::string>> leave_one(std::optional<Tid> process, bool kill);
-  // The reply of a stop, and what it changes here (the last thread, an ended process).
+  // The reply of a stop, and what it changes here (the last thread, an ended process);
+  // stop_reason: the reason fields of a thread's stop (swbreak:, watch:ADDR, ...), its thread
+  // the last one.
   std::string on_stop(const StopEvent& stop);
+  std::string stop_reason(const StopEvent& stop);
+  // Non-stop mode: every thread is stopped (a start, an attach, QNonStop:1).
+  void all_stopped();
   Result<std::optional<ServerEnd>> finish(ServerEnd::How how);
   Result<ServerEnd> client_gone();
   bool stays() const;
@@ -230,11 +235,15 @@ class Server {
   bool interrupted_ = false;           // interrupt_requested() ended the serving
   bool non_stop_ = false;              // QNonStop:1
   bool thread_events_ = false;         // QThreadEvents:1
-  // Non-stop mode: the stops not taken by the client yet (the first one notified), and the
-  // threads stopped with the stop reply each has ('?'; empty: made when asked); any other
-  // thread runs. A notification's thread: the one it stops (0 for a process's end).
+  // Non-stop mode: the stops not taken by the client yet (the first one notified; its thread:
+  // the one it stops, 0 for a process's end), and the threads stopped, each with its stop's
+  // signal and reason ('?'); any other thread runs.
   std::deque<std::pair<Tid, std::string>> notifications_;
-  std::map<Tid, std::string> stopped_;
+  struct ThreadStop {
+    int signal = 0;
+    std::string reason;
+  };
+  std::map<Tid, ThreadStop> stopped_;
 };
 
 }  // namespace hwarb::gdb
