@@ -270,6 +270,9 @@ std::string Server::stop_reason(const StopEvent& ev) {
     case Kind::kVforkDone:
       reason = "vforkdone:;";
       break;
+    case Kind::kThreadCreated:
+      reason = "create:;";
+      break;
     case Kind::kExec:
       if (!ev.exec_path.empty() && exec_events_) {
         reason = "exec:" + hex_text(ev.exec_path) + ";";
@@ -413,6 +416,12 @@ Result<bool> Server::wait_running() {
 Result<void> Server::notify(const StopEvent& stop) {
   std::string text;
   const bool ended = stop.kind == StopEvent::Kind::kExited || stop.kind == StopEvent::Kind::kKilled;
+  if (stop.kind == StopEvent::Kind::kThreadCreated && !thread_events_) {
+    // Not asked for: the new thread runs at once, as any thread the client has not stopped.
+    auto r = target_.resume({ResumeAction{.kind = 'c', .signal = 0, .tid = stop.tid}});
+    if (!r) return std::unexpected(r.error());
+    return *r ? notify(**r) : Result<void>();
+  }
   if (stop.kind == StopEvent::Kind::kThreadExited) {
     stopped_.erase(stop.tid);
     if (!thread_events_) return {};

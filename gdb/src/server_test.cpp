@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -502,6 +503,33 @@ TEST_F(ServerTest, NonStopThreadExitsWithThreadEventsAndTheProcessEnd) {
       run({"QNonStop:1", "QThreadEvents:1", "vCont;c", "vStopped", "vStopped", "?"});
   EXPECT_EQ(out, acked("OK") + acked("OK") + acked("OK") + notified("w0;65") + "+" +
                      rsp_frame("W03") + acked("OK") + acked("W03"));
+}
+
+TEST_F(ServerTest, NonStopNewThreadsRunUnlessThreadEventsAskForTheirStart) {
+  target.thread_list = {100, 101, 102, 103};
+  target.stops = {stop_of(StopEvent::Kind::kThreadCreated, 102)};
+  const std::string out = run({"QNonStop:1", "vCont;c", "QThreadEvents:1", "vStopped", "vCont;c"});
+  // 102 started before the client asked: resumed by the server, untold.
+  EXPECT_EQ(out, acked("OK") + acked("OK") + acked("OK") + acked("OK") + acked("OK"));
+  Calls resumes;
+  for (const std::string& c : asked()) {
+    if (c.starts_with("resume")) resumes.push_back(c);
+  }
+  EXPECT_EQ(resumes, (Calls{"resume c0:0.100 c0:0.101 c0:0.102 c0:0.103", "resume c0:0.102"}));
+}
+
+TEST_F(ServerTest, NonStopNewThreadsStartAsStopsWithThreadEvents) {
+  target.thread_list = {100, 101, 102};
+  target.stops = {stop_of(StopEvent::Kind::kThreadCreated, 102)};
+  const std::string out =
+      run({"QNonStop:1", "QThreadEvents:1", "vCont;c:64", "vStopped", "vCont;c"});
+  EXPECT_EQ(out, acked("OK") + acked("OK") + acked("OK") +
+                     notified("T05thread:66;create:;06:1000fe7f00000000;07:0000fe7f00000000;10:"
+                              "6610400000000000;") +
+                     acked("OK") + acked("OK"));
+  // The new thread, stopped, runs again with the wildcard.
+  const Calls calls = asked();
+  EXPECT_NE(std::find(calls.begin(), calls.end(), "resume c0:0.101 c0:0.102"), calls.end());
 }
 
 TEST_F(ServerTest, NonStopThreadExitsUntoldWithoutThreadEvents) {

@@ -1593,10 +1593,11 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
       // A thread created while the client runs only some threads (gdb stepping one thread
       // over a breakpoint it took out) stays stopped until the client resumes every thread:
       // run now, it could pass that breakpoint unseen. gdbserver leaves such a thread stopped.
-      // Non-stop mode: it runs.
-      if (!non_stop_ &&
-          (!wildcard_process_ ||
-           (*wildcard_process_ != 0 && *wildcard_process_ != inferior_->group_of(ev.tid)))) {
+      // Non-stop mode: reported (the client resumes it, or the server when the client did not
+      // ask for thread events).
+      if (non_stop_) return Stop(stop_of(Kind::kThreadCreated, ev.tid));
+      if (!wildcard_process_ ||
+          (*wildcard_process_ != 0 && *wildcard_process_ != inferior_->group_of(ev.tid))) {
         break;
       }
       step = inferior_->resume(ev.tid, mode);

@@ -30,7 +30,8 @@
 //     signal 0) and are answered OK; each stop is queued and the first one sent as a %Stop
 //     notification, the next ones as the replies to vStopped (OK when none is left); '?' queues
 //     the stop of every stopped thread and replies with the first; QThreadEvents:1 adds thread
-//     exits (w); vCtrlC (or 0x03) sends the process SIGINT. Packets are served while threads
+//     starts (create:, the new thread stopped until resumed) and exits (w); vCtrlC (or 0x03)
+//     sends the process SIGINT. Packets are served while threads
 //     run.
 // Bad input (a malformed packet, a bad checksum, an unknown packet) gets the protocol's answer:
 // '-' (resend), an empty reply, or E NN; it never asks the target to change anything.

@@ -30,11 +30,11 @@
 //    stop one by one, and the contract above holds per thread. resume() names each thread it
 //    acts on (tid > 0): 'c'/'C'/'s'/'S' for a thread whose stop was reported, 't' for a running
 //    one (its stop, signal 0 unless another event of it comes first, is returned by wait()).
-//    wait() returns the next stop of one thread, which alone stops (the others run on), and
-//    kThreadExited as threads end. Memory and the points may be changed while threads run;
-//    registers are asked of stopped threads only. What the target stops by itself (a step over
-//    a breakpoint, a watch's change, a software watch's step) it resumes before it returns or
-//    waits again: the client never sees it.
+//    wait() returns the next stop of one thread, which alone stops (the others run on),
+//    kThreadCreated as threads start (stopped until resumed), and kThreadExited as they end. Memory
+//    and the points may be changed while threads run; registers are asked of stopped threads only.
+//    What the target stops by itself (a step over a breakpoint, a watch's change, a software
+//    watch's step) it resumes before it returns or waits again: the client never sees it.
 //  - finish() undoes everything the target did to the process (int3s, watches, registers) and
 //    leaves it as asked; drop_process() does the same and forgets the process, leaving the
 //    target with none (extended mode). start()/attach() give the target its process again.
@@ -100,6 +100,7 @@ struct StopEvent {
     kExec,           // tid execed exec_path (empty: unknown)
     kSyscallEntry,   // catch syscall: tid enters / returns from syscall
     kSyscallReturn,  //
+    kThreadCreated,  // non-stop mode: thread tid is new, stopped at its first instruction
     kThreadExited,   // non-stop mode: thread tid ended (status), its process goes on
     kExited,         // process ended with status (kExited) or signal (kKilled); remains: a
     kKilled,         // traced process is left: tid is then the leader of a new first process
