@@ -755,6 +755,7 @@ Result<void> GdbTarget::set_non_stop(bool on) {
   non_stop_ = on;
   steps_.clear();
   stop_requested_.clear();
+  if (session_ != nullptr) session_->set_stepping(0);
   return {};
 }
 
@@ -793,10 +794,13 @@ Result<std::optional<StopEvent>> GdbTarget::resume_each(
     }
     stop_requested_.erase(a.tid);
     const bool step = a.kind == 's' || a.kind == 'S';
-    if (!step) steps_.erase(a.tid);
+    if (!step && steps_.erase(a.tid) != 0) session_->set_stepping(steps_);
     if (inferior_->has_queued(a.tid)) {  // its event comes first
       deferred_[a.tid] = Asked{.step = step, .signal = a.signal};
-      if (step) steps_.insert(a.tid);
+      if (step) {
+        steps_.insert(a.tid);
+        session_->set_stepping(steps_);
+      }
       continue;
     }
     if (step) begin_step(a.tid);
@@ -1021,7 +1025,11 @@ void GdbTarget::begin_step(pid_t tid) {
   stepping_ = tid;
   steps_.insert(tid);
   stepped_.insert(tid);
-  session_->set_stepping(tid);
+  if (non_stop_) {
+    session_->set_stepping(steps_);
+  } else {
+    session_->set_stepping(tid);
+  }
   // The step's accesses, for a debug-register hit whose trap the step's own SIGTRAP hides (two
   // SIGTRAPs of one instruction coalesce into one stop).
   std::vector<x86::MemRef>& accesses = step_accesses_[tid];
@@ -1037,11 +1045,8 @@ void GdbTarget::begin_step(pid_t tid) {
 Result<void> GdbTarget::stop_others(pid_t tid) {
   if (non_stop_) {
     // The thread alone stops; the others run on.
-    steps_.erase(tid);
-    if (stepping_ == tid) {
-      stepping_ = 0;
-      session_->set_stepping(0);
-    }
+    if (stepping_ == tid) stepping_ = 0;
+    if (steps_.erase(tid) != 0) session_->set_stepping(steps_);
     return {};
   }
   auto stopped = inferior_->stop_all(tid);
@@ -1528,7 +1533,7 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
       if (non_stop_) {
         // Non-stop mode: the client hears of it (with QThreadEvents) as gdbserver tells it.
         stop_requested_.erase(ev.tid);
-        steps_.erase(ev.tid);
+        if (steps_.erase(ev.tid) != 0) session_->set_stepping(steps_);
         stepped_.erase(ev.tid);
         step_accesses_.erase(ev.tid);
         StopEvent stop = stop_of(Kind::kThreadExited, ev.tid, 0);
