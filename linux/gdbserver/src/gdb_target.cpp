@@ -1161,6 +1161,11 @@ Result<StopEvent> GdbTarget::fork_stop(const Event& ev) {
 }
 
 Result<void> GdbTarget::detach_process(gdb::Tid process) {
+  // Non-stop mode: the other processes' threads run on after it.
+  return with_all_stopped([&] { return detach_stopped(process); });
+}
+
+Result<void> GdbTarget::detach_stopped(gdb::Tid process) {
   if (auto r = inferior_->stop_all(); !r) return std::unexpected(r.error());
   if (auto r = flush_removed(); !r) return r;
   // Its held int3 traps are no signals of the program (delivered, they would kill it).
@@ -1226,6 +1231,10 @@ Result<void> GdbTarget::rebuild_watches() {
 }
 
 Result<void> GdbTarget::kill_process(gdb::Tid process) {
+  return with_all_stopped([&] { return kill_stopped(process); });
+}
+
+Result<void> GdbTarget::kill_stopped(gdb::Tid process) {
   if (auto r = inferior_->stop_all(); !r) return std::unexpected(r.error());
   std::vector<pid_t> tids;
   for (pid_t t : inferior_->threads()) {

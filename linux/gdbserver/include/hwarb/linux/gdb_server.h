@@ -232,6 +232,9 @@ class GdbTarget final : public gdb::Target {
   // Runs `change` with every thread stopped (the session's insert and remove need it): in
   // non-stop mode the threads it stopped run on after it, as the session's watches now ask.
   Result<void> with_all_stopped(const std::function<Result<void>()>& change);
+  // detach_process and kill_process with every thread stopped.
+  Result<void> detach_stopped(gdb::Tid process);
+  Result<void> kill_stopped(gdb::Tid process);
   Result<std::optional<gdb::StopEvent>> on_event(const Event& event);
   // The int3 trap of a thread that stopped at a breakpoint of ours (SIGTRAP, SI_KERNEL, the pc
   // one past it) (see rewound_).
