@@ -35,6 +35,11 @@
 //     watchdog (WatchSession, options.guard), to which the target adds the process and its
 //     int3 bytes (WatchSession::set_caller_plan) after every packet and event: the watchdog
 //     stops the program, takes out the int3s and the software watch's changes, and lets it run.
+//  7. Non-stop mode (gdb::Target's contract): a stop leaves its thread alone stopped; a new
+//     thread is reported stopped; vCont;t, a watch's change, and leaving one process stop every
+//     running thread for the moment and resume exactly those (the software path's and a false
+//     condition's steps over do the same); a watch's removal is applied at once; every thread
+//     stepped for the client is the session's (WatchSession::set_stepping).
 //
 // Contract:
 //  - The Inferior is stopped (every thread) when serve() starts, as spawn() and attach() leave
