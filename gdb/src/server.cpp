@@ -443,7 +443,10 @@ Result<void> Server::notify(const StopEvent& stop) {
     if (stop.kind == StopEvent::Kind::kFork) stopped_[stop.child] = ThreadStop{};
   }
   last_stop_ = text;
-  notifications_.emplace_back(ended ? 0 : stop.tid, text);
+  notifications_.push_back(
+      Notification{.tid = ended ? 0 : stop.tid,
+                   .child = stop.kind == StopEvent::Kind::kFork ? stop.child : 0,
+                   .text = text});
   if (notifications_.size() > 1) return {};  // sent as the reply to a vStopped
   if (remote_debug_) debug_line("remote: notifying Stop:" + text.substr(0, 200));
   const std::string framed = rsp_frame("Stop:" + text);
@@ -626,9 +629,10 @@ Server::Served Server::on(const StopReason&) {
   for (Tid t : target_.threads()) {
     auto it = stopped_.find(t);
     if (it == stopped_.end()) continue;
-    notifications_.emplace_back(t, stop_reply(it->second.signal, t, it->second.reason));
+    notifications_.push_back(
+        Notification{.tid = t, .text = stop_reply(it->second.signal, t, it->second.reason)});
   }
-  return answer(notifications_.empty() ? std::string("OK") : notifications_.front().second);
+  return answer(notifications_.empty() ? std::string("OK") : notifications_.front().text);
 }
 
 Server::Served Server::on(const ExtendedMode&) {
@@ -860,7 +864,7 @@ Server::Served Server::on(const ThreadEvents& t) {
 
 Server::Served Server::on(const Stopped&) {
   if (!notifications_.empty()) notifications_.pop_front();
-  return answer(notifications_.empty() ? std::string("OK") : notifications_.front().second);
+  return answer(notifications_.empty() ? std::string("OK") : notifications_.front().text);
 }
 
 Server::Served Server::on(const CtrlC&) {
@@ -882,7 +886,7 @@ Result<std::optional<StopEvent>> Server::resume_each(const std::vector<ResumeAct
     if ((it->kind == 't') == (stopped != stopped_.end())) continue;
     if (it->kind != 't' && it->tid != t &&
         std::any_of(notifications_.begin(), notifications_.end(),
-                    [&](const auto& n) { return n.first == t; })) {
+                    [&](const Notification& n) { return n.tid == t || n.child == t; })) {
       continue;
     }
     ResumeAction a = *it;

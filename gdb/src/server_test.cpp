@@ -496,6 +496,22 @@ TEST_F(ServerTest, NonStopResumesOnlyStoppedThreadsNotThoseWithAQueuedStop) {
       << out;
 }
 
+TEST_F(ServerTest, NonStopAWildcardLeavesAForkChildTheClientDoesNotKnowYet) {
+  target.thread_list = {100, 101, 102};
+  target.group[102] = 102;
+  StopEvent fork = stop_of(StopEvent::Kind::kFork, 101);
+  fork.child = 102;
+  target.stops = {stop_of(StopEvent::Kind::kSignal, 100, SIGCHLD), fork};
+  const std::string out = run({"qSupported:multiprocess+;fork-events+", "QNonStop:1",
+                               "vCont;c:p64.65", "vCont;c:p64.64", "vStopped", "vCont;c"});
+  // The second vCont;c comes with the fork's stop still queued: 102 stays stopped.
+  Calls resumes;
+  for (const std::string& c : asked()) {
+    if (c.starts_with("resume")) resumes.push_back(c);
+  }
+  EXPECT_EQ(resumes, (Calls{"resume c0:0.101", "resume c0:0.100"})) << out;
+}
+
 TEST_F(ServerTest, NonStopThreadExitsWithThreadEventsAndTheProcessEnd) {
   StopEvent gone = stop_of(StopEvent::Kind::kThreadExited, 101, 0);
   target.stops = {gone, exit_stop(StopEvent::Kind::kExited, 3, 0)};

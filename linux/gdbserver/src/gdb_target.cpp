@@ -767,13 +767,23 @@ bool GdbTarget::stepping(pid_t tid) const {
   return non_stop_ ? steps_.contains(tid) : tid == stepping_;
 }
 
+std::set<pid_t> GdbTarget::running_threads() const {
+  std::set<pid_t> running;
+  for (pid_t t : inferior_->threads()) {
+    if (!inferior_->is_stopped(t)) running.insert(t);
+  }
+  return running;
+}
+
 Result<void> GdbTarget::with_all_stopped(const std::function<Result<void>()>& change) {
   if (!non_stop_) return change();
+  const std::set<pid_t> running = running_threads();
   auto stopped = inferior_->stop_all();
   if (!stopped) return std::unexpected(stopped.error());
   Result<void> changed = change();
   for (pid_t t : *stopped) {
-    if (!inferior_->is_stopped(t) || inferior_->has_queued(t)) continue;
+    // Only what ran before (a forked child that came meanwhile waits for its fork's stop).
+    if (!running.contains(t) || !inferior_->is_stopped(t) || inferior_->has_queued(t)) continue;
     // The session's way of running may have changed with the watches.
     if (auto r = inferior_->resume(t, stepping(t) ? Resume::kStep : run_mode());
         !r && r.error().code() != ErrorCode::kSrch) {
@@ -814,10 +824,11 @@ Result<std::optional<StopEvent>> GdbTarget::resume_each(
 }
 
 Result<void> GdbTarget::stop_only(const std::set<pid_t>& threads) {
+  const std::set<pid_t> running = running_threads();
   auto stopped = inferior_->stop_all();
   if (!stopped) return std::unexpected(stopped.error());
   for (pid_t t : *stopped) {
-    if (threads.contains(t) || !inferior_->is_stopped(t)) continue;
+    if (threads.contains(t) || !running.contains(t) || !inferior_->is_stopped(t)) continue;
     if (auto r = inferior_->resume_as_before(t); !r && r.error().code() != ErrorCode::kSrch) {
       return r;
     }

@@ -237,9 +237,15 @@ class Server {
   bool non_stop_ = false;              // QNonStop:1
   bool thread_events_ = false;         // QThreadEvents:1
   // Non-stop mode: the stops not taken by the client yet (the first one notified; its thread:
-  // the one it stops, 0 for a process's end), and the threads stopped, each with its stop's
-  // signal and reason ('?'); any other thread runs.
-  std::deque<std::pair<Tid, std::string>> notifications_;
+  // the one it stops, 0 for a process's end; a wildcard resumes neither it nor a fork's child
+  // in it), and the threads stopped, each with its stop's signal and reason ('?'); any other
+  // thread runs.
+  struct Notification {
+    Tid tid = 0;
+    Tid child = 0;  // a fork's child, which the client does not know yet
+    std::string text;
+  };
+  std::deque<Notification> notifications_;
   struct ThreadStop {
     int signal = 0;
     std::string reason;

@@ -232,6 +232,8 @@ class GdbTarget final : public gdb::Target {
   // Non-stop mode: `threads` stop (those running), every other thread runs on as it ran (a
   // thread whose own event stopped it first keeps it queued).
   Result<void> stop_only(const std::set<pid_t>& threads);
+  // The threads running now (before a stop_all: those to resume after it).
+  std::set<pid_t> running_threads() const;
   // Whether thread `tid` is stepped for the client (all-stop: the one stepping_).
   bool stepping(pid_t tid) const;
   // Runs `change` with every thread stopped (the session's insert and remove need it): in
