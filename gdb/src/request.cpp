@@ -161,6 +161,14 @@ Result<Request> parse_query(std::string_view p) {
   if (p.starts_with("qXfer:")) return parse_xfer(p.substr(6));
   if (p.starts_with("QCatchSyscalls:")) return parse_catch_syscalls(p.substr(15));
   if (p == "QThreadSuffixSupported") return ThreadSuffixSupported{};
+  if (p.starts_with("QNonStop:") || p.starts_with("QThreadEvents:")) {
+    const std::string_view mode = p.substr(p.find(':') + 1);
+    if (mode != "0" && mode != "1") {
+      return make_error(ErrorCode::kInval, std::string(p.substr(0, p.find(':'))) + ": 0 or 1");
+    }
+    if (p[1] == 'N') return NonStop{mode == "1"};
+    return ThreadEvents{mode == "1"};
+  }
   if (p == "QListThreadsInStopReply") return ListThreadsInStopReply{};
   if (p == "qHostInfo") return HostInfo{};
   if (p == "qProcessInfo") return ProcessInfo{};
@@ -445,6 +453,8 @@ Result<Request> parse_request(std::string_view p) {
     case 'v':
       if (p == "vCont?") return VContQuery{};
       if (p.starts_with("vCont;")) return parse_vcont(p.substr(6));
+      if (p == "vStopped") return Stopped{};
+      if (p == "vCtrlC") return CtrlC{};
       if (p.starts_with("vKill")) {
         return VKill{p.starts_with("vKill;") ? positive_id(p.substr(6)) : std::nullopt};
       }

@@ -299,6 +299,17 @@ TEST(ParseRequest, VContActions) {
   EXPECT_EQ(error_of("vCont;c:zz").code(), ErrorCode::kInval);
 }
 
+TEST(ParseRequest, NonStopRequests) {
+  EXPECT_TRUE(parsed<NonStop>("QNonStop:1").on);
+  EXPECT_FALSE(parsed<NonStop>("QNonStop:0").on);
+  EXPECT_TRUE(parsed<ThreadEvents>("QThreadEvents:1").on);
+  EXPECT_FALSE(parsed<ThreadEvents>("QThreadEvents:0").on);
+  EXPECT_TRUE(is<Stopped>("vStopped"));
+  EXPECT_TRUE(is<CtrlC>("vCtrlC"));
+  EXPECT_EQ(error_of("QNonStop:2").message(), "QNonStop: 0 or 1");
+  EXPECT_EQ(error_of("QThreadEvents:").message(), "QThreadEvents: 0 or 1");
+}
+
 TEST(ParseRequest, ProcessesStartAttachKillDetach) {
   EXPECT_EQ(parsed<gdb::Run>("vRun;2f62696e2f70726f67;61").argv,
             (std::vector<std::string>{"/bin/prog", "a"}));

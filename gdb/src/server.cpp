@@ -70,6 +70,8 @@ void Server::connect() {
   last_sent_.clear();
   interrupt_ = false;
   gone_.reset();
+  thread_events_ = false;
+  notifications_.clear();
   target_.close_files();
 }
 
@@ -104,6 +106,8 @@ Result<ServerEnd> Server::client_gone() {
 }
 
 void Server::forget_process() {
+  notifications_.clear();
+  stopped_.clear();
   last_stop_ = "W00";
   last_thread_ = 0;
   g_thread_ = 0;
@@ -123,6 +127,7 @@ std::string Server::took_process() {
   forget_process();
   last_thread_ = target_.pid();
   last_stop_ = stop_reply(SIGTRAP, last_thread_, "");
+  if (non_stop_) all_stopped();
   return last_stop_;
 }
 
@@ -133,7 +138,7 @@ std::optional<Result<std::string>> Server::without_process(const std::string& p)
                      p.starts_with("qMemoryRegionInfo") || p.starts_with("qGetTLSAddr") ||
                      (p.starts_with("qXfer:") && !p.starts_with("qXfer:features:")) ||
                      (p[0] != 'q' && p[0] != 'Q' && p[0] != '!' && p[0] != 'R' && p != "vCont?" &&
-                      p != "vMustReplyEmpty" && !p.starts_with("vFile:") &&
+                      p != "vMustReplyEmpty" && p != "vStopped" && !p.starts_with("vFile:") &&
                       !p.starts_with("vRun;") && !p.starts_with("vAttach;"));
   if (needs) return make_error(ErrorCode::kSrch, "process: there is none (vRun or vAttach first)");
   return std::nullopt;
@@ -230,6 +235,19 @@ std::string Server::on_stop(const StopEvent& ev) {
     }
     return out;
   }
+  return stop_reply(ev.signal, ev.tid, stop_reason(ev));
+}
+
+void Server::all_stopped() {
+  // The last stop's thread with a trap (a start's, an attach's), the others as if stopped by
+  // vCont;t.
+  for (Tid t : target_.threads()) {
+    stopped_[t] = ThreadStop{.signal = t == last_thread_ ? SIGTRAP : 0, .reason = ""};
+  }
+}
+
+std::string Server::stop_reason(const StopEvent& ev) {
+  using Kind = StopEvent::Kind;
   last_thread_ = ev.tid;
   std::string reason;
   switch (ev.kind) {
@@ -252,6 +270,9 @@ std::string Server::on_stop(const StopEvent& ev) {
     case Kind::kVforkDone:
       reason = "vforkdone:;";
       break;
+    case Kind::kThreadCreated:
+      reason = "create:;";
+      break;
     case Kind::kExec:
       if (!ev.exec_path.empty() && exec_events_) {
         reason = "exec:" + hex_text(ev.exec_path) + ";";
@@ -267,7 +288,7 @@ std::string Server::on_stop(const StopEvent& ev) {
     default:
       break;
   }
-  return stop_reply(ev.signal, last_thread_, reason);
+  return reason;
 }
 
 std::string Server::thread_id(Tid tid) const {
@@ -321,7 +342,11 @@ Result<ServerEnd> Server::serve_packets() {
           }
           break;
         case RspItem::Kind::kInterrupt:
-          break;  // the process is stopped already
+          // Non-stop mode: as vCtrlC, without its reply. All-stop: the process is stopped.
+          if (threads_running()) {
+            if (auto r = target_.interrupt_process(); !r) return std::unexpected(r.error());
+          }
+          break;
         case RspItem::Kind::kBadChecksum:
           // With acknowledgments: a resend is asked for. Without (a reliable transport, as
           // gdbserver takes it), the packet is served as it came.
@@ -343,10 +368,89 @@ Result<ServerEnd> Server::serve_packets() {
         }
       }
     }
+    if (threads_running()) {
+      auto waited = wait_running();
+      if (!waited) return std::unexpected(waited.error());
+      if (!*waited) return *gone_;
+      continue;
+    }
     auto more = receive(true);
     if (!more) return std::unexpected(more.error());
     if (!*more) return client_gone();
   }
+}
+
+bool Server::threads_running() const {
+  if (!non_stop_ || !running()) return false;
+  for (Tid t : target_.threads()) {
+    if (!stopped_.contains(t)) return true;
+  }
+  return false;
+}
+
+Result<bool> Server::wait_running() {
+  auto got = target_.wait(connection_.poll_fd());
+  if (!got && got.error().code() == ErrorCode::kIntr) {
+    if (!connection_.interrupt_requested()) return true;
+    // A signal asked the server to end: as if the client went away.
+    interrupted_ = true;
+    auto end = finish(ServerEnd::How::kInterrupted);
+    if (!end) return std::unexpected(end.error());
+    gone_ = *end;
+    return false;
+  }
+  if (!got) return std::unexpected(got.error());
+  if (got->stop) {
+    if (auto r = notify(*got->stop); !r) return std::unexpected(r.error());
+    return true;
+  }
+  auto more = receive(true);
+  if (!more) return std::unexpected(more.error());
+  if (*more) return true;
+  auto end = client_gone();
+  if (!end) return std::unexpected(end.error());
+  gone_ = *end;
+  return false;
+}
+
+Result<void> Server::notify(const StopEvent& stop) {
+  std::string text;
+  const bool ended = stop.kind == StopEvent::Kind::kExited || stop.kind == StopEvent::Kind::kKilled;
+  if (stop.kind == StopEvent::Kind::kThreadCreated && !thread_events_) {
+    // Not asked for: the new thread runs at once, as any thread the client has not stopped.
+    auto r = target_.resume({ResumeAction{.kind = 'c', .signal = 0, .tid = stop.tid}});
+    if (!r) return std::unexpected(r.error());
+    return *r ? notify(**r) : Result<void>();
+  }
+  if (stop.kind == StopEvent::Kind::kThreadExited) {
+    stopped_.erase(stop.tid);
+    if (!thread_events_) return {};
+    // gdbserver's form: the status in hex, then the thread.
+    text = "w" + hex_u64(static_cast<std::uint64_t>(stop.status)) + ";" + thread_id(stop.tid);
+  } else if (ended) {
+    text = on_stop(stop);
+    // The threads that are no more are forgotten (a thread runs only while it is listed).
+    const std::vector<Tid> threads = target_.threads();
+    std::erase_if(stopped_, [&](const auto& t) {
+      return std::find(threads.begin(), threads.end(), t.first) == threads.end();
+    });
+  } else {
+    // Kept as its parts: '?' makes the reply again with the registers as they are then.
+    ThreadStop& kept = stopped_[stop.tid];
+    kept = ThreadStop{.signal = stop.signal, .reason = stop_reason(stop)};
+    text = stop_reply(kept.signal, stop.tid, kept.reason);
+    // A fork's child is held stopped until the client resumes or detaches it.
+    if (stop.kind == StopEvent::Kind::kFork) stopped_[stop.child] = ThreadStop{};
+  }
+  last_stop_ = text;
+  notifications_.push_back(
+      Notification{.tid = ended ? 0 : stop.tid,
+                   .child = stop.kind == StopEvent::Kind::kFork ? stop.child : 0,
+                   .text = text});
+  if (notifications_.size() > 1) return {};  // sent as the reply to a vStopped
+  if (remote_debug_) debug_line("remote: notifying Stop:" + text.substr(0, 200));
+  const std::string framed = rsp_frame("Stop:" + text);
+  return write_raw("%" + framed.substr(1));
 }
 
 Result<std::optional<ServerEnd>> Server::finish(ServerEnd::How how) {
@@ -443,9 +547,9 @@ std::optional<Result<std::string>> Server::refused(const std::string& p) {
   if (!target_.has_process()) {
     if (auto r = without_process(p)) return r;
   }
-  if (exited_ && p[0] != 'k' && p[0] != 'D' && !p.starts_with("vKill") && p[0] != 'q' &&
-      p[0] != '?' && !p.starts_with("Q") && p[0] != '!' && p[0] != 'R' && !p.starts_with("vRun;") &&
-      !p.starts_with("vAttach;")) {
+  if (exited_ && p[0] != 'k' && p[0] != 'D' && !p.starts_with("vKill") && p != "vStopped" &&
+      p[0] != 'q' && p[0] != '?' && !p.starts_with("Q") && p[0] != '!' && p[0] != 'R' &&
+      !p.starts_with("vRun;") && !p.starts_with("vAttach;")) {
     return make_error(ErrorCode::kSrch, "process: it has ended");
   }
   // The launch settings and process starts, only where the target starts processes.
@@ -510,7 +614,7 @@ Server::Served Server::on(const Supported& s) {
                 std::string(exec_events_ ? ";exec-events+" : "") +
                 std::string(multiprocess_ ? ";multiprocess+" : "") +
                 std::string(fork_events_ ? ";fork-events+" : "") +
-                std::string(vfork_events_ ? ";vfork-events+" : ""));
+                std::string(vfork_events_ ? ";vfork-events+" : "") + ";QNonStop+;QThreadEvents+");
 }
 
 Server::Served Server::on(const StartNoAckMode&) {
@@ -521,7 +625,16 @@ Server::Served Server::on(const StartNoAckMode&) {
 }
 
 Server::Served Server::on(const StopReason&) {
-  return answer(last_stop_);
+  if (!non_stop_ || !running()) return answer(last_stop_);
+  // Every stopped thread's stop, queued after those not taken yet; the first is the reply, the
+  // others the replies to vStopped.
+  for (Tid t : target_.threads()) {
+    auto it = stopped_.find(t);
+    if (it == stopped_.end()) continue;
+    notifications_.push_back(
+        Notification{.tid = t, .text = stop_reply(it->second.signal, t, it->second.reason)});
+  }
+  return answer(notifications_.empty() ? std::string("OK") : notifications_.front().text);
 }
 
 Server::Served Server::on(const ExtendedMode&) {
@@ -758,11 +871,67 @@ Result<ResumeAction> Server::resume_action(char kind, std::uint64_t signal, Tid 
   return a;
 }
 
+Server::Served Server::on(const NonStop& n) {
+  if (auto r = target_.set_non_stop(n.on); !r) return answer(std::unexpected(r.error()));
+  non_stop_ = n.on;
+  notifications_.clear();
+  stopped_.clear();
+  if (non_stop_ && running()) all_stopped();
+  return answer(std::string("OK"));
+}
+
+Server::Served Server::on(const ThreadEvents& t) {
+  thread_events_ = t.on;
+  return answer(std::string("OK"));
+}
+
+Server::Served Server::on(const Stopped&) {
+  if (!notifications_.empty()) notifications_.pop_front();
+  return answer(notifications_.empty() ? std::string("OK") : notifications_.front().text);
+}
+
+Server::Served Server::on(const CtrlC&) {
+  if (!non_stop_) return answer(std::string());  // all-stop: 0x03 interrupts
+  return done(target_.interrupt_process());
+}
+
+Result<std::optional<StopEvent>> Server::resume_each(const std::vector<ResumeAction>& list) {
+  // As gdbserver: a running thread ignores c/s; t stops a running thread only; a thread whose
+  // stop is still queued for the client is not resumed by an action that does not name it.
+  std::vector<ResumeAction> each;
+  for (Tid t : target_.threads()) {
+    const auto it = std::find_if(list.begin(), list.end(), [&](const ResumeAction& a) {
+      return a.tid == t ||
+             ((a.tid == -1 || a.tid == 0) && (a.process <= 0 || a.process == target_.group_of(t)));
+    });
+    if (it == list.end()) continue;
+    const auto stopped = stopped_.find(t);
+    if ((it->kind == 't') == (stopped != stopped_.end())) continue;
+    if (it->kind != 't' && it->tid != t &&
+        std::any_of(notifications_.begin(), notifications_.end(),
+                    [&](const Notification& n) { return n.tid == t || n.child == t; })) {
+      continue;
+    }
+    ResumeAction a = *it;
+    a.tid = t;
+    a.process = 0;
+    each.push_back(a);
+  }
+  if (each.empty()) return std::optional<StopEvent>();
+  auto at_once = target_.resume(each);
+  if (!at_once) return std::unexpected(at_once.error());
+  for (const ResumeAction& a : each) {
+    if (a.kind != 't') stopped_.erase(a.tid);
+  }
+  return at_once;
+}
+
 Server::Served Server::on(const Continue& c) {
   // The old forms: the Hc thread (or all) continues; 's' steps it.
   const bool step = c.kind == 's' || c.kind == 'S';
   auto action = resume_action(c.kind, c.signal, 0, step ? thread_for(c_thread_) : -1);
   if (!action) return resumed(std::unexpected(action.error()));
+  if (non_stop_) return resumed_each({*action});
   return resumed(resume({*action}));
 }
 
@@ -773,7 +942,18 @@ Server::Served Server::on(const VCont& v) {
     if (!action) return resumed(std::unexpected(action.error()));
     list.push_back(*action);
   }
+  if (non_stop_) return resumed_each(list);
   return resumed(resume(list));
+}
+
+Server::Served Server::resumed_each(const std::vector<ResumeAction>& list) {
+  auto at_once = resume_each(list);
+  if (!at_once) return answer(std::unexpected(at_once.error()));
+  if (auto r = reply("OK"); !r) return std::unexpected(r.error());
+  if (*at_once) {
+    if (auto r = notify(**at_once); !r) return std::unexpected(r.error());
+  }
+  return std::optional<ServerEnd>();
 }
 
 Server::Served Server::on(const VContQuery&) {
@@ -782,13 +962,15 @@ Server::Served Server::on(const VContQuery&) {
 
 // Processes.
 
-Server::Served Server::taken(Result<void> r) {
+Server::Served Server::taken(Result<void> r, bool attached) {
   if (!r) {
     if (!target_.has_process()) forget_process();
     return answer(std::unexpected(r.error()));
   }
   const std::string stop = took_process();
   g_thread_ = last_thread_;
+  // Non-stop mode: an attach's stops are the client's to ask for ('?'), as gdbserver answers.
+  if (attached && non_stop_) return answer(std::string("OK"));
   return answer(stop);
 }
 
@@ -797,7 +979,7 @@ Server::Served Server::on(const Run& run) {
 }
 
 Server::Served Server::on(const Attach& a) {
-  return taken(target_.attach(a.pid));
+  return taken(target_.attach(a.pid), true);
 }
 
 // D;PID and vKill;PID with multiprocess+: one process of several.

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -82,7 +83,7 @@ TEST_F(ServerTest, QSupportedAnnouncesWhatTheClientOffered) {
                        "read+;qXfer:threads:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;"
                        "QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+;"
                        "ConditionalBreakpoints+;error-message+;exec-events+;multiprocess+;"
-                       "fork-events+;vfork-events+"));
+                       "fork-events+;vfork-events+;QNonStop+;QThreadEvents+"));
   EXPECT_EQ(target.calls, (Calls{"set_features 111 announced", "finish 2"}));
   EXPECT_EQ(end.how, ServerEnd::How::kDisconnected);
 }
@@ -91,7 +92,8 @@ TEST_F(ServerTest, QSupportedOffersProcessStartsOnlyWhereTheTargetStartsThem) {
   target.startable = true;
   const std::string out = run({"qSupported:swbreak+"});
   EXPECT_NE(out.find(";ConditionalBreakpoints+;QDisableRandomization+;QEnvironmentHexEncoded+;"
-                     "QEnvironmentUnset+;QEnvironmentReset+;QStartupWithShell+#"),
+                     "QEnvironmentUnset+;QEnvironmentReset+;QStartupWithShell+;QNonStop+;"
+                     "QThreadEvents+#"),
             std::string::npos)
       << out;
   EXPECT_EQ(target.calls.front(), "set_features 000 announced");
@@ -423,6 +425,149 @@ TEST_F(ServerTest, ASignalToTheServerWhileRunningEndsIt) {
   EXPECT_EQ(target.calls.back(), "finish 3");
 }
 
+// Non-stop mode.
+
+// A %Stop notification of `stop`.
+std::string notified(const std::string& stop) {
+  return "%" + rsp_frame("Stop:" + stop).substr(1);
+}
+
+TEST_F(ServerTest, NonStopNotifiesEachStopAndVStoppedTakesThem) {
+  StopEvent bp = stop_of(StopEvent::Kind::kBreakpoint, 101);
+  bp.point = PointType::kSoftware;
+  target.stops = {bp, stop_of(StopEvent::Kind::kSignal, 100, SIGSEGV)};
+  const std::string out = run({"QNonStop:1", "vCont;c", "vStopped", "vStopped", "vStopped"});
+  // Both stops come before the client's vStopped: the second waits in the queue for it.
+  EXPECT_EQ(out, acked("OK") + acked("OK") + notified("T05thread:65;swbreak:;" + kRegs101) + "+" +
+                     rsp_frame("T0bthread:64;" + kRegs100) + acked("OK") + acked("OK"));
+  EXPECT_EQ(asked(), (Calls{"non_stop 1", "resume c0:0.100 c0:0.101", "wait", "wait"}));
+}
+
+TEST_F(ServerTest, NonStopServesPacketsWhileThreadsRunAndTStopsOne) {
+  target.stops = {stop_of(StopEvent::Kind::kSignal, 101, 0)};
+  target.quiet_waits = 2;
+  const std::string out =
+      run({"QNonStop:1", "vCont;c", "m1000,1", "vCont;t:65", "vStopped", "vCont;t:65"});
+  EXPECT_EQ(out, acked("OK") + acked("OK") + acked("E0e") + acked("OK") +
+                     notified("T00thread:65;" + kRegs101) + acked("OK") + acked("OK"));
+  // t of a stopped thread asks nothing; the running one stays as it is.
+  EXPECT_EQ(asked(),
+            (Calls{"non_stop 1", "resume c0:0.100 c0:0.101", "wait", "read_memory 100 1000 1",
+                   "wait", "resume t0:0.101", "wait", "wait", "wait", "wait"}));
+}
+
+TEST_F(ServerTest, NonStopStatusQueuesEveryStoppedThread) {
+  const std::string out = run({"QNonStop:1", "?", "vStopped", "vStopped", "vStopped"});
+  EXPECT_EQ(out, acked("OK") + acked("T05thread:64;" + kRegs100) +
+                     acked("T00thread:65;" + kRegs101) + acked("OK") + acked("OK"));
+}
+
+TEST_F(ServerTest, NonStopStatusMakesEachStopAgainWithTheRegistersOfNow) {
+  StopEvent bp = stop_of(StopEvent::Kind::kBreakpoint, 101);
+  target.stops = {bp};
+  const std::string out = run({"QNonStop:1", "vCont;c:65", "vStopped", "Hg65",
+                               "P10=0020400000000000", "?", "vStopped", "vStopped"});
+  EXPECT_TRUE(out.ends_with(acked("T05thread:64;" + kRegs100) +
+                            acked("T05thread:65;swbreak:;06:1000fe7f00000000;07:0000fe7f00000000;"
+                                  "10:0020400000000000;") +
+                            acked("OK")))
+      << out;
+}
+
+TEST_F(ServerTest, NonStopResumesOnlyStoppedThreadsNotThoseWithAQueuedStop) {
+  target.thread_list = {100, 101, 102};
+  target.stops = {stop_of(StopEvent::Kind::kSignal, 101, SIGSEGV),
+                  stop_of(StopEvent::Kind::kSignal, 102, SIGILL)};
+  target.quiet_waits = 1;
+  const std::string out = run({"QNonStop:1", "vCont;c:65;c:66", "vCont;c", "vStopped", "vCont;c",
+                               "vStopped", "vStopped", "vCont;s:66;c"});
+  // 100 runs with the wildcard; 102's stop is queued behind 101's, so the next wildcard leaves
+  // it stopped; once taken, it steps as named.
+  Calls resumes;
+  for (const std::string& c : asked()) {
+    if (c.starts_with("resume")) resumes.push_back(c);
+  }
+  EXPECT_EQ(resumes, (Calls{"resume c0:0.101 c0:0.102", "resume c0:0.100", "resume c0:0.101",
+                            "resume s0:0.102"}));
+  EXPECT_NE(
+      out.find(
+          notified("T0bthread:65;" + kRegs101) + "+" +
+          rsp_frame("T04thread:66;06:1000fe7f00000000;07:0000fe7f00000000;10:6610400000000000;")),
+      std::string::npos)
+      << out;
+}
+
+TEST_F(ServerTest, NonStopAWildcardLeavesAForkChildTheClientDoesNotKnowYet) {
+  target.thread_list = {100, 101, 102};
+  target.group[102] = 102;
+  StopEvent fork = stop_of(StopEvent::Kind::kFork, 101);
+  fork.child = 102;
+  target.stops = {stop_of(StopEvent::Kind::kSignal, 100, SIGCHLD), fork};
+  const std::string out = run({"qSupported:multiprocess+;fork-events+", "QNonStop:1",
+                               "vCont;c:p64.65", "vCont;c:p64.64", "vStopped", "vCont;c"});
+  // The second vCont;c comes with the fork's stop still queued: 102 stays stopped.
+  Calls resumes;
+  for (const std::string& c : asked()) {
+    if (c.starts_with("resume")) resumes.push_back(c);
+  }
+  EXPECT_EQ(resumes, (Calls{"resume c0:0.101", "resume c0:0.100"})) << out;
+}
+
+TEST_F(ServerTest, NonStopThreadExitsWithThreadEventsAndTheProcessEnd) {
+  StopEvent gone = stop_of(StopEvent::Kind::kThreadExited, 101, 0);
+  target.stops = {gone, exit_stop(StopEvent::Kind::kExited, 3, 0)};
+  const std::string out =
+      run({"QNonStop:1", "QThreadEvents:1", "vCont;c", "vStopped", "vStopped", "?"});
+  EXPECT_EQ(out, acked("OK") + acked("OK") + acked("OK") + notified("w0;65") + "+" +
+                     rsp_frame("W03") + acked("OK") + acked("W03"));
+}
+
+TEST_F(ServerTest, NonStopNewThreadsRunUnlessThreadEventsAskForTheirStart) {
+  target.thread_list = {100, 101, 102, 103};
+  target.stops = {stop_of(StopEvent::Kind::kThreadCreated, 102)};
+  const std::string out = run({"QNonStop:1", "vCont;c", "QThreadEvents:1", "vStopped", "vCont;c"});
+  // 102 started before the client asked: resumed by the server, untold.
+  EXPECT_EQ(out, acked("OK") + acked("OK") + acked("OK") + acked("OK") + acked("OK"));
+  Calls resumes;
+  for (const std::string& c : asked()) {
+    if (c.starts_with("resume")) resumes.push_back(c);
+  }
+  EXPECT_EQ(resumes, (Calls{"resume c0:0.100 c0:0.101 c0:0.102 c0:0.103", "resume c0:0.102"}));
+}
+
+TEST_F(ServerTest, NonStopNewThreadsStartAsStopsWithThreadEvents) {
+  target.thread_list = {100, 101, 102};
+  target.stops = {stop_of(StopEvent::Kind::kThreadCreated, 102)};
+  const std::string out =
+      run({"QNonStop:1", "QThreadEvents:1", "vCont;c:64", "vStopped", "vCont;c"});
+  EXPECT_EQ(out, acked("OK") + acked("OK") + acked("OK") +
+                     notified("T05thread:66;create:;06:1000fe7f00000000;07:0000fe7f00000000;10:"
+                              "6610400000000000;") +
+                     acked("OK") + acked("OK"));
+  // The new thread, stopped, runs again with the wildcard.
+  const Calls calls = asked();
+  EXPECT_NE(std::find(calls.begin(), calls.end(), "resume c0:0.101 c0:0.102"), calls.end());
+}
+
+TEST_F(ServerTest, NonStopThreadExitsUntoldWithoutThreadEvents) {
+  target.stops = {stop_of(StopEvent::Kind::kThreadExited, 101, 0),
+                  exit_stop(StopEvent::Kind::kExited, 3, 0)};
+  const std::string out = run({"QNonStop:1", "vCont;c", "vStopped"});
+  EXPECT_EQ(out, acked("OK") + acked("OK") + notified("W03") + acked("OK"));
+}
+
+TEST_F(ServerTest, NonStopCtrlC) {
+  const std::string out = run({"vCtrlC", "QNonStop:1", "vCtrlC"});
+  EXPECT_EQ(out, acked("") + acked("OK") + acked("OK"));
+  EXPECT_EQ(asked(), (Calls{"non_stop 1", "interrupt_process"}));
+}
+
+TEST_F(ServerTest, NonStopRefusedByTheTargetIsENN) {
+  target.fail.emplace("non_stop", Error(ErrorCode::kOpNotSupp, "non-stop: not here"));
+  EXPECT_EQ(run({"QNonStop:1", "?", "QNonStop:2"}),
+            acked("E5f") + acked("T05thread:64;" + kRegs100) + acked("E16"));
+}
+
 TEST_F(ServerTest, CatchSyscalls) {
   const std::string out = run({"QCatchSyscalls:1", "QCatchSyscalls:1;3b;e7", "QCatchSyscalls:0",
                                "QCatchSyscalls:2", "QCatchSyscalls:1;zz"});
@@ -564,6 +709,16 @@ TEST_F(ServerTest, VRunVAttachVKill) {
                            "c810400000000000;"));
   EXPECT_EQ(asked(),
             (Calls{"start [/bin/prog] [a]", "drop_process 1", "attach 200", "drop_process 2"}));
+}
+
+TEST_F(ServerTest, NonStopVAttachAnswersOkAndItsThreadsStopsComeWithStatus) {
+  target.process = false;
+  target.startable = true;
+  const std::string out = run({"!", "QNonStop:1", "vAttach;c8", "?", "vStopped"});
+  EXPECT_EQ(out, acked("OK") + acked("OK") + acked("OK") +
+                     acked("T05thread:c8;06:1000fe7f00000000;07:0000fe7f00000000;10:"
+                           "c810400000000000;") +
+                     acked("OK"));
 }
 
 TEST_F(ServerTest, VRunAndVAttachWhereTheTargetStartsNothing) {

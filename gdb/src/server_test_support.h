@@ -55,6 +55,7 @@ class FakeTarget final : public Target {
   std::map<Tid, Registers> regs;
   std::map<std::uint64_t, std::uint8_t> memory;  // readable bytes
   std::deque<StopEvent> stops;                   // what wait() returns, in order
+  int quiet_waits = 0;                           // waits that give the client's input first
   std::map<std::string, Error> fail;             // a request's name -> its error
   std::vector<std::string> calls;
   std::vector<std::vector<AgentExpr>> conditions;  // of each insert_point
@@ -158,7 +159,10 @@ class FakeTarget final : public Target {
   Result<Waited> wait(int) override {
     calls.push_back("wait");
     if (auto e = error("wait")) return std::unexpected(*e);
-    if (stops.empty()) return Waited{};  // the client speaks
+    if (stops.empty() || quiet_waits > 0) {  // the client speaks
+      if (quiet_waits > 0) --quiet_waits;
+      return Waited{};
+    }
     StopEvent stop = stops.front();
     stops.pop_front();
     return Waited{.stop = stop};
@@ -169,6 +173,15 @@ class FakeTarget final : public Target {
     stop.tid = first;
     stop.signal = SIGINT;
     return stop;
+  }
+  Result<void> set_non_stop(bool on) override {
+    calls.push_back(std::string("non_stop ") + (on ? "1" : "0"));
+    if (auto e = error("non_stop")) return std::unexpected(*e);
+    return {};
+  }
+  Result<void> interrupt_process() override {
+    calls.push_back("interrupt_process");
+    return {};
   }
   Result<ServerEnd> finish(ServerEnd::How how) override {
     calls.push_back("finish " + std::to_string(static_cast<int>(how)));

@@ -2,8 +2,9 @@
 # with the test's arguments: source gdb_test_lib.sh HWARB PROGRAMS_DIR
 # It sets strict mode, $hwarb and $P (both absolute: a case may run gdb from another
 # directory), a scratch directory $tmp removed at exit, $fail (0) with bad() to record a
-# failure, skip_case (tests/support/skips.sh), and ends the test as a failure when gdb is
-# missing (scripts/setup installs it).
+# failure, skip_case (tests/support/skips.sh), $servers (hwarb in both modes, then Debian's
+# gdbserver, the reference, when it is installed: a counted skip otherwise), and ends the test as
+# a failure when gdb is missing (scripts/setup installs it).
 set -uo pipefail
 hwarb=$(realpath "$1")
 P=$(realpath "$2")
@@ -35,3 +36,9 @@ gdb_batch() {
   for c in "$@"; do cmds+=(-ex "$c"); done
   timeout 240 gdb "${cmds[@]}" >"$out" 2>"$err"
 }
+servers=(hwarb hwarb-software)
+if command -v gdbserver >/dev/null; then
+  servers+=(gdbserver)
+else
+  skip_case - "the cases through Debian's gdbserver (the reference)" "gdbserver is not installed"
+fi

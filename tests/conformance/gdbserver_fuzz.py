@@ -360,10 +360,10 @@ class Fuzzer:
         rng = self.rng
         p = rng.choice(["j", "y", "!", "A", "b", "bc", "bs", "i", "I", "R00", "r", "t",
                         "O", "e", "E01", "N", "vFoo", "vFile:open:", "vRun", "vAttach;1",
-                        "vStopped", "vCtrlC", "qTStatus", "qOffsets", "qFoo", "QFoo:1",
+                        "vStopped", "qTStatus", "qOffsets", "qFoo", "QFoo:1",
                         "qGetTLSAddr:1,2,3", "QPassSignals:", "QProgramSignals:", "qCRC:0,10",
                         "qSearch:memory:0;10;ff", "QAllow:", "qL1", "qP0", "Qbtrace:off",
-                        "QNonStop:1", "qThreadExtraInfo,1", "QEnvironmentReset", "~", "\x7f"])
+                        "QNonStop:0", "qThreadExtraInfo,1", "QEnvironmentReset", "~", "\x7f"])
         if rng.random() < 0.5:
             p += rhex(rng, 0, 12)
         return "unknown", frame(p), "packet", p

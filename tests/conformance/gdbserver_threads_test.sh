@@ -46,12 +46,6 @@ count() {  # count FILE REGEX N DESCRIPTION
   [[ $n -eq $3 ]] || miss "$1" "$4: $n lines match '$2', expected $3"
 }
 
-servers=(hwarb hwarb-software)
-if command -v gdbserver >/dev/null; then
-  servers+=(gdbserver)
-else
-  skip_case - "the cases through Debian's gdbserver (the reference)" "gdbserver is not installed"
-fi
 # gdb's `interrupt` a second after the `continue` that follows (gdb batch mode has no ^C).
 cat >"$tmp/interrupt.gdb" <<'EOF2'
 python

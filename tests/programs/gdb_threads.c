@@ -7,6 +7,11 @@
 //   prog_gdb_threads count  four threads each call counted(who, n) for n = 0..999 (who: the
 //                           thread's index 0-3); main joins them, prints "calls=N" (N the
 //                           calls counted, 4000) and exits 0.
+//   prog_gdb_threads spin   two threads spin forever: spinner 0 counts spins[0] up; spinner 1
+//                           counts spins[1] up and, every 2^20 spins, calls tick() and adds
+//                           one to tick_page.ticks, alone on its page (for a breakpoint and a
+//                           watchpoint of either kind that stop one thread while the other
+//                           runs on, in non-stop mode).
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -53,6 +58,28 @@ static void* bumper(void* arg) {
   return arg;
 }
 
+static volatile unsigned spins[2];
+static struct {
+  volatile int ticks;
+  char pad[4092];
+} tick_page __attribute__((aligned(4096)));
+
+__attribute__((noinline)) void tick(void) {
+  __asm__ volatile("" ::: "memory");
+}
+
+static void* spinner(void* arg) {
+  const long me = (long)arg;
+  for (;;) {
+    spins[me] = spins[me] + 1;
+    if (me == 1 && (spins[me] & 0xfffff) == 0) {
+      tick();
+      tick_page.ticks = tick_page.ticks + 1;
+    }
+  }
+  return arg;
+}
+
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "";
   pthread_t id;
@@ -69,6 +96,11 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 4; ++i) pthread_join(ids[i], NULL);
     printf("calls=%d\n", calls);
     return 0;
+  }
+  if (strcmp(mode, "spin") == 0) {
+    pthread_t ids[2];
+    for (long i = 0; i < 2; ++i) pthread_create(&ids[i], NULL, spinner, (void*)i);
+    pthread_join(ids[0], NULL);
   }
   if (strcmp(mode, "bump") == 0) {
     pthread_create(&id, NULL, bumper, (void*)1L);

@@ -279,6 +279,8 @@ Result<gdb::ServerEnd> GdbTarget::drop_process(gdb::ServerEnd::How how) {
   own_session_.reset();
   own_inferior_.reset();
   stepping_ = 0;
+  steps_.clear();
+  stop_requested_.clear();
   wildcard_process_.reset();
   step_accesses_.clear();
   exited_ = false;
@@ -725,8 +727,15 @@ Result<void> GdbTarget::insert_point(gdb::Tid process, gdb::PointType point, std
   removed_.erase(key);  // a removal not applied yet is undone
   if (watches_.contains(key)) return {};
   // A new watch: the removed ones give their registers back first.
-  if (auto r = flush_removed(); !r) return r;
-  auto info = session_->insert(spec);
+  Result<WatchInfo> info = make_error(ErrorCode::kBusy, "threads: not stopped");
+  if (auto r = with_all_stopped([&]() -> Result<void> {
+        if (auto f = flush_removed(); !f) return f;
+        info = session_->insert(spec);
+        return {};
+      });
+      !r) {
+    return r;
+  }
   if (!info) {
     if (type == '1') return plant(false);
     return std::unexpected(info.error());
@@ -766,6 +775,9 @@ Result<void> GdbTarget::remove_point(gdb::Tid process, gdb::PointType point, std
   // watchpoint at each stop (breakpoint always-inserted off), and a removal rebuilds the
   // session's paths (perf events reopened, pages restored and protected again).
   removed_.insert(key);
+  // Non-stop mode: now, while the other threads run (a hit of a removed watch would be a stop
+  // the client cannot tell).
+  if (non_stop_) return with_all_stopped([&] { return flush_removed(); });
   return {};
 }
 
@@ -785,7 +797,125 @@ void GdbTarget::requeue_held() {
   held_.clear();
 }
 
+Result<void> GdbTarget::set_non_stop(bool on) {
+  // Back to all-stop: every thread stops (the client asks for their stops with '?').
+  if (!on && non_stop_ && inferior_ != nullptr && inferior_->alive()) {
+    if (auto r = inferior_->stop_all(); !r) return std::unexpected(r.error());
+  }
+  non_stop_ = on;
+  steps_.clear();
+  stop_requested_.clear();
+  if (session_ != nullptr) session_->set_stepping(0);
+  return {};
+}
+
+Result<void> GdbTarget::interrupt_process() {
+  return send_signal(inferior_->pid(), SIGINT);
+}
+
+bool GdbTarget::stepping(pid_t tid) const {
+  return non_stop_ ? steps_.contains(tid) : tid == stepping_;
+}
+
+std::set<pid_t> GdbTarget::running_threads() const {
+  std::set<pid_t> running;
+  for (pid_t t : inferior_->threads()) {
+    if (!inferior_->is_stopped(t)) running.insert(t);
+  }
+  return running;
+}
+
+Result<void> GdbTarget::with_all_stopped(const std::function<Result<void>()>& change) {
+  if (!non_stop_) return change();
+  const std::set<pid_t> running = running_threads();
+  auto stopped = inferior_->stop_all();
+  if (!stopped) return std::unexpected(stopped.error());
+  Result<void> changed = change();
+  for (pid_t t : *stopped) {
+    // Only what ran before (a forked child that came meanwhile waits for its fork's stop).
+    if (!running.contains(t) || !inferior_->is_stopped(t) || inferior_->has_queued(t)) continue;
+    // The session's way of running may have changed with the watches.
+    if (auto r = inferior_->resume(t, stepping(t) ? Resume::kStep : run_mode());
+        !r && r.error().code() != ErrorCode::kSrch) {
+      return r;
+    }
+  }
+  return changed;
+}
+
+Result<std::optional<StopEvent>> GdbTarget::resume_each(
+    const std::vector<gdb::ResumeAction>& list) {
+  const std::vector<pid_t> threads = inferior_->threads();
+  for (const gdb::ResumeAction& a : list) {
+    if (std::find(threads.begin(), threads.end(), a.tid) == threads.end()) continue;  // gone
+    if (a.kind == 't') {
+      stop_requested_.insert(a.tid);
+      continue;
+    }
+    stop_requested_.erase(a.tid);
+    const bool step = a.kind == 's' || a.kind == 'S';
+    if (!step && steps_.erase(a.tid) != 0) session_->set_stepping(steps_);
+    if (inferior_->has_queued(a.tid)) {  // its event comes first
+      deferred_[a.tid] = Asked{.step = step, .signal = a.signal};
+      if (step) {
+        steps_.insert(a.tid);
+        session_->set_stepping(steps_);
+      }
+      continue;
+    }
+    if (step) begin_step(a.tid);
+    pending_signal_.erase(a.tid);
+    if (auto r = inferior_->resume(a.tid, step ? Resume::kStep : run_mode(), a.signal);
+        !r && r.error().code() != ErrorCode::kSrch) {
+      return std::unexpected(r.error());
+    }
+  }
+  return std::optional<StopEvent>();
+}
+
+Result<void> GdbTarget::stop_only(const std::set<pid_t>& threads) {
+  const std::set<pid_t> running = running_threads();
+  auto stopped = inferior_->stop_all();
+  if (!stopped) return std::unexpected(stopped.error());
+  for (pid_t t : *stopped) {
+    if (threads.contains(t) || !running.contains(t) || !inferior_->is_stopped(t)) continue;
+    if (auto r = inferior_->resume_as_before(t); !r && r.error().code() != ErrorCode::kSrch) {
+      return r;
+    }
+  }
+  return {};
+}
+
+Result<std::optional<StopEvent>> GdbTarget::requested_stop() {
+  const std::vector<pid_t> threads = inferior_->threads();
+  for (auto it = stop_requested_.begin(); it != stop_requested_.end();) {
+    const pid_t tid = *it;
+    if (std::find(threads.begin(), threads.end(), tid) == threads.end()) {
+      it = stop_requested_.erase(it);
+      continue;
+    }
+    // A queued event is the thread's stop (or is handled first); a thread waiting for its vfork
+    // child cannot stop until the child execs or exits.
+    if (inferior_->has_queued(tid) || inferior_->vfork_child_of(tid) != 0) {
+      ++it;
+      continue;
+    }
+    if (!inferior_->is_stopped(tid)) {
+      if (auto r = stop_only(stop_requested_); !r) return std::unexpected(r.error());
+      if (!inferior_->is_stopped(tid) || inferior_->has_queued(tid)) {
+        ++it;
+        continue;
+      }
+    }
+    stop_requested_.erase(it);
+    if (auto r = stop_others(tid); !r) return std::unexpected(r.error());
+    return std::optional<StopEvent>(stop_of(Kind::kSignal, tid, 0));
+  }
+  return std::optional<StopEvent>();
+}
+
 Result<std::optional<StopEvent>> GdbTarget::resume(const std::vector<gdb::ResumeAction>& list) {
+  if (non_stop_) return resume_each(list);
   // Which threads the client lets run beyond those it names: a thread created meanwhile runs
   // only under such an action (see on_event).
   wildcard_process_.reset();
@@ -875,6 +1005,11 @@ Result<std::optional<StopEvent>> GdbTarget::resume(const std::vector<gdb::Resume
 
 Result<gdb::Waited> GdbTarget::wait(int client_fd) {
   for (;;) {
+    if (non_stop_) {
+      auto asked = requested_stop();
+      if (!asked) return std::unexpected(asked.error());
+      if (*asked) return gdb::Waited{.stop = **asked};
+    }
     const std::span<const int> fds(&client_fd, client_fd < 0 ? 0 : 1);
     auto got = inferior_->wait_or_poll(fds, -1);
     if (!got && got.error().code() == ErrorCode::kIntr) return std::unexpected(got.error());
@@ -892,6 +1027,7 @@ Result<gdb::Waited> GdbTarget::wait(int client_fd) {
     }
     if (*stop) {
       requeue_held();
+      stop_requested_.erase((*stop)->tid);
       return gdb::Waited{.stop = **stop};
     }
   }
@@ -920,7 +1056,9 @@ std::optional<StopEvent> GdbTarget::stepped_watch(pid_t tid) const {
   // have coalesced with the step's: the step's own operands tell.
   for (const WatchInfo& w : session_->watches()) {
     if (w.placement != Placement::kHardware || w.spec.access == kWatchExec) continue;
-    for (const x86::MemRef& ref : step_accesses_) {
+    const auto accesses = step_accesses_.find(tid);
+    if (accesses == step_accesses_.end()) break;
+    for (const x86::MemRef& ref : accesses->second) {
       const unsigned bits = (ref.access == x86::Access::kRead    ? kWatchRead
                              : ref.access == x86::Access::kWrite ? kWatchWrite
                                                                  : kWatchRead | kWatchWrite) &
@@ -946,20 +1084,32 @@ std::optional<StopEvent> GdbTarget::stepped_watch(pid_t tid) const {
 
 void GdbTarget::begin_step(pid_t tid) {
   stepping_ = tid;
+  steps_.insert(tid);
   stepped_.insert(tid);
-  session_->set_stepping(tid);
+  if (non_stop_) {
+    session_->set_stepping(steps_);
+  } else {
+    session_->set_stepping(tid);
+  }
   // The step's accesses, for a debug-register hit whose trap the step's own SIGTRAP hides (two
   // SIGTRAPs of one instruction coalesce into one stop).
-  step_accesses_.clear();
+  std::vector<x86::MemRef>& accesses = step_accesses_[tid];
+  accesses.clear();
   auto regs = inferior_->get_regs(tid);
   auto insn =
       regs ? inferior_->decode_at(regs->rip) : Result<x86::Insn>(std::unexpected(regs.error()));
   if (insn) {
-    if (auto refs = x86::effective_addresses(*insn, *regs)) step_accesses_ = std::move(*refs);
+    if (auto refs = x86::effective_addresses(*insn, *regs)) accesses = std::move(*refs);
   }
 }
 
 Result<void> GdbTarget::stop_others(pid_t tid) {
+  if (non_stop_) {
+    // The thread alone stops; the others run on.
+    if (stepping_ == tid) stepping_ = 0;
+    if (steps_.erase(tid) != 0) session_->set_stepping(steps_);
+    return {};
+  }
   auto stopped = inferior_->stop_all(tid);
   if (!stopped) return std::unexpected(stopped.error());
   if (auto r = rewind_queued_traps(); !r) return r;
@@ -1009,7 +1159,7 @@ Result<void> GdbTarget::run_as_asked(pid_t tid) {
   if (auto it = deferred_.find(tid); it != deferred_.end()) {
     asked = it->second;
     deferred_.erase(it);
-  } else if (tid == stepping_) {
+  } else if (stepping(tid)) {
     asked.step = true;
   }
   if (asked.step) begin_step(tid);
@@ -1031,10 +1181,18 @@ Result<StopEvent> GdbTarget::exec_stop(pid_t tid, bool running) {
   deferred_.clear();
   // The session re-armed its watches in the new image and let the thread go on: it is stopped
   // again, a few instructions into the dynamic loader.
-  auto stopped = running ? inferior_->stop_all() : inferior_->stop_all(tid);
-  if (!stopped) return std::unexpected(stopped.error());
-  stepping_ = 0;
-  session_->set_stepping(0);
+  if (non_stop_) {
+    // Non-stop mode: the thread alone stops (the other processes' threads run on).
+    if (running) {
+      if (auto r = stop_only({tid}); !r) return std::unexpected(r.error());
+    }
+    if (auto r = stop_others(tid); !r) return std::unexpected(r.error());
+  } else {
+    auto stopped = running ? inferior_->stop_all() : inferior_->stop_all(tid);
+    if (!stopped) return std::unexpected(stopped.error());
+    stepping_ = 0;
+    session_->set_stepping(0);
+  }
   // Unless a watch let it run, the thread is still where execve returns (see resume()).
   if (!running) execve_return_ = tid;
   StopEvent stop = stop_of(Kind::kExec, tid);
@@ -1064,6 +1222,11 @@ Result<StopEvent> GdbTarget::fork_stop(const Event& ev) {
 }
 
 Result<void> GdbTarget::detach_process(gdb::Tid process) {
+  // Non-stop mode: the other processes' threads run on after it.
+  return with_all_stopped([&] { return detach_stopped(process); });
+}
+
+Result<void> GdbTarget::detach_stopped(gdb::Tid process) {
   if (auto r = inferior_->stop_all(); !r) return std::unexpected(r.error());
   if (auto r = flush_removed(); !r) return r;
   // Its held int3 traps are no signals of the program (delivered, they would kill it).
@@ -1129,6 +1292,10 @@ Result<void> GdbTarget::rebuild_watches() {
 }
 
 Result<void> GdbTarget::kill_process(gdb::Tid process) {
+  return with_all_stopped([&] { return kill_stopped(process); });
+}
+
+Result<void> GdbTarget::kill_stopped(gdb::Tid process) {
   if (auto r = inferior_->stop_all(); !r) return std::unexpected(r.error());
   std::vector<pid_t> tids;
   for (pid_t t : inferior_->threads()) {
@@ -1189,15 +1356,16 @@ Result<GdbTarget::Trap> GdbTarget::on_breakpoint_trap(const Event& ev) {
     regs->rip = at;
     if (auto r = inferior_->set_regs(ev.tid, *regs); !r) return std::unexpected(r.error());
   }
-  if (stepping_ != ev.tid && !condition_holds(ev.tid, int3s.at(at))) {
+  if (!stepping(ev.tid) && !condition_holds(ev.tid, int3s.at(at))) {
     if (auto r = step_over(ev.tid, at); !r) return std::unexpected(r.error());
     return Trap{};
   }
   deferred_.erase(ev.tid);
-  const bool stepping = stepping_ != 0;
+  const bool alone = stepping_ != 0 || non_stop_;
   if (auto r = stop_others(ev.tid); !r) return std::unexpected(r.error());
-  // A step's stop is the stepping thread's; a continue's is drawn among the threads at breakpoints.
-  const pid_t tid = stepping ? ev.tid : pick_reported(ev.tid, at);
+  // A step's stop is the stepping thread's; a continue's is drawn among the threads at breakpoints
+  // (non-stop mode: each thread's stop is its own).
+  const pid_t tid = alone ? ev.tid : pick_reported(ev.tid, at);
   if (tid != ev.tid) at = rewound_.extract(tid).mapped();
   StopEvent stop = stop_of(Kind::kBreakpoint, tid);
   stop.point = int3s.at(at).software ? gdb::PointType::kSoftware : gdb::PointType::kHardware;
@@ -1435,6 +1603,16 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
         if (auto r = stop_others(-1); !r) return std::unexpected(r.error());
         return Stop(stop);
       }
+      if (non_stop_) {
+        // Non-stop mode: the client hears of it (with QThreadEvents) as gdbserver tells it.
+        stop_requested_.erase(ev.tid);
+        if (steps_.erase(ev.tid) != 0) session_->set_stepping(steps_);
+        stepped_.erase(ev.tid);
+        step_accesses_.erase(ev.tid);
+        StopEvent stop = stop_of(Kind::kThreadExited, ev.tid, 0);
+        stop.status = ev.status;
+        return Stop(stop);
+      }
       return Stop();
     case EventKind::kSignal: {
       if (ev.signal == SIGTRAP && ev.code == kSiKernel) {
@@ -1445,13 +1623,13 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
       }
       const bool step_trap =
           ev.signal == SIGTRAP && (ev.code == TRAP_TRACE || ev.code == TRAP_BRKPT);
-      if (step_trap && ev.tid != stepping_ && stepped_.erase(ev.tid) != 0) {
+      if (step_trap && !stepping(ev.tid) && stepped_.erase(ev.tid) != 0) {
         // The trap of a step asked before the client resumed the thread otherwise (another
         // thread's stop held it): not reported, as gdbserver does not report it either.
         if (auto r = run_as_asked(ev.tid); !r) return std::unexpected(r.error());
         return Stop();
       }
-      if (ev.signal == SIGTRAP && ev.tid == stepping_ && ev.code != kSiKernel) {
+      if (ev.signal == SIGTRAP && stepping(ev.tid) && ev.code != kSiKernel) {
         stepped_.erase(ev.tid);
         Stop stop = stepped_watch(ev.tid);
         if (!stop) stop = stop_of(Kind::kSignal, ev.tid);
@@ -1487,12 +1665,15 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
         if (auto r = stop_others(ev.tid); !r) return std::unexpected(r.error());
         return Stop(stop);
       }
-      step = inferior_->resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);
+      step = inferior_->resume(ev.tid, stepping(ev.tid) ? Resume::kStep : mode);
       break;
     case EventKind::kNewThread:
       // A thread created while the client runs only some threads (gdb stepping one thread
       // over a breakpoint it took out) stays stopped until the client resumes every thread:
       // run now, it could pass that breakpoint unseen. gdbserver leaves such a thread stopped.
+      // Non-stop mode: reported (the client resumes it, or the server when the client did not
+      // ask for thread events).
+      if (non_stop_) return Stop(stop_of(Kind::kThreadCreated, ev.tid));
       if (!wildcard_process_ ||
           (*wildcard_process_ != 0 && *wildcard_process_ != inferior_->group_of(ev.tid))) {
         break;
@@ -1500,7 +1681,7 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
       step = inferior_->resume(ev.tid, mode);
       break;
     default:
-      step = inferior_->resume(ev.tid, ev.tid == stepping_ ? Resume::kStep : mode);
+      step = inferior_->resume(ev.tid, stepping(ev.tid) ? Resume::kStep : mode);
       break;
   }
   if (!step && step.error().code() != ErrorCode::kSrch) return std::unexpected(step.error());

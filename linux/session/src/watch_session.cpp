@@ -201,9 +201,9 @@ struct WatchSession::State {
   std::size_t perf_events = 0;
   int registers = 0;
   std::uint64_t rebuilds = 0;
-  pid_t last_tid = 0;       // the thread of the last event: where the software path injects calls
-  pid_t caller_step = 0;    // the thread the caller single-steps (set_stepping)
-  bool soft_steps = false;  // the software path single-steps (rule 4)
+  pid_t last_tid = 0;  // the thread of the last event: where the software path injects calls
+  std::set<pid_t> caller_steps;  // the threads the caller single-steps (set_stepping)
+  bool soft_steps = false;       // the software path single-steps (rule 4)
   // A stop of one of the paths that a rebuild (or uninstall) found queued for its thread (a hit
   // or a fault that stop_all queued) and took out of the Inferior's queue, where the paths would
   // have dropped it (their thread stopped for good, with no event to tell): a rebuild puts it
@@ -898,7 +898,7 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
     if (s.inferior->is_stopped(ev.tid)) {
       // The thread the caller single-steps (set_stepping) steps on: a held fault or int3 stopped
       // it before its instruction ran.
-      const Resume how = ev.tid == s.caller_step ? Resume::kStep : resume_mode();
+      const Resume how = s.caller_steps.contains(ev.tid) ? Resume::kStep : resume_mode();
       if (s.options.stop_at_hits && at_hit) {
         v.stopped = true;
       } else if (auto r = s.inferior->resume(ev.tid, how);
@@ -931,7 +931,7 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
         auto done = s.soft->complete_fault(ev, soft_hits);
         if (!done) return std::unexpected(done.error());
         handled = true;
-        if (done->stopped && soft_hits.empty() && ev.tid == s.caller_step) {
+        if (done->stopped && soft_hits.empty() && s.caller_steps.contains(ev.tid)) {
           // False sharing in the caller's single step: the step is over.
           v.stopped = true;
           v.signal = done->signal;
@@ -1081,7 +1081,12 @@ void WatchSession::set_caller_plan(RestorePlan plan) {
 }
 
 void WatchSession::set_stepping(pid_t tid) {
-  state_->caller_step = tid;
+  state_->caller_steps.clear();
+  if (tid != 0) state_->caller_steps.insert(tid);
+}
+
+void WatchSession::set_stepping(std::set<pid_t> threads) {
+  state_->caller_steps = std::move(threads);
 }
 
 RestorePlan WatchSession::restore_plan() const {

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -679,7 +680,8 @@ TEST(WatchSession, ARemoveKeepsAnotherThreadsQueuedSoftwareStop) {
 // Y is the stepped thread, and the watch is removed with Y's fault kept (the page is then
 // unprotected). Handed in, the kept fault resumes Y with a step: its next stop is the step's
 // trap right after its store; resumed with resume_mode() instead, it ran on to its end.
-TEST(WatchSession, AKeptStopOfTheSteppedThreadResumesItWithAStep) {
+// `among`: Y is set as one of several stepped threads (the set form, with the leader too).
+void kept_stop_of_a_stepped_thread(bool among) {
   Capture out;
   SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("threads"), "2", "20"}), out);
   const std::uint64_t slots = address_of(inf->pid(), "slots");
@@ -703,7 +705,11 @@ TEST(WatchSession, AKeptStopOfTheSteppedThreadResumesItWithAStep) {
       inf->requeue(*ev);
       auto stopped = inf->stop_all();
       ASSERT_TRUE(stopped) << stopped.error().to_string();
-      session.set_stepping(ev->tid);
+      if (among) {
+        session.set_stepping(std::set<pid_t>{inf->pid(), ev->tid});
+      } else {
+        session.set_stepping(ev->tid);
+      }
       auto r = session.remove(w->id);
       ASSERT_TRUE(r) << r.error().to_string();
       ASSERT_TRUE(inf->has_queued(ev->tid));
@@ -736,6 +742,14 @@ TEST(WatchSession, AKeptStopOfTheSteppedThreadResumesItWithAStep) {
   EXPECT_EQ(after->signal, SIGTRAP);
   EXPECT_EQ(loop.status, 0);
   EXPECT_EQ(out.text(), "done\n");
+}
+
+TEST(WatchSession, AKeptStopOfTheSteppedThreadResumesItWithAStep) {
+  kept_stop_of_a_stepped_thread(false);
+}
+
+TEST(WatchSession, AKeptStopOfOneOfSeveralSteppedThreadsResumesItWithAStep) {
+  kept_stop_of_a_stepped_thread(true);
 }
 
 TEST(WatchSession, ARemoveKeepsAnotherThreadsQueuedHardwareHit) {

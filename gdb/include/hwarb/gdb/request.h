@@ -157,6 +157,14 @@ struct VCont {  // vCont;ACTION[:TID]... (at least one)
   std::vector<VContAction> actions;
 };
 struct VContQuery {};  // vCont?
+struct NonStop {       // QNonStop:0 | QNonStop:1
+  bool on = false;
+};
+struct ThreadEvents {  // QThreadEvents:0 | QThreadEvents:1
+  bool on = false;
+};
+struct Stopped {};  // vStopped: the client took the stop notified last
+struct CtrlC {};    // vCtrlC: non-stop mode's interrupt
 
 // Processes.
 struct Run {  // vRun;PROG[;ARG]... (hex; PROG empty: the last program)
@@ -198,13 +206,15 @@ struct HostFile {
 
 struct Unsupported {};  // the empty reply
 
-using Request = std::variant<
-    Supported, StartNoAckMode, StopReason, ExtendedMode, CurrentThread, Attached, ThreadInfo, Xfer,
-    Monitor, HostInfo, ProcessInfo, WatchpointSupportInfo, MemoryRegionInfo, Symbol, TlsAddress,
-    CatchSyscalls, ThreadSuffixSupported, ListThreadsInStopReply, DisableRandomization,
-    StartupWithShell, EnvironmentReset, EnvironmentSet, EnvironmentUnset, SelectThread, ThreadAlive,
-    ReadRegisters, WriteRegisters, ReadRegister, WriteRegister, ReadMemory, WriteMemory, Point,
-    Continue, VCont, VContQuery, Run, Attach, VKill, Detach, Kill, Restart, HostFile, Unsupported>;
+using Request =
+    std::variant<Supported, StartNoAckMode, StopReason, ExtendedMode, CurrentThread, Attached,
+                 ThreadInfo, Xfer, Monitor, HostInfo, ProcessInfo, WatchpointSupportInfo,
+                 MemoryRegionInfo, Symbol, TlsAddress, CatchSyscalls, ThreadSuffixSupported,
+                 ListThreadsInStopReply, DisableRandomization, StartupWithShell, EnvironmentReset,
+                 EnvironmentSet, EnvironmentUnset, SelectThread, ThreadAlive, ReadRegisters,
+                 WriteRegisters, ReadRegister, WriteRegister, ReadMemory, WriteMemory, Point,
+                 Continue, VCont, VContQuery, NonStop, ThreadEvents, Stopped, CtrlC, Run, Attach,
+                 VKill, Detach, Kill, Restart, HostFile, Unsupported>;
 
 Result<Request> parse_request(std::string_view packet);
 

@@ -5,7 +5,7 @@
 // process through it. The Linux target (hwarb/linux/gdb_server.h) is what `hwarb gdbserver`
 // serves; tests serve a fake one.
 //
-// What it serves (all-stop mode, x86-64, every thread of the process):
+// What it serves (all-stop and non-stop modes, x86-64, every thread of the process):
 //  1. Handshake and queries: qSupported, QStartNoAckMode, ?, qC, qAttached, qfThreadInfo /
 //     qsThreadInfo, T, Hg/Hc, qXfer (features target.xml, auxv, exec-file, threads,
 //     libraries-svr4, siginfo), vCont?, and lldb's qHostInfo, qProcessInfo,
@@ -26,6 +26,14 @@
 //  7. Extended mode: '!', vRun, vAttach, R, vKill/k/D that leave the server with no process
 //     ('?' W00, qfThreadInfo empty, packets that need a process E01), QDisableRandomization,
 //     QEnvironment*.
+//  8. Non-stop mode (QNonStop:1, announced as QNonStop+): vCont's actions act per thread (c/s
+//     resume a stopped thread, a running one runs on; t stops a running one, reported with
+//     signal 0) and are answered OK; each stop is queued and the first one sent as a %Stop
+//     notification, the next ones as the replies to vStopped (OK when none is left); '?' queues
+//     the stop of every stopped thread and replies with the first; QThreadEvents:1 adds thread
+//     starts (create:, the new thread stopped until resumed) and exits (w); vCtrlC (or 0x03)
+//     sends the process SIGINT. Packets are served while threads
+//     run.
 // Bad input (a malformed packet, a bad checksum, an unknown packet) gets the protocol's answer:
 // '-' (resend), an empty reply, or E NN; it never asks the target to change anything.
 //
@@ -44,10 +52,13 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hwarb/base/error.h"
@@ -99,6 +110,8 @@ class Server {
   // The reply to a resume, unless the client went away meanwhile; the stopped thread becomes
   // the general one.
   Served resumed(Result<std::string> stop);
+  // Non-stop mode: OK to a resume (or its error), then the stop due at once, notified.
+  Served resumed_each(const std::vector<ResumeAction>& list);
 
   // One handler per request (request.h), each sending its reply (if any).
   Served on(const Supported& s);
@@ -136,6 +149,10 @@ class Server {
   Served on(const Continue& c);
   Served on(const VCont& v);
   Served on(const VContQuery&);
+  Served on(const NonStop& n);
+  Served on(const ThreadEvents& t);
+  Served on(const Stopped&);
+  Served on(const CtrlC&);
   Served on(const Run& run);
   Served on(const Attach& a);
   Served on(const VKill& k);
@@ -152,10 +169,25 @@ class Server {
   Result<ResumeAction> resume_action(char kind, std::uint64_t signal, Tid process, Tid tid) const;
   // Resumes, waits for the stop; its reply.
   Result<std::string> resume(const std::vector<ResumeAction>& actions);
+  // Non-stop mode: whether a thread runs (the server waits for the target then, not only for
+  // the client); one wait of the target: a stop notified, or the client's input read (false:
+  // the client went away or a signal ended the serving: gone_ says how it ended).
+  bool threads_running() const;
+  Result<bool> wait_running();
+  // vCont in non-stop mode: the actions per thread, as the threads stand; a stop due at once.
+  Result<std::optional<StopEvent>> resume_each(const std::vector<ResumeAction>& actions);
+  // A stop (or a thread's exit) into the queue of notifications: sent as %Stop when it is the
+  // first.
+  Result<void> notify(const StopEvent& stop);
   // D;PID / vKill;PID with multiprocess+ of one process of several; nullopt: not that case.
   std::optional<Result<std::string>> leave_one(std::optional<Tid> process, bool kill);
-  // The reply of a stop, and what it changes here (the last thread, an ended process).
+  // The reply of a stop, and what it changes here (the last thread, an ended process);
+  // stop_reason: the reason fields of a thread's stop (swbreak:, watch:ADDR, ...), its thread
+  // the last one.
   std::string on_stop(const StopEvent& stop);
+  std::string stop_reason(const StopEvent& stop);
+  // Non-stop mode: every thread is stopped (a start, an attach, QNonStop:1).
+  void all_stopped();
   Result<std::optional<ServerEnd>> finish(ServerEnd::How how);
   Result<ServerEnd> client_gone();
   bool stays() const;
@@ -165,8 +197,8 @@ class Server {
   // After the target started or attached a process: its stop reply.
   std::string took_process();
   // The reply to a start or an attach (vRun, vAttach): the error, or the new process's stop,
-  // whose thread becomes the general one.
-  Served taken(Result<void> r);
+  // whose thread becomes the general one (non-stop mode: OK to an attach).
+  Served taken(Result<void> r, bool attached = false);
   bool running() const { return target_.has_process() && !exited_; }
   bool disabled(const std::string& name) const;
 
@@ -205,6 +237,23 @@ class Server {
   std::optional<ServerEnd> gone_;      // the client went away while the process ran
   std::optional<ServerEnd> finished_;  // finish() has left the process so
   bool interrupted_ = false;           // interrupt_requested() ended the serving
+  bool non_stop_ = false;              // QNonStop:1
+  bool thread_events_ = false;         // QThreadEvents:1
+  // Non-stop mode: the stops not taken by the client yet (the first one notified; its thread:
+  // the one it stops, 0 for a process's end; a wildcard resumes neither it nor a fork's child
+  // in it), and the threads stopped, each with its stop's signal and reason ('?'); any other
+  // thread runs.
+  struct Notification {
+    Tid tid = 0;
+    Tid child = 0;  // a fork's child, which the client does not know yet
+    std::string text;
+  };
+  std::deque<Notification> notifications_;
+  struct ThreadStop {
+    int signal = 0;
+    std::string reason;
+  };
+  std::map<Tid, ThreadStop> stopped_;
 };
 
 }  // namespace hwarb::gdb

@@ -26,6 +26,15 @@
 //  - wait() returns the next stop to report: every thread stopped then. The target handles the
 //    events it reports no stop for (its own int3 traps under false conditions, the steps over
 //    them, watch bookkeeping) and keeps the process running meanwhile.
+//  - Non-stop mode (set_non_stop(true), asked while every thread is stopped): threads run and
+//    stop one by one, and the contract above holds per thread. resume() names each thread it
+//    acts on (tid > 0): 'c'/'C'/'s'/'S' for a thread whose stop was reported, 't' for a running
+//    one (its stop, signal 0 unless another event of it comes first, is returned by wait()).
+//    wait() returns the next stop of one thread, which alone stops (the others run on),
+//    kThreadCreated as threads start (stopped until resumed), and kThreadExited as they end. Memory
+//    and the points may be changed while threads run; registers are asked of stopped threads only.
+//    What the target stops by itself (a step over a breakpoint, a watch's change, a software
+//    watch's step) it resumes before it returns or waits again: the client never sees it.
 //  - finish() undoes everything the target did to the process (int3s, watches, registers) and
 //    leaves it as asked; drop_process() does the same and forgets the process, leaving the
 //    target with none (extended mode). start()/attach() give the target its process again.
@@ -91,6 +100,8 @@ struct StopEvent {
     kExec,           // tid execed exec_path (empty: unknown)
     kSyscallEntry,   // catch syscall: tid enters / returns from syscall
     kSyscallReturn,  //
+    kThreadCreated,  // non-stop mode: thread tid is new, stopped at its first instruction
+    kThreadExited,   // non-stop mode: thread tid ended (status), its process goes on
     kExited,         // process ended with status (kExited) or signal (kKilled); remains: a
     kKilled,         // traced process is left: tid is then the leader of a new first process
                      // (the client's selected threads are forgotten), or 0
@@ -202,6 +213,11 @@ class Target {
   virtual Result<std::optional<StopEvent>> resume(const std::vector<ResumeAction>& actions) = 0;
   virtual Result<Waited> wait(int client_fd) = 0;
   virtual Result<StopEvent> interrupt() = 0;
+  // Non-stop mode on or off (see the contract); EOPNOTSUPP where the target has none.
+  virtual Result<void> set_non_stop(bool on) = 0;
+  // vCtrlC (non-stop mode): the process gets SIGINT, as from its terminal; the stop of the
+  // thread that takes it comes from wait().
+  virtual Result<void> interrupt_process() = 0;
 
   // Leaving the process: finish() as `how` says (once the process ended: nothing to undo);
   // detach_process/kill_process one process of several (D;PID, vKill;PID); drop_process as

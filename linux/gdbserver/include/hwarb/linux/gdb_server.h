@@ -35,6 +35,11 @@
 //     watchdog (WatchSession, options.guard), to which the target adds the process and its
 //     int3 bytes (WatchSession::set_caller_plan) after every packet and event: the watchdog
 //     stops the program, takes out the int3s and the software watch's changes, and lets it run.
+//  7. Non-stop mode (gdb::Target's contract): a stop leaves its thread alone stopped; a new
+//     thread is reported stopped; vCont;t, a watch's change, and leaving one process stop every
+//     running thread for the moment and resume exactly those (the software path's and a false
+//     condition's steps over do the same); a watch's removal is applied at once; every thread
+//     stepped for the client is the session's (WatchSession::set_stepping).
 //
 // Contract:
 //  - The Inferior is stopped (every thread) when serve() starts, as spawn() and attach() leave
@@ -174,6 +179,8 @@ class GdbTarget final : public gdb::Target {
       const std::vector<gdb::ResumeAction>& actions) override;
   Result<gdb::Waited> wait(int client_fd) override;
   Result<gdb::StopEvent> interrupt() override;
+  Result<void> set_non_stop(bool on) override;
+  Result<void> interrupt_process() override;
   Result<gdb::ServerEnd> finish(gdb::ServerEnd::How how) override;
   Result<void> detach_process(gdb::Tid process) override;
   Result<void> kill_process(gdb::Tid process) override;
@@ -232,6 +239,23 @@ class GdbTarget final : public gdb::Target {
   };
 
   Result<void> flush_removed();
+  // Non-stop mode: resume() of explicit threads, and the stop of a thread the client asked to
+  // stop (vCont;t) once it is stopped (nullopt: none yet).
+  Result<std::optional<gdb::StopEvent>> resume_each(const std::vector<gdb::ResumeAction>& list);
+  Result<std::optional<gdb::StopEvent>> requested_stop();
+  // Non-stop mode: `threads` stop (those running), every other thread runs on as it ran (a
+  // thread whose own event stopped it first keeps it queued).
+  Result<void> stop_only(const std::set<pid_t>& threads);
+  // The threads running now (before a stop_all: those to resume after it).
+  std::set<pid_t> running_threads() const;
+  // Whether thread `tid` is stepped for the client (all-stop: the one stepping_).
+  bool stepping(pid_t tid) const;
+  // Runs `change` with every thread stopped (the session's insert and remove need it): in
+  // non-stop mode the threads it stopped run on after it, as the session's watches now ask.
+  Result<void> with_all_stopped(const std::function<Result<void>()>& change);
+  // detach_process and kill_process with every thread stopped.
+  Result<void> detach_stopped(gdb::Tid process);
+  Result<void> kill_stopped(gdb::Tid process);
   Result<std::optional<gdb::StopEvent>> on_event(const Event& event);
   // The int3 trap of a thread that stopped at a breakpoint of ours (SIGTRAP, SI_KERNEL, the pc
   // one past it) (see rewound_).
@@ -297,13 +321,16 @@ class GdbTarget final : public gdb::Target {
   bool multiprocess_ = false;
   bool fork_events_ = false;
   bool vfork_events_ = false;
-  pid_t stepping_ = 0;  // the thread of a step in progress
+  pid_t stepping_ = 0;  // the thread of a step in progress (non-stop mode: the last one)
+  bool non_stop_ = false;
+  std::set<pid_t> steps_;           // non-stop mode: threads in a step for the client
+  std::set<pid_t> stop_requested_;  // non-stop mode: vCont;t asked, its stop not reported yet
   // The process whose threads the last resume ran by default (a vCont action without a thread:
   // 0 every process), nullopt when it ran only threads it named: a new thread runs only then.
   std::optional<pid_t> wildcard_process_;
-  std::vector<x86::MemRef> step_accesses_;  // its instruction's memory operands
-  bool exited_ = false;                     // the process ended
-  gdb::ServerEnd end_;                      // how it ended
+  std::map<pid_t, std::vector<x86::MemRef>> step_accesses_;  // a step's memory operands
+  bool exited_ = false;                                      // the process ended
+  gdb::ServerEnd end_;                                       // how it ended
   // Threads single-stepped for the client whose step's trap has not been reported: a trap that
   // comes after the client resumed such a thread otherwise (another thread's stop held it) is
   // dropped, as gdbserver drops a single-step stop of a thread resumed with `c`.

@@ -104,6 +104,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -222,8 +223,10 @@ class WatchSession {
   // stopped after the instruction (StopVerdict::stopped, with no hits when the instruction
   // touched no watched byte) instead of running on (stop_at_hits only). A stop of it that
   // insert() or remove() kept (a fault or an int3 before its instruction ran) resumes it with a
-  // step, as the caller did.
+  // step, as the caller did. The set: several threads stepped at once (a debugger's non-stop
+  // mode), each as above.
   void set_stepping(pid_t tid);
+  void set_stepping(std::set<pid_t> threads);
   Result<void> uninstall();
 
   // "2 debug registers" / "page protection (1 page)" / "2 debug registers + int3": how the
