@@ -7,7 +7,8 @@
 //   prog_gdb_threads count  four threads each call counted(who, n) for n = 0..999 (who: the
 //                           thread's index 0-3); main joins them, prints "calls=N" (N the
 //                           calls counted, 4000) and exits 0.
-//   prog_gdb_threads spin   two threads spin forever: spinner 0 counts spins[0] up; spinner 1
+//   prog_gdb_threads spin   two threads spin until killed (SIGALRM ends a run left behind
+//                           after 5 minutes): spinner 0 counts spins[0] up; spinner 1
 //                           counts spins[1] up and, every 2^20 spins, calls tick() and adds
 //                           one to tick_page.ticks, alone on its page (for a breakpoint and a
 //                           watchpoint of either kind that stop one thread while the other
@@ -16,6 +17,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static volatile int traps;
 static volatile unsigned counters[2];
@@ -98,6 +100,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (strcmp(mode, "spin") == 0) {
+    alarm(300);
     pthread_t ids[2];
     for (long i = 0; i < 2; ++i) pthread_create(&ids[i], NULL, spinner, (void*)i);
     pthread_join(ids[0], NULL);
