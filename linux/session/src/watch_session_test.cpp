@@ -251,7 +251,7 @@ TEST(WatchSession, TheCallersOwnWaitLoopGetsEveryHitOnce) {
   WatchSession session(*inf, software_only());
   auto near = session.insert({.addr = address_of(pid, "near"), .len = 4, .access = kWatchWrite});
   auto far = session.insert({.addr = address_of(pid, "far"), .len = 4, .access = kWatchWrite});
-  ASSERT_TRUE(near && far);
+  ASSERT_TRUE(near && far) << (near ? far.error() : near.error()).to_string();
   auto loop = own_loop(*inf, session);
   ASSERT_TRUE(loop) << loop.error().to_string();
   EXPECT_EQ(loop->status, 5);
@@ -285,7 +285,7 @@ void remove_at_third_hit(WatchSessionOptions options, Placement expected) {
                              .len = 4,
                              .access = kWatchWrite,
                              .mode = WatchMode::kSoftware});
-  ASSERT_TRUE(near && far);
+  ASSERT_TRUE(near && far) << (near ? far.error() : near.error()).to_string();
   EXPECT_EQ(near->placement, expected) << near->why;
   std::size_t near_seen = 0;
   bool removed = false;
@@ -394,6 +394,7 @@ TEST(WatchSession, TheWatchdogNamesAFollowedChildWithHardwareWatches) {
   const pid_t pid = inf->pid();
   auto report = probe();
   ASSERT_TRUE(report);
+  HITS_STILL_OR_SKIP(*report);
   WatchSessionOptions options = session_options(*report);
   options.stop_at_hits = true;
   options.guard = Guard::kOn;  // a spawned process is not guarded by default
@@ -468,13 +469,14 @@ TEST(WatchSession, HardwareAndSoftwareWatchesSideBySide) {
   const pid_t pid = inf->pid();
   auto report = probe();
   ASSERT_TRUE(report);
+  HITS_STILL_OR_SKIP(*report);
   WatchSession session(*inf, session_options(*report));
   auto near = session.insert({.addr = address_of(pid, "near"), .len = 4, .access = kWatchWrite});
   auto far = session.insert({.addr = address_of(pid, "far"),
                              .len = 4,
                              .access = kWatchWrite,
                              .mode = WatchMode::kSoftware});
-  ASSERT_TRUE(near && far);
+  ASSERT_TRUE(near && far) << (near ? far.error() : near.error()).to_string();
   ASSERT_EQ(near->placement, Placement::kHardware) << near->why;
   EXPECT_EQ(far->placement, Placement::kSoftware);
   EXPECT_EQ(session.describe(), "1 debug registers + page protection (1 page)");
@@ -507,6 +509,7 @@ TEST(WatchSession, RunTargetGivesARegisterUpToTheProgramThatAsks) {
   SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("self_watch"), "200", "4"}), out);
   auto report = probe();
   ASSERT_TRUE(report);
+  HITS_STILL_OR_SKIP(*report);
   WatchSession session(*inf, session_options(*report));
   auto w =
       session.insert({.addr = address_of(inf->pid(), "target"), .len = 8, .access = kWatchWrite});
@@ -540,13 +543,14 @@ TEST(WatchSession, YieldRegistersMovesTheLastMovableHardwareWatch) {
   const pid_t pid = inf->pid();
   auto report = probe();
   ASSERT_TRUE(report);
+  HITS_STILL_OR_SKIP(*report);
   WatchSession session(*inf, session_options(*report));
   auto near = session.insert({.addr = address_of(pid, "near"),
                               .len = 4,
                               .access = kWatchWrite,
                               .mode = WatchMode::kHardware});
   auto far = session.insert({.addr = address_of(pid, "far"), .len = 4, .access = kWatchWrite});
-  ASSERT_TRUE(near && far);
+  ASSERT_TRUE(near && far) << (near ? far.error() : near.error()).to_string();
   ASSERT_EQ(far->placement, Placement::kHardware) << far->why;
   EXPECT_EQ(session.yieldable_registers(), 1);
   auto moved = session.yield_registers("a test");
@@ -756,6 +760,7 @@ TEST(WatchSession, ARemoveKeepsAnotherThreadsQueuedHardwareHit) {
   HITS_OR_SKIP();
   auto report = probe();
   ASSERT_TRUE(report);
+  HITS_STILL_OR_SKIP(*report);
   remove_with_a_queued_stop(session_options(*report), Placement::kHardware);
 }
 
