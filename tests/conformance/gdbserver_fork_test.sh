@@ -22,6 +22,11 @@
 #          main of the new image.
 #  clone   `catch syscall clone`, then stepi over the first of 4 raw clones (no CLONE_THREAD):
 #          each clone is a thread of the program for gdb, runs, and the program ends.
+#  watch   `set follow-fork-mode child` with `watch watched` set before the fork: gdb detaches the
+#          parent, which runs on unwatched and unchanged (its waitpid sees the child's exit 3, it
+#          reads back its own write), and the child's write stops it (1 -> 100). Checked against
+#          the program's own words and gdb's (not against gdbserver's story: where this machine
+#          does not deliver hardware hits, gdbserver's watchpoint never stops).
 # gdb's lines that tell what happened (catchpoints, attach/detach notes, breakpoint hits, the
 # inferiors, printed values, exits) must equal gdbserver's, process ids aside.
 # shellcheck source=gdb_test_lib.sh
@@ -118,6 +123,19 @@ for mode in "" "--software"; do
     "$m: follow-fork-mode child: the vforked child's exec"
   expect "$tmp/vexec$m.out" 'hit Breakpoint 1, main \(\) at .*hello\.c' "$m: the exec'd image's main"
   expect "$tmp/clone$m.err" '^clones=4$' "$m: stepi over a raw clone: every clone ran"
+  run "watch$m" "$hwarb gdbserver $mode --stdio --" "fork-watch $tmp/parent$m" \
+    'set follow-fork-mode child' 'watch watched' continue continue 'p watched' continue
+  # The detached parent writes its file once its child has ended: up to 10 s after gdb's end.
+  for _ in $(seq 50); do grep -qs '^parent watched=' "$tmp/parent$m" && break; sleep 0.2; done
+  touch "$tmp/parent$m"
+  expect "$tmp/parent$m" '^child status=3$' "$m: watch, follow the child: the detached parent's waitpid"
+  expect "$tmp/parent$m" '^parent watched=10$' "$m: watch, follow the child: the detached parent's own value"
+  expect "$tmp/watch$m.out" '^\[Detaching after fork from parent process [0-9]+\]' \
+    "$m: watch, follow the child: the parent detached"
+  expect "$tmp/watch$m.out" '^New value = 100$' "$m: watch, follow the child: the child's write stops it"
+  expect "$tmp/watch$m.out" '^\$1 = 100$' "$m: watch, follow the child: the child's value"
+  expect "$tmp/watch$m.out" 'Inferior 2 \(process [0-9]+\) exited with code 03' \
+    "$m: watch, follow the child: the child's exit"
 done
 
 exit $fail

@@ -10,6 +10,11 @@
 //   prog_gdb_events exec PROG    calls before_exec(), then execs PROG (no arguments)
 //   prog_gdb_events vfork-exec PROG  a vforked child execs PROG; the parent waits and prints
 //                                "child status=S"
+//   prog_gdb_events fork-watch [FILE]  sets `watched` to 1, forks; the child sets it to 100 and
+//                                exits 3, the parent sets it to 10, waits and prints "child
+//                                status=3" and "parent watched=10" (what it reads back) on
+//                                stdout or into FILE (a parent a debugger let go may outlive
+//                                the reader of its stdout), exits 0
 //   prog_gdb_events clone        4 raw clones (CLONE_VM | CLONE_FILES, no CLONE_THREAD: each a
 //                                thread group of its own sharing the memory) each count down
 //                                `pending`; main waits for 0 (at most 20 s) and prints "clones=4"
@@ -43,6 +48,7 @@ __attribute__((noinline)) int in_child(int v) {
 }
 
 static volatile int pending;
+static volatile int watched;
 
 static int count_down(void* arg) {
   (void)arg;
@@ -81,6 +87,24 @@ int main(int argc, char** argv) {
     printf("clones=%d\n", kClones);
     return 0;
   }
+  if (strcmp(mode, "fork-watch") == 0) {
+    watched = 1;
+    fflush(stdout);
+    const pid_t child = fork();
+    if (child < 0) return 1;
+    if (child == 0) {
+      watched = 100;
+      _exit(in_child(1));
+    }
+    watched = 10;
+    int status = 0;
+    waitpid(child, &status, 0);
+    FILE* out = argc > 2 ? fopen(argv[2], "w") : stdout;
+    if (out == NULL) return 1;
+    fprintf(out, "child status=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    fprintf(out, "parent watched=%d\n", watched);
+    return fclose(out) == 0 ? 0 : 1;
+  }
   const int vfork_exec = strcmp(mode, "vfork-exec") == 0 && argc > 2;
   if (strcmp(mode, "fork") == 0 || strcmp(mode, "vfork") == 0 || vfork_exec) {
     fflush(stdout);
@@ -106,7 +130,7 @@ int main(int argc, char** argv) {
     return 127;
   }
   fprintf(stderr,
-          "usage: prog_gdb_events threads [N] | fork | vfork | exec PROG | vfork-exec PROG | "
-          "clone\n");
+          "usage: prog_gdb_events threads [N] | fork | vfork | fork-watch [FILE] | exec PROG | "
+          "vfork-exec PROG | clone\n");
   return 2;
 }

@@ -1261,6 +1261,21 @@ Result<void> GdbTarget::detach_stopped(gdb::Tid process) {
     int3_.erase(process);
   }
   const bool first = process == inferior_->pid();
+  // The first process goes while a forked child stays (follow-fork-mode child): the session's
+  // watches live in the first process (its breakpoints, its protected pages), the child's are
+  // copies the session follows. They are taken out of both (the first process goes unwatched,
+  // as the program made it) and put back once the child has taken the first one's place.
+  std::vector<WatchInfo> moved;
+  if (first) {
+    const auto threads = inferior_->threads();
+    const bool child_stays = std::any_of(threads.begin(), threads.end(), [&](pid_t t) {
+      return inferior_->process_of(t) != process;
+    });
+    if (child_stays) moved = session_->watches();
+  }
+  for (const WatchInfo& w : moved) {
+    if (auto r = session_->remove(w.id); !r) return r;
+  }
   // A spawned program the client detached from runs on after the server ends.
   if (first && inferior_->spawned())
     ignore_error(inferior_->outlive_tracer(), "the detach goes on");
@@ -1268,6 +1283,7 @@ Result<void> GdbTarget::detach_stopped(gdb::Tid process) {
   forked_.erase(process);
   if (first) forked_.erase(inferior_->pid());  // the child that took its place
   pending_signal_.clear();
+  if (!moved.empty() && inferior_->pid() != process) return insert_again(moved);
   return {};
 }
 
@@ -1276,19 +1292,33 @@ Result<void> GdbTarget::rebuild_watches() {
   if (all.empty()) return {};
   const WatchInfo& w = all.front();
   if (auto r = session_->remove(w.id); !r) return r;
-  auto again = session_->insert(w.spec);
-  if (!again) return std::unexpected(again.error());
-  for (auto& [key, id] : watches_) {
-    if (id != w.id) continue;
-    id = again->id;
-    if (auto type = watch_type_.find(w.id); type != watch_type_.end()) {
-      const char t = type->second;
-      watch_type_.erase(type);
-      watch_type_[again->id] = t;
+  return insert_again({w});
+}
+
+Result<void> GdbTarget::insert_again(const std::vector<WatchInfo>& infos) {
+  Result<void> first;
+  for (const WatchInfo& w : infos) {
+    auto again = session_->insert(w.spec);
+    if (!again) {
+      if (first) first = std::unexpected(again.error());
+      continue;
     }
+    renumber(w.id, again->id);
+  }
+  return first;
+}
+
+void GdbTarget::renumber(WatchId from, WatchId to) {
+  for (auto& [key, id] : watches_) {
+    if (id != from) continue;
+    id = to;
     break;
   }
-  return {};
+  if (auto type = watch_type_.find(from); type != watch_type_.end()) {
+    const char t = type->second;
+    watch_type_.erase(type);
+    watch_type_[to] = t;
+  }
 }
 
 Result<void> GdbTarget::kill_process(gdb::Tid process) {

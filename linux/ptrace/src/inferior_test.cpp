@@ -94,6 +94,45 @@ TEST(Inferior, InjectedSyscallAtTheExecStopLeavesRegistersUnchanged) {
   EXPECT_EQ(run_to_end(*inf, Resume::kCont).status, 0);
 }
 
+// A parent held at its fork's event stop is still inside fork: the call returns the child's id
+// as it leaves the stop, over registers set in it. A call injected there keeps that result.
+TEST(Inferior, InjectedSyscallAtAForkStopKeepsTheForksResult) {
+  Capture out;
+  auto inf = Inferior::spawn({program("forker"), "fork", "3"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf) << inf.error().to_string();
+  inf->hold_forks(true);
+  const pid_t pid = inf->pid();
+  ASSERT_TRUE(inf->resume(pid, Resume::kCont));
+  int forks = 0;
+  for (;;) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    if (ev->kind == EventKind::kExited || ev->kind == EventKind::kKilled) {
+      EXPECT_EQ(ev->kind, EventKind::kExited);
+      EXPECT_EQ(ev->status, 0);
+      break;
+    }
+    if (ev->kind == EventKind::kFork) {
+      ++forks;
+      for (int i = 0; i < 2; ++i) {
+        auto got = inf->inject_syscall(ev->tid, SYS_getpid, {});
+        ASSERT_TRUE(got) << got.error().to_string();
+        EXPECT_EQ(*got, pid);
+      }
+      auto regs = inf->get_regs(ev->tid);
+      ASSERT_TRUE(regs);
+      EXPECT_EQ(static_cast<pid_t>(regs->rax), ev->child);  // fork's own result, returned
+      EXPECT_TRUE(inf->release(ev->child));
+    }
+    const bool signal = ev->kind == EventKind::kSignal;
+    if (ev->kind != EventKind::kThreadExit) {
+      EXPECT_TRUE(inf->resume(ev->tid, Resume::kCont, signal ? ev->signal : 0));
+    }
+  }
+  EXPECT_EQ(forks, 1);
+  EXPECT_EQ(out.text(), "child exit 3\n");
+}
+
 TEST(Inferior, InjectedSyscallAtSyscallStopsKeepsTheProgramsCall) {
   Capture out;
   auto inf = Inferior::spawn({program("writer"), "3"}, {.stdout_fd = out.fd()});

@@ -202,7 +202,9 @@ Result<std::optional<Event>> Inferior::translate_clone(pid_t tid, Thread& t) {
 
 Result<std::optional<Event>> Inferior::translate_fork(pid_t tid, bool vfork) {
   Thread* t = thread(tid);
-  t->stop = StopKind::kEvent;
+  // A fork returns its child's id as the parent leaves this stop; a vfork's parent, left, would
+  // sleep in the kernel until its child execs or ends.
+  t->stop = vfork ? StopKind::kEvent : StopKind::kSyscallEvent;
   auto child = ptrace_event_message(tid);
   if (!child) return std::unexpected(child.error());
   const auto cpid = static_cast<pid_t>(*child);
@@ -237,7 +239,7 @@ Result<std::optional<Event>> Inferior::translate_fork(pid_t tid, bool vfork) {
 }
 
 Result<std::optional<Event>> Inferior::translate_vfork_done(pid_t tid, Thread& t) {
-  t.stop = StopKind::kEvent;
+  t.stop = StopKind::kSyscallEvent;
   t.vfork_wait = 0;
   if (hold_forks_) return event_of(EventKind::kVforkDone, tid);
   if (auto r = resume(tid, t.last); !r) return std::unexpected(r.error());

@@ -36,9 +36,31 @@ Result<std::uint64_t> SyscallInjector::gadget(Tracer& tracer, pid_t process) {
   return *at;
 }
 
+// Resumes with PTRACE_SYSCALL until the next syscall stop; signals that arrive meanwhile are kept
+// (the last one wins; Linux coalesces standard signals the same way) and suppressed now.
+Result<void> SyscallInjector::run_to_syscall_stop(Tracer& tracer, pid_t tid, StopState& state) {
+  for (;;) {
+    if (auto r = ptrace_syscall(tid); !r) return r;
+    auto status = tracer.wait_stop(tid);
+    if (!status) return std::unexpected(status.error());
+    if (!WIFSTOPPED(*status)) {
+      return make_error(ErrorCode::kSrch, "pid: " + tid_text(tid) + " ended during a system call");
+    }
+    const int sig = WSTOPSIG(*status);
+    if (sig == kSyscallTrap) return {};
+    if (ptrace_event(*status) == 0 && sig != SIGTRAP) state.kept_signal = sig;
+  }
+}
+
 Result<std::int64_t> SyscallInjector::inject(Tracer& tracer, pid_t tid, pid_t process,
                                              StopState& state, long nr,
                                              std::array<std::uint64_t, 6> args) {
+  if (state.stop == ThreadStop::kSyscallEvent) {
+    // Case 0: the call the event stopped in has not returned; leaving the stop writes its result
+    // over the injection's registers. It returns first, to its syscall-exit stop (case 2).
+    if (auto r = run_to_syscall_stop(tracer, tid, state); !r) return std::unexpected(r.error());
+    state.stop = ThreadStop::kSyscallExit;
+  }
   auto saved = tracer.get_regs(tid);
   if (!saved) return std::unexpected(saved.error());
   x86::Regs regs = *saved;
@@ -65,22 +87,6 @@ Result<std::int64_t> SyscallInjector::inject(Tracer& tracer, pid_t tid, pid_t pr
     r.r8 = args[4];
     r.r9 = args[5];
   };
-  // Resumes with PTRACE_SYSCALL until the next syscall stop; signals that arrive meanwhile are kept
-  // (the last one wins; Linux coalesces standard signals the same way) and suppressed now.
-  auto run_to_syscall_stop = [&]() -> Result<void> {
-    for (;;) {
-      if (auto r = ptrace_syscall(tid); !r) return r;
-      auto status = tracer.wait_stop(tid);
-      if (!status) return std::unexpected(status.error());
-      if (!WIFSTOPPED(*status)) {
-        return make_error(ErrorCode::kSrch,
-                          "pid: " + tid_text(tid) + " ended during a system call");
-      }
-      const int sig = WSTOPSIG(*status);
-      if (sig == kSyscallTrap) return {};
-      if (ptrace_event(*status) == 0 && sig != SIGTRAP) state.kept_signal = sig;
-    }
-  };
   // A syscall-exit stop whose registers are no system call's any more (rt_sigreturn restored the
   // interrupted code's, orig_rax -1): there is no `syscall` instruction before rip to re-use.
   ThreadStop how = state.stop;
@@ -98,7 +104,7 @@ Result<std::int64_t> SyscallInjector::inject(Tracer& tracer, pid_t tid, pid_t pr
       regs.orig_rax = static_cast<std::uint64_t>(nr);
       set_args(regs);
       if (auto r = tracer.set_regs(tid, regs); !r) return std::unexpected(r.error());
-      if (auto r = run_to_syscall_stop(); !r) return std::unexpected(r.error());
+      if (auto r = run_to_syscall_stop(tracer, tid, state); !r) return std::unexpected(r.error());
       auto after = tracer.get_regs(tid);
       if (!after) return std::unexpected(after.error());
       result = static_cast<std::int64_t>(after->rax);
@@ -106,7 +112,7 @@ Result<std::int64_t> SyscallInjector::inject(Tracer& tracer, pid_t tid, pid_t pr
       again.rip -= 2;
       again.rax = saved->orig_rax;
       if (auto r = tracer.set_regs(tid, again); !r) return std::unexpected(r.error());
-      if (auto r = run_to_syscall_stop(); !r) return std::unexpected(r.error());
+      if (auto r = run_to_syscall_stop(tracer, tid, state); !r) return std::unexpected(r.error());
       break;
     }
     case ThreadStop::kSyscallExit: {
@@ -116,8 +122,8 @@ Result<std::int64_t> SyscallInjector::inject(Tracer& tracer, pid_t tid, pid_t pr
       regs.rax = static_cast<std::uint64_t>(nr);
       set_args(regs);
       if (auto r = tracer.set_regs(tid, regs); !r) return std::unexpected(r.error());
-      if (auto r = run_to_syscall_stop(); !r) return std::unexpected(r.error());
-      if (auto r = run_to_syscall_stop(); !r) return std::unexpected(r.error());
+      if (auto r = run_to_syscall_stop(tracer, tid, state); !r) return std::unexpected(r.error());
+      if (auto r = run_to_syscall_stop(tracer, tid, state); !r) return std::unexpected(r.error());
       auto after = tracer.get_regs(tid);
       if (!after) return std::unexpected(after.error());
       result = static_cast<std::int64_t>(after->rax);
@@ -146,6 +152,7 @@ Result<std::int64_t> SyscallInjector::inject(Tracer& tracer, pid_t tid, pid_t pr
     }
     case ThreadStop::kSignal:
     case ThreadStop::kEvent:
+    case ThreadStop::kSyscallEvent:
     case ThreadStop::kNone: {
       // Case 3: single-step a `syscall` instruction of the process's text. orig_rax = -1 so
       // the kernel does not apply syscall-restart rules to the injected call.

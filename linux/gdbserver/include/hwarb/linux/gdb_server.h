@@ -297,6 +297,10 @@ class GdbTarget final : public gdb::Target {
   // Every watch of the session rebuilt (one taken out and put back): a followed fork is left
   // unwatched, its pages and bytes as the program made them (WatchSession's contract).
   Result<void> rebuild_watches();
+  // `infos` (removed from the session) inserted again, the client's watches renumbered to them.
+  Result<void> insert_again(const std::vector<WatchInfo>& infos);
+  // The client's watch `from` is the session's `to` now.
+  void renumber(WatchId from, WatchId to);
   // How a thread runs on when the client does not step it: the session's way, through system
   // call stops while `catch syscall` is on.
   Resume run_mode() const;

@@ -11,8 +11,11 @@
 //  - inject() restores every register of the thread (and a signal-delivery stop's siginfo)
 //    however the call ends; the call itself is the kernel's: its effects stay. In a
 //    syscall-entry or syscall-exit stop it re-uses that call's `syscall` instruction (rewound);
-//    in any other stop it single-steps a `syscall` instruction of the process's text (found once
-//    per process and kept until forget()). Where the restart of an interrupted call was applied
+//    in a kSyscallEvent stop it first runs the thread on to that call's syscall-exit stop (the
+//    call's result then in rax, restored with the rest: a fork returns its child's id) and
+//    injects there, leaving the thread in that syscall-exit stop; in any other stop it
+//    single-steps a `syscall` instruction of the process's text (found once per process and kept
+//    until forget()). Where the restart of an interrupted call was applied
 //    (rip rewound onto its `syscall` instruction), the state says kEvent: a next call in the same
 //    stop single-steps the process's instruction.
 //  - Not all-or-nothing: an error in the middle (the thread killed, a register write refused)
@@ -38,8 +41,17 @@ namespace hwarb::native {
 
 // The kind of ptrace-stop a traced thread is in (kNone: running, or not known to be stopped).
 // kEvent is any stop outside a system call and a signal's delivery: a ptrace event, an
-// interrupt, an exec left by a step.
-enum class ThreadStop : std::uint8_t { kNone, kSignal, kSyscallEnter, kSyscallExit, kEvent };
+// interrupt, an exec left by a step. kSyscallEvent is a ptrace event stop inside a system call
+// that has not returned yet (a fork's, a vfork's end): the kernel writes the call's result into
+// rax when the thread leaves the stop, over whatever registers a tracer set in it.
+enum class ThreadStop : std::uint8_t {
+  kNone,
+  kSignal,
+  kSyscallEnter,
+  kSyscallExit,
+  kEvent,
+  kSyscallEvent,
+};
 
 // What the tracer keeps of a stopped thread's stop, which an injection reads and updates.
 struct StopState {
@@ -83,6 +95,9 @@ class SyscallInjector {
   // The address of a `syscall` instruction in the executable mappings of `process` (kept).
   // ENOENT naming `text` when there is none.
   Result<std::uint64_t> gadget(Tracer& tracer, pid_t process);
+  // Resumes `tid` with PTRACE_SYSCALL until its next syscall stop; signals that arrive meanwhile
+  // are kept in `state` (the last one wins).
+  static Result<void> run_to_syscall_stop(Tracer& tracer, pid_t tid, StopState& state);
   // Drops what is kept of `process` (it execed, ended, or was let go).
   void forget(pid_t process) { gadgets_.erase(process); }
 
