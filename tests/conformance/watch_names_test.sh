@@ -3,7 +3,8 @@
 # watch_names_test.sh HWARB PROGRAMS_DIR
 # Qualified names, static members, a template's static member, an anonymous namespace (spelt out
 # and left out), struct-array members, a two-dimensional element, a member through a pointer:
-# every write counted exactly, spawned and attached, in the default mode and with --software;
+# every write counted exactly, spawned and attached, in the default mode and with --software
+# (and a thread_local written by 4 threads, spawned);
 # hits named by demangled symbols; trace --filter/--start with C++ names; errors (exit 2) that
 # say what a name is (a local, a thread-local as code or with a member, a member that does not
 # exist, an index past the end) and, for a script or a program that execs another, where an
@@ -54,6 +55,18 @@ for mode in "" "--software"; do
   has "$tmp/out" "total=$rounds rounds=$rounds" "$m: program output"
   has "$tmp/err" "note: g_cfg_ptr->limits[2].max:w: 'g_cfg_ptr' (Config*) was read once" \
     "$m: the pointer note"
+  # The thread_local its 4 threads write (created while the others write): each its own copy,
+  # every write counted, beside the names above.
+  run 0 "$m: stat thread-local" stat $mode --json 't_local:w' 'ns::Counter::total:w' -- "$prog" 50
+  python3 - "$tmp/out" <<'PY' || { echo "FAIL: $m: thread-local counts" >&2; fail=1; }
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+summary = [r for r in recs if r["event"] == "summary"][-1]
+assert summary["hits"].get("t_local:w") == 200, summary["hits"]
+assert summary["hits"].get("ns::Counter::total:w") == 50, summary["hits"]
+per = sorted(v["writes"] for k, v in summary["threads"].items() if k.rsplit("@", 1)[0] == "t_local:w")
+assert per == [50, 50, 50, 50], per
+PY
   # 2. Hits are named by demangled symbols; an execute watch on a C++ function.
   run 0 "$m: watch" watch $mode --json 'ns::Counter::total:w' 'ns::Counter::bump():x' -- "$prog" 3
   count "$tmp/out" '"expr":"ns::Counter::total:w".*"symbol":"ns::Counter::bump\(\)\+0x[0-9a-f]+ \(names.cpp:[0-9]+\)"' 3 "$m: demangled hit symbol"

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -32,7 +33,8 @@ perf_event_attr watch_attr(const HwPiece& piece, const PerfWatchOptions& options
   attr.wakeup_events = 1;
   attr.disabled = 1;
   attr.pinned = 1;
-  attr.inherit = 1;
+  // A thread's own piece stays its own: a thread it creates gets no copy.
+  attr.inherit = piece.thread == 0 ? 1 : 0;
   attr.exclude_kernel = 1;
   attr.exclude_hv = 1;
   attr.use_clockid = 1;
@@ -41,15 +43,23 @@ perf_event_attr watch_attr(const HwPiece& piece, const PerfWatchOptions& options
     attr.sigtrap = 1;
     attr.remove_on_exec = 1;
     // A forked child is not traced: a copy would kill it with SIGTRAP at its first hit.
-    attr.inherit_thread = 1;
+    attr.inherit_thread = attr.inherit;
   }
   return attr;
 }
 
 // `exclude_kernel` false: a kernel address passes (a privileged caller's; the kernel decides).
-Result<void> check_pieces(const std::vector<HwPiece>& pieces, bool exclude_kernel = true) {
+// `threads`: a piece may be one thread's (PerfWatch::open).
+Result<void> check_pieces(const std::vector<HwPiece>& pieces, bool exclude_kernel = true,
+                          bool threads = false) {
   if (pieces.empty()) return make_error(ErrorCode::kInval, "pieces: none given");
   for (std::size_t i = 0; i < pieces.size(); ++i) {
+    if (pieces[i].thread < 0 || (pieces[i].thread != 0 && !threads)) {
+      return make_error(
+          ErrorCode::kInval,
+          "pieces[" + std::to_string(i) + "].thread: " + std::to_string(pieces[i].thread) +
+              (threads ? " is not a thread id" : ": only a watch takes a thread's piece"));
+    }
     pmu::EventAttr attr;
     attr.type = pmu::EventType::kBreakpoint;
     attr.bp_addr = pieces[i].addr;
@@ -68,32 +78,54 @@ Result<void> check_pieces(const std::vector<HwPiece>& pieces, bool exclude_kerne
 }
 
 // hwarb's view: every piece is a pinned request, of task `pid` on all CPUs (pid > 0) or bound
-// to one CPU (pid 0: every CPU has the same registers, so one stands for all).
+// to one CPU (pid 0: every CPU has the same registers, so one stands for all). With pieces of
+// single threads, each such thread is a task of its own holding every thread's pieces and its
+// own (another thread holds fewer: every thread's only).
 Result<int> account_slots(pid_t pid, const std::vector<HwPiece>& pieces) {
   const arbiter::ArchProfile profile = arbiter::ArchProfile::x86_64();
   auto arb = arbiter::Arbiter::create({.profile = profile, .cpus = 1});
   if (!arb) return std::unexpected(arb.error());
+  std::vector<pid_t> tasks;
+  for (const HwPiece& piece : pieces) {
+    if (piece.thread != 0) tasks.push_back(piece.thread);
+  }
+  std::sort(tasks.begin(), tasks.end());
+  tasks.erase(std::unique(tasks.begin(), tasks.end()), tasks.end());
+  if (tasks.empty()) tasks.push_back(pid);
   std::vector<arbiter::Request> requests;
-  for (std::size_t i = 0; i < pieces.size(); ++i) {
-    requests.push_back(arbiter::Request{
-        .kind = arbiter::ResourceKind::kBreakpoint,
-        .type =
-            pieces[i].type == pmu::BpType::kX ? arbiter::SlotType::kInst : arbiter::SlotType::kData,
-        .task = pid > 0 ? std::optional<TaskId>(TaskId(pid)) : std::nullopt,
-        .cpu = pid > 0 ? std::nullopt : std::optional<CpuId>(CpuId(0)),
-        .weight = 1,
-        .pinned = true,
-        .id = RequestId(i + 1),
-    });
+  std::map<pid_t, std::size_t> needs;
+  for (const pid_t task : tasks) {
+    for (const HwPiece& piece : pieces) {
+      if (piece.thread != 0 && piece.thread != task) continue;
+      ++needs[task];
+      requests.push_back(arbiter::Request{
+          .kind = arbiter::ResourceKind::kBreakpoint,
+          .type =
+              piece.type == pmu::BpType::kX ? arbiter::SlotType::kInst : arbiter::SlotType::kData,
+          .task = pid > 0 ? std::optional<TaskId>(TaskId(task)) : std::nullopt,
+          .cpu = pid > 0 ? std::nullopt : std::optional<CpuId>(CpuId(0)),
+          .weight = 1,
+          .pinned = true,
+          .id = RequestId(requests.size() + 1),
+      });
+    }
   }
   const int pool = profile.slots(arbiter::SlotType::kData);
   auto held = (*arb)->reserve_all(requests);
   if (!held) {
     if (held.error().code() != ErrorCode::kNoSpc) return std::unexpected(held.error());
-    return make_error(ErrorCode::kNoSpc, "slots: the expressions need " +
-                                             std::to_string(pieces.size()) + " debug registers" +
-                                             (pid > 0 ? "" : " on each CPU") + "; " +
-                                             profile.name() + " has " + std::to_string(pool));
+    const auto most =
+        std::max_element(needs.begin(), needs.end(),
+                         [](const auto& a, const auto& b) { return a.second < b.second; });
+    const bool own = std::any_of(pieces.begin(), pieces.end(),
+                                 [](const HwPiece& piece) { return piece.thread != 0; });
+    return make_error(ErrorCode::kNoSpc,
+                      "slots: " +
+                          (own ? "thread " + std::to_string(most->first) + " needs "
+                               : std::string("the expressions need ")) +
+                          std::to_string(most->second) + " debug registers" +
+                          (pid > 0 ? "" : " on each CPU") + "; " + profile.name() + " has " +
+                          std::to_string(pool));
   }
   held->clear();
   return pool;
@@ -106,7 +138,7 @@ Result<PerfWatch> PerfWatch::open(pid_t pid, std::vector<HwPiece> pieces,
   if (pid <= 0) {
     return make_error(ErrorCode::kInval, "pid: " + std::to_string(pid) + " is not a process id");
   }
-  if (auto ok = check_pieces(pieces); !ok) return std::unexpected(ok.error());
+  if (auto ok = check_pieces(pieces, true, true); !ok) return std::unexpected(ok.error());
   auto pool = account_slots(pid, pieces);
   if (!pool) return std::unexpected(pool.error());
   auto cpus = online_cpus();
@@ -117,15 +149,21 @@ Result<PerfWatch> PerfWatch::open(pid_t pid, std::vector<HwPiece> pieces,
   PerfWatch watch;
   watch.cpus_ = *cpus;
   const std::size_t ncpus = cpus->size();
-  const std::size_t npieces = pieces.size();
   std::vector<int> ring_fd(ncpus, -1);
   std::vector<std::optional<PerfRing>> rings(ncpus);
   for (const pid_t tid : *threads) {
+    // This thread's pieces: every thread's and its own.
+    std::vector<std::size_t> mine;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      if (pieces[i].thread == 0 || pieces[i].thread == tid) mine.push_back(i);
+    }
+    if (mine.empty()) continue;
+    const std::size_t npieces = mine.size();
     // Everything of this thread first (disabled), so that a thread that is gone leaves nothing.
-    std::vector<Fd> fds;  // [cpu index * npieces + piece]
+    std::vector<Fd> fds;  // [cpu index * npieces + k] for piece mine[k]
     bool gone = false;
     for (std::size_t c = 0; c < ncpus && !gone; ++c) {
-      for (std::size_t i = 0; i < npieces; ++i) {
+      for (const std::size_t i : mine) {
         const perf_event_attr attr = watch_attr(pieces[i], options);
         auto fd = perf_event_open_attr(attr, tid, (*cpus)[c], -1, 0);
         if (fd) {
@@ -156,11 +194,11 @@ Result<PerfWatch> PerfWatch::open(pid_t pid, std::vector<HwPiece> pieces,
     }
     if (gone) continue;
     for (std::size_t c = 0; c < ncpus; ++c) {
-      for (std::size_t i = 0; i < npieces; ++i) {
-        const int fd = fds[c * npieces + i].get();
+      for (std::size_t k = 0; k < npieces; ++k) {
+        const int fd = fds[c * npieces + k].get();
         auto id = perf_event_id(fd);
         if (!id) return std::unexpected(id.error());
-        watch.piece_of_id_[*id] = i;
+        watch.piece_of_id_[*id] = mine[k];
         if (!rings[c]) {
           auto mapped = PerfRing::map(fd, kRingPages);
           if (!mapped) return std::unexpected(mapped.error());

@@ -89,18 +89,39 @@ Result<std::vector<HwPiece>> plan_pieces(const std::vector<WatchRange>& ranges, 
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     const WatchRange& w = ranges[i];
     if (w.access == kWatchExec) {
-      pieces.push_back(HwPiece{w.addr, 8, BpType::kX, i});
+      pieces.push_back(HwPiece{w.addr, 8, BpType::kX, i, w.thread});
       continue;
     }
     const BpType type = w.access == kWatchWrite ? BpType::kW : BpType::kRw;
     for (const breakpoints::Piece& p : breakpoints::split_range(w.addr, w.len)) {
-      pieces.push_back(HwPiece{p.addr, p.len, type, i});
+      pieces.push_back(HwPiece{p.addr, p.len, type, i, w.thread});
     }
   }
-  if (slots < 0 || pieces.size() > static_cast<std::size_t>(slots)) {
+  // A thread holds every thread's pieces and its own.
+  std::size_t every = 0;
+  std::map<pid_t, std::size_t> own;
+  for (const HwPiece& piece : pieces) {
+    if (piece.thread == 0) {
+      ++every;
+    } else {
+      ++own[piece.thread];
+    }
+  }
+  std::size_t most = every;
+  pid_t fullest = 0;
+  for (const auto& [thread, n] : own) {
+    if (every + n > most) {
+      most = every + n;
+      fullest = thread;
+    }
+  }
+  if (slots < 0 || most > static_cast<std::size_t>(slots)) {
     return make_error(ErrorCode::kNoSpc,
-                      "slots: the expressions need " + std::to_string(pieces.size()) +
-                          " debug registers and a thread has " + std::to_string(slots) + " here");
+                      "slots: " +
+                          (fullest != 0 ? "thread " + std::to_string(fullest) + " needs "
+                                        : std::string("the expressions need ")) +
+                          std::to_string(most) + " debug registers and a thread has " +
+                          std::to_string(slots) + " here");
   }
   return pieces;
 }

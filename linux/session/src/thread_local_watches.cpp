@@ -81,7 +81,8 @@ Result<std::vector<ThreadLocalCopy>> ThreadLocalWatches::watch_thread(pid_t tid)
       if (auto r = session_->remove(it->id); !r) return std::unexpected(r.error());
       it = copies_.erase(it);
     }
-    auto info = session_->insert({.addr = addr, .len = w.len, .access = w.access, .mode = w.mode});
+    auto info = session_->insert(
+        {.addr = addr, .len = w.len, .access = w.access, .mode = w.mode, .thread = tid});
     if (!info) {
       return std::unexpected(
           info.error().with_context(w.symbol.name + " of thread " + std::to_string(tid)));

@@ -56,7 +56,8 @@ WatchRange range_of(const WatchInfo& w) {
   return WatchRange{.addr = w.spec.addr,
                     .len = w.spec.len,
                     .access = w.spec.access,
-                    .id = static_cast<std::size_t>(w.id)};
+                    .id = static_cast<std::size_t>(w.id),
+                    .thread = w.spec.thread};
 }
 
 Result<void> check_spec(const WatchSpec& s) {
@@ -252,6 +253,19 @@ struct WatchSession::State {
     return {};
   }
 
+  // A watch's thread: 0 (every thread) or a thread of the process.
+  Result<void> check_thread(pid_t thread) const {
+    if (thread == 0) return {};
+    const auto threads = inferior->threads();
+    const bool known = thread > 0 &&
+                       std::find(threads.begin(), threads.end(), thread) != threads.end() &&
+                       inferior->process_of(thread) == inferior->pid();
+    if (known) return {};
+    return make_error(ErrorCode::kSrch, "thread: " + std::to_string(thread) +
+                                            " is not a thread of process " +
+                                            std::to_string(inferior->pid()));
+  }
+
   // Rules 1 and 2 for a new watch: its placement, and the reservation of a hardware one.
   Result<Watch> place(const WatchSpec& spec, WatchId id) {
     Watch w;
@@ -278,31 +292,45 @@ struct WatchSession::State {
     }
     auto pieces = plan_pieces({range_of(w.info)}, options.slots);
     if (!pieces) return refuse(ErrorCode::kNoSpc, pieces.error().message());
+    // A thread's own watch is a request of that thread (the arbiter's task); the arbiter counts
+    // each task alone, so the registers a thread also holds for every thread's watches are
+    // counted here (registers_of) before it is asked.
     const arbiter::Request request{
         .kind = arbiter::ResourceKind::kBreakpoint,
         .type = is_exec(spec) ? arbiter::SlotType::kInst : arbiter::SlotType::kData,
-        .task = TaskId(inferior->pid()),
+        .task = TaskId(spec.thread != 0 ? spec.thread : inferior->pid()),
         .cpu = std::nullopt,
         .weight = static_cast<int>(pieces->size()),
         .pinned = true,
         .id = RequestId(static_cast<std::size_t>(id)),
     };
-    const int held = used_registers();
+    // Held by the session's watches: for a thread's own watch, in that thread; else in the
+    // fullest thread.
+    const int held =
+        spec.thread != 0 ? registers_of(spec.thread) - yielded_registers : used_registers();
+    const std::string whose =
+        spec.thread != 0 ? " of thread " + std::to_string(spec.thread) + "'s " : " of ";
+    const auto full = [&] {
+      return refuse(ErrorCode::kNoSpc, "it needs " + std::to_string(pieces->size()) +
+                                           " debug registers; " + std::to_string(held) + whose +
+                                           std::to_string(options.slots) +
+                                           " are held by other watches" + given_up());
+    };
+    if (held + yielded_registers + static_cast<int>(pieces->size()) > options.slots) {
+      return full();
+    }
     auto reservation = arbiter->reserve(request);
     if (!reservation) {
       if (reservation.error().code() != ErrorCode::kNoSpc) {
         return std::unexpected(reservation.error());
       }
-      return refuse(ErrorCode::kNoSpc, "it needs " + std::to_string(pieces->size()) +
-                                           " debug registers; " + std::to_string(held) + " of " +
-                                           std::to_string(options.slots) +
-                                           " are held by other watches" + given_up());
+      return full();
     }
     w.reservation = std::move(*reservation);
     w.info.placement = Placement::kHardware;
     w.info.registers = static_cast<int>(pieces->size());
     w.info.why = std::to_string(pieces->size()) + " debug registers admitted (" +
-                 std::to_string(held + w.info.registers) + " of " + std::to_string(options.slots) +
+                 std::to_string(held + w.info.registers) + whose + std::to_string(options.slots) +
                  " held)";
     return w;
   }
@@ -322,12 +350,39 @@ struct WatchSession::State {
     }
   }
 
-  int used_registers() const {
-    int n = 0;
+  // The registers thread `thread` holds: every thread's hardware watches, its own, and those
+  // given up to the program (thread 0: every thread's watches only).
+  int registers_of(pid_t thread) const {
+    int n = yielded_registers;
     for (const Watch& w : watches) {
-      if (w.reservation) n += w.reservation.request().weight;
+      const pid_t t = w.info.spec.thread;
+      if (w.reservation && (t == 0 || t == thread)) n += w.reservation.request().weight;
     }
     return n;
+  }
+
+  // The registers the fullest thread holds (yielded ones aside).
+  int used_registers() const {
+    int most = registers_of(0);
+    for (const Watch& w : watches) {
+      if (w.info.spec.thread != 0) most = std::max(most, registers_of(w.info.spec.thread));
+    }
+    return most - yielded_registers;
+  }
+
+  // Whether `hit` is an access its watch sees: a thread's own watch sees its thread's only.
+  bool sees(const WatchHit& hit) const {
+    for (const Watch& w : watches) {
+      if (static_cast<std::size_t>(w.info.id) != hit.id) continue;
+      return w.info.spec.thread == 0 || w.info.spec.thread == hit.tid;
+    }
+    return true;
+  }
+
+  // Drops the hits of threads' own watches by other threads (the software path's pages are the
+  // process's).
+  void drop_foreign(std::vector<WatchHit>& hits) const {
+    std::erase_if(hits, [&](const WatchHit& h) { return !sees(h); });
   }
 
   // Whether `ev` is a stop of the software path that disarm() would drop: a fault on a page it
@@ -349,6 +404,16 @@ struct WatchSession::State {
   void hold_path_events() {
     const std::vector<RestoreByte> planted =
         soft ? soft->restore_plan().bytes : std::vector<RestoreByte>{};
+    if (soft && soft_steps) {
+      // A step's trap raised as stop_all's interrupt stopped the thread is pending, not reported:
+      // the path being replaced stepped that instruction, the next one would take the trap for
+      // a step of its own. It is made to surface and held with the others.
+      for (pid_t tid : inferior->threads()) {
+        auto surfaced = inferior->surface_pending(tid, 1ull << (SIGTRAP - 1));
+        if (!surfaced) continue;  // a thread that is gone has no trap
+        for (const Event& ev : *surfaced) inferior->requeue(ev);
+      }
+    }
     for (pid_t tid : inferior->threads()) {
       if (!inferior->has_queued(tid)) continue;
       std::vector<Event> events = inferior->discard_queued(tid);
@@ -361,14 +426,18 @@ struct WatchSession::State {
           kept.push_back(ev);
           continue;
         }
+        std::vector<WatchHit> hits;
         if (ev.signal == SIGTRAP && ev.code == kSiKernel) {
           if (auto regs = inferior->get_regs(tid)) {
             regs->rip -= 1;
             ignore_error(inferior->set_regs(tid, *regs),
                          "a thread that is gone has no trap to rewind");
           }
+        } else if (ev.signal == SIGTRAP && soft_steps) {
+          // A single step's trap: the instruction ran, its hits are the path's being replaced.
+          ignore_error(soft->finish_step(tid, hits), "a thread that is gone made no access");
         }
-        held.push_back({ev, {}});
+        held.push_back({ev, std::move(hits)});
       }
       for (auto it = kept.rbegin(); it != kept.rend(); ++it) inferior->requeue(*it);
     }
@@ -760,6 +829,11 @@ Result<std::vector<WatchInfo>> WatchSession::insert_all(const std::vector<WatchS
     }
   }
   if (auto r = s.check_stopped(); !r) return std::unexpected(r.error());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (auto r = s.check_thread(specs[i].thread); !r) {
+      return std::unexpected(r.error().with_context("specs[" + std::to_string(i) + "]"));
+    }
+  }
   // Rules 1 and 2, in order: each new watch sees the registers of those before it (its
   // reservation is counted from the list).
   const std::size_t first_new = s.watches.size();
@@ -891,7 +965,7 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
     for (WatchHit& hit : s.pending_hits) v.hits.push_back(std::move(hit));
     s.pending_hits.clear();
     for (WatchHit& hit : h.hits) {
-      if (find(WatchId(hit.id))) v.hits.push_back(std::move(hit));
+      if (find(WatchId(hit.id)) && s.sees(hit)) v.hits.push_back(std::move(hit));
     }
     const bool at_hit = std::any_of(v.hits.begin(), v.hits.end(),
                                     [&](const WatchHit& hit) { return hit.tid == ev.tid; });
@@ -918,7 +992,10 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
   std::vector<WatchHit> soft_hits;
   const auto hard = [&]() -> Result<bool> { return s.hard ? s.hard->handle(ev) : false; };
   const auto soft = [&]() -> Result<bool> {
-    return s.soft ? s.soft->handle(ev, soft_hits) : false;
+    if (!s.soft) return false;
+    auto r = s.soft->handle(ev, soft_hits);
+    s.drop_foreign(soft_hits);
+    return r;
   };
   Result<bool> handled = false;
   switch (ev.kind) {
@@ -930,6 +1007,7 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
       } else if (handled && !*handled && s.options.stop_at_hits && s.soft && s.soft->is_fault(ev)) {
         auto done = s.soft->complete_fault(ev, soft_hits);
         if (!done) return std::unexpected(done.error());
+        s.drop_foreign(soft_hits);
         handled = true;
         if (done->stopped && soft_hits.empty() && s.caller_steps.contains(ev.tid)) {
           // False sharing in the caller's single step: the step is over.
@@ -1005,6 +1083,7 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
   for (WatchHit& h : s.collector.hits) v.hits.push_back(std::move(h));
   s.collector.hits.clear();
   for (WatchHit& h : soft_hits) v.hits.push_back(std::move(h));
+  s.drop_foreign(v.hits);
   if (s.soft) {
     for (SoftWatch::Note& n : s.soft->take_notes()) {
       v.notes.push_back({WatchId(n.id), std::move(n.text)});

@@ -384,6 +384,77 @@ TEST(WatchSession, RegistersGoInOrderThroughTheArbiterAndTheRestIsSoftware) {
   ASSERT_TRUE(inf->kill());
 }
 
+// A thread's own watch (a thread-local copy's) holds a register of that thread alone: five
+// threads' own watches fit beside an every-thread watch of three registers; then the fullest
+// thread has none left, for an every-thread watch or its own. Placement only: the breakpoints
+// must open, their hits need not be delivered (options.hardware is forced).
+TEST(WatchSession, AThreadsOwnWatchHoldsThatThreadsRegistersAlone) {
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("canary"), "5", "0"}), out);
+  const pid_t pid = inf->pid();
+  // On to its SIGSTOP, every thread started; then every thread stopped.
+  ASSERT_TRUE(inf->resume(pid, Resume::kCont));
+  for (;;) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    if (ev->kind == EventKind::kSignal && ev->signal == SIGSTOP) break;
+    ASSERT_NE(ev->kind, EventKind::kExited);
+    ASSERT_TRUE(
+        inf->resume(ev->tid, Resume::kCont, ev->kind == EventKind::kSignal ? ev->signal : 0));
+  }
+  ASSERT_TRUE(inf->stop_all(pid));
+  const std::vector<pid_t> tids = inf->threads();
+  ASSERT_EQ(tids.size(), 5u);
+  const std::uint64_t canary = address_of(pid, "canary_value");
+  WatchSession session(*inf, {.hardware = true, .no_hardware = "", .slots = 4});
+  std::vector<WatchId> own;
+  for (pid_t tid : tids) {
+    auto w = session.insert({.addr = canary,
+                             .len = 8,
+                             .access = kWatchWrite,
+                             .mode = WatchMode::kHardware,
+                             .thread = tid});
+    if (!w && own.empty()) HWARB_SKIP_UNLESS_REQUIRED("hits", w.error().to_string());
+    ASSERT_TRUE(w) << w.error().to_string();
+    EXPECT_EQ(w->placement, Placement::kHardware);
+    EXPECT_THAT(w->why, HasSubstr("(1 of thread " + std::to_string(tid) + "'s 4 held)"));
+    own.push_back(w->id);
+  }
+  auto every = session.insert(
+      {.addr = canary, .len = 24, .access = kWatchWrite, .mode = WatchMode::kHardware});
+  ASSERT_TRUE(every) << every.error().to_string();
+  EXPECT_EQ(every->registers, 3);
+  EXPECT_THAT(every->why, HasSubstr("(4 of 4 held)"));
+  const auto before = session.watches();
+  auto more = session.insert(
+      {.addr = canary, .len = 8, .access = kWatchWrite, .mode = WatchMode::kHardware});
+  ASSERT_FALSE(more);
+  EXPECT_EQ(more.error().code(), ErrorCode::kNoSpc);
+  auto mine = session.insert({.addr = canary + 8,
+                              .len = 8,
+                              .access = kWatchWrite,
+                              .mode = WatchMode::kHardware,
+                              .thread = tids[2]});
+  ASSERT_FALSE(mine);
+  EXPECT_THAT(mine.error().to_string(),
+              HasSubstr("4 of thread " + std::to_string(tids[2]) + "'s 4 are held"));
+  auto stranger = session.insert({.addr = canary, .len = 8, .access = kWatchWrite, .thread = -1});
+  ASSERT_FALSE(stranger);
+  EXPECT_EQ(stranger.error().code(), ErrorCode::kSrch);
+  EXPECT_THAT(stranger.error().to_string(), HasSubstr("thread: -1 is not a thread of process"));
+  EXPECT_EQ(session.watches().size(), before.size());
+  // A thread's own watch gone, that thread has a register again.
+  ASSERT_TRUE(session.remove(own[2]));
+  auto again = session.insert({.addr = canary + 8,
+                               .len = 8,
+                               .access = kWatchWrite,
+                               .mode = WatchMode::kHardware,
+                               .thread = tids[2]});
+  ASSERT_TRUE(again) << again.error().to_string();
+  ASSERT_TRUE(session.uninstall());
+  ASSERT_TRUE(inf->kill());
+}
+
 // Hardware watches only: the watchdog's plan names every process with breakpoints (its SIGSTOP
 // must reach them if hwarb dies), so a forked child that is followed is named from its first hit
 // on, not only after the next change of the watches.

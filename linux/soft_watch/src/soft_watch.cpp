@@ -1266,9 +1266,34 @@ Result<void> SoftWatch::prepare_step(pid_t tid) {
   return {};
 }
 
+Result<void> SoftWatch::finish_step(pid_t tid, std::vector<WatchHit>& hits) {
+  if (!single_step_ || !step_.contains(tid)) return {};
+  auto r = step_hits(tid, hits);
+  step_.erase(tid);
+  rep_.erase(tid);
+  return r;
+}
+
 Result<bool> SoftWatch::on_step(pid_t tid, std::vector<WatchHit>& hits) {
-  ++stats_.steps;
   const std::size_t hits_before = hits.size();
+  if (auto r = step_hits(tid, hits); !r) return std::unexpected(r.error());
+  if (auto r = prepare_step(tid); !r) return std::unexpected(r.error());
+  // A data hit with stop_at_hits: the thread stays stopped after the instruction, checked as
+  // ready for its next step (the caller resumes it with resume_mode()).
+  if (stop_at_hits_ && hits.size() > hits_before) return true;
+  // Execution watches: the instruction about to run.
+  const std::uint64_t ip = step_[tid].ip;
+  for (std::size_t i = 0; i < ranges_.size(); ++i) {
+    if ((ranges_[i].access & kWatchExec) != 0 && ip == ranges_[i].addr) {
+      add_hit(hits, i, tid, ip, ip, kWatchExec, {}, {}, "");
+    }
+  }
+  if (auto r = inferior_->resume(tid, Resume::kStep); !r) return std::unexpected(r.error());
+  return true;
+}
+
+Result<void> SoftWatch::step_hits(pid_t tid, std::vector<WatchHit>& hits) {
+  ++stats_.steps;
   StepCheck& check = step_[tid];
   std::string via;
   std::optional<SyscallBuffers> call;  // a read-like call's buffers, and its result
@@ -1322,19 +1347,7 @@ Result<bool> SoftWatch::on_step(pid_t tid, std::vector<WatchHit>& hits) {
               std::move(*now), via);
     }
   }
-  if (auto r = prepare_step(tid); !r) return std::unexpected(r.error());
-  // A data hit with stop_at_hits: the thread stays stopped after the instruction, checked as
-  // ready for its next step (the caller resumes it with resume_mode()).
-  if (stop_at_hits_ && hits.size() > hits_before) return true;
-  // Execution watches: the instruction about to run.
-  const std::uint64_t ip = step_[tid].ip;
-  for (std::size_t i = 0; i < ranges_.size(); ++i) {
-    if ((ranges_[i].access & kWatchExec) != 0 && ip == ranges_[i].addr) {
-      add_hit(hits, i, tid, ip, ip, kWatchExec, {}, {}, "");
-    }
-  }
-  if (auto r = inferior_->resume(tid, Resume::kStep); !r) return std::unexpected(r.error());
-  return true;
+  return {};
 }
 
 Result<void> SoftWatch::disarm() {

@@ -5,10 +5,16 @@
 //  - A HwPiece is one debug register's worth: a data range of 1, 2, 4 or 8 bytes aligned to its
 //    length (breakpoints::split_range makes them), or an execute breakpoint (len 8 = sizeof(long),
 //    the form x86_64 Linux accepts). `expr` is the caller's index of the expression it came from.
+//    `thread` 0: the piece is every thread's (PerfWatch::open opens it on each, inherited by
+//    threads created later); a thread id: that thread's alone (opened on it only, not inherited;
+//    on no thread when it is not one of the process's), for a variable each thread has a copy
+//    of. Only PerfWatch::open takes a thread's piece: elsewhere it is EINVAL naming
+//    `pieces[i].thread`.
 //  - open() checks every piece (breakpoints::check_reservable and validate_breakpoint for x86_64:
 //    EINVAL/EOPNOTSUPP naming `pieces[i]`), then accounts them per thread with hwarb's arbiter
-//    (x86_64: one pool of 4): more than fit is ENOSPC naming `slots` ("the expressions need N
-//    debug registers; x86_64 has 4"). It then opens each piece on each thread listed in
+//    (x86_64: one pool of 4 per thread; a thread holds every thread's pieces and its own): more
+//    than fit is ENOSPC naming `slots` ("the expressions need N debug registers; x86_64 has 4",
+//    or "thread T needs N ..."). It then opens each piece on each thread listed in
 //    /proc/PID/task, with inherit (threads created later get copies; forked processes too, except
 //    with sigtrap), sample_period 1,
 //    sample_type kWatchSampleType with CLOCK_MONOTONIC times, wakeup_events 1, exclude_kernel.
@@ -73,6 +79,7 @@ struct HwPiece {
   std::uint64_t len = 0;
   pmu::BpType type = pmu::BpType::kW;
   std::size_t expr = 0;
+  pid_t thread = 0;  // 0: every thread of the process; else that thread alone
   friend bool operator==(const HwPiece&, const HwPiece&) = default;
 };
 

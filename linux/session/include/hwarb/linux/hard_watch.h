@@ -21,9 +21,10 @@
 // Contract:
 //  - plan_pieces() gives the debug registers the ranges need, in range order: a data range split
 //    into aligned 1/2/4/8-byte pieces (breakpoints::split_range; type w for a write-only watch,
-//    else rw), an execute watch one piece of length 8 at its address. More pieces than `slots`
-//    (the registers a thread has: x86::kSlots, or what the probe measured) is ENOSPC naming
-//    `slots`. Nothing is opened.
+//    else rw), an execute watch one piece of length 8 at its address; a thread's own range
+//    (WatchRange::thread) gives that thread's own pieces. More pieces on a thread (every thread's
+//    and its own) than `slots` (the registers a thread has: x86::kSlots, or what the probe
+//    measured) is ENOSPC naming `slots`. Nothing is opened.
 //  - hits_need_stops(): whether the hits need the thread stopped (HardWatchEngine) — for their
 //    values, or to tell reads from writes; false only for counting writes and executions.
 //  - accessor_before() is pure: see its comment.

@@ -21,10 +21,12 @@
 //    it). At an exec, the copies are forgotten (the session has dropped the watches of the old
 //    image). The copies added by that event. A thread gone meanwhile (ESRCH), or the whole
 //    process at a thread's end (ESRCH, or ENOENT: its /proc entry gone), is no error.
-//  - A copy is watched at one address in every thread, as any watch of the session (a debug
-//    register in each thread, or its page): only its own thread uses it as its variable. Under
-//    WatchMode::kHardware, more copies than free debug registers are an error (ENOSPC) at the
-//    thread that needs one more.
+//  - A copy is its thread's own watch (WatchSpec::thread): in hardware, a debug register of
+//    that thread alone (so any number of threads each have their copy in a register: a thread
+//    holds the session's watches of every thread and its own copies); on the software path, its
+//    page, the other threads' accesses dropped by the session. Under WatchMode::kHardware, a
+//    thread whose copies and the session's other watches need more registers than it has is an
+//    error (ENOSPC) at that thread.
 //  - copy_of(id) says whose copy a session watch is; nullopt for the session's other watches.
 //  - OwnCopyHits passes on a copy's hits by its own thread only: another thread's access to a
 //    copy is no access to that thread's variable (e.g. the thread library reusing the memory of a

@@ -55,7 +55,15 @@
 //    stop_all's interrupt is reported by the next handle(). So a caller stops the threads, makes
 //    its changes, resumes exactly the threads stop_all returned, and loses no hit and no thread.
 //  - insert() checks the watch: 1 <= len <= 1 GiB; access one of r, w, rw or x alone; the range
-//    does not wrap (EINVAL naming the field). An execute watch has len 1.
+//    does not wrap (EINVAL naming the field); `thread` 0 or a thread of the process (ESRCH
+//    naming `thread`). An execute watch has len 1.
+//  - A thread's own watch (spec.thread, e.g. a thread-local variable's copy) sees that thread's
+//    accesses only. On the hardware path it holds debug registers of that thread alone: each
+//    thread has options.slots registers for every thread's watches and its own (rule 2 counts
+//    them so, per thread: five threads' own one-register watches fit where five watches of every
+//    thread do not). On the software path its pages are protected for the whole process and the
+//    other threads' accesses are no hits (dropped, never reported or stopped at). A thread that
+//    ends leaves its watches covering nothing until they are removed.
 //  - handle() takes every event of the process: the hardware path's SIGTRAP stops (TRAP_PERF),
 //    the software path's faults, int3 and single-step traps, system-call stops, and the
 //    life-cycle events (new threads, forks, execs, exits) that both paths follow. handled: the
@@ -134,6 +142,7 @@ struct WatchSpec {
   std::uint64_t len = 1;
   unsigned access = kWatchWrite;  // kWatchRead / kWatchWrite (or both), or kWatchExec alone
   WatchMode mode = WatchMode::kAuto;
+  pid_t thread = 0;  // 0: every thread's watch; else that thread's own (see the contract)
 };
 
 struct WatchInfo {

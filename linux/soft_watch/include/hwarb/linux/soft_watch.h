@@ -147,6 +147,12 @@ class SoftWatch {
   Result<Completed> complete_fault(const Event& event, std::vector<WatchHit>& hits);
   // Whether handle() would take `event` as a fault on a protected page (complete_fault's event).
   bool is_fault(const Event& event) const;
+  // The single-step method's trap of thread `tid` (stopped right after the instruction this
+  // watch stepped it over) taken by a caller that replaces the watch before handling it (a
+  // rebuild): that instruction's hits are appended to `hits`, as handle() would, and the thread
+  // is left stopped with its step forgotten (the next watch prepares its own). Nothing when the
+  // method is not single-step or the thread had no step prepared.
+  Result<void> finish_step(pid_t tid, std::vector<WatchHit>& hits);
   Resume resume_mode() const;
   Result<void> disarm();
   // The thread disarm() prefers for its mprotect calls (as SoftWatchOptions::inject_in).
@@ -248,6 +254,8 @@ class SoftWatch {
   // The accesses watched on `page` (execution watches aside).
   unsigned page_access(std::uint64_t page) const;
   Result<bool> on_step(pid_t tid, std::vector<WatchHit>& hits);
+  // The hits of the instruction `tid` was just stepped over (its prepared StepCheck).
+  Result<void> step_hits(pid_t tid, std::vector<WatchHit>& hits);
   Result<void> prepare_step(pid_t tid);
   // The parachute in the process of stopped thread `tid`: set for each of SIGSEGV and SIGTRAP
   // whose action is the program's default (deploy), or put back to the program's action for

@@ -30,6 +30,10 @@ struct WatchRange {
   std::uint64_t len = 0;
   unsigned access = kWatchRead | kWatchWrite;
   std::size_t id = 0;  // the caller's expression index, echoed in hits
+  // 0: every thread's. A thread id: that thread's own (a thread-local variable's copy): the
+  // hardware path places it in that thread's debug registers alone; the software path watches
+  // its pages for every thread, and its caller drops the other threads' hits.
+  pid_t thread = 0;
 };
 
 struct WatchHit {
