@@ -83,9 +83,22 @@ bool Server::stays() const {
   return !interrupted_ && target_.can_start() && !options_.once && (options_.multi || extended_);
 }
 
-Result<ServerEnd> Server::client_gone() {
+bool Server::reopens() const {
+  return !interrupted_ && !options_.once && !non_stop_ && !connection_.lost() &&
+         target_.has_process() && !exited_;
+}
+
+Result<ServerEnd> Server::client_gone(bool running) {
   const ServerEnd::How how =
       interrupted_ ? ServerEnd::How::kInterrupted : ServerEnd::How::kDisconnected;
+  if (!stays() && !running && reopens()) {
+    // As gdbserver without --once: the process stays as the client left it (stopped) for the
+    // next client, whose '?' gets its last stop.
+    ServerEnd end;
+    end.how = how;
+    end.serving = true;
+    return end;
+  }
   if (!stays()) {
     auto end = finish(how);
     if (!end) return std::unexpected(end.error());
@@ -323,7 +336,7 @@ Result<ServerEnd> Server::serve() {
   // Whatever broke off the serving (a write to a client that is gone, a failed request), the
   // process is left as a disconnect leaves it: nothing of ours in it.
   if (connection_.lost()) {
-    if (auto gone = client_gone(); gone) return gone;
+    if (auto gone = client_gone(false); gone) return gone;
   }
   ignore_error(finish(interrupted_ ? ServerEnd::How::kInterrupted : ServerEnd::How::kDisconnected),
                "the connection's error is the one reported");
@@ -376,7 +389,7 @@ Result<ServerEnd> Server::serve_packets() {
     }
     auto more = receive(true);
     if (!more) return std::unexpected(more.error());
-    if (!*more) return client_gone();
+    if (!*more) return client_gone(false);
   }
 }
 
@@ -407,7 +420,7 @@ Result<bool> Server::wait_running() {
   auto more = receive(true);
   if (!more) return std::unexpected(more.error());
   if (*more) return true;
-  auto end = client_gone();
+  auto end = client_gone(true);
   if (!end) return std::unexpected(end.error());
   gone_ = *end;
   return false;
@@ -1223,7 +1236,7 @@ Result<std::string> Server::resume(const std::vector<ResumeAction>& list) {
     auto more = receive(true);
     if (!more) return std::unexpected(more.error());
     if (!*more) {
-      auto end = client_gone();
+      auto end = client_gone(true);
       if (!end) return std::unexpected(end.error());
       gone_ = *end;
       return std::string();

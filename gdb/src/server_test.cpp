@@ -76,6 +76,7 @@ using Calls = std::vector<std::string>;
 // Handshake.
 
 TEST_F(ServerTest, QSupportedAnnouncesWhatTheClientOffered) {
+  options.once = true;  // the disconnect ends the serving (finish), as over stdio
   const std::string out =
       run({"qSupported:multiprocess+;swbreak+;fork-events+;vfork-events+;"
            "exec-events+;error-message+"});
@@ -410,6 +411,20 @@ TEST_F(ServerTest, CtrlCWhileStoppedIsIgnored) {
   EXPECT_EQ(asked(), Calls{});
 }
 
+// As gdbserver without --once: a client that goes away while the process is stopped leaves it
+// stopped for the next one (nothing finished), whose '?' gets the last stop; with --once, or
+// while the process runs (below), the serving ends.
+TEST_F(ServerTest, WithoutOnceADisconnectKeepsTheStoppedProcessForTheNextClient) {
+  EXPECT_EQ(run({"?"}), acked("T05thread:64;" + kRegs100));
+  EXPECT_EQ(asked(), Calls{});
+  EXPECT_TRUE(end.serving);
+  EXPECT_EQ(end.how, ServerEnd::How::kDisconnected);
+  options.once = true;
+  run({"?"});
+  EXPECT_EQ(target.calls.back(), "finish 2");
+  EXPECT_FALSE(end.serving);
+}
+
 TEST_F(ServerTest, AClientGoneWhileRunningEndsTheServing) {
   const std::string out = run({"vCont;c"});
   EXPECT_EQ(out, "+");
@@ -656,6 +671,7 @@ TEST_F(ServerTest, TargetXmlOfTheRegistersTheThreadHas) {
 
 TEST_F(ServerTest, LldbQueries) {
   target.stops.push_back(stop_of(StopEvent::Kind::kSignal, 100));
+  options.once = true;  // the disconnect ends the serving (finish), as over stdio
   const std::string out =
       run({"qHostInfo", "qProcessInfo", "qWatchpointSupportInfo:", "qMemoryRegionInfo:401234",
            "qMemoryRegionInfo:600000", "QListThreadsInStopReply", "vCont;c",

@@ -121,6 +121,32 @@ for server in gdbserver "$hwarb gdbserver"; do
   done
 done
 
+# 4c. Without --once, a client that disconnects leaves the stopped program to the next one, as
+# gdbserver "reopens the connection": gdb stops at main, disconnects, connects again and finds
+# the program where it left it, then runs it to its end; both servers alike.
+for server in gdbserver "$hwarb gdbserver"; do
+  name=reconnect_${server%% *}
+  name=${name##*/}
+  $server 127.0.0.1:0 "$P/prog_hello" >"$tmp/$name.prog" 2>"$tmp/$name.srv" &
+  srv=$!
+  port=
+  for _ in $(seq 600); do
+    port=$(sed -n 's/.*[Ll]istening on port \([0-9]*\).*/\1/p' "$tmp/$name.srv" | head -1)
+    [[ -n $port ]] && break
+    sleep 0.05
+  done
+  timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' -ex 'set confirm off' \
+    -ex "target remote 127.0.0.1:$port" -ex 'break main' -ex continue -ex disconnect \
+    -ex "target remote 127.0.0.1:$port" -ex 'p $pc' -ex continue "$P/prog_hello" \
+    >"$tmp/$name.gdb" 2>&1
+  timeout 30 tail --pid="$srv" -f /dev/null
+  wait "$srv" 2>/dev/null
+  grep -qE '^\$1 = .* <main\+[0-9]+>' "$tmp/$name.gdb" ||
+    bad "reconnect ($server): the second client's pc: $(grep -E '^\$1|rror' "$tmp/$name.gdb")"
+  grep -q 'exited normally' "$tmp/$name.gdb" || bad "reconnect ($server): gdb: $(tail -3 "$tmp/$name.gdb")"
+  grep -qx hello "$tmp/$name.prog" || bad "reconnect ($server): program output '$(cat "$tmp/$name.prog")'"
+done
+
 # 5. Usage errors: exit 2, a message naming the field, and no program started.
 refused() {  # refused TEXT ARGS...: `hwarb gdbserver ARGS` exits 2 saying TEXT
   local text=$1

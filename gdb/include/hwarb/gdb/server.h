@@ -48,6 +48,11 @@
 //  - A disconnect returns end.serving when the server stays (ServerOptions::multi or '!' seen,
 //    not ServerOptions::once, not interrupted, the target can start processes): the process is
 //    dropped (the target's drop_process) and connect() then serve() serves the next client.
+//    Without extended mode, a client that closes the connection while the process is stopped
+//    (all-stop, not ServerOptions::once, not interrupted) also returns end.serving, as
+//    gdbserver "reopens the connection": the process stays stopped as it is, and the next
+//    client's '?' gets its last stop. A client gone while the process runs, or a connection
+//    that broke (reset: the client died, Connection::lost), ends the serving as before.
 // Thread-safety: none.
 #pragma once
 
@@ -189,8 +194,11 @@ class Server {
   // Non-stop mode: every thread is stopped (a start, an attach, QNonStop:1).
   void all_stopped();
   Result<std::optional<ServerEnd>> finish(ServerEnd::How how);
-  Result<ServerEnd> client_gone();
+  // `running`: the client went away while the process ran.
+  Result<ServerEnd> client_gone(bool running);
   bool stays() const;
+  // A plain (not extended) server keeps its stopped process for the next client.
+  bool reopens() const;
   Result<void> drop_process(ServerEnd::How how);
   // The protocol's state of a process, as with none.
   void forget_process();
