@@ -4,6 +4,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <span>
 #include <utility>
 #include <variant>
@@ -494,6 +495,8 @@ Server::Served Server::monitor(const std::string& command) {
       "  set debug <0|1>         log the server's events on its standard error\n"
       "  set remote-debug <0|1>  log the packets received and sent\n"
       "  set debug-format <all|none|timestamp>  prefix each log line with the time\n"
+      "  set libthread-db-search-path [PATH]  where libthread_db is looked for (thread-local\n"
+      "                          addresses): $pdir and $sdir are the system's; empty, the default\n"
       "  help                    this list\n";
   std::string text;
   bool known = true;
@@ -523,6 +526,12 @@ Server::Served Server::monitor(const std::string& command) {
   } else if (command == "set debug-format none") {
     debug_timestamps_ = false;
     text = "All extra debug format options disabled.\n";
+  } else if (const std::string_view key = "set libthread-db-search-path";
+             command == key || command.starts_with(std::string(key) + " ")) {
+    std::string path = command.size() > key.size() ? command.substr(key.size() + 1) : "";
+    if (path.empty()) path = "$pdir:$sdir";
+    thread_db_found_ = thread_db_in(path);
+    text = "libthread-db-search-path set to `" + path + "'\n";
   } else {
     known = false;
     text = "Unknown monitor command.\n\n" + help;
@@ -530,6 +539,21 @@ Server::Served Server::monitor(const std::string& command) {
   if (auto r = reply("O" + hex_text(text)); !r) return std::unexpected(r.error());
   if (auto r = reply(known ? "OK" : "E01"); !r) return std::unexpected(r.error());
   return std::optional<ServerEnd>();
+}
+
+// Whether a directory of the colon-separated `path` has a libthread_db: $pdir (the thread
+// library's own directory) and $sdir (the system's) have glibc's.
+bool Server::thread_db_in(const std::string& path) {
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t end = std::min(path.find(':', start), path.size());
+    const std::string dir = path.substr(start, end - start);
+    if (dir == "$pdir" || dir == "$sdir") return true;
+    std::error_code ec;
+    if (!dir.empty() && std::filesystem::exists(dir + "/libthread_db.so.1", ec)) return true;
+    if (end == path.size()) return false;
+    start = end + 1;
+  }
 }
 
 Server::Served Server::answer(Result<std::string> r) {
@@ -724,6 +748,11 @@ Server::Served Server::on(const TlsAddress& t) {
   if (std::find(threads.begin(), threads.end(), tid) == threads.end() ||
       (t.process > 0 && target_.group_of(tid) != t.process)) {
     return answer(make_error(ErrorCode::kSrch, "thread: no such thread"));
+  }
+  if (!thread_db_found_) {
+    return answer(make_error(ErrorCode::kNoEnt,
+                             "libthread-db-search-path: no libthread_db there (monitor set "
+                             "libthread-db-search-path)"));
   }
   auto addr = target_.tls_address(tid, t.offset, t.lm);
   if (!addr) return answer(std::unexpected(addr.error()));

@@ -663,6 +663,23 @@ TEST_F(ServerTest, ThreadLocalAddresses) {
                             "tls_address 101 10 7ffff7ffe2e0", "tls_address 100 8 0"}));
 }
 
+// gdbserver's `monitor set libthread-db-search-path`: a path without a libthread_db makes
+// thread-local addresses fail (gdb: "Remote target failed to process qGetTLSAddr request");
+// the default ($pdir:$sdir, or none given) finds it again.
+TEST_F(ServerTest, ALibthreadDbSearchPathWithoutOneFailsThreadLocalAddresses) {
+  const std::string out =
+      run({"qRcmd,736574206c69627468726561642d64622d7365617263682d70617468202f666f6f2f626172",
+           "qGetTLSAddr:64,8,0", "qRcmd,736574206c69627468726561642d64622d7365617263682d70617468",
+           "qGetTLSAddr:64,8,0"});
+  EXPECT_EQ(out, acked("O6c69627468726561642d64622d7365617263682d706174682073657420746f20602f666f6f"
+                       "2f626172270a") +
+                     rsp_frame("OK") + acked("E02") +
+                     acked("O6c69627468726561642d64622d7365617263682d706174682073657420746f20602470"
+                           "6469723a2473646972270a") +
+                     rsp_frame("OK") + acked("7f0000064008"));
+  EXPECT_EQ(asked(), Calls{"tls_address 100 8 0"});
+}
+
 TEST_F(ServerTest, TargetXmlOfTheRegistersTheThreadHas) {
   const std::string out = run({"qXfer:features:read:target.xml:0,40"});
   EXPECT_EQ(out, acked("m" + gdb_target_xml(0).substr(0, 0x40)));

@@ -197,6 +197,7 @@ class Server {
   // `running`: the client went away while the process ran.
   Result<ServerEnd> client_gone(bool running);
   bool stays() const;
+  static bool thread_db_in(const std::string& path);
   // A plain (not extended) server keeps its stopped process for the next client.
   bool reopens() const;
   Result<void> drop_process(ServerEnd::How how);
@@ -224,13 +225,16 @@ class Server {
   bool extended_ = false;  // '!' received
   RspReader reader_;
   bool ack_ = true;
-  bool error_messages_ = false;        // the client announced error-message+
-  bool thread_suffix_ = false;         // lldb's QThreadSuffixSupported
-  bool list_threads_ = false;          // lldb's QListThreadsInStopReply
-  bool native_signals_ = false;        // Linux's signal numbers (lldb), not gdb's
-  bool debug_ = false;                 // `monitor set debug 1`: events
-  bool remote_debug_ = false;          // `monitor set remote-debug 1`: packets
-  bool debug_timestamps_ = false;      // `monitor set debug-format all|timestamp`
+  bool error_messages_ = false;    // the client announced error-message+
+  bool thread_suffix_ = false;     // lldb's QThreadSuffixSupported
+  bool list_threads_ = false;      // lldb's QListThreadsInStopReply
+  bool native_signals_ = false;    // Linux's signal numbers (lldb), not gdb's
+  bool debug_ = false;             // `monitor set debug 1`: events
+  bool remote_debug_ = false;      // `monitor set remote-debug 1`: packets
+  bool debug_timestamps_ = false;  // `monitor set debug-format all|timestamp`
+  // `monitor set libthread-db-search-path PATH` (gdbserver's): false when no directory of PATH
+  // has a libthread_db, so that thread-local addresses fail as gdbserver's then do.
+  bool thread_db_found_ = true;
   bool exec_events_ = false;           // exec-events+
   bool multiprocess_ = false;          // multiprocess+
   bool fork_events_ = false;           // fork-events+ (with multiprocess+)
