@@ -393,6 +393,18 @@ Result<std::int64_t> Inferior::inject_syscall(pid_t tid, long nr,
   if (t == nullptr || !t->stopped) {
     return make_error(ErrorCode::kSrch, "pid: " + tid_text(tid) + " is not in a stop");
   }
+  if (t->vfork_wait != 0 && t->stop != StopKind::kSignal) {
+    // A vfork's parent held at its event stop sleeps in the kernel, once resumed for the call,
+    // until its child execs or ends (a stopped child: never). A call on the memory, which the
+    // child shares until then, runs in the child; any other cannot run now.
+    const pid_t child = t->vfork_wait;
+    const bool memory = nr == SYS_mprotect || nr == SYS_mmap || nr == SYS_munmap ||
+                        nr == SYS_madvise || nr == SYS_mremap || nr == SYS_pkey_mprotect;
+    if (memory && is_stopped(child)) return inject_syscall(child, nr, args);
+    return make_error(ErrorCode::kBusy, "pid: thread " + tid_text(tid) +
+                                            " waits for its vfork child " + tid_text(child) +
+                                            " (a call there would wait for its exec or end)");
+  }
   // A forked child not followed yet has its parent's layout (and is not in threads_).
   const pid_t process = threads_.contains(tid) ? process_of(tid) : pid_;
   InjectorTracer tracer(*this);

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <set>
 #include <string>
@@ -94,15 +95,16 @@ TEST(Inferior, InjectedSyscallAtTheExecStopLeavesRegistersUnchanged) {
   EXPECT_EQ(run_to_end(*inf, Resume::kCont).status, 0);
 }
 
-// A parent held at its fork's event stop is still inside fork: the call returns the child's id
-// as it leaves the stop, over registers set in it. A call injected there keeps that result.
-TEST(Inferior, InjectedSyscallAtAForkStopKeepsTheForksResult) {
+// `prog_forker MODE 3` with its forks held (hold_forks), run to its end: `at_fork` is called at
+// the fork's event stop (the parent stopped in it), then the child goes on. The program must
+// end as unwatched: exit 0, its child's exit 3 seen.
+void run_forker_held(const char* mode,
+                     const std::function<void(Inferior&, const Event&)>& at_fork) {
   Capture out;
-  auto inf = Inferior::spawn({program("forker"), "fork", "3"}, {.stdout_fd = out.fd()});
+  auto inf = Inferior::spawn({program("forker"), mode, "3"}, {.stdout_fd = out.fd()});
   ASSERT_TRUE(inf) << inf.error().to_string();
   inf->hold_forks(true);
-  const pid_t pid = inf->pid();
-  ASSERT_TRUE(inf->resume(pid, Resume::kCont));
+  ASSERT_TRUE(inf->resume(inf->pid(), Resume::kCont));
   int forks = 0;
   for (;;) {
     auto ev = inf->wait();
@@ -114,23 +116,49 @@ TEST(Inferior, InjectedSyscallAtAForkStopKeepsTheForksResult) {
     }
     if (ev->kind == EventKind::kFork) {
       ++forks;
-      for (int i = 0; i < 2; ++i) {
-        auto got = inf->inject_syscall(ev->tid, SYS_getpid, {});
-        ASSERT_TRUE(got) << got.error().to_string();
-        EXPECT_EQ(*got, pid);
-      }
-      auto regs = inf->get_regs(ev->tid);
-      ASSERT_TRUE(regs);
-      EXPECT_EQ(static_cast<pid_t>(regs->rax), ev->child);  // fork's own result, returned
-      EXPECT_TRUE(inf->release(ev->child));
+      ASSERT_NO_FATAL_FAILURE(at_fork(*inf, *ev));
+      EXPECT_TRUE(ev->vfork ? inf->resume(ev->child, Resume::kCont) : inf->release(ev->child));
     }
     const bool signal = ev->kind == EventKind::kSignal;
-    if (ev->kind != EventKind::kThreadExit) {
+    if (ev->kind != EventKind::kThreadExit && inf->is_stopped(ev->tid)) {
       EXPECT_TRUE(inf->resume(ev->tid, Resume::kCont, signal ? ev->signal : 0));
     }
   }
   EXPECT_EQ(forks, 1);
   EXPECT_EQ(out.text(), "child exit 3\n");
+}
+
+// A parent held at its fork's event stop is still inside fork: the call returns the child's id
+// as it leaves the stop, over registers set in it. A call injected there keeps that result.
+TEST(Inferior, InjectedSyscallAtAForkStopKeepsTheForksResult) {
+  run_forker_held("fork", [](Inferior& inf, const Event& ev) {
+    for (int i = 0; i < 2; ++i) {
+      auto got = inf.inject_syscall(ev.tid, SYS_getpid, {});
+      ASSERT_TRUE(got) << got.error().to_string();
+      EXPECT_EQ(*got, inf.pid());
+    }
+    auto regs = inf.get_regs(ev.tid);
+    ASSERT_TRUE(regs);
+    EXPECT_EQ(static_cast<pid_t>(regs->rax), ev.child);  // fork's own result, returned
+  });
+}
+
+// A vfork's parent held at its vfork stop would sleep, resumed for a call, until its child execs
+// or ends: a call on the memory runs in the stopped child (one memory), any other is EBUSY; the
+// program runs on as it would.
+TEST(Inferior, AVforkParentsCallsOnTheMemoryRunInItsChild) {
+  run_forker_held("vfork", [](Inferior& inf, const Event& ev) {
+    ASSERT_TRUE(ev.vfork);
+    auto regs = inf.get_regs(ev.tid);
+    ASSERT_TRUE(regs);
+    const std::uint64_t page = regs->rsp & ~std::uint64_t{0xfff};
+    auto same = inf.inject_syscall(ev.tid, SYS_mprotect, {page, 4096, 3, 0, 0, 0});
+    ASSERT_TRUE(same) << same.error().to_string();
+    EXPECT_EQ(*same, 0);
+    auto other = inf.inject_syscall(ev.tid, SYS_getpid, {});
+    ASSERT_FALSE(other);
+    EXPECT_EQ(other.error().code(), ErrorCode::kBusy);
+  });
 }
 
 TEST(Inferior, InjectedSyscallAtSyscallStopsKeepsTheProgramsCall) {

@@ -385,6 +385,30 @@ struct WatchSession::State {
     std::erase_if(hits, [&](const WatchHit& h) { return !sees(h); });
   }
 
+  // The hits to report of those kept across changes (a held stop's, a pending one's): a hit of a
+  // watch removed since goes to a watch inserted since on the bytes it touched with its access
+  // (a debugger that took its watches out and put them back, as gdb does at each resume, gets
+  // the hit of the thread it has not heard of yet), else it is dropped; and a thread's own
+  // watch keeps its thread's hits only.
+  void settle_hits(std::vector<WatchHit>& hits) const {
+    std::erase_if(hits, [&](WatchHit& h) {
+      const bool known = std::any_of(watches.begin(), watches.end(), [&](const Watch& w) {
+        return static_cast<std::size_t>(w.info.id) == h.id;
+      });
+      if (known) return !sees(h);
+      for (const Watch& w : watches) {
+        const WatchSpec& spec = w.info.spec;
+        if (h.addr < spec.addr || h.addr - spec.addr >= spec.len || (spec.access & h.access) == 0 ||
+            (spec.thread != 0 && spec.thread != h.tid)) {
+          continue;
+        }
+        h.id = static_cast<std::size_t>(w.info.id);
+        return false;
+      }
+      return true;
+    });
+  }
+
   // Whether `ev` is a stop of the software path that disarm() would drop: a fault on a page it
   // protects, an int3 it planted (`planted`), a single-step trap while it steps.
   bool soft_stop(const Event& ev, const std::vector<RestoreByte>& planted) {
@@ -964,9 +988,8 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
     v.handled = true;
     for (WatchHit& hit : s.pending_hits) v.hits.push_back(std::move(hit));
     s.pending_hits.clear();
-    for (WatchHit& hit : h.hits) {
-      if (find(WatchId(hit.id)) && s.sees(hit)) v.hits.push_back(std::move(hit));
-    }
+    for (WatchHit& hit : h.hits) v.hits.push_back(std::move(hit));
+    s.settle_hits(v.hits);
     const bool at_hit = std::any_of(v.hits.begin(), v.hits.end(),
                                     [&](const WatchHit& hit) { return hit.tid == ev.tid; });
     if (s.inferior->is_stopped(ev.tid)) {
@@ -1083,7 +1106,7 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
   for (WatchHit& h : s.collector.hits) v.hits.push_back(std::move(h));
   s.collector.hits.clear();
   for (WatchHit& h : soft_hits) v.hits.push_back(std::move(h));
-  s.drop_foreign(v.hits);
+  s.settle_hits(v.hits);
   if (s.soft) {
     for (SoftWatch::Note& n : s.soft->take_notes()) {
       v.notes.push_back({WatchId(n.id), std::move(n.text)});

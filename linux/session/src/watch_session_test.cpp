@@ -392,13 +392,17 @@ TEST(WatchSession, AThreadsOwnWatchHoldsThatThreadsRegistersAlone) {
   Capture out;
   SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("canary"), "5", "0"}), out);
   const pid_t pid = inf->pid();
-  // On to its SIGSTOP, every thread started; then every thread stopped.
+  // On to its SIGSTOP and every thread's first stop (a new thread's may come after the SIGSTOP);
+  // then every thread stopped.
   ASSERT_TRUE(inf->resume(pid, Resume::kCont));
-  for (;;) {
+  for (bool raised = false; !raised || inf->threads().size() < 5;) {
     auto ev = inf->wait();
     ASSERT_TRUE(ev) << ev.error().to_string();
-    if (ev->kind == EventKind::kSignal && ev->signal == SIGSTOP) break;
     ASSERT_NE(ev->kind, EventKind::kExited);
+    if (ev->kind == EventKind::kSignal && ev->signal == SIGSTOP && ev->tid == pid) {
+      raised = true;
+      continue;
+    }
     ASSERT_TRUE(
         inf->resume(ev->tid, Resume::kCont, ev->kind == EventKind::kSignal ? ev->signal : 0));
   }

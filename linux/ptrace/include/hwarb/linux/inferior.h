@@ -38,7 +38,10 @@
 //    the process's text. A signal that arrives meanwhile is kept and delivered on the thread's
 //    next resume. The thread is in the same kind of stop afterwards. Any number of calls may be
 //    injected in one stop: where the first one applied the restart of an interrupted call (rip
-//    rewound onto its `syscall` instruction), the next ones single-step the process's.
+//    rewound onto its `syscall` instruction), the next ones single-step the process's. A vfork's
+//    parent held at its vfork stop cannot run a call (resumed, it would sleep until its child
+//    execs or ends): a call on the memory (mprotect, mmap, munmap, madvise, mremap) runs in the
+//    stopped child, which shares it; any other is EBUSY naming `pid`.
 //  - wait() returns the next event of any traced thread (queued events first). EINTR (and
 //    nothing lost) when a signal handler of hwarb interrupted the wait. Every wait (wait(),
 //    wait_or_poll(), stop_all(), kill(), ...) reads only the statuses of this process's threads

@@ -48,8 +48,11 @@
 //    undone, it stays traced and runs on). A stop of the session's own that waits in the
 //    Inferior's queue (a hit or a fault that stop_all queued for a thread, which stop_all does
 //    not count as one it stopped) stays queued, its thread stopped in it: the caller hands it to
-//    handle() as any queued event, which reports its hits of watches still there (a hardware
-//    hit's values are read at the rebuild, right after the access) and resumes the thread (or
+//    handle() as any queued event, which reports its hits of watches still there, or of a watch
+//    inserted since on the bytes a hit touched, with its access, in the removed one's place (a
+//    debugger that takes its watches out and puts them back, as gdb does at each resume; a
+//    hardware hit's values are read at the rebuild, right after the access) and resumes the
+//    thread (or
 //    leaves it stopped at them: stop_at_hits); a software fault or int3 trap is run again under
 //    the watches as they are now. A hardware hit whose SIGTRAP was still pending behind
 //    stop_all's interrupt is reported by the next handle(). So a caller stops the threads, makes
