@@ -26,7 +26,9 @@
 #          parent, which runs on unwatched and unchanged (its waitpid sees the child's exit 3, it
 #          reads back its own write), and the child's write stops it (1 -> 100). Checked against
 #          the program's own words and gdb's (not against gdbserver's story: where this machine
-#          does not deliver hardware hits, gdbserver's watchpoint never stops).
+#          does not deliver hardware hits, gdbserver's watchpoint never stops). The same with
+#          gdb following the parent: the child, let go, writes and exits 3 unharmed (its hit,
+#          made before gdb let it go, is not delivered to it as a signal).
 # gdb's lines that tell what happened (catchpoints, attach/detach notes, breakpoint hits, the
 # inferiors, printed values, exits) must equal gdbserver's, process ids aside.
 # shellcheck source=gdb_test_lib.sh
@@ -136,6 +138,15 @@ for mode in "" "--software"; do
   expect "$tmp/watch$m.out" '^\$1 = 100$' "$m: watch, follow the child: the child's value"
   expect "$tmp/watch$m.out" 'Inferior 2 \(process [0-9]+\) exited with code 03' \
     "$m: watch, follow the child: the child's exit"
+  run "watchp$m" "$hwarb gdbserver $mode --stdio --" "fork-watch $tmp/parentp$m" \
+    'watch watched' continue continue continue
+  touch "$tmp/parentp$m"
+  expect "$tmp/parentp$m" '^child status=3$' "$m: watch, follow the parent: the child let go exits 3"
+  expect "$tmp/parentp$m" '^parent watched=10$' "$m: watch, follow the parent: its own value"
+  expect "$tmp/watchp$m.out" '^\[Detaching after fork from child process [0-9]+\]' \
+    "$m: watch, follow the parent: the child detached"
+  expect "$tmp/watchp$m.out" '^New value = 10$' "$m: watch, follow the parent: the parent's write"
+  expect "$tmp/watchp$m.out" 'exited normally' "$m: watch, follow the parent: the program's end"
 done
 
 exit $fail

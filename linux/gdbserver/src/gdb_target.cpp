@@ -1276,6 +1276,9 @@ Result<void> GdbTarget::detach_stopped(gdb::Tid process) {
   for (const WatchInfo& w : moved) {
     if (auto r = session_->remove(w.id); !r) return r;
   }
+  // The session's stops kept for it (a hit of the child the session had let run with its
+  // watches, before the client's decision) would be delivered at the detach: its signals.
+  session_->drop_own_stops(process);
   // A spawned program the client detached from runs on after the server ends.
   if (first && inferior_->spawned())
     ignore_error(inferior_->outlive_tracer(), "the detach goes on");

@@ -1126,6 +1126,32 @@ Resume WatchSession::resume_mode() const {
   return state_->soft ? state_->soft->resume_mode() : Resume::kCont;
 }
 
+void WatchSession::drop_own_stops(pid_t process) {
+  State& s = *state_;
+  const auto of_process = [&](pid_t tid) { return s.inferior->process_of(tid) == process; };
+  std::erase_if(s.pending_hits, [&](const WatchHit& h) { return of_process(h.tid); });
+  std::vector<Event> own;
+  for (auto it = s.held.begin(); it != s.held.end();) {
+    if (of_process(it->event.tid)) {
+      own.push_back(it->event);
+      it = s.held.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::set<pid_t> tids;
+  for (const Event& ev : own) tids.insert(ev.tid);
+  for (pid_t tid : tids) {
+    std::vector<Event> kept;
+    for (Event& ev : s.inferior->discard_queued(tid)) {
+      const bool mine =
+          std::any_of(own.begin(), own.end(), [&](const Event& o) { return same_stop(o, ev); });
+      if (!mine) kept.push_back(std::move(ev));
+    }
+    for (auto it = kept.rbegin(); it != kept.rend(); ++it) s.inferior->requeue(*it);
+  }
+}
+
 Result<void> WatchSession::uninstall() {
   State& s = *state_;
   s.hold_path_events();

@@ -240,6 +240,11 @@ class WatchSession {
   void set_stepping(pid_t tid);
   void set_stepping(std::set<pid_t> threads);
   Result<void> uninstall();
+  // The session's own stops kept for the threads of `process` (its hits, faults and traps that
+  // stop_all or a change queued for them, and hits pending a report) are dropped, from the
+  // session and from the Inferior's queue: a process about to be detached (or killed) would be
+  // delivered their signals. Every other event stays queued, in its order.
+  void drop_own_stops(pid_t process);
 
   // "2 debug registers" / "page protection (1 page)" / "2 debug registers + int3": how the
   // watches are taken now; empty without watches.
