@@ -270,6 +270,15 @@ TEST(Watchdog, ASessionGuardsAsItsOptionsSay) {
       ::execl(ticker.c_str(), ticker.c_str(), "/dev/null", "100000", static_cast<char*>(nullptr));
       ::_exit(31);
     }
+    // Killed and reaped however the checks below end (a failed ASSERT returns at once): a ticker
+    // left running would hold the test's output open until ctest's timeout.
+    struct Reaper {
+      pid_t pid;
+      ~Reaper() {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+    } reaper{target};
     const std::string exe = "/proc/" + std::to_string(target) + "/exe";
     std::error_code ec;
     const std::filesystem::path image = std::filesystem::canonical(ticker, ec);
@@ -300,15 +309,14 @@ TEST(Watchdog, ASessionGuardsAsItsOptionsSay) {
         EXPECT_EQ(plan.pages[0].addr, ticks->address & ~std::uint64_t{4095});
         EXPECT_EQ(plan, session.restore_plan());
       }
-      ASSERT_TRUE(session.uninstall());
+      auto undone = session.uninstall();
+      ASSERT_TRUE(undone) << undone.error().to_string();
       if (guard == Guard::kAuto) {
         ASSERT_NE(session.watchdog(), nullptr);
         EXPECT_EQ(session.watchdog()->published_plan(), RestorePlan{});
       }
       ASSERT_TRUE(inf->detach());
     }
-    ::kill(target, SIGKILL);
-    ::waitpid(target, nullptr, 0);
   }
 }
 
