@@ -93,11 +93,9 @@ Result<int> account_slots(pid_t pid, const std::vector<HwPiece>& pieces) {
   tasks.erase(std::unique(tasks.begin(), tasks.end()), tasks.end());
   if (tasks.empty()) tasks.push_back(pid);
   std::vector<arbiter::Request> requests;
-  std::map<pid_t, std::size_t> needs;
   for (const pid_t task : tasks) {
     for (const HwPiece& piece : pieces) {
       if (piece.thread != 0 && piece.thread != task) continue;
-      ++needs[task];
       requests.push_back(arbiter::Request{
           .kind = arbiter::ResourceKind::kBreakpoint,
           .type =
@@ -114,16 +112,12 @@ Result<int> account_slots(pid_t pid, const std::vector<HwPiece>& pieces) {
   auto held = (*arb)->reserve_all(requests);
   if (!held) {
     if (held.error().code() != ErrorCode::kNoSpc) return std::unexpected(held.error());
-    const auto most =
-        std::max_element(needs.begin(), needs.end(),
-                         [](const auto& a, const auto& b) { return a.second < b.second; });
-    const bool own = std::any_of(pieces.begin(), pieces.end(),
-                                 [](const HwPiece& piece) { return piece.thread != 0; });
+    const ThreadNeed most = fullest_thread(pieces);
     return make_error(ErrorCode::kNoSpc,
                       "slots: " +
-                          (own ? "thread " + std::to_string(most->first) + " needs "
-                               : std::string("the expressions need ")) +
-                          std::to_string(most->second) + " debug registers" +
+                          (most.thread != 0 ? "thread " + std::to_string(most.thread) + " needs "
+                                            : std::string("the expressions need ")) +
+                          std::to_string(most.pieces) + " debug registers" +
                           (pid > 0 ? "" : " on each CPU") + "; " + profile.name() + " has " +
                           std::to_string(pool));
   }
@@ -132,6 +126,23 @@ Result<int> account_slots(pid_t pid, const std::vector<HwPiece>& pieces) {
 }
 
 }  // namespace
+
+ThreadNeed fullest_thread(const std::vector<HwPiece>& pieces) {
+  std::size_t every = 0;
+  std::map<pid_t, std::size_t> own;
+  for (const HwPiece& piece : pieces) {
+    if (piece.thread == 0) {
+      ++every;
+    } else {
+      ++own[piece.thread];
+    }
+  }
+  ThreadNeed most{.thread = 0, .pieces = every};
+  for (const auto& [thread, n] : own) {
+    if (every + n > most.pieces) most = {.thread = thread, .pieces = every + n};
+  }
+  return most;
+}
 
 Result<PerfWatch> PerfWatch::open(pid_t pid, std::vector<HwPiece> pieces,
                                   const PerfWatchOptions& options) {

@@ -98,29 +98,13 @@ Result<std::vector<HwPiece>> plan_pieces(const std::vector<WatchRange>& ranges, 
     }
   }
   // A thread holds every thread's pieces and its own.
-  std::size_t every = 0;
-  std::map<pid_t, std::size_t> own;
-  for (const HwPiece& piece : pieces) {
-    if (piece.thread == 0) {
-      ++every;
-    } else {
-      ++own[piece.thread];
-    }
-  }
-  std::size_t most = every;
-  pid_t fullest = 0;
-  for (const auto& [thread, n] : own) {
-    if (every + n > most) {
-      most = every + n;
-      fullest = thread;
-    }
-  }
-  if (slots < 0 || most > static_cast<std::size_t>(slots)) {
+  const ThreadNeed most = fullest_thread(pieces);
+  if (slots < 0 || most.pieces > static_cast<std::size_t>(slots)) {
     return make_error(ErrorCode::kNoSpc,
                       "slots: " +
-                          (fullest != 0 ? "thread " + std::to_string(fullest) + " needs "
-                                        : std::string("the expressions need ")) +
-                          std::to_string(most) + " debug registers and a thread has " +
+                          (most.thread != 0 ? "thread " + std::to_string(most.thread) + " needs "
+                                            : std::string("the expressions need ")) +
+                          std::to_string(most.pieces) + " debug registers and a thread has " +
                           std::to_string(slots) + " here");
   }
   return pieces;

@@ -370,13 +370,18 @@ struct WatchSession::State {
     return most - yielded_registers;
   }
 
+  // The watch a hit names; null when it was removed.
+  const Watch* watch_of(const WatchHit& hit) const {
+    for (const Watch& w : watches) {
+      if (static_cast<std::size_t>(w.info.id) == hit.id) return &w;
+    }
+    return nullptr;
+  }
+
   // Whether `hit` is an access its watch sees: a thread's own watch sees its thread's only.
   bool sees(const WatchHit& hit) const {
-    for (const Watch& w : watches) {
-      if (static_cast<std::size_t>(w.info.id) != hit.id) continue;
-      return w.info.spec.thread == 0 || w.info.spec.thread == hit.tid;
-    }
-    return true;
+    const Watch* w = watch_of(hit);
+    return w == nullptr || w->info.spec.thread == 0 || w->info.spec.thread == hit.tid;
   }
 
   // Drops the hits of threads' own watches by other threads (the software path's pages are the
@@ -392,10 +397,7 @@ struct WatchSession::State {
   // watch keeps its thread's hits only.
   void settle_hits(std::vector<WatchHit>& hits) const {
     std::erase_if(hits, [&](WatchHit& h) {
-      const bool known = std::any_of(watches.begin(), watches.end(), [&](const Watch& w) {
-        return static_cast<std::size_t>(w.info.id) == h.id;
-      });
-      if (known) return !sees(h);
+      if (watch_of(h) != nullptr) return !sees(h);
       for (const Watch& w : watches) {
         const WatchSpec& spec = w.info.spec;
         if (h.addr < spec.addr || h.addr - spec.addr >= spec.len || (spec.access & h.access) == 0 ||

@@ -83,6 +83,14 @@ struct HwPiece {
   friend bool operator==(const HwPiece&, const HwPiece&) = default;
 };
 
+// The thread that holds the most of `pieces` (every thread's and its own) and how many it
+// holds: thread 0 when no piece is one thread's (every thread holds them all).
+struct ThreadNeed {
+  pid_t thread = 0;
+  std::size_t pieces = 0;
+};
+ThreadNeed fullest_thread(const std::vector<HwPiece>& pieces);
+
 struct PerfHit {
   std::uint64_t time_ns = 0;  // CLOCK_MONOTONIC
   pid_t tid = 0;
