@@ -18,6 +18,10 @@
 //   prog_gdb_events clone        4 raw clones (CLONE_VM | CLONE_FILES, no CLONE_THREAD: each a
 //                                thread group of its own sharing the memory) each count down
 //                                `pending`; main waits for 0 (at most 20 s) and prints "clones=4"
+//   prog_gdb_events leader-exit [held] [PROG]  main starts a thread and ends itself
+//                                (pthread_exit); the thread joins it, waits for SIGUSR1 if
+//                                `held`, calls alone(), then execs PROG if given (the thread takes
+//                                the leader's id) or prints "alone" and exits 0
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -59,6 +63,33 @@ static int count_down(void* arg) {
 __attribute__((noinline)) void before_exec(const char* prog) {
   printf("exec %s\n", prog);
   fflush(stdout);
+}
+
+__attribute__((noinline)) void alone(void) {
+  __asm__ volatile("" ::: "memory");
+}
+
+static pthread_t leader;
+static const char* leader_exit_prog;
+static int leader_exit_held;
+
+static void* outlive_leader(void* arg) {
+  (void)arg;
+  pthread_join(leader, NULL);
+  if (leader_exit_held) {
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    int sig = 0;
+    sigwait(&usr1, &sig);
+  }
+  alone();
+  if (leader_exit_prog != NULL) {
+    execl(leader_exit_prog, leader_exit_prog, (char*)NULL);
+    _exit(127);
+  }
+  printf("alone\n");
+  exit(0);
 }
 
 int main(int argc, char** argv) {
@@ -105,6 +136,23 @@ int main(int argc, char** argv) {
     fprintf(out, "parent watched=%d\n", watched);
     return fclose(out) == 0 ? 0 : 1;
   }
+  if (strcmp(mode, "leader-exit") == 0) {
+    int next = 2;
+    leader_exit_held = argc > next && strcmp(argv[next], "held") == 0;
+    if (leader_exit_held) {
+      ++next;
+      sigset_t usr1;
+      sigemptyset(&usr1);
+      sigaddset(&usr1, SIGUSR1);
+      pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+    }
+    leader_exit_prog = argc > next ? argv[next] : NULL;
+    leader = pthread_self();
+    fflush(stdout);
+    pthread_t t;
+    if (pthread_create(&t, NULL, outlive_leader, NULL) != 0) return 1;
+    pthread_exit(NULL);
+  }
   const int vfork_exec = strcmp(mode, "vfork-exec") == 0 && argc > 2;
   if (strcmp(mode, "fork") == 0 || strcmp(mode, "vfork") == 0 || vfork_exec) {
     fflush(stdout);
@@ -131,6 +179,6 @@ int main(int argc, char** argv) {
   }
   fprintf(stderr,
           "usage: prog_gdb_events threads [N] | fork | vfork | fork-watch [FILE] | exec PROG | "
-          "vfork-exec PROG | clone\n");
+          "vfork-exec PROG | clone | leader-exit [held] [PROG]\n");
   return 2;
 }

@@ -636,7 +636,7 @@ Result<std::vector<Event>> Inferior::surface_pending(pid_t tid, std::uint64_t ma
 
 Result<std::vector<pid_t>> Inferior::stop_threads(pid_t except) {
   // PTRACE_INTERRUPT asks for one trap, and the kernel clears the request at *any* trap of the
-  // thread (ptrace_stop: "any trap clears pending STOP trap"). Three cases for a thread we wait
+  // thread (ptrace_stop: "any trap clears pending STOP trap"). Four cases for a thread we wait
   // for:
   //  1. it reports PTRACE_EVENT_STOP: our interrupt (or a group-stop, as good while we hold it);
   //  2. it reports another stop that leaves it stopped (a signal, a syscall stop): its event is
@@ -645,7 +645,9 @@ Result<std::vector<pid_t>> Inferior::stop_threads(pid_t except) {
   //     system call): if that trap came after our interrupt it consumed it, and no stop would
   //     ever follow. It is interrupted again; the kernel keeps one request however often it is
   //     made, so at most one PTRACE_EVENT_STOP follows either way. A vfork parent asleep for its
-  //     child cannot stop and is left as it is.
+  //     child cannot stop and is left as it is;
+  //  4. it is a group leader that ended while other threads of its group live: a zombie that
+  //     reports nothing until they are gone. It leaves threads_ for ended_leaders_.
   // A vfork parent skipped that way wakes when its child's exec or exit is read during the wait
   // (end_vfork clears its vfork_wait): it runs the program again, so the threads are gone over
   // once more until a pass finds none to interrupt.
@@ -671,7 +673,20 @@ Result<std::vector<pid_t>> Inferior::stop_threads(pid_t except) {
       for (;;) {
         Thread* t = thread(tid);
         if (t == nullptr || t->stopped || t->vfork_wait != 0) break;
-        auto status = wait_stop(tid);
+        // Case 4: a leader that ended (pthread_exit) while its group runs on never stops.
+        std::optional<int> leader_status;
+        if (is_group_leader(tid)) {
+          auto waited = wait_leader_stop(tid);
+          if (!waited) return std::unexpected(waited.error());
+          if (!*waited) {
+            auto node = threads_.extract(tid);
+            node.mapped().interrupt_pending = false;
+            ended_leaders_.insert(std::move(node));
+            break;
+          }
+          leader_status = *waited;
+        }
+        Result<int> status = leader_status ? Result<int>(*leader_status) : wait_stop(tid);
         if (!status) {
           if (status.error().code() == ErrorCode::kChild) {
             threads_.erase(tid);

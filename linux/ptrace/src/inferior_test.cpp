@@ -15,9 +15,11 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -464,6 +466,93 @@ TEST(Inferior, StopAllOnAProcessThatDiesReturns) {
       }
       EXPECT_FALSE(inf->alive());
     }
+  });
+}
+
+// Runs prog_gdb_events leader-exit held [PROG] until its leader has ended (pthread_exit); its
+// one other thread then waits for SIGUSR1 to go on. Returns the Inferior then.
+std::optional<Inferior> run_until_the_leader_ends(const std::vector<std::string>& argv, int out) {
+  auto inf = Inferior::spawn(argv, {.stdout_fd = out});
+  EXPECT_TRUE(inf) << inf.error().to_string();
+  if (!inf) return std::nullopt;
+  EXPECT_TRUE(inf->resume_all(Resume::kCont));
+  for (bool created = false; !created;) {
+    auto ev = inf->wait();
+    EXPECT_TRUE(ev) << ev.error().to_string();
+    if (!ev) return std::nullopt;
+    created = ev->kind == EventKind::kNewThread;
+    EXPECT_TRUE(
+        inf->resume(ev->tid, Resume::kCont, ev->kind == EventKind::kSignal ? ev->signal : 0));
+  }
+  const std::string stat = "/proc/" + std::to_string(inf->pid()) + "/stat";
+  for (int tries = 0; tries < 1000; ++tries) {
+    std::ifstream in(stat);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto close = text.rfind(')');
+    if (close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z') {
+      return std::move(*inf);
+    }
+    ::usleep(10'000);
+  }
+  ADD_FAILURE() << "the leader of " << inf->pid() << " did not end";
+  return std::nullopt;
+}
+
+// A leader that ended while another thread lives is a zombie that never stops: stop_all holds
+// the thread that is left and returns, the leader leaves threads(), and the group's exit is
+// still reported under the leader's id.
+TEST(Inferior, StopAllLeavesOutALeaderThatEndedFirst) {
+  bounded(20, [] {
+    Capture out;
+    auto inf = run_until_the_leader_ends({program("gdb_events"), "leader-exit", "held"}, out.fd());
+    ASSERT_TRUE(inf);
+    auto stopped = inf->stop_all();
+    ASSERT_TRUE(stopped) << stopped.error().to_string();
+    ASSERT_EQ(stopped->size(), 1u);
+    EXPECT_NE(stopped->front(), inf->pid());
+    EXPECT_EQ(inf->threads(), *stopped);
+    ASSERT_TRUE(inf->resume_as_before(stopped->front()));
+    ASSERT_EQ(::kill(inf->pid(), SIGUSR1), 0);
+    Event end = run_to_end(*inf, Resume::kCont);
+    EXPECT_EQ(end.kind, EventKind::kExited);
+    EXPECT_EQ(end.tid, inf->pid());
+    EXPECT_EQ(end.status, 0);
+    EXPECT_EQ(out.text(), "alone\n");
+  });
+}
+
+// The thread that outlived its leader execs: the exec is reported under the leader's id, which
+// the thread now has, and that thread is the process's only one.
+TEST(Inferior, AnExecAfterTheLeaderEndedIsReportedUnderTheLeadersId) {
+  bounded(20, [] {
+    Capture out;
+    auto inf = run_until_the_leader_ends(
+        {program("gdb_events"), "leader-exit", "held", program("hello")}, out.fd());
+    ASSERT_TRUE(inf);
+    auto stopped = inf->stop_all();
+    ASSERT_TRUE(stopped) << stopped.error().to_string();
+    ASSERT_EQ(stopped->size(), 1u);
+    ASSERT_TRUE(inf->resume_as_before(stopped->front()));
+    ASSERT_EQ(::kill(inf->pid(), SIGUSR1), 0);
+    bool exec_seen = false;
+    for (;;) {
+      auto ev = inf->wait();
+      ASSERT_TRUE(ev) << ev.error().to_string();
+      if (ev->kind == EventKind::kExited) {
+        EXPECT_EQ(ev->status, 0);
+        break;
+      }
+      if (ev->kind == EventKind::kThreadExit) continue;
+      if (ev->kind == EventKind::kExec) {
+        exec_seen = true;
+        EXPECT_EQ(ev->tid, inf->pid());
+        EXPECT_EQ(inf->threads(), std::vector<pid_t>{inf->pid()});
+      }
+      ASSERT_TRUE(
+          inf->resume(ev->tid, Resume::kCont, ev->kind == EventKind::kSignal ? ev->signal : 0));
+    }
+    EXPECT_TRUE(exec_seen);
+    EXPECT_EQ(out.text(), "hello\n");
   });
 }
 

@@ -25,7 +25,7 @@ void Inferior::set_spin(int spin_us) {
 
 bool Inferior::ours(pid_t tid) const {
   return threads_.contains(tid) || children_.contains(tid) || announced_.contains(tid) ||
-         unreaped_.contains(tid);
+         unreaped_.contains(tid) || ended_leaders_.contains(tid);
 }
 
 void Inferior::forget_threads(const std::vector<pid_t>& tids) {
@@ -55,6 +55,7 @@ Result<std::optional<std::pair<pid_t, int>>> Inferior::poll_ours(pid_t also) {
   for (const auto& [tid, t] : children_) tids.push_back(tid);
   for (const auto& [tid, creator] : announced_) tids.push_back(tid);
   tids.insert(tids.end(), unreaped_.begin(), unreaped_.end());
+  for (const auto& [tid, t] : ended_leaders_) tids.push_back(tid);
   if (also > 0) tids.push_back(also);
   bool waitable = false;
   for (pid_t tid : tids) {
@@ -148,6 +149,59 @@ Result<int> Inferior::wait_stop(pid_t tid) {
     }
     if (any->first == tid) return any->second;
     raw_queue_.push_back(*any);
+  }
+}
+
+bool Inferior::is_group_leader(pid_t tid) const {
+  if (tid == pid_) return true;
+  auto it = threads_.find(tid);
+  return it != threads_.end() && it->second.process == tid;
+}
+
+namespace {
+
+// Whether /proc says thread-group leader `tid` has ended (a zombie, or being reaped). The state
+// follows the command's name, which may itself hold ')'.
+bool leader_ended(pid_t tid) {
+  auto stat = read_proc_file(tid, "stat");
+  if (!stat) return true;  // gone altogether
+  const auto close = stat->rfind(')');
+  if (close == std::string::npos || close + 2 >= stat->size()) return false;
+  const char state = (*stat)[close + 2];
+  return state == 'Z' || state == 'X';
+}
+
+}  // namespace
+
+Result<std::optional<int>> Inferior::wait_leader_stop(pid_t tid) {
+  for (auto it = raw_queue_.begin(); it != raw_queue_.end(); ++it) {
+    if (it->first == tid) {
+      const int status = it->second;
+      raw_queue_.erase(it);
+      return status;
+    }
+  }
+  auto nap = std::chrono::microseconds(50);
+  for (;;) {
+    auto own = wait_once(tid, true);
+    if (!own && own.error().code() != ErrorCode::kIntr) return std::unexpected(own.error());
+    if (own && own->pid == tid) return own->status.raw;
+    auto any = poll_ours(tid);
+    if (!any) return std::unexpected(any.error());
+    if (*any) {
+      if ((*any)->first == tid) return (*any)->second;
+      raw_queue_.push_back(**any);
+      continue;
+    }
+    // Nothing of anyone's: the leader asleep, on its way to our interrupt, or a zombie. Read
+    // before the last poll, an ended state cannot hide a stop (a zombie makes no more).
+    if (leader_ended(tid)) {
+      auto last = wait_once(tid, true);
+      if (last && last->pid == tid) return last->status.raw;
+      return std::optional<int>();
+    }
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(2000));
   }
 }
 

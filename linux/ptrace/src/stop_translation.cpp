@@ -50,6 +50,8 @@ Result<std::optional<Event>> Inferior::translate(pid_t tid, int status) {
   if (children_.contains(tid)) return translate_unreleased(tid, status);
   std::optional<pid_t> creator;
   if (auto announced = announced_.extract(tid)) creator = announced.mapped();
+  // An ended leader's status: its group's exit, or another thread's exec under its id.
+  if (auto ended = ended_leaders_.extract(tid)) threads_.emplace(tid, std::move(ended.mapped()));
   Thread* t = thread(tid);
   if (t == nullptr) return translate_unknown(tid, status, creator);
   if (WIFEXITED(status) || WIFSIGNALED(status)) return translate_exit(tid, status);
@@ -291,8 +293,16 @@ Result<std::optional<Event>> Inferior::translate_exec(pid_t tid) {
     forget_process(group);
     return event_of(EventKind::kThreadExit, tid);
   }
-  // The exec'ing thread takes the leader's id; every other thread of the process is gone.
+  // The exec'ing thread takes the leader's id; every other thread of the process is gone. The
+  // record kept is the exec'ing thread's (how it was resumed), under the leader's id.
   Thread leader = *t;
+  if (auto former = ptrace_event_message(tid); former && static_cast<pid_t>(*former) != tid) {
+    if (const Thread* execer = thread(static_cast<pid_t>(*former))) {
+      leader = *execer;
+      leader.stopped = true;
+      leader.stop = StopKind::kEvent;
+    }
+  }
   std::vector<pid_t> gone;
   for (const auto& [other, o] : threads_) {
     if (other != pid_ && o.process == 0 && !o.vfork_child) gone.push_back(other);

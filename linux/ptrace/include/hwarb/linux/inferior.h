@@ -376,6 +376,13 @@ class Inferior {
   Result<std::optional<Event>> next_event(bool block, bool& idle);
   Result<std::vector<pid_t>> stop_threads(pid_t except);
   Result<int> wait_stop(pid_t tid);
+  // wait_stop for a thread-group leader (of this process or a followed one), or nullopt when
+  // it has ended while other threads of its group live: such a zombie reports nothing until
+  // the last of them is reaped, so it is polled (sleeps of 50 us to 2 ms between statuses) and
+  // its /proc state read until one or the other is seen.
+  Result<std::optional<int>> wait_leader_stop(pid_t tid);
+  // Whether `tid` leads a thread group: this process's or a followed process's.
+  bool is_group_leader(pid_t tid) const;
   // Whether a status of `tid` is this Inferior's to read: a thread, a forked child not released,
   // a new thread announced by its clone event, a thread forgotten before its exit was read.
   bool ours(pid_t tid) const;
@@ -428,6 +435,11 @@ class Inferior {
   // of the thread that cloned them.
   std::map<pid_t, pid_t> announced_;
   std::set<pid_t> unreaped_;  // threads forgotten before their exit status was read
+  // Group leaders that ended (pthread_exit) while other threads of their group live on, out of
+  // threads_ as gdbserver drops them: a zombie that cannot stop, read registers or be resumed.
+  // The next status of one (the group's exit once its last thread is reaped, or the exec of
+  // another thread, which takes the leader's id) puts it back in threads_ first.
+  std::map<pid_t, Thread> ended_leaders_;
   SyscallInjector injector_;
   std::uint64_t process_changes_ = 0;  // process_changes()
   bool follow_execs_ = false;
