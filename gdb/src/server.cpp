@@ -50,7 +50,7 @@ std::string hex_text(std::string_view text) {
 Server::Server(Target& target, Connection& connection) : target_(target), connection_(connection) {
   if (target_.has_process()) {
     last_thread_ = target_.pid();
-    last_stop_ = stop_reply(SIGTRAP, last_thread_, "");
+    last_stop_ = stop_reply(last_signal_, last_thread_, last_reason_);
   } else {
     last_stop_ = "W00";
   }
@@ -140,7 +140,9 @@ Result<void> Server::drop_process(ServerEnd::How how) {
 std::string Server::took_process() {
   forget_process();
   last_thread_ = target_.pid();
-  last_stop_ = stop_reply(SIGTRAP, last_thread_, "");
+  last_signal_ = SIGTRAP;
+  last_reason_.clear();
+  last_stop_ = stop_reply(last_signal_, last_thread_, last_reason_);
   if (non_stop_) all_stopped();
   return last_stop_;
 }
@@ -249,7 +251,9 @@ std::string Server::on_stop(const StopEvent& ev) {
     }
     return out;
   }
-  return stop_reply(ev.signal, ev.tid, stop_reason(ev));
+  last_reason_ = stop_reason(ev);
+  last_signal_ = ev.signal;
+  return stop_reply(last_signal_, ev.tid, last_reason_);
 }
 
 void Server::all_stopped() {
@@ -453,6 +457,8 @@ Result<void> Server::notify(const StopEvent& stop) {
     ThreadStop& kept = stopped_[stop.tid];
     kept = ThreadStop{.signal = stop.signal, .reason = stop_reason(stop)};
     text = stop_reply(kept.signal, stop.tid, kept.reason);
+    last_signal_ = kept.signal;
+    last_reason_ = kept.reason;
     // A fork's child is held stopped until the client resumes or detaches it.
     if (stop.kind == StopEvent::Kind::kFork) stopped_[stop.child] = ThreadStop{};
   }
@@ -633,10 +639,11 @@ Server::Served Server::on(const Supported& s) {
                                       .fork_events = fork_events_,
                                       .vfork_events = vfork_events_},
                        true);
-  // The thread id in the client's form (a stop not reported yet, or a W).
+  // The thread id in the client's form (a stop not reported yet, or a W); the stop's signal and
+  // reason kept (a client reconnecting to a program stopped by a signal delivers it).
   if (target_.has_process() && !exited_ &&
       (last_stop_.starts_with("T") || last_stop_.starts_with("S"))) {
-    last_stop_ = stop_reply(SIGTRAP, last_thread_, "");
+    last_stop_ = stop_reply(last_signal_, last_thread_, last_reason_);
   }
   return answer("PacketSize=" + hex_u64(kPacketSize) +
                 ";qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:read+;qXfer:threads:read+"

@@ -425,6 +425,26 @@ TEST_F(ServerTest, WithoutOnceADisconnectKeepsTheStoppedProcessForTheNextClient)
   EXPECT_FALSE(end.serving);
 }
 
+// The next client asks '?' of a program that a signal stopped: the signal, not a trap (it
+// delivers it as it resumes; gdb numbers SIGUSR1 30), in the thread-id form that client asked
+// for.
+TEST_F(ServerTest, AReconnectingClientIsToldTheSignalOfTheLastStop) {
+  target.stops = {stop_of(StopEvent::Kind::kSignal, 101, SIGUSR1)};
+  connection.input = {rsp_frame("vCont;c")};
+  Server server(target, connection);
+  server.set_options(options);
+  auto first = server.serve();
+  ASSERT_TRUE(first) << first.error().to_string();
+  EXPECT_TRUE(first->serving);
+  EXPECT_EQ(connection.output, acked("T1ethread:65;" + kRegs101));
+  connection.output.clear();
+  connection.input = {rsp_frame("qSupported:multiprocess+"), rsp_frame("?")};
+  auto second = server.serve();
+  ASSERT_TRUE(second) << second.error().to_string();
+  EXPECT_TRUE(connection.output.ends_with(acked("T1ethread:p64.65;" + kRegs101)))
+      << connection.output;
+}
+
 TEST_F(ServerTest, AClientGoneWhileRunningEndsTheServing) {
   const std::string out = run({"vCont;c"});
   EXPECT_EQ(out, "+");

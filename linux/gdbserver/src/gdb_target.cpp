@@ -1028,6 +1028,9 @@ Result<gdb::Waited> GdbTarget::wait(int client_fd) {
     if (*stop) {
       requeue_held();
       stop_requested_.erase((*stop)->tid);
+      // A leader that ended while its threads run on is no thread any more (all-stop's
+      // stop_all finds it so).
+      if (non_stop_) inferior_->drop_ended_leaders();
       return gdb::Waited{.stop = **stop};
     }
   }

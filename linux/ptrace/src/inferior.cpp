@@ -679,9 +679,7 @@ Result<std::vector<pid_t>> Inferior::stop_threads(pid_t except) {
           auto waited = wait_leader_stop(tid);
           if (!waited) return std::unexpected(waited.error());
           if (!*waited) {
-            auto node = threads_.extract(tid);
-            node.mapped().interrupt_pending = false;
-            ended_leaders_.insert(std::move(node));
+            drop_ended_leaders();
             break;
           }
           leader_status = *waited;

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -301,6 +302,50 @@ TEST(Inferior, ThreadsCreatedLaterAreReportedAndTraced) {
   EXPECT_EQ(out.text(), "done\n");
 }
 
+// A new thread is reported (and in threads()) before anything later of the thread that made
+// it: here, before that thread returns from clone. The kernel hands a tracer its own child's
+// statuses before a traced thread's, so read in arrival order the creator would come first.
+TEST(Inferior, ANewThreadIsKnownBeforeItsCreatorReturnsFromClone) {
+  auto inf =
+      Inferior::spawn({program("threads"), "8", "5"}, {.stdout_fd = ::open("/dev/null", O_WRONLY)});
+  ASSERT_TRUE(inf);
+  const pid_t leader = inf->pid();
+  ASSERT_TRUE(inf->resume(leader, Resume::kSyscall));
+  std::set<pid_t> fresh;
+  std::set<pid_t> returned;  // by the creator's clone
+  int clones = 0;
+  for (;;) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    if (ev->kind == EventKind::kExited) break;
+    if (ev->kind == EventKind::kThreadExit) continue;
+    if (ev->kind == EventKind::kNewThread) {
+      fresh.insert(ev->tid);  // held in its first stop until its creator's clone returns
+      if (returned.contains(ev->tid)) {
+        ASSERT_TRUE(inf->resume(ev->tid, Resume::kCont));
+      }
+      continue;
+    }
+    const bool clone_exit = ev->kind == EventKind::kSyscallExit && ev->tid == leader &&
+                            (ev->syscall == SYS_clone || ev->syscall == SYS_clone3);
+    if (clone_exit && ev->ret > 0) {
+      ++clones;
+      const auto tid = static_cast<pid_t>(ev->ret);
+      returned.insert(tid);
+      EXPECT_TRUE(fresh.contains(tid)) << "thread " << tid << " not reported yet";
+      const auto now = inf->threads();
+      EXPECT_NE(std::find(now.begin(), now.end(), tid), now.end()) << tid;
+      EXPECT_TRUE(inf->is_stopped(tid)) << tid;
+      if (fresh.contains(tid)) {
+        ASSERT_TRUE(inf->resume(tid, Resume::kCont));
+      }
+    }
+    ASSERT_TRUE(inf->resume(ev->tid, ev->tid == leader ? Resume::kSyscall : Resume::kCont,
+                            ev->kind == EventKind::kSignal ? ev->signal : 0));
+  }
+  EXPECT_EQ(clones, 8);
+}
+
 // A signal passed to a thread in a stop that is no signal-delivery stop (here a new thread's
 // first stop) is still delivered, once, with no event of its own: the program's SIGTRAP handler
 // runs (gdb's `signal SIGTRAP` to a thread that another thread's breakpoint stopped).
@@ -553,6 +598,27 @@ TEST(Inferior, AnExecAfterTheLeaderEndedIsReportedUnderTheLeadersId) {
     }
     EXPECT_TRUE(exec_seen);
     EXPECT_EQ(out.text(), "hello\n");
+  });
+}
+
+// In non-stop use (no stop_all), drop_ended_leaders takes a leader that ended out of threads()
+// while the thread left runs on; the group's exit still comes under the leader's id.
+TEST(Inferior, DropEndedLeadersTakesOutALeaderThatEndedWhileTheRestRuns) {
+  bounded(20, [] {
+    Capture out;
+    auto inf = run_until_the_leader_ends({program("gdb_events"), "leader-exit", "held"}, out.fd());
+    ASSERT_TRUE(inf);
+    ASSERT_EQ(inf->threads().size(), 2u);
+    inf->drop_ended_leaders();
+    const auto left = inf->threads();
+    ASSERT_EQ(left.size(), 1u);
+    EXPECT_NE(left.front(), inf->pid());
+    EXPECT_FALSE(inf->is_stopped(left.front()));
+    ASSERT_EQ(::kill(inf->pid(), SIGUSR1), 0);
+    Event end = run_to_end(*inf, Resume::kCont);
+    EXPECT_EQ(end.kind, EventKind::kExited);
+    EXPECT_EQ(end.tid, inf->pid());
+    EXPECT_EQ(out.text(), "alone\n");
   });
 }
 

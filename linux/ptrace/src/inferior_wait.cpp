@@ -173,6 +173,23 @@ bool leader_ended(pid_t tid) {
 
 }  // namespace
 
+void Inferior::drop_ended_leaders() {
+  std::vector<pid_t> ended;
+  for (const auto& [tid, t] : threads_) {
+    if (t.stopped || t.vfork_child || !is_group_leader(tid)) continue;
+    const pid_t group = t.process;  // 0 for this process's leader
+    const bool others = std::any_of(threads_.begin(), threads_.end(), [&](const auto& entry) {
+      return entry.first != tid && entry.second.process == group && !entry.second.vfork_child;
+    });
+    if (others && leader_ended(tid)) ended.push_back(tid);
+  }
+  for (pid_t tid : ended) {
+    auto node = threads_.extract(tid);
+    node.mapped().interrupt_pending = false;
+    ended_leaders_.insert(std::move(node));
+  }
+}
+
 Result<std::optional<int>> Inferior::wait_leader_stop(pid_t tid) {
   for (auto it = raw_queue_.begin(); it != raw_queue_.end(); ++it) {
     if (it->first == tid) {

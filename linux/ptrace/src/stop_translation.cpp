@@ -180,8 +180,8 @@ Result<std::optional<Event>> Inferior::translate_syscall(pid_t tid, Thread& t, b
 
 Result<std::optional<Event>> Inferior::translate_clone(pid_t tid, Thread& t) {
   t.stop = StopKind::kEvent;
-  // The new thread's first stop is read once it is known (it waits in the kernel until
-  // then); a caller's own waitpid may have handed it in already (take_status).
+  // A caller's own waitpid may have handed the new thread's first stop in already
+  // (take_status).
   MaybeEvent early = no_event();
   if (auto created = ptrace_event_message(tid)) {
     const auto ctid = static_cast<pid_t>(*created);
@@ -195,7 +195,24 @@ Result<std::optional<Event>> Inferior::translate_clone(pid_t tid, Thread& t) {
       fresh.process = t.process;
       early = event_of(EventKind::kNewThread, ctid);
     } else if (ctid > 0 && !threads_.contains(ctid)) {
-      announced_.emplace(ctid, t.process);
+      // Its first stop is read now (the kernel stops a traced clone before it runs, so it comes
+      // at once), as gdbserver does: the thread is in threads(), and held by stop_all, before
+      // any later event of its creator (a real child's statuses are read before a traced
+      // thread's, so a creator making threads fast would otherwise be reported first).
+      const pid_t process = t.process;
+      auto status = wait_stop(ctid);
+      if (!status && status.error().code() != ErrorCode::kChild) {
+        return std::unexpected(status.error());
+      }
+      if (!status) {
+        announced_.emplace(ctid, process);  // not waitable yet: read when it comes
+      } else if (WIFSTOPPED(*status)) {
+        Thread& fresh = threads_[ctid];
+        fresh.stopped = true;
+        fresh.stop = StopKind::kEvent;
+        fresh.process = process;
+        early = event_of(EventKind::kNewThread, ctid);
+      }
     }
   }
   if (auto r = resume(tid, t.last); !r) return std::unexpected(r.error());

@@ -56,6 +56,7 @@
 // Thread-safety: none.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -235,14 +236,16 @@ class Server {
   // `monitor set libthread-db-search-path PATH` (gdbserver's): false when no directory of PATH
   // has a libthread_db, so that thread-local addresses fail as gdbserver's then do.
   bool thread_db_found_ = true;
-  bool exec_events_ = false;           // exec-events+
-  bool multiprocess_ = false;          // multiprocess+
-  bool fork_events_ = false;           // fork-events+ (with multiprocess+)
-  bool vfork_events_ = false;          // vfork-events+ (with multiprocess+)
-  std::string last_sent_;              // for a '-' from the client
-  bool interrupt_ = false;             // 0x03 seen while running
-  std::string last_stop_;              // the reply to '?'
-  Tid last_thread_ = 0;                // the thread of the last stop
+  bool exec_events_ = false;   // exec-events+
+  bool multiprocess_ = false;  // multiprocess+
+  bool fork_events_ = false;   // fork-events+ (with multiprocess+)
+  bool vfork_events_ = false;  // vfork-events+ (with multiprocess+)
+  std::string last_sent_;      // for a '-' from the client
+  bool interrupt_ = false;     // 0x03 seen while running
+  std::string last_stop_;      // the reply to '?'
+  Tid last_thread_ = 0;        // the thread of the last stop
+  int last_signal_ = SIGTRAP;  // the last stop's signal and reason, for '?' again
+  std::string last_reason_;
   Tid g_thread_ = 0;                   // Hg (0: the last stop's)
   Tid c_thread_ = 0;                   // Hc
   bool exited_ = false;                // the process ended (W/X sent)

@@ -285,6 +285,10 @@ class Inferior {
   // waiting for its vfork child to exec or exit sleeps in the kernel and cannot stop: it is left
   // as it is (is_stopped false; it runs no user code meanwhile).
   Result<std::vector<pid_t>> stop_all(pid_t except = -1);
+  // Takes out of threads() each group leader that has ended (pthread_exit) while other threads
+  // of its group run on: a zombie that cannot stop, nor have its registers read. stop_all does
+  // so for the leaders it waits for; a caller that stops no thread (non-stop mode) asks here.
+  void drop_ended_leaders();
   // Signals of `mask` (bit n-1 for signal n) that are pending for stopped thread `tid` and not
   // blocked by it, but not reported yet (a signal raised as the thread stopped for something
   // else, e.g. a perf breakpoint's SIGTRAP racing PTRACE_INTERRUPT): the thread is resumed
