@@ -817,6 +817,20 @@ bool GdbTarget::stepping(pid_t tid) const {
   return non_stop_ ? steps_.contains(tid) : tid == stepping_;
 }
 
+std::vector<gdb::Tid> GdbTarget::threads() const {
+  std::vector<pid_t> all = inferior_->threads();
+  std::set<pid_t> unreported;
+  const auto note = [&](const Event& ev) {
+    if (ev.kind == EventKind::kFork && ev.vfork) unreported.insert(ev.child);
+  };
+  for (const Event& ev : inferior_->queued_events()) note(ev);
+  for (const Event& ev : held_) note(ev);
+  if (!unreported.empty()) {
+    std::erase_if(all, [&](pid_t t) { return unreported.contains(inferior_->group_of(t)); });
+  }
+  return all;
+}
+
 std::set<pid_t> GdbTarget::running_threads() const {
   std::set<pid_t> running;
   for (pid_t t : inferior_->threads()) {
@@ -1025,6 +1039,13 @@ Result<gdb::Waited> GdbTarget::wait(int client_fd) {
       requeue_held();
       return std::unexpected(stop.error());
     }
+    if (!*stop && client_fd >= 0) {
+      // Between two events that made no stop (a storm of false conditions, of a software
+      // watch's faults), the client is served first when it has spoken, as gdbserver's event
+      // loop takes one event per turn.
+      auto ready = poll_in_once(fds, 0);
+      if (ready && (*ready)[0] != 0) return gdb::Waited{};  // as when the client spoke
+    }
     if (*stop) {
       requeue_held();
       stop_requested_.erase((*stop)->tid);
@@ -1037,6 +1058,7 @@ Result<gdb::Waited> GdbTarget::wait(int client_fd) {
 }
 
 Result<StopEvent> GdbTarget::interrupt() {
+  const std::set<pid_t> running = running_threads();
   auto stopped = inferior_->stop_all();
   if (!stopped) {
     requeue_held();
@@ -1046,10 +1068,15 @@ Result<StopEvent> GdbTarget::interrupt() {
     requeue_held();
     return std::unexpected(r.error());
   }
-  // gdbserver sends SIGINT to the process, which its main thread takes (the kernel's first
-  // choice): that thread's stop, not the last stop's thread again (gdb would step that one off
-  // its breakpoint first at every continue, and it would win every race).
-  const pid_t tid = stepping_ != 0 ? stepping_ : inferior_->pid();
+  // gdbserver sends SIGINT to the process, which its main thread takes when it runs (the
+  // kernel's first choice), else another thread that runs: that thread's stop, not the last
+  // stop's thread again (gdb would step that one off its breakpoint first at every continue,
+  // and it would win every race), nor a thread gdb held (scheduler-locking).
+  pid_t tid = stepping_;
+  if (tid == 0) {
+    tid =
+        running.empty() || running.contains(inferior_->pid()) ? inferior_->pid() : *running.begin();
+  }
   requeue_held();
   return stop_of(Kind::kSignal, tid, SIGINT);
 }
@@ -1404,7 +1431,10 @@ Result<GdbTarget::Trap> GdbTarget::on_breakpoint_trap(const Event& ev) {
   const pid_t tid = alone ? ev.tid : pick_reported(ev.tid, at);
   if (tid != ev.tid) at = rewound_.extract(tid).mapped();
   StopEvent stop = stop_of(Kind::kBreakpoint, tid);
-  stop.point = int3s.at(at).software ? gdb::PointType::kSoftware : gdb::PointType::kHardware;
+  const Int3Map& reported = int3_[inferior_->process_of(tid)];
+  const auto point = reported.find(at);
+  stop.point = point != reported.end() && !point->second.software ? gdb::PointType::kHardware
+                                                                  : gdb::PointType::kSoftware;
   return Trap{.stop = stop};
 }
 
@@ -1509,7 +1539,8 @@ pid_t GdbTarget::pick_reported(pid_t tid, std::uint64_t at) {
     // stepped over when it is taken.
     const Int3Map& int3s = int3_[inferior_->process_of(ev.tid)];
     const auto bp = int3s.find(rewound->second);
-    if (bp != int3s.end() && !condition_holds(ev.tid, bp->second)) continue;
+    // A held trap at a breakpoint removed since is no stop either: it runs on when taken.
+    if (bp == int3s.end() || !condition_holds(ev.tid, bp->second)) continue;
     candidates.push_back(ev.tid);
   }
   // xorshift64: cheap, and no two runs need the same sequence.

@@ -154,7 +154,10 @@ class GdbTarget final : public gdb::Target {
   bool has_process() const override { return inferior_ != nullptr; }
   gdb::Tid pid() const override { return inferior_->pid(); }
   bool spawned() const override { return inferior_->spawned(); }
-  std::vector<gdb::Tid> threads() const override { return inferior_->threads(); }
+  // Every traced thread but a vfork's child whose parent's vfork event is not reported yet:
+  // gdbserver hides it so (gdb would take it for a new thread of the process, and a wildcard
+  // resume would run it).
+  std::vector<gdb::Tid> threads() const override;
   gdb::Tid group_of(gdb::Tid tid) const override { return inferior_->group_of(tid); }
   gdb::Tid process_of(gdb::Tid tid) const override { return inferior_->process_of(tid); }
   bool is_stopped(gdb::Tid tid) const override { return inferior_->is_stopped(tid); }
