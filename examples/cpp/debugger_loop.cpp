@@ -118,6 +118,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "debugger_loop: the program was killed by signal %d\n", ev->signal);
         return 1;
       case EventKind::kThreadExit:
+      case EventKind::kLeaderEnded:
         break;
       case EventKind::kFork:
         step = ev->vfork ? inferior->resume(ev->child, session.resume_mode())

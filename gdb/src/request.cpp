@@ -73,6 +73,7 @@ Result<Request> parse_supported(std::string_view p) {
   s.multiprocess = p.find("multiprocess+") != std::string_view::npos;
   s.fork_events = p.find(";fork-events+") != std::string_view::npos;
   s.vfork_events = p.find("vfork-events+") != std::string_view::npos;
+  s.no_resumed = p.find("no-resumed+") != std::string_view::npos;
   return s;
 }
 

@@ -233,6 +233,7 @@ std::string Server::stop_reply(int signal, Tid tid, const std::string& reason) c
 
 std::string Server::on_stop(const StopEvent& ev) {
   using Kind = StopEvent::Kind;
+  if (ev.kind == Kind::kNoResumed) return "N";
   if (ev.kind == Kind::kExited || ev.kind == Kind::kKilled) {
     std::string out = ev.kind == Kind::kExited ? "W" + hex_byte(ev.status)
                                                : "X" + hex_byte(wire_signal(ev.signal));
@@ -637,7 +638,8 @@ Server::Served Server::on(const Supported& s) {
   // The parent of a fork stays stopped for its event (a vfork's also at its end).
   target_.set_features(ClientFeatures{.multiprocess = multiprocess_,
                                       .fork_events = fork_events_,
-                                      .vfork_events = vfork_events_},
+                                      .vfork_events = vfork_events_,
+                                      .no_resumed = s.no_resumed},
                        true);
   // The thread id in the client's form (a stop not reported yet, or a W); the stop's signal and
   // reason kept (a client reconnecting to a program stopped by a signal delivers it).

@@ -85,8 +85,18 @@ TEST_F(ServerTest, QSupportedAnnouncesWhatTheClientOffered) {
                        "QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+;"
                        "ConditionalBreakpoints+;error-message+;exec-events+;multiprocess+;"
                        "fork-events+;vfork-events+;QNonStop+;QThreadEvents+"));
-  EXPECT_EQ(target.calls, (Calls{"set_features 111 announced", "finish 2"}));
+  EXPECT_EQ(target.calls, (Calls{"set_features 1110 announced", "finish 2"}));
   EXPECT_EQ(end.how, ServerEnd::How::kDisconnected);
+}
+
+// gdb's no-resumed+ reaches the target, which may then end a wait with N: every thread the
+// client resumed has ended (scheduler-locking held the others).
+TEST_F(ServerTest, NoResumedIsPassedOnAndItsStopIsN) {
+  options.once = true;
+  target.stops = {stop_of(StopEvent::Kind::kNoResumed, 101)};
+  const std::string out = run({"qSupported:no-resumed+", "vCont;c:65"});
+  EXPECT_EQ(target.calls.front(), "set_features 0001 announced");
+  EXPECT_TRUE(out.ends_with(acked("N"))) << out;
 }
 
 TEST_F(ServerTest, QSupportedOffersProcessStartsOnlyWhereTheTargetStartsThem) {
@@ -97,7 +107,7 @@ TEST_F(ServerTest, QSupportedOffersProcessStartsOnlyWhereTheTargetStartsThem) {
                      "QThreadEvents+#"),
             std::string::npos)
       << out;
-  EXPECT_EQ(target.calls.front(), "set_features 000 announced");
+  EXPECT_EQ(target.calls.front(), "set_features 0000 announced");
 }
 
 TEST_F(ServerTest, NoAckModeAcknowledgesItsOkAndNothingAfter) {

@@ -85,7 +85,7 @@ class FakeTarget final : public Target {
   void set_features(const ClientFeatures& f, bool announced) override {
     calls.push_back("set_features " + std::to_string(f.multiprocess) +
                     std::to_string(f.fork_events) + std::to_string(f.vfork_events) +
-                    (announced ? " announced" : ""));
+                    std::to_string(f.no_resumed) + (announced ? " announced" : ""));
   }
   void set_catch_syscalls(std::optional<std::set<long>> numbers) override {
     std::string line = "catch_syscalls";

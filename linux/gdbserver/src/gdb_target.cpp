@@ -49,6 +49,8 @@ const char* event_kind_name(EventKind kind) {
       return "exited";
     case EventKind::kKilled:
       return "killed";
+    case EventKind::kLeaderEnded:
+      return "leader-ended";
   }
   return "?";
 }
@@ -239,6 +241,7 @@ void GdbTarget::set_features(const gdb::ClientFeatures& features, bool announced
   multiprocess_ = features.multiprocess;
   fork_events_ = features.fork_events;
   vfork_events_ = features.vfork_events;
+  no_resumed_ = features.no_resumed;
   // The parent of a fork stays stopped for its event (a vfork's also at its end), and a child
   // the client follows stays traced across its exec, reported as gdbserver reports it.
   if (announced && inferior_ != nullptr) follow_children();
@@ -1659,8 +1662,9 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
       end_.signal = ev.kind == EventKind::kKilled ? ev.signal : 0;
       return Stop(stop);
     }
+    case EventKind::kLeaderEnded:
     case EventKind::kThreadExit:
-      if (forked_.erase(ev.tid) != 0) {
+      if (ev.kind == EventKind::kThreadExit && forked_.erase(ev.tid) != 0) {
         // The end of a forked child the client keeps (the last of its threads).
         int3_.erase(ev.tid);
         StopEvent stop = stop_of(ev.signal == 0 ? Kind::kExited : Kind::kKilled, 0, ev.signal);
@@ -1679,6 +1683,16 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
         StopEvent stop = stop_of(Kind::kThreadExited, ev.tid, 0);
         stop.status = ev.status;
         return Stop(stop);
+      }
+      // All-stop: the last thread the client resumed has ended (the others held, e.g. by
+      // scheduler-locking), and nothing else is left to report: gdbserver's N.
+      if (no_resumed_) {
+        inferior_->drop_ended_leaders();
+        if (running_threads().empty() && inferior_->queued_events().empty() &&
+            !inferior_->exit_due()) {
+          if (auto r = stop_others(-1); !r) return std::unexpected(r.error());
+          return Stop(stop_of(Kind::kNoResumed, ev.tid));
+        }
       }
       return Stop();
     case EventKind::kSignal: {

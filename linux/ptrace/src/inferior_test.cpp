@@ -622,6 +622,37 @@ TEST(Inferior, DropEndedLeadersTakesOutALeaderThatEndedWhileTheRestRuns) {
   });
 }
 
+// wait_or_poll reports a leader's end (pthread_exit, its thread left running), though the kernel
+// gives no status for it until the group is gone.
+TEST(Inferior, WaitOrPollReportsTheEndOfALeaderWhoseThreadsRunOn) {
+  bounded(20, [] {
+    Capture out;
+    auto inf =
+        Inferior::spawn({program("gdb_events"), "leader-exit", "held"}, {.stdout_fd = out.fd()});
+    ASSERT_TRUE(inf) << inf.error().to_string();
+    ASSERT_TRUE(inf->resume_all(Resume::kCont));
+    bool leader_gone = false;
+    while (!leader_gone) {
+      auto ev = inf->wait_or_poll({}, 10'000);
+      ASSERT_TRUE(ev) << ev.error().to_string();
+      ASSERT_TRUE(*ev) << "no event in 10 s";
+      if ((*ev)->kind == EventKind::kLeaderEnded) {
+        EXPECT_EQ((*ev)->tid, inf->pid());
+        leader_gone = true;
+        continue;
+      }
+      ASSERT_TRUE(inf->resume((*ev)->tid, Resume::kCont,
+                              (*ev)->kind == EventKind::kSignal ? (*ev)->signal : 0));
+    }
+    ASSERT_EQ(inf->threads().size(), 1u);
+    EXPECT_NE(inf->threads().front(), inf->pid());
+    ASSERT_EQ(::kill(inf->pid(), SIGUSR1), 0);
+    Event end = run_to_end(*inf, Resume::kCont);
+    EXPECT_EQ(end.kind, EventKind::kExited);
+    EXPECT_EQ(out.text(), "alone\n");
+  });
+}
+
 // A vfork parent sleeps in the kernel until its child execs or exits; it cannot stop. stop_all
 // while the child is held returns (the parent is left blocked), and the program runs to its end.
 TEST(Inferior, StopAllDuringAVforkReturns) {

@@ -173,7 +173,7 @@ bool leader_ended(pid_t tid) {
 
 }  // namespace
 
-void Inferior::drop_ended_leaders() {
+std::vector<pid_t> Inferior::drop_ended_leaders() {
   std::vector<pid_t> ended;
   for (const auto& [tid, t] : threads_) {
     if (t.stopped || t.vfork_child || !is_group_leader(tid)) continue;
@@ -188,6 +188,16 @@ void Inferior::drop_ended_leaders() {
     node.mapped().interrupt_pending = false;
     ended_leaders_.insert(std::move(node));
   }
+  return ended;
+}
+
+bool Inferior::exit_due() const {
+  return std::any_of(ended_leaders_.begin(), ended_leaders_.end(), [&](const auto& leader) {
+    const pid_t group = leader.second.process;
+    return std::none_of(threads_.begin(), threads_.end(), [&](const auto& entry) {
+      return entry.second.process == group && !entry.second.vfork_child;
+    });
+  });
 }
 
 Result<std::optional<int>> Inferior::wait_leader_stop(pid_t tid) {
@@ -308,6 +318,15 @@ Result<std::optional<Event>> Inferior::wait_or_poll(std::span<const int> fds, in
     if (!ev) return ev;
     if (*ev) return ev;
     if (!idle) continue;  // a status that made no event
+    // No status: a leader may have ended while other threads of its group run on (its zombie
+    // reports nothing until they are gone, its SIGCHLD may have come with another's status).
+    for (pid_t leader : drop_ended_leaders()) {
+      Event gone;
+      gone.kind = EventKind::kLeaderEnded;
+      gone.tid = leader;
+      queued_.push_back(gone);
+    }
+    if (!queued_.empty()) continue;
     if (!spun) {
       // Polled for a while first, as wait_any does (the rings can wait that long).
       spun = true;

@@ -50,7 +50,7 @@ Result<void> run_to(Inferior& inferior, std::uint64_t addr) {
       if (auto r = inferior.release(ev->child); !r) return r;
       continue;
     }
-    if (ev->kind == EventKind::kThreadExit) continue;
+    if (ev->kind == EventKind::kThreadExit || ev->kind == EventKind::kLeaderEnded) continue;
     if (auto r = inferior.resume(ev->tid, Resume::kCont, sig); !r) return r;
   }
 }
@@ -258,6 +258,7 @@ Result<RunResult> run_target(Inferior& inferior, Engine& engine) {
         result.signal = ev.signal;
         return ended();
       case EventKind::kThreadExit:
+      case EventKind::kLeaderEnded:
         break;
       case EventKind::kSignal:
         step = inferior.resume(ev.tid, how, ev.signal);

@@ -132,9 +132,10 @@ Result<std::vector<ThreadLocalCopy>> ThreadLocalWatches::follow(const Event& eve
     return {};
   }
   const bool born = event.kind == EventKind::kNewThread;
-  const bool gone = event.kind == EventKind::kThreadExit &&
-                    std::any_of(copies_.begin(), copies_.end(),
-                                [&](const ThreadLocalCopy& c) { return c.tid == event.tid; });
+  const bool gone =
+      (event.kind == EventKind::kThreadExit || event.kind == EventKind::kLeaderEnded) &&
+      std::any_of(copies_.begin(), copies_.end(),
+                  [&](const ThreadLocalCopy& c) { return c.tid == event.tid; });
   if (!born && !gone) return {};
   // The session changes only while every thread is stopped: the new thread is (at its first
   // instruction, unless its event resumed it), the others are stopped for the change.

@@ -589,6 +589,7 @@ Result<bool> SoftWatch::handle(const Event& ev, std::vector<WatchHit>& hits) {
     case EventKind::kVforkDone:
       return false;  // the caller's (Inferior::hold_forks)
     case EventKind::kThreadExit:
+    case EventKind::kLeaderEnded:  // its process goes on: only the thread's own state goes
       open_.erase(ev.tid);
       step_.erase(ev.tid);
       rep_.erase(ev.tid);

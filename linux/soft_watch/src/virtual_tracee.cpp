@@ -596,6 +596,7 @@ struct VirtualTracee::Impl final : breakpoints::DebugRegisterFile {
         end(ev);
         return {};
       case EventKind::kThreadExit:
+      case EventKind::kLeaderEnded:
         if (watch)
           ignore_error(watch->handle(ev, ignored),
                        "the thread ended: only its bookkeeping is forgotten");

@@ -447,6 +447,7 @@ Result<bool> BranchTracer::handle(const Event& ev) {
     case EventKind::kVforkDone:
       return false;  // the caller's (Inferior::hold_forks)
     case EventKind::kThreadExit:
+    case EventKind::kLeaderEnded:
       in_syscall_.erase(ev.tid);
       flow_.erase(ev.tid);
       return false;

@@ -109,6 +109,7 @@ Result<bool> BtsTraceEngine::handle(const Event& event) {
       if (auto r = add(event.tid); !r) return std::unexpected(r.error());
       break;
     case EventKind::kThreadExit:
+    case EventKind::kLeaderEnded:
       if (bts_.traced(event.tid)) {
         if (auto r = bts_.remove_thread(event.tid, sink_); !r) return std::unexpected(r.error());
       }

@@ -42,6 +42,7 @@ struct Supported {  // qSupported: the features the client announced
   bool multiprocess = false;
   bool fork_events = false;  // as written (the server takes it with multiprocess only)
   bool vfork_events = false;
+  bool no_resumed = false;  // the client takes the N stop reply (no resumed thread left)
 };
 struct StartNoAckMode {};  // QStartNoAckMode
 struct StopReason {};      // ?

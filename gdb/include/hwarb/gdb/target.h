@@ -105,6 +105,8 @@ struct StopEvent {
     kExited,         // process ended with status (kExited) or signal (kKilled); remains: a
     kKilled,         // traced process is left: tid is then the leader of a new first process
                      // (the client's selected threads are forgotten), or 0
+    kNoResumed,      // all-stop: every thread the client resumed has ended (tid the last),
+                     // and none is left to report a stop (the client took no-resumed+)
   };
   Kind kind = Kind::kSignal;
   Tid tid = 0;
@@ -137,6 +139,7 @@ struct ClientFeatures {
   bool multiprocess = false;
   bool fork_events = false;   // with multiprocess
   bool vfork_events = false;  // with multiprocess
+  bool no_resumed = false;    // the N stop reply is understood
 };
 
 // A mapping of the address space around an address (qMemoryRegionInfo): `mapped` false for the

@@ -328,7 +328,8 @@ class GdbTarget final : public gdb::Target {
   bool multiprocess_ = false;
   bool fork_events_ = false;
   bool vfork_events_ = false;
-  pid_t stepping_ = 0;  // the thread of a step in progress (non-stop mode: the last one)
+  bool no_resumed_ = false;  // the client takes N (gdbserver's no-resumed stop reply)
+  pid_t stepping_ = 0;       // the thread of a step in progress (non-stop mode: the last one)
   bool non_stop_ = false;
   std::set<pid_t> steps_;           // non-stop mode: threads in a step for the client
   std::set<pid_t> stop_requested_;  // non-stop mode: vCont;t asked, its stop not reported yet

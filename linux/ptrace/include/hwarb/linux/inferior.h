@@ -97,6 +97,8 @@ enum class EventKind : std::uint8_t {
   kVforkDone,     // tid (a vfork parent) is stopped: its child execed or exited (hold_forks only)
   kExited,        // the whole process exited with `status`
   kKilled,        // the whole process was killed by `signal`
+  kLeaderEnded,   // tid, a thread-group leader, ended while other threads of its group run on:
+                  // it leaves threads(), its process goes on (its end is the group's, later)
 };
 
 struct Event {
@@ -287,8 +289,12 @@ class Inferior {
   Result<std::vector<pid_t>> stop_all(pid_t except = -1);
   // Takes out of threads() each group leader that has ended (pthread_exit) while other threads
   // of its group run on: a zombie that cannot stop, nor have its registers read. stop_all does
-  // so for the leaders it waits for; a caller that stops no thread (non-stop mode) asks here.
-  void drop_ended_leaders();
+  // so for the leaders it waits for, and wait_or_poll before it sleeps (the leader's end then
+  // reported as kLeaderEnded); a caller that stops no thread (non-stop mode)
+  // asks here. Returns the leaders taken out.
+  std::vector<pid_t> drop_ended_leaders();
+  // Whether a leader that ended has no thread left: its process's exit status is on its way.
+  bool exit_due() const;
   // Signals of `mask` (bit n-1 for signal n) that are pending for stopped thread `tid` and not
   // blocked by it, but not reported yet (a signal raised as the thread stopped for something
   // else, e.g. a perf breakpoint's SIGTRAP racing PTRACE_INTERRUPT): the thread is resumed
