@@ -390,6 +390,12 @@ Result<gdb::ServerEnd> GdbTarget::finish(gdb::ServerEnd::How how) {
 Result<gdb::ServerEnd> GdbTarget::finish_once(gdb::ServerEnd::How how) {
   gdb::ServerEnd end = end_;
   end.how = how;
+  if (inferior_ != nullptr && !exited_ && !inferior_->alive() &&
+      how == gdb::ServerEnd::How::kDetached && !inferior_->threads().empty()) {
+    // The first process was detached (D;PID) and what is left is its vfork child, which the
+    // client detaches last: let go too, or it dies with the server (PTRACE_O_EXITKILL).
+    ignore_error(inferior_->detach(), "a child that is gone needs no detach");
+  }
   if (inferior_ == nullptr || exited_ || !inferior_->alive()) {
     end.exited = exited_;
     return end;
@@ -1390,6 +1396,12 @@ Result<void> GdbTarget::kill_stopped(gdb::Tid process) {
 
 Result<GdbTarget::Trap> GdbTarget::on_breakpoint_trap(const Event& ev) {
   auto regs = inferior_->get_regs(ev.tid);
+  if (!regs && regs.error().code() == ErrorCode::kSrch) {
+    // Killed since its trap was held (another thread's exit, a SIGKILL): no stop; its exit
+    // comes next.
+    rewound_.erase(ev.tid);
+    return Trap{};
+  }
   if (!regs) return std::unexpected(regs.error());
   Int3Map& int3s = int3_[inferior_->process_of(ev.tid)];
   std::uint64_t at = 0;

@@ -288,6 +288,8 @@ Result<void> Inferior::detach_process(pid_t process) {
   if (tids.empty()) {
     return make_error(ErrorCode::kSrch, "pid: " + std::to_string(process) + " is not traced");
   }
+  // The leader last: a zombie leader can be reaped only once its group is empty.
+  std::stable_partition(tids.begin(), tids.end(), [&](pid_t t) { return t != process; });
   Result<void> first;
   for (pid_t tid : tids) {
     int sig = 0;
@@ -303,7 +305,7 @@ Result<void> Inferior::detach_process(pid_t process) {
     }
     // A vfork child's parent stays asleep in the kernel until the child execs or exits: its
     // vfork_wait stays (kVforkDone, or its end, clears it).
-    if (auto r = ptrace_detach(tid, sig); !r && first && r.error().code() != ErrorCode::kSrch) {
+    if (auto r = detach_thread(tid, sig); !r && first && r.error().code() != ErrorCode::kSrch) {
       first = r;
     }
     threads_.erase(tid);
@@ -315,6 +317,22 @@ Result<void> Inferior::detach_process(pid_t process) {
   exited_ = true;
   (void)adopt_followed();
   return first;
+}
+
+Result<void> Inferior::detach_thread(pid_t tid, int sig) {
+  auto detached = ptrace_detach(tid, sig);
+  if (detached || detached.error().code() != ErrorCode::kSrch) return detached;
+  // Held stopped, yet no detach: it died meanwhile (a detached thread's exit_group, a SIGKILL
+  // from outside), a zombie still ours to reap, or the program's parent would never learn of
+  // the process's end. Its status comes at once; a leader's once its group is empty (its
+  // threads are detached first), so each is given a bounded while.
+  for (int tries = 0; tries < 200; ++tries) {
+    auto got = wait_once(tid, true);
+    if (!got && got.error().code() == ErrorCode::kIntr) continue;
+    if (!got || got->pid == tid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return detached;
 }
 
 void Inferior::forget_process(pid_t process) {
@@ -766,7 +784,12 @@ Result<void> Inferior::detach() {
   queued_.clear();
   Result<void> first;
   std::vector<pid_t> in_vfork;
-  for (auto& [tid, t] : threads_) {
+  // Leaders last: a zombie leader can be reaped only once its group is empty.
+  std::vector<pid_t> order;
+  for (const auto& [tid, t] : threads_) order.push_back(tid);
+  std::stable_partition(order.begin(), order.end(), [&](pid_t t) { return !is_group_leader(t); });
+  for (pid_t tid : order) {
+    Thread& t = threads_.at(tid);
     if (!t.stopped) {
       if (t.vfork_wait != 0) in_vfork.push_back(tid);
       continue;
@@ -778,7 +801,7 @@ Result<void> Inferior::detach() {
                    "a thread that is gone has no signal to get");
       sig = 0;
     }
-    if (auto r = ptrace_detach(tid, sig); !r && first && r.error().code() != ErrorCode::kSrch) {
+    if (auto r = detach_thread(tid, sig); !r && first && r.error().code() != ErrorCode::kSrch) {
       first = r;
     }
   }

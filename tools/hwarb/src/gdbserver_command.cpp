@@ -238,6 +238,8 @@ int run_server(ServerArgs& args) {
     inferior.emplace(std::move(*attached));
   }
   const std::string placement = native::placement_policy(options);
+  // The program of the command line, when hwarb started it: joined after a detach.
+  const pid_t started = inferior && inferior->spawned() ? inferior->pid() : 0;
   if (inferior) {
     std::cerr << "hwarb gdbserver: " << target_name(args.target) << " is process "
               << inferior->pid() << "; watchpoints: " << placement << "\n";
@@ -310,6 +312,18 @@ int run_server(ServerArgs& args) {
                                    : "exited with status " + std::to_string(end->status));
   }
   std::cerr << "\n";
+  if (end->how == native::GdbServerEnd::How::kDetached && !end->exited && started > 0 &&
+      !args.multi) {
+    // As gdbserver: the server stays until the program it started and the client let go ends.
+    // Were the server, the leader of the terminal's session (as under gdb's testsuite), to end
+    // first, the kernel would send that program's process group SIGHUP.
+    server.reset();
+    session.reset();
+    inferior.reset();
+    // A signal to the server ends the wait (and the server), as it does gdbserver's.
+    native::RunResult joined;
+    (void)native::wait_end(started, false, joined);
+  }
   return kExitOk;
 }
 

@@ -391,6 +391,8 @@ class Inferior {
   // the last of them is reaped, so it is polled (sleeps of 50 us to 2 ms between statuses) and
   // its /proc state read until one or the other is seen.
   Result<std::optional<int>> wait_leader_stop(pid_t tid);
+  // PTRACE_DETACH of a thread held stopped; one that died meanwhile (ESRCH) is reaped.
+  Result<void> detach_thread(pid_t tid, int sig);
   // Whether `tid` leads a thread group: this process's or a followed process's.
   bool is_group_leader(pid_t tid) const;
   // Whether a status of `tid` is this Inferior's to read: a thread, a forked child not released,
