@@ -166,5 +166,15 @@ refused "after COMM and -p or -t" 127.0.0.1:0 -p 1 /bin/true
 refused 'contradicts' --disable-randomization --no-disable-randomization 127.0.0.1:0 /bin/true
 refused "is not a number from 0 to 65535" 127.0.0.1:99999 /bin/true
 
+# 6. gdbserver's --selftest: the words of a gdbserver built without its unit tests (which gdb's
+# testsuite takes as "unsupported"), exit 0, nothing started; Debian's gdbserver says the same.
+for server in "$hwarb gdbserver" gdbserver; do
+  command -v "${server%% *}" >/dev/null || continue
+  out=$(timeout 30 $server --selftest 2>&1)
+  rc=$?
+  [[ $rc -eq 0 && $out == "Selftests have been disabled for this build." ]] ||
+    bad "$server --selftest: exit $rc, output '$out'"
+done
+
 [[ $fail -eq 0 ]] && echo "gdbserver_cli_test: all cases passed"
 exit $fail

@@ -63,6 +63,7 @@ struct ServerArgs {
   bool once = false;
   bool attach = false;  // gdbserver's --attach: what follows COMM is a PID
   bool multi = false;
+  bool selftest = false;                   // gdbserver's --selftest
   bool keep_aslr = false;                  // gdbserver's --no-disable-randomization
   bool no_aslr = false;                    // gdbserver's --disable-randomization (the default)
   bool with_shell = false;                 // gdbserver's --startup-with-shell (the default)
@@ -170,6 +171,12 @@ Result<void> take_gdbserver_form(ServerArgs& args) {
 }
 
 int run_server(ServerArgs& args) {
+  if (args.selftest) {
+    // gdbserver's words for a build without its built-in unit tests, which gdb's testsuite
+    // takes as "unsupported": hwarb's tests are its test suite (scripts/test), not in the binary.
+    std::cout << "Selftests have been disabled for this build.\n";
+    return kExitOk;
+  }
   args.wrapper_words = take_gdbserver_wrapper();
   if (args.wrapper_words.empty() && !args.wrapper.empty()) args.wrapper_words = {args.wrapper};
   if (auto r = take_gdbserver_form(args); !r) return fail(r.error().to_string(), kExitUsage);
@@ -345,6 +352,9 @@ CommandRunner setup_gdbserver(CLI::App& app) {
                 "serve one client, then end (also in extended mode; without extended mode the "
                 "server ends at a disconnect anyway)");
   sub->add_flag("--attach", args->attach, "gdbserver's form: the argument after COMM is a PID");
+  sub->add_flag("--selftest", args->selftest,
+                "gdbserver's option: says, as a gdbserver built without them does, that there are "
+                "no built-in unit tests (hwarb's tests are its test suite), and ends");
   sub->add_flag("--multi", args->multi,
                 "extended-remote mode from the start: the program is optional (the client runs "
                 "or attaches one), and the server stays for the next client until `monitor "
