@@ -382,9 +382,9 @@ Resume GdbTarget::run_mode() const {
 }
 
 Result<gdb::ServerEnd> GdbTarget::finish(gdb::ServerEnd::How how) {
-  auto end = finish_once(how);
+  // Held events first: a detach delivers their signals and lets their fork children go.
   requeue_held();
-  return end;
+  return finish_once(how);
 }
 
 Result<gdb::ServerEnd> GdbTarget::finish_once(gdb::ServerEnd::How how) {

@@ -295,6 +295,7 @@ Result<void> Inferior::detach_process(pid_t process) {
     int sig = 0;
     for (const Event& ev : discard_queued(tid)) {
       if (ev.kind == EventKind::kSignal && sig == 0) sig = ev.signal;
+      if (ev.kind == EventKind::kFork) let_go_unreported(ev);
     }
     Thread& t = threads_[tid];
     if (sig == 0) sig = t.kept_signal;
@@ -317,6 +318,19 @@ Result<void> Inferior::detach_process(pid_t process) {
   exited_ = true;
   (void)adopt_followed();
   return first;
+}
+
+void Inferior::let_go_unreported(const Event& fork) {
+  if (!fork.vfork) {
+    children_.erase(fork.child);
+    ignore_error(ptrace_detach(fork.child), "a child that is gone needs no detach");
+    return;
+  }
+  if (threads_.contains(fork.child)) {
+    ignore_error(detach_thread(fork.child, 0), "a child that is gone needs no detach");
+    threads_.erase(fork.child);
+    end_vfork(fork.child);
+  }
 }
 
 Result<void> Inferior::detach_thread(pid_t tid, int sig) {
@@ -781,7 +795,15 @@ Result<void> Inferior::detach() {
     const bool own_step = ev.signal == SIGTRAP && step_code && stepped.contains(ev.tid);
     if (!own_step) pending[ev.tid] = ev.signal;
   }
+  for (const Event& ev : queued_) {
+    if (ev.kind == EventKind::kFork) let_go_unreported(ev);
+  }
   queued_.clear();
+  // Forked children nobody was told of (their fork events were read by a stop_all) go too.
+  for (const auto& [child, c] : children_) {
+    ignore_error(ptrace_detach(child), "a child that is gone needs no detach");
+  }
+  children_.clear();
   Result<void> first;
   std::vector<pid_t> in_vfork;
   // Leaders last: a zombie leader can be reaped only once its group is empty.

@@ -653,6 +653,35 @@ TEST(Inferior, WaitOrPollReportsTheEndOfALeaderWhoseThreadsRunOn) {
   });
 }
 
+// A fork's child whose event was read but not handed on yet (held, as a stop_all holds it) is
+// let go with its parent at a detach: held, it would never run, and its parent would wait for
+// it forever.
+TEST(Inferior, DetachLetsGoTheChildOfAForkEventNotHandedOn) {
+  bounded(20, [] {
+    Capture out;
+    auto inf = Inferior::spawn({program("forker"), "fork", "3"}, {.stdout_fd = out.fd()});
+    ASSERT_TRUE(inf) << inf.error().to_string();
+    inf->hold_forks(true);
+    ASSERT_TRUE(inf->resume_all(Resume::kCont));
+    for (;;) {
+      auto ev = inf->wait();
+      ASSERT_TRUE(ev) << ev.error().to_string();
+      if (ev->kind == EventKind::kFork) {
+        inf->requeue(*ev);
+        break;
+      }
+      ASSERT_TRUE(
+          inf->resume(ev->tid, Resume::kCont, ev->kind == EventKind::kSignal ? ev->signal : 0));
+    }
+    const pid_t pid = inf->pid();
+    ASSERT_TRUE(inf->detach());
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    EXPECT_EQ(out.text(), "child exit 3\n");
+  });
+}
+
 // A vfork parent sleeps in the kernel until its child execs or exits; it cannot stop. stop_all
 // while the child is held returns (the parent is left blocked), and the program runs to its end.
 TEST(Inferior, StopAllDuringAVforkReturns) {

@@ -393,6 +393,9 @@ class Inferior {
   Result<std::optional<int>> wait_leader_stop(pid_t tid);
   // PTRACE_DETACH of a thread held stopped; one that died meanwhile (ESRCH) is reaped.
   Result<void> detach_thread(pid_t tid, int sig);
+  // The child of a fork event nobody was told of, its parent being detached: let go with it,
+  // as gdbserver does (held, it would never run, and die with the tracer).
+  void let_go_unreported(const Event& fork);
   // Whether `tid` leads a thread group: this process's or a followed process's.
   bool is_group_leader(pid_t tid) const;
   // Whether a status of `tid` is this Inferior's to read: a thread, a forked child not released,
