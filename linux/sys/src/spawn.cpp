@@ -219,23 +219,26 @@ Result<int> run_as_user(uid_t uid, gid_t gid, int (*body)(const void* arg), cons
 }
 
 Result<ForkSide> fork_detached(std::span<const int> keep) {
+  std::vector<unsigned> kept(keep.begin(), keep.end());
+  kept.push_back(2);
+  std::sort(kept.begin(), kept.end());
   const pid_t first = ::fork();
   if (first < 0) return sys_fail<ForkSide>(errno, "fork", "fork of a detached process");
   if (first == 0) {
-    // The intermediate child: a process group of its own, then the detached process, and out.
+    // The intermediate child: a process group of its own, the caller's descriptors closed, then
+    // the detached process, and out. Closed here, before the caller's waitpid returns, no copy
+    // of them outlives this call: a copy of a perf event's descriptor would keep its debug
+    // register taken after the caller closed its own (the kernel frees it with the last one).
     ::setpgid(0, 0);
-    const pid_t second = ::fork();
-    if (second != 0) ::_exit(second < 0 ? 1 : 0);
     for (int sig : {SIGINT, SIGQUIT, SIGHUP, SIGTERM, SIGPIPE}) ::signal(sig, SIG_IGN);
-    std::vector<unsigned> kept(keep.begin(), keep.end());
-    kept.push_back(2);
-    std::sort(kept.begin(), kept.end());
     unsigned from = 0;
     for (unsigned k : kept) {
       if (k > from) ::syscall(SYS_close_range, from, k - 1, 0U);
       from = std::max(from, k + 1);
     }
     ::syscall(SYS_close_range, from, ~0U, 0U);
+    const pid_t second = ::fork();
+    if (second != 0) ::_exit(second < 0 ? 1 : 0);
     return ForkSide::kDetached;
   }
   int status = 0;

@@ -1,6 +1,7 @@
 #include "hwarb/linux/spawn.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/personality.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -126,6 +128,29 @@ TEST(InWorkingDirectory, ARegularFileHereIsItsAbsolutePathAnythingElseIsNot) {
   ::rmdir("subdir");
   ASSERT_EQ(::chdir(before), 0);
   ::rmdir(dir);
+}
+
+// The detached process holds no copy of the caller's descriptors once fork_detached returns:
+// a pipe's write end the caller closes then is the last one (its reader sees the end at once),
+// as a perf event's descriptor must be for its debug register to be free.
+TEST(ForkDetached, NoCopyOfTheCallersDescriptorsOutlivesTheCall) {
+  for (int round = 0; round < 20; ++round) {
+    int fds[2];
+    ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+    auto side = fork_detached({});
+    ASSERT_TRUE(side) << side.error().to_string();
+    if (*side == ForkSide::kDetached) {
+      const timespec nap{0, 100'000'000};
+      ::nanosleep(&nap, nullptr);  // lives on a while, past the caller's check
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    pollfd in{fds[0], POLLIN, 0};
+    ASSERT_EQ(::poll(&in, 1, 0), 1) << "round " << round << ": another writer is still there";
+    char byte = 0;
+    EXPECT_EQ(::read(fds[0], &byte, 1), 0);
+    ::close(fds[0]);
+  }
 }
 
 TEST(SpawnStopped, StopsBeforeTheExecThenRunsTheProgram) {

@@ -102,7 +102,9 @@ enum class ForkSide : std::uint8_t { kCaller, kDetached };
 // which init or the nearest subreaper adopts). The caller gets kCaller; the new process gets
 // kDetached, in a process group of its own (a terminal's Ctrl-C or hang-up does not reach it),
 // with SIGINT, SIGQUIT, SIGHUP, SIGTERM and SIGPIPE ignored and every descriptor closed except
-// 2 and those in `keep`. Unlike spawn_stopped()'s children it asks for no parent-death signal.
+// 2 and those in `keep` — closed before this returns to the caller, so that no copy of the
+// caller's descriptors lives on after it (a perf event's keeps its debug register taken). Unlike
+// spawn_stopped()'s children it asks for no parent-death signal.
 // The new process runs on the caller's copy of memory: it may allocate only if no other thread
 // of the caller held an allocator lock across the fork (glibc's malloc is fork-safe).
 // Errors naming `fork`: fork's errno (EAGAIN, ENOMEM); EIO when the intermediate child failed.
