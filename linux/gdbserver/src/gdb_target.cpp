@@ -975,6 +975,7 @@ Result<std::optional<StopEvent>> GdbTarget::resume(const std::vector<gdb::Resume
     }
   }
   std::size_t going = 0;  // threads resumed, or with an event to report
+  resumed_.clear();
   deferred_.clear();
   // Signals already held for threads this resume leaves stopped (queued by a stop_all) wait
   // until those threads run: gdb stepping one thread over a breakpoint must hear from that thread
@@ -1007,6 +1008,7 @@ Result<std::optional<StopEvent>> GdbTarget::resume(const std::vector<gdb::Resume
       continue;
     }
     ++going;
+    resumed_.insert(tid);
     if (!inferior_->is_stopped(tid)) continue;
     const bool step = it->kind == 's' || it->kind == 'S';
     if (inferior_->has_queued(tid)) {  // its event comes first
@@ -1697,11 +1699,15 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
         return Stop(stop);
       }
       // All-stop: the last thread the client resumed has ended (the others held, e.g. by
-      // scheduler-locking), and nothing else is left to report: gdbserver's N.
+      // scheduler-locking), and nothing else is left to report: gdbserver's N. A thread that
+      // is dying (killed from outside, its exit not read yet) is still there.
       if (no_resumed_) {
         inferior_->drop_ended_leaders();
-        if (running_threads().empty() && inferior_->queued_events().empty() &&
-            !inferior_->exit_due()) {
+        const std::vector<pid_t> live = inferior_->threads();
+        const bool left = std::any_of(resumed_.begin(), resumed_.end(), [&](pid_t t) {
+          return std::find(live.begin(), live.end(), t) != live.end();
+        });
+        if (!left && inferior_->queued_events().empty() && !inferior_->exit_due()) {
           if (auto r = stop_others(-1); !r) return std::unexpected(r.error());
           return Stop(stop_of(Kind::kNoResumed, ev.tid));
         }

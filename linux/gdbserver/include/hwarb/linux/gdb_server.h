@@ -329,6 +329,7 @@ class GdbTarget final : public gdb::Target {
   bool fork_events_ = false;
   bool vfork_events_ = false;
   bool no_resumed_ = false;  // the client takes N (gdbserver's no-resumed stop reply)
+  std::set<pid_t> resumed_;  // all-stop: the threads the client's last resume let run
   pid_t stepping_ = 0;       // the thread of a step in progress (non-stop mode: the last one)
   bool non_stop_ = false;
   std::set<pid_t> steps_;           // non-stop mode: threads in a step for the client
