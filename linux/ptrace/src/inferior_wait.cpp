@@ -124,7 +124,7 @@ Result<std::pair<pid_t, int>> Inferior::wait_any(pid_t also) {
   return *got;
 }
 
-Result<int> Inferior::wait_stop(pid_t tid) {
+std::optional<int> Inferior::take_raw(pid_t tid) {
   for (auto it = raw_queue_.begin(); it != raw_queue_.end(); ++it) {
     if (it->first == tid) {
       const int status = it->second;
@@ -132,6 +132,11 @@ Result<int> Inferior::wait_stop(pid_t tid) {
       return status;
     }
   }
+  return std::nullopt;
+}
+
+Result<int> Inferior::wait_stop(pid_t tid) {
+  if (auto kept = take_raw(tid)) return *kept;
   // Never a blocking waitpid on `tid` alone: a dying thread-group leader is reported only once
   // every other thread is reaped, and those zombies are ours to reap. So: `tid`'s status if it
   // has one (ECHILD if it is no tracee of ours), else the next status of anyone, kept for later.
@@ -201,13 +206,7 @@ bool Inferior::exit_due() const {
 }
 
 Result<std::optional<int>> Inferior::wait_leader_stop(pid_t tid) {
-  for (auto it = raw_queue_.begin(); it != raw_queue_.end(); ++it) {
-    if (it->first == tid) {
-      const int status = it->second;
-      raw_queue_.erase(it);
-      return status;
-    }
-  }
+  if (auto kept = take_raw(tid)) return *kept;
   auto nap = std::chrono::microseconds(50);
   for (;;) {
     auto own = wait_once(tid, true);

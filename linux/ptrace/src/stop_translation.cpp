@@ -183,17 +183,21 @@ Result<std::optional<Event>> Inferior::translate_clone(pid_t tid, Thread& t) {
   // A caller's own waitpid may have handed the new thread's first stop in already
   // (take_status).
   MaybeEvent early = no_event();
+  // The new thread, held in its first stop, as a thread of its creator's process.
+  const auto hold_new = [&](pid_t ctid, pid_t process) {
+    Thread& fresh = threads_[ctid];
+    fresh.stopped = true;
+    fresh.stop = StopKind::kEvent;
+    fresh.process = process;
+    early = event_of(EventKind::kNewThread, ctid);
+  };
   if (auto created = ptrace_event_message(tid)) {
     const auto ctid = static_cast<pid_t>(*created);
     if (ctid > 0 && children_.contains(ctid)) {
       // A raw clone's task (a thread group of its own) whose first stop came before this event
       // and was kept as a forked child's: a thread of its creator's process after all.
       children_.erase(ctid);
-      Thread& fresh = threads_[ctid];
-      fresh.stopped = true;
-      fresh.stop = StopKind::kEvent;
-      fresh.process = t.process;
-      early = event_of(EventKind::kNewThread, ctid);
+      hold_new(ctid, t.process);
     } else if (ctid > 0 && !threads_.contains(ctid)) {
       // Its first stop is read now (the kernel stops a traced clone before it runs, so it comes
       // at once), as gdbserver does: the thread is in threads(), and held by stop_all, before
@@ -207,11 +211,7 @@ Result<std::optional<Event>> Inferior::translate_clone(pid_t tid, Thread& t) {
       if (!status) {
         announced_.emplace(ctid, process);  // not waitable yet: read when it comes
       } else if (WIFSTOPPED(*status)) {
-        Thread& fresh = threads_[ctid];
-        fresh.stopped = true;
-        fresh.stop = StopKind::kEvent;
-        fresh.process = process;
-        early = event_of(EventKind::kNewThread, ctid);
+        hold_new(ctid, process);
       }
     }
   }

@@ -386,6 +386,8 @@ class Inferior {
   Result<std::optional<Event>> next_event(bool block, bool& idle);
   Result<std::vector<pid_t>> stop_threads(pid_t except);
   Result<int> wait_stop(pid_t tid);
+  // The status of `tid` that a wait for another kept in raw_queue_, taken out (nullopt: none).
+  std::optional<int> take_raw(pid_t tid);
   // wait_stop for a thread-group leader (of this process or a followed one), or nullopt when
   // it has ended while other threads of its group live: such a zombie reports nothing until
   // the last of them is reaped, so it is polled (sleeps of 50 us to 2 ms between statuses) and
