@@ -364,6 +364,12 @@ class Fuzzer:
                         "qGetTLSAddr:1,2,3", "QPassSignals:", "QProgramSignals:", "qCRC:0,10",
                         "qSearch:memory:0;10;ff", "QAllow:", "qL1", "qP0", "Qbtrace:off",
                         "QNonStop:0", "qThreadExtraInfo,1", "QEnvironmentReset", "~", "\x7f"])
+        if p == "!":
+            self.extended = True
+        elif p == "R00" and getattr(self, "extended", False):
+            # After '!' the server is in extended mode, where R restarts the program with no
+            # reply (the extended-mode checks before the rounds cover that).
+            p = "y"
         if rng.random() < 0.5:
             p += rhex(rng, 0, 12)
         return "unknown", frame(p), "packet", p
@@ -755,6 +761,15 @@ def round_normal(args, rnd, rng, log, stats, e_entry, syms, log_stderr):
         if rnd % 3 == 2:
             # The server still serves a real watch after the garbage: `counter` is written 5 times.
             watched = syms["counter"][0] + bias
+            # The server's event log from here on, for a failure's stderr tail.
+            reply = srv.request("qRcmd," + "set debug 1".encode().hex())
+            while reply.startswith("O") and reply != "OK":
+                item = srv.read_item(REPLY_TIMEOUT)
+                if not isinstance(item, tuple):
+                    raise Failure("after qRcmd's output, %r" % (item,))
+                reply = item[1].decode("latin-1")
+            if reply != "OK":
+                raise Failure("monitor set debug 1 answered %r" % reply[:80])
             if srv.request("Z2,%x,8" % watched) != "OK":
                 raise Failure("a valid watch on counter was refused after the garbage")
         run_to_end(srv, stats, stale_ok=not all_ok, watched=watched)
@@ -929,7 +944,7 @@ def main():
                   "--software" if rnd % 2 else "default", e), file=sys.stderr)
             for line in log[-args.tail:]:
                 print("  | " + line, file=sys.stderr)
-            for line in log_stderr[-6:]:
+            for line in log_stderr[-60:]:
                 print("  stderr| " + line, file=sys.stderr)
             if not args.keep_going:
                 break

@@ -577,8 +577,14 @@ Result<void> Inferior::rerun_emulated_syscall(pid_t tid) {
 }
 
 Result<void> Inferior::resume_all(Resume how) {
+  std::set<pid_t> held;
+  for (const Event& ev : queued_) {
+    held.insert(ev.tid);
+    if (ev.kind == EventKind::kFork) held.insert(ev.child);
+  }
+  for (const auto& [tid, status] : raw_queue_) held.insert(tid);
   for (auto& [tid, t] : threads_) {
-    if (!t.stopped) continue;
+    if (!t.stopped || held.contains(tid)) continue;
     if (auto r = resume(tid, how); !r) return r;
   }
   return {};

@@ -719,6 +719,45 @@ TEST(Inferior, StopAllDuringAVforkReturns) {
   });
 }
 
+// A fork event that stop_all read in place of its interrupt waits in the queue; resume_all
+// leaves its vfork child stopped (and a thread with an event to report) for the event's handler,
+// which resumes them as if the event had come first.
+TEST(Inferior, ResumeAllLeavesWhatAQueuedEventHoldsStopped) {
+  bounded(20, [] {
+    Capture out;
+    auto inf = Inferior::spawn({program("forker"), "vfork", "3"}, {.stdout_fd = out.fd()});
+    ASSERT_TRUE(inf) << inf.error().to_string();
+    ASSERT_TRUE(inf->resume_all(Resume::kCont));
+    std::optional<Event> fork;
+    while (!fork) {
+      auto ev = inf->wait();
+      ASSERT_TRUE(ev) << ev.error().to_string();
+      ASSERT_NE(ev->kind, EventKind::kExited);
+      if (ev->kind == EventKind::kFork) {
+        fork = *ev;
+      } else {
+        ASSERT_TRUE(
+            inf->resume(ev->tid, Resume::kCont, ev->kind == EventKind::kSignal ? ev->signal : 0));
+      }
+    }
+    ASSERT_TRUE(fork->vfork);
+    ASSERT_TRUE(inf->is_stopped(fork->child));
+    inf->requeue(*fork);
+    ASSERT_TRUE(inf->resume_all(Resume::kCont));
+    EXPECT_TRUE(inf->is_stopped(fork->child)) << "the queued vfork's child was resumed";
+    auto again = inf->wait();
+    ASSERT_TRUE(again) << again.error().to_string();
+    ASSERT_EQ(again->kind, EventKind::kFork);
+    EXPECT_EQ(again->child, fork->child);
+    auto resumed = inf->resume(fork->child, Resume::kCont);
+    EXPECT_TRUE(resumed) << resumed.error().to_string();
+    Event end = run_to_end(*inf, Resume::kCont);
+    EXPECT_EQ(end.kind, EventKind::kExited);
+    EXPECT_EQ(end.status, 0);
+    EXPECT_EQ(out.text(), "child exit 3\n");
+  });
+}
+
 TEST(Inferior, AttachStopsARunningProcessAndDetachLetsItRun) {
   int pipefd[2];
   ASSERT_EQ(::pipe(pipefd), 0);

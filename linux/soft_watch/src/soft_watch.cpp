@@ -150,7 +150,7 @@ Result<SoftWatch> SoftWatch::arm(Inferior& inferior, std::vector<WatchRange> ran
       w.methods_[i] = WatchMethod::kInt3;
       continue;
     }
-    for (std::uint64_t p = page_of(r.addr); p < r.addr + r.len; p += kPage) {
+    for (const std::uint64_t p : pages_of(r.addr, r.len)) {
       auto m = find_mapping(*maps, p);
       if (!m) {
         // Nothing there to access yet (a library not loaded, a null pointer's page): watched
@@ -188,7 +188,7 @@ Result<SoftWatch> SoftWatch::arm(Inferior& inferior, std::vector<WatchRange> ran
   std::map<std::uint64_t, unsigned> page_access;
   for (const WatchRange& r : w.ranges_) {
     if ((r.access & kWatchExec) != 0) continue;
-    for (std::uint64_t p = page_of(r.addr); p < r.addr + r.len; p += kPage) {
+    for (const std::uint64_t p : pages_of(r.addr, r.len)) {
       page_access[p] |= r.access;
     }
   }
@@ -744,7 +744,7 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
 
   // The pages the instruction touches, and whether their original protection allows it.
   auto allowed = [&](const x86::MemRef& ref, int need) {
-    for (std::uint64_t p = page_of(ref.address); p < ref.address + ref.size; p += kPage) {
+    for (const std::uint64_t p : pages_of(ref.address, ref.size)) {
       auto it = pages_.find(p);
       if (it != pages_.end() && (it->second.original & need) != need) return false;
     }
@@ -780,8 +780,7 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
     // Single-step with the touched pages open; nobody else runs meanwhile.
     std::vector<std::uint64_t> open;
     for (const x86::MemRef& ref : refs) {
-      for (std::uint64_t p = page_of(ref.address);
-           p < ref.address + std::max<std::uint64_t>(ref.size, 1); p += kPage) {
+      for (const std::uint64_t p : pages_of(ref.address, ref.size)) {
         if (pages_.contains(p) && std::find(open.begin(), open.end(), p) == open.end()) {
           open.push_back(p);
         }

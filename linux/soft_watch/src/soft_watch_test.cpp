@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "hwarb/linux/page.h"
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/symbols.h"
 #include "test_programs.h"
@@ -655,6 +656,40 @@ TEST(SoftWatch, AnAddressNotMappedYetIsWatchedFromItsMmap) {
     EXPECT_EQ(got.hits[i].addr, kLatePage) << "hit " << i;
     EXPECT_EQ(value_of(got.hits[i].new_value), i + 1) << "hit " << i;
   }
+}
+
+// The last page of the address space: the walk over a range's pages stops there (a page walk
+// that wrapped to page 0 went on until memory ran out). Nothing maps it, so it is watched from an
+// mmap, and the program runs as unwatched.
+TEST(SoftWatch, ARangeEndingAtTheTopOfTheAddressSpaceIsArmed) {
+  Capture out;
+  auto inf = Inferior::spawn({program("writer"), "4"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf);
+  auto watch = SoftWatch::arm(
+      *inf, {{0xfffffffffffffff8, 1, kWatchWrite, 0}, {0xfffffffffffff000, 0xfff, kWatchRead, 1}});
+  ASSERT_TRUE(watch) << watch.error().to_string();
+  Outcome got = run(*inf, *watch);
+  EXPECT_EQ(got.end.kind, EventKind::kExited);
+  EXPECT_EQ(got.end.status, 3);
+  EXPECT_EQ(out.text(), "sum=16\n");
+  EXPECT_TRUE(got.hits.empty());
+}
+
+TEST(PageSpan, ListsEachPageOnceAndNeverWraps) {
+  const auto list = [](std::uint64_t addr, std::uint64_t len) {
+    std::vector<std::uint64_t> pages;
+    for (const std::uint64_t p : pages_of(addr, len)) pages.push_back(p);
+    return pages;
+  };
+  EXPECT_EQ(list(0x1234, 1), std::vector<std::uint64_t>{0x1000});
+  EXPECT_EQ(list(0x1234, 0), std::vector<std::uint64_t>{0x1000});
+  EXPECT_EQ(list(0x1ffc, 8), (std::vector<std::uint64_t>{0x1000, 0x2000}));
+  EXPECT_EQ(list(0x1000, 0x2000), (std::vector<std::uint64_t>{0x1000, 0x2000}));
+  EXPECT_EQ(list(0xfffffffffffffff8, 8), std::vector<std::uint64_t>{0xfffffffffffff000});
+  EXPECT_EQ(list(0xfffffffffffffffc, 8), std::vector<std::uint64_t>{0xfffffffffffff000});
+  EXPECT_EQ(list(0xffffffffffffeffc, 8),
+            (std::vector<std::uint64_t>{0xffffffffffffe000, 0xfffffffffffff000}));
+  EXPECT_EQ(pages_of(0, ~std::uint64_t{0}).size(), std::uint64_t{1} << 52);
 }
 
 }  // namespace

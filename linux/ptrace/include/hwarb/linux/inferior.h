@@ -259,7 +259,10 @@ class Inferior {
   // thread's next stop be a system call after all, it is still reported from its entry as after
   // kSyscall, at the cost of two stops inside the Inferior.
   Result<void> resume_from_sigreturn(pid_t tid);
-  // Resumes every stopped thread with `how` (their kept signals delivered).
+  // Resumes every stopped thread with `how` (their kept signals delivered), but those a queued
+  // event holds: a thread with an event still to report (stop_all may read a real stop, such as
+  // a fork event, in place of its interrupt), and the vfork child of a queued fork event. Whoever
+  // handles the event resumes them, as it would have had the event come first.
   Result<void> resume_all(Resume how);
   Result<Event> wait();
   // wait() that also watches `fds` (perf rings) for POLLIN: the next event, or nullopt when one
