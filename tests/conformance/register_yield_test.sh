@@ -42,7 +42,7 @@ if [[ $alone_rc -eq 0 ]] && short 4 "$tmp/alone"; then
 fi
 if [[ $alone_rc -ne 0 ]]; then
   skip_case hardware "a program's 4 breakpoints under hwarb" \
-    "the program alone cannot open 4 breakpoints here: $(head -1 "$tmp/alone")"
+    "the program alone cannot open and count 4 breakpoints here (exit $alone_rc): $(head -1 "$tmp/alone")"
   exit 0
 fi
 want=$(grep -c "breakpoint counted $n of $n" "$tmp/alone")

@@ -4,8 +4,8 @@
 // writes each of them and `target` (the same page) N times, and prints "breakpoint counted C of
 // N" for each breakpoint. `target` is the variable a test watches with hwarb: whatever hwarb
 // does, each C must be what the program counts without it — all K registers included.
-// Exit 0; 2 on bad arguments; 3 when the kernel refuses a breakpoint (which one, and its errno,
-// printed).
+// Exit 0; 2 on bad arguments; 3 when the kernel refuses a breakpoint or its count (which one,
+// and why, printed).
 #include <errno.h>
 #include <linux/hw_breakpoint.h>
 #include <linux/perf_event.h>
@@ -47,7 +47,12 @@ int main(int argc, char** argv) {
   }
   for (long b = 0; b < k; ++b) {
     uint64_t count = 0;
-    if (read((int)fds[b], &count, sizeof count) != (ssize_t)sizeof count) return 3;
+    const ssize_t got = read((int)fds[b], &count, sizeof count);
+    if (got != (ssize_t)sizeof count) {
+      // 0 bytes: the kernel put the event in its error state (it could not be scheduled).
+      printf("read of breakpoint %ld: %s\n", b + 1, got < 0 ? strerror(errno) : "0 bytes");
+      return 3;
+    }
     printf("breakpoint counted %llu of %ld\n", (unsigned long long)count, n);
   }
   return 0;
