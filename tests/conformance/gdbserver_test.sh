@@ -195,6 +195,13 @@ for mode in "${modes[@]}"; do
     expect "$tmp/thr$m$round.out" 'exited normally' "$m: threads at one breakpoint ($round): the program's exit"
     count "$tmp/thr$m$round.out" 'SIGTRAP' 0 "$m: threads at one breakpoint ($round): no spurious SIGTRAP"
   done
+  # A thread born after the resume outlives every thread the client resumed (the leader ended
+  # by pthread_exit, its first thread too): the program runs to its end, with no N reply
+  # ("No unwaited-for children left") while it runs.
+  prog="$events late-thread" gdb_run "late$m" "$mode" continue
+  expect "$tmp/late$m.err" '^late$' "$m: a thread outliving those resumed: the program's output"
+  expect "$tmp/late$m.out" 'exited normally' "$m: a thread outliving those resumed: the exit"
+  count "$tmp/late$m.out" 'unwaited-for' 0 "$m: a thread outliving those resumed: no N reply"
   prog="$events fork" gdb_run "fork$m" "$mode" 'break in_child' continue
   expect "$tmp/fork$m.err" '^child status=3$' "$m: a breakpoint the forked child runs: the child's exit"
   expect "$tmp/fork$m.out" 'exited normally' "$m: a breakpoint the forked child runs: the parent's exit"

@@ -22,6 +22,9 @@
 //                                (pthread_exit); the thread joins it, waits for SIGUSR1 if
 //                                `held`, calls alone(), then execs PROG if given (the thread takes
 //                                the leader's id) or prints "alone" and exits 0
+//   prog_gdb_events late-thread  main starts a thread and ends itself (pthread_exit); that thread
+//                                starts another and ends too; the last one, the only thread
+//                                left, sleeps 200 ms, prints "late" and exits 0
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -30,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static long per_thread;
@@ -92,6 +96,21 @@ static void* outlive_leader(void* arg) {
   exit(0);
 }
 
+static void* last_thread(void* arg) {
+  (void)arg;
+  const struct timespec nap = {0, 200 * 1000 * 1000};
+  nanosleep(&nap, NULL);
+  printf("late\n");
+  exit(0);
+}
+
+static void* first_thread(void* arg) {
+  (void)arg;
+  pthread_t t;
+  if (pthread_create(&t, NULL, last_thread, NULL) != 0) exit(1);
+  return NULL;
+}
+
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "threads";
   if (strcmp(mode, "threads") == 0) {
@@ -135,6 +154,12 @@ int main(int argc, char** argv) {
     fprintf(out, "child status=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     fprintf(out, "parent watched=%d\n", watched);
     return fclose(out) == 0 ? 0 : 1;
+  }
+  if (strcmp(mode, "late-thread") == 0) {
+    fflush(stdout);
+    pthread_t t;
+    if (pthread_create(&t, NULL, first_thread, NULL) != 0) return 1;
+    pthread_exit(NULL);
   }
   if (strcmp(mode, "leader-exit") == 0) {
     int next = 2;

@@ -1778,6 +1778,8 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
         break;
       }
       step = inferior_->resume(ev.tid, mode);
+      // It runs as its creator does: the N reply waits for its end too.
+      resumed_.insert(ev.tid);
       break;
     default:
       step = inferior_->resume(ev.tid, stepping(ev.tid) ? Resume::kStep : mode);
