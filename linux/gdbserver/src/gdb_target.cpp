@@ -1,6 +1,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -1075,6 +1076,10 @@ Result<StopEvent> GdbTarget::interrupt() {
     requeue_held();
     return std::unexpected(stopped.error());
   }
+  if (auto r = surface_traps(*stopped); !r) {
+    requeue_held();
+    return std::unexpected(r.error());
+  }
   if (auto r = rewind_queued_traps(); !r) {
     requeue_held();
     return std::unexpected(r.error());
@@ -1153,9 +1158,23 @@ Result<void> GdbTarget::stop_others(pid_t tid) {
   }
   auto stopped = inferior_->stop_all(tid);
   if (!stopped) return std::unexpected(stopped.error());
+  if (auto r = surface_traps(*stopped); !r) return r;
   if (auto r = rewind_queued_traps(); !r) return r;
   stepping_ = 0;
   session_->set_stepping(0);
+  return {};
+}
+
+Result<void> GdbTarget::surface_traps(const std::vector<pid_t>& stopped) {
+  for (pid_t t : stopped) {
+    auto surfaced = inferior_->surface_pending(t, std::uint64_t{1} << (SIGTRAP - 1));
+    if (!surfaced) {
+      if (surfaced.error().code() == ErrorCode::kSrch) continue;  // gone: its exit follows
+      return std::unexpected(surfaced.error());
+    }
+    // requeue puts an event first: the last one back first keeps their order.
+    for (auto ev = surfaced->rbegin(); ev != surfaced->rend(); ++ev) inferior_->requeue(*ev);
+  }
   return {};
 }
 

@@ -283,6 +283,12 @@ class GdbTarget final : public gdb::Target {
   Result<gdb::StopEvent> exec_stop(pid_t tid, bool running);
   // A fork or vfork the client takes as an event: the child traced as a process, its stop.
   Result<gdb::StopEvent> fork_stop(const Event& event);
+  // After a stop_all: a SIGTRAP raised in a thread as the interrupt stopped it (an int3 hit an
+  // instant before) is still pending, not reported; left so, it would be delivered once the
+  // client resumed the thread, after the int3 had gone, with the pc one byte into the restored
+  // instruction (SIGILL, or a wrong instruction run). Each thread `stopped` reports it now: the
+  // event is queued, for rewind_queued_traps.
+  Result<void> surface_traps(const std::vector<pid_t>& stopped);
   // After a stop_all: the queued int3 traps of other threads get their pc set back onto the
   // breakpoint now (rewound_), so that every stopped thread shows where it is.
   Result<void> rewind_queued_traps();
