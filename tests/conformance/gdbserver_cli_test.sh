@@ -176,5 +176,15 @@ for server in "$hwarb gdbserver" gdbserver; do
     bad "$server --selftest: exit $rc, output '$out'"
 done
 
+# 7. Started from a terminal, the program leads a process group of its own, which has the
+# terminal's foreground, as under Debian's gdbserver (a detached child then outlives the
+# server's end, which hangs up the terminal).
+group=$(dirname "${BASH_SOURCE[0]}")/terminal_group.py
+want=$(timeout 60 python3 "$group" gdbserver -- "$P/prog_spin")
+got=$(timeout 60 python3 "$group" "$hwarb" gdbserver -- "$P/prog_spin")
+[[ $want == "pgrp=own foreground=program" ]] ||
+  bad "Debian's gdbserver from a terminal: '$want', not 'pgrp=own foreground=program'"
+[[ $got == "$want" ]] || bad "hwarb gdbserver from a terminal: '$got', gdbserver: '$want'"
+
 [[ $fail -eq 0 ]] && echo "gdbserver_cli_test: all cases passed"
 exit $fail

@@ -115,6 +115,9 @@ Result<Inferior> spawn_program(const std::vector<std::string>& wrapper,
     ++execs;
   }
   auto inferior = Inferior::spawn(command, options);
+  // As gdbserver: the program in a group of its own has the terminal's foreground (the server's
+  // standard error), so that Ctrl-C there stops the program, not the server.
+  if (inferior && options.own_process_group) give_terminal(STDERR_FILENO, inferior->pid());
   if (!inferior || execs == 0) return inferior;
   // The shell and the wrapper run until they exec the program, as under gdbserver.
   pid_t tid = inferior->pid();

@@ -129,7 +129,8 @@ Result<Inferior> Inferior::spawn(const std::vector<std::string>& argv,
                                {.stdout_fd = options.stdout_fd,
                                 .disable_aslr = options.disable_aslr,
                                 .die_with_parent = options.kill_on_exit,
-                                .environment = options.environment});
+                                .environment = options.environment,
+                                .own_process_group = options.own_process_group});
   if (!spawned) return std::unexpected(spawned.error());
   const pid_t pid = *spawned;
   Inferior inferior(pid, true);

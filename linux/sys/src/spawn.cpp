@@ -46,6 +46,7 @@ using detail::sys_fail;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
   ::sigprocmask(SIG_UNBLOCK, &chld, nullptr);
+  if (options.own_process_group) ::setpgid(0, 0);
   // raise(SIGSTOP): the child has one thread, so its pid is the thread's id.
   ::syscall(SYS_kill, ::syscall(SYS_getpid), SIGSTOP);
   // Continued: the parent has it traced. A program that must outlive it drops the signal now.

@@ -4,9 +4,18 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 
 namespace hwarb::native {
 namespace {
+
+// The terminal give_terminal() took the foreground of, and the group that had it (-1: none).
+int g_terminal_fd = -1;
+pid_t g_terminal_owner = -1;
+
+void give_terminal_back() {
+  if (g_terminal_fd >= 0) ::tcsetpgrp(g_terminal_fd, g_terminal_owner);
+}
 
 volatile sig_atomic_t g_interrupted = 0;
 volatile sig_atomic_t g_interrupts = 0;
@@ -20,6 +29,19 @@ void on_interrupt(int) {
 
 bool is_terminal(int fd) {
   return ::isatty(fd) == 1;
+}
+
+bool give_terminal(int fd, int pgrp) {
+  if (::isatty(fd) != 1 || ::tcgetpgrp(fd) != ::getpgrp()) return false;
+  ::signal(SIGTTOU, SIG_IGN);
+  ::signal(SIGTTIN, SIG_IGN);
+  if (::tcsetpgrp(fd, pgrp) != 0) return false;
+  if (g_terminal_fd < 0) {
+    g_terminal_fd = fd;
+    g_terminal_owner = ::getpgrp();
+    std::atexit(give_terminal_back);
+  }
+  return true;
 }
 
 void install_interrupt_flag() {

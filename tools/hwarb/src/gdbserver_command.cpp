@@ -223,7 +223,8 @@ int run_server(ServerArgs& args) {
   // As gdbserver: the program dies with the server (kill_on_exit) unless the client detached.
   const native::InferiorOptions spawn_options{.kill_on_exit = true,
                                               .stdout_fd = args.stdio ? STDERR_FILENO : -1,
-                                              .disable_aslr = !args.target.aslr};
+                                              .disable_aslr = !args.target.aslr,
+                                              .own_process_group = true};
   if (no_target) {
     // The client's vRun or vAttach makes the process.
   } else if (!args.target.command.empty()) {

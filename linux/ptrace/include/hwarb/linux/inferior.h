@@ -131,6 +131,7 @@ struct InferiorOptions {
                       // spin_window.h); 0, or a machine with one CPU: it always sleeps
   // spawn only: the program's environment, NAME=VALUE each (nullopt: hwarb's own)
   std::optional<std::vector<std::string>> environment = std::nullopt;
+  bool own_process_group = false;  // spawn only: a process group of its own (SpawnOptions)
 };
 
 class Inferior {

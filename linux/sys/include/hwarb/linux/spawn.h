@@ -35,6 +35,10 @@ struct SpawnOptions {
   bool die_with_parent = true;
   // The program's environment, NAME=VALUE each; nullopt: the caller's own (environ).
   std::optional<std::vector<std::string>> environment = std::nullopt;
+  // The child leads a process group of its own (setpgid), as gdbserver starts a program: a
+  // terminal's signals for the caller's group (Ctrl-C, the hang-up when a session leader ends)
+  // do not reach it, nor what it leaves behind (a child a debugger detached).
+  bool own_process_group = false;
 };
 
 // This process's environment (environ), NAME=VALUE each, in its order.
