@@ -4,6 +4,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <string>
 
@@ -44,15 +45,27 @@ Result<int> drain_signal_fd(int fd) {
   }
 }
 
+namespace {
+std::atomic<std::uint64_t> g_ignored_here{0};  // see signals_ignored_here()
+}  // namespace
+
 Result<void> ignore_signal(int signal) {
   struct sigaction action {};
   action.sa_handler = SIG_IGN;
   sigemptyset(&action.sa_mask);
-  if (::sigaction(signal, &action, nullptr) != 0) {
+  struct sigaction before {};
+  if (::sigaction(signal, &action, &before) != 0) {
     return detail::sys_fail<void>(errno, "signal",
                                   "sigaction(SIG_IGN) of signal " + std::to_string(signal));
   }
+  if (before.sa_handler == SIG_DFL && signal >= 1 && signal <= 64) {
+    g_ignored_here.fetch_or(std::uint64_t{1} << (signal - 1));
+  }
   return {};
+}
+
+std::uint64_t signals_ignored_here() {
+  return g_ignored_here.load();
 }
 
 }  // namespace hwarb::native

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "hwarb/linux/signals.h"
 #include "sys_error.h"
 
 extern char** environ;
@@ -47,6 +48,12 @@ using detail::sys_fail;
   sigaddset(&chld, SIGCHLD);
   ::sigprocmask(SIG_UNBLOCK, &chld, nullptr);
   if (options.own_process_group) ::setpgid(0, 0);
+  // The actions the caller set to SIG_IGN for itself go back to the default (an ignored action
+  // would outlive the execve).
+  const std::uint64_t ignored = signals_ignored_here();
+  for (int sig = 1; sig <= 64; ++sig) {
+    if ((ignored >> (sig - 1) & 1) != 0) ::signal(sig, SIG_DFL);
+  }
   // raise(SIGSTOP): the child has one thread, so its pid is the thread's id.
   ::syscall(SYS_kill, ::syscall(SYS_getpid), SIGSTOP);
   // Continued: the parent has it traced. A program that must outlive it drops the signal now.

@@ -1,5 +1,7 @@
 #include "hwarb/linux/spawn.h"
 
+#include "hwarb/linux/signals.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/personality.h>
@@ -175,6 +177,33 @@ TEST(SpawnStopped, DisablesAddressRandomizationWhenAsked) {
     EXPECT_EQ((proc_personality(*pid) & ADDR_NO_RANDOMIZE) != 0,
               disable || (proc_personality(::getpid()) & ADDR_NO_RANDOMIZE) != 0);
   }
+}
+
+// What the caller ignored for itself (ignore_signal: SIGPIPE for a server) is no action of the
+// program's; a process group of its own when asked.
+TEST(SpawnStopped, TheProgramGetsNeitherTheCallersIgnoredSignalsNorItsGroup) {
+  struct sigaction before {};
+  ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &before), 0);
+  ASSERT_EQ(before.sa_handler, SIG_DFL) << "the test runs with SIGPIPE at its default";
+  ASSERT_TRUE(ignore_signal(SIGPIPE));
+  EXPECT_NE(signals_ignored_here() & (std::uint64_t{1} << (SIGPIPE - 1)), 0u);
+  Capture out;
+  auto pid = spawn_stopped("/bin/grep", {"grep", "^SigIgn", "/proc/self/status"},
+                           {.stdout_fd = out.fd(), .own_process_group = true});
+  ::sigaction(SIGPIPE, &before, nullptr);
+  ASSERT_TRUE(pid) << pid.error().to_string();
+  Spawned child(*pid);
+  EXPECT_EQ(::getpgid(*pid), *pid);
+  auto st = child.run_to_exit();
+  ASSERT_TRUE(st) << st.error().to_string();
+  const std::string text = out.text();
+  ASSERT_EQ(text.rfind("SigIgn:", 0), 0u) << text;
+  const std::uint64_t ignored = std::stoull(text.substr(7), nullptr, 16);
+  EXPECT_EQ(ignored & (std::uint64_t{1} << (SIGPIPE - 1)), 0u) << text;
+  auto shared = spawn_stopped(program("hello"), {"hello"}, {.stdout_fd = -1});
+  ASSERT_TRUE(shared) << shared.error().to_string();
+  Spawned other(*shared);
+  EXPECT_EQ(::getpgid(*shared), ::getpgrp());
 }
 
 TEST(SpawnStopped, AFailedExecIsExitStatus127) {

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "hwarb/linux/signals.h"
+
 namespace hwarb::native {
 namespace {
 
@@ -33,8 +35,8 @@ bool is_terminal(int fd) {
 
 bool give_terminal(int fd, int pgrp) {
   if (::isatty(fd) != 1 || ::tcgetpgrp(fd) != ::getpgrp()) return false;
-  ::signal(SIGTTOU, SIG_IGN);
-  ::signal(SIGTTIN, SIG_IGN);
+  ignore_error(ignore_signal(SIGTTOU), "SIGTTOU is a signal that can be ignored");
+  ignore_error(ignore_signal(SIGTTIN), "SIGTTIN is a signal that can be ignored");
   if (::tcsetpgrp(fd, pgrp) != 0) return false;
   if (g_terminal_fd < 0) {
     g_terminal_fd = fd;
