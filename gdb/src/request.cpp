@@ -77,13 +77,32 @@ Result<Request> parse_supported(std::string_view p) {
   return s;
 }
 
-// qXfer:OBJECT:read:ANNEX:OFFSET,LENGTH; another form is not served.
+// qXfer:OBJECT:write:ANNEX:OFFSET:DATA, after "write:".
+Result<Request> parse_xfer_write(std::string object, std::string_view rest) {
+  XferWrite w;
+  w.object = std::move(object);
+  const std::size_t c1 = rest.find(':');
+  if (c1 == std::string_view::npos) return make_error(ErrorCode::kInval, "qXfer: no annex");
+  w.annex = rest.substr(0, c1);
+  rest = rest.substr(c1 + 1);
+  const std::size_t c2 = rest.find(':');
+  if (c2 == std::string_view::npos) return make_error(ErrorCode::kInval, "qXfer: no data");
+  auto offset = parse_hex_u64(rest.substr(0, c2));
+  if (!offset) return make_error(ErrorCode::kInval, "qXfer: offset: not a hex number");
+  w.offset = *offset;
+  w.data = rsp_unescape(rest.substr(c2 + 1));
+  return w;
+}
+
+// qXfer:OBJECT:read:ANNEX:OFFSET,LENGTH and qXfer:OBJECT:write:ANNEX:OFFSET:DATA; another form
+// is not served.
 Result<Request> parse_xfer(std::string_view rest) {
   const std::size_t c1 = rest.find(':');
   if (c1 == std::string_view::npos) return Unsupported{};
   Xfer x;
   x.object = rest.substr(0, c1);
   rest = rest.substr(c1 + 1);
+  if (rest.starts_with("write:")) return parse_xfer_write(std::move(x.object), rest.substr(6));
   if (!rest.starts_with("read:")) return Unsupported{};
   rest = rest.substr(5);
   const std::size_t c2 = rest.find(':');
@@ -302,6 +321,15 @@ Result<Request> parse_vcont(std::string_view rest) {
       auto sig = parse_hex_u64(arg.substr(0, colon));
       if (!sig) return std::unexpected(sig.error());
       a.signal = *sig;
+    } else if (a.kind == 'r') {
+      // rSTART,END: range stepping.
+      auto range = addr_len(arg.substr(0, colon));
+      if (!range) {
+        return make_error(ErrorCode::kInval,
+                          "vCont: range '" + std::string(one) + "' is not START,END");
+      }
+      a.range_start = range->first;
+      a.range_end = range->second;
     } else if (colon != 0 && !arg.empty()) {
       return make_error(ErrorCode::kInval, "vCont: action '" + std::string(one) + "' is malformed");
     }
@@ -311,7 +339,8 @@ Result<Request> parse_vcont(std::string_view rest) {
       a.process = t->first;
       a.tid = t->second;
     }
-    if (a.kind != 'c' && a.kind != 'C' && a.kind != 's' && a.kind != 'S' && a.kind != 't') {
+    if (a.kind != 'c' && a.kind != 'C' && a.kind != 's' && a.kind != 'S' && a.kind != 't' &&
+        a.kind != 'r') {
       return make_error(ErrorCode::kInval, "vCont: unknown action '" + std::string(one) + "'");
     }
     v.actions.push_back(a);

@@ -68,10 +68,22 @@ TEST(ParseRequest, HandshakeAndSimpleRequests) {
 
 TEST(ParseRequest, UnservedPacketsAreUnsupported) {
   for (const char* p : {"", "qTStatus", "qOffsets", "J1", "vMustReplyEmpty", "vCont", "Z9,1000,1",
-                        "Z0", "z5,0,0", "qXfer:features", "qXfer:features:write:target.xml:0,10",
+                        "Z0", "z5,0,0", "qXfer:features", "qXfer:features:erase:target.xml:0,10",
                         "qXfer:auxv:read:", "QEnvironmentOther:00", "qC1"}) {
     EXPECT_TRUE(is<Unsupported>(p)) << p;
   }
+}
+
+TEST(ParseRequest, XferWriteTakesItsDataUnescaped) {
+  const XferWrite w = parsed<XferWrite>("qXfer:siginfo:write::1c:a}]b");
+  EXPECT_EQ(w.object, "siginfo");
+  EXPECT_EQ(w.annex, "");
+  EXPECT_EQ(w.offset, 0x1cu);
+  EXPECT_EQ(w.data, "a}b");
+  auto no_offset = parse_request("qXfer:siginfo:write::zz:a");
+  ASSERT_FALSE(no_offset);
+  EXPECT_NE(no_offset.error().message().find("offset"), std::string::npos);
+  EXPECT_FALSE(parse_request("qXfer:siginfo:write::10"));
 }
 
 TEST(ParseRequest, QSupportedFeatures) {
@@ -297,6 +309,18 @@ TEST(ParseRequest, VContActions) {
   EXPECT_EQ(error_of("vCont;C:65").code(), ErrorCode::kInval);
   EXPECT_EQ(error_of("vCont;Czz").code(), ErrorCode::kInval);
   EXPECT_EQ(error_of("vCont;c:zz").code(), ErrorCode::kInval);
+}
+
+TEST(ParseRequest, VContRangeStepping) {
+  const VCont v = parsed<VCont>("vCont;r401000,401010:p64.65;c");
+  ASSERT_EQ(v.actions.size(), 2u);
+  EXPECT_EQ(v.actions[0].kind, 'r');
+  EXPECT_EQ(v.actions[0].range_start, 0x401000u);
+  EXPECT_EQ(v.actions[0].range_end, 0x401010u);
+  EXPECT_EQ(v.actions[0].process, 0x64);
+  EXPECT_EQ(v.actions[0].tid, 0x65);
+  EXPECT_EQ(error_of("vCont;r401000:65").message(), "vCont: range 'r401000:65' is not START,END");
+  EXPECT_EQ(error_of("vCont;r:65").code(), ErrorCode::kInval);
 }
 
 TEST(ParseRequest, NonStopRequests) {

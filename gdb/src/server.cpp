@@ -649,7 +649,7 @@ Server::Served Server::on(const Supported& s) {
   }
   return answer("PacketSize=" + hex_u64(kPacketSize) +
                 ";qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:read+;qXfer:threads:read+"
-                ";qXfer:libraries-svr4:read+;qXfer:siginfo:read+"
+                ";qXfer:libraries-svr4:read+;qXfer:siginfo:read+;qXfer:siginfo:write+"
                 ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+"
                 ";ConditionalBreakpoints+" +
                 std::string(target_.can_start() ? ";QDisableRandomization+;QEnvironmentHexEncoded+"
@@ -709,6 +709,19 @@ Server::Served Server::on(const ThreadInfo& info) {
 
 Server::Served Server::on(const Xfer& x) {
   return answer(xfer(x));
+}
+
+Server::Served Server::on(const XferWrite& w) {
+  if (w.object != "siginfo") return answer(std::string());  // no other object is written
+  // The siginfo the general thread gets when it is resumed with its signal.
+  const Tid tid = thread_for(g_thread_);
+  if (!target_.has_process() || !target_.is_stopped(tid)) {
+    return answer(Result<std::string>(
+        make_error(ErrorCode::kSrch, "thread: " + std::to_string(tid) + " is not stopped")));
+  }
+  auto n = target_.write_siginfo(tid, w.offset, w.data);
+  if (!n) return answer(Result<std::string>(std::unexpected(n.error())));
+  return answer(hex_u64(*n));
 }
 
 Server::Served Server::on(const Monitor& m) {
@@ -991,6 +1004,8 @@ Server::Served Server::on(const VCont& v) {
   for (const VContAction& a : v.actions) {
     auto action = resume_action(a.kind, a.signal, a.process, a.tid);
     if (!action) return resumed(std::unexpected(action.error()));
+    action->range_start = a.range_start;
+    action->range_end = a.range_end;
     list.push_back(*action);
   }
   if (non_stop_) return resumed_each(list);
@@ -1008,7 +1023,7 @@ Server::Served Server::resumed_each(const std::vector<ResumeAction>& list) {
 }
 
 Server::Served Server::on(const VContQuery&) {
-  return answer(std::string("vCont;c;C;s;S;t"));
+  return answer(std::string("vCont;c;C;s;S;t;r"));
 }
 
 // Processes.

@@ -80,11 +80,14 @@ TEST_F(ServerTest, QSupportedAnnouncesWhatTheClientOffered) {
   const std::string out =
       run({"qSupported:multiprocess+;swbreak+;fork-events+;vfork-events+;"
            "exec-events+;error-message+"});
-  EXPECT_EQ(out, acked("PacketSize=4000;qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:"
-                       "read+;qXfer:threads:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;"
-                       "QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+;"
-                       "ConditionalBreakpoints+;error-message+;exec-events+;multiprocess+;"
-                       "fork-events+;vfork-events+;QNonStop+;QThreadEvents+"));
+  EXPECT_EQ(
+      out,
+      acked(
+          "PacketSize=4000;qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:"
+          "read+;qXfer:threads:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;"
+          "qXfer:siginfo:write+;QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+;"
+          "ConditionalBreakpoints+;error-message+;exec-events+;multiprocess+;"
+          "fork-events+;vfork-events+;QNonStop+;QThreadEvents+"));
   EXPECT_EQ(target.calls, (Calls{"set_features 1110 announced", "finish 2"}));
   EXPECT_EQ(end.how, ServerEnd::How::kDisconnected);
 }
@@ -387,7 +390,7 @@ TEST_F(ServerTest, OldResumeFormsAndSignals) {
 TEST_F(ServerTest, VContActionsPerThreadAndProcess) {
   target.stops = {stop_of(StopEvent::Kind::kSignal, 101)};
   const std::string out = run({"vCont?", "vCont;s:65;t:64", "vCont;x", "vCont;", "vCont;c:zz"});
-  EXPECT_EQ(out, acked("vCont;c;C;s;S;t") + acked("T05thread:65;" + kRegs101) + acked("E16") +
+  EXPECT_EQ(out, acked("vCont;c;C;s;S;t;r") + acked("T05thread:65;" + kRegs101) + acked("E16") +
                      acked("E16") + acked("E16"));
   ASSERT_EQ(target.resumes.size(), 1u);
   EXPECT_EQ(target.resumes[0].size(), 2u);
@@ -678,6 +681,15 @@ TEST_F(ServerTest, QXferObjects) {
   EXPECT_EQ(asked(), (Calls{"auxv 100", "exec_file 102", "libraries_svr4", "siginfo 100"}));
 }
 
+// qXfer:siginfo:write: the bytes written, in hex (the part within the 128 bytes); the target's
+// error as E; another object's write is not served.
+TEST_F(ServerTest, QXferSiginfoWrite) {
+  const std::string out =
+      run({"qXfer:siginfo:write::7e:abcd", "qXfer:siginfo:write::81:ab", "qXfer:auxv:write::0:ab"});
+  EXPECT_EQ(out, acked("2") + acked("E16") + acked(""));
+  EXPECT_EQ(asked(), (Calls{"write_siginfo 100 7e 4", "write_siginfo 100 81 2"}));
+}
+
 // qGetTLSAddr: the target's address in hex; a thread that is not there, or a target's error, is
 // an E reply (never the empty one: gdb would ask no more).
 TEST_F(ServerTest, ThreadLocalAddresses) {
@@ -754,7 +766,7 @@ TEST_F(ServerTest, ExtendedModeWithoutAProcess) {
   target.startable = true;
   const std::string out = run({"!", "?", "qfThreadInfo", "g", "vKill;64", "k", "qC", "vCont?"});
   EXPECT_EQ(out, acked("OK") + acked("W00") + acked("l") + acked("E03") + acked("E03") + "+" +
-                     acked("E03") + acked("vCont;c;C;s;S;t"));
+                     acked("E03") + acked("vCont;c;C;s;S;t;r"));
   EXPECT_TRUE(end.serving);  // '!' and a target that starts processes: the server stays
   EXPECT_EQ(asked(), Calls{});
 }

@@ -253,6 +253,12 @@ class FakeTarget final : public Target {
     calls.push_back("siginfo " + std::to_string(tid));
     return std::string(128, '\x01');
   }
+  Result<std::size_t> write_siginfo(Tid tid, std::uint64_t offset, std::string_view data) override {
+    calls.push_back("write_siginfo " + std::to_string(tid) + " " + hex_u64(offset) + " " +
+                    std::to_string(data.size()));
+    if (offset > 128) return make_error(ErrorCode::kInval, "offset: past the siginfo");
+    return std::min<std::size_t>(data.size(), 128 - offset);
+  }
   std::string thread_name(Tid tid) override { return tid == first ? "main<1>" : ""; }
   Result<MemoryRegion> memory_region(std::uint64_t addr) override {
     calls.push_back("memory_region " + hex_u64(addr));

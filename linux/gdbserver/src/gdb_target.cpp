@@ -615,6 +615,21 @@ Result<std::string> GdbTarget::siginfo(gdb::Tid tid) {
   return std::string(reinterpret_cast<const char*>(&info), sizeof info);
 }
 
+Result<std::size_t> GdbTarget::write_siginfo(gdb::Tid tid, std::uint64_t offset,
+                                             std::string_view data) {
+  siginfo_t info{};
+  if (offset > sizeof info) {
+    return make_error(ErrorCode::kInval, "offset: " + std::to_string(offset) +
+                                             " is past the siginfo's " +
+                                             std::to_string(sizeof info) + " bytes");
+  }
+  if (auto r = ptrace_getsiginfo(tid, info); !r) return std::unexpected(r.error());
+  const std::size_t n = std::min<std::size_t>(data.size(), sizeof info - offset);
+  std::memcpy(reinterpret_cast<char*>(&info) + offset, data.data(), n);
+  if (auto r = ptrace_setsiginfo(tid, info); !r) return std::unexpected(r.error());
+  return n;
+}
+
 std::string GdbTarget::thread_name(gdb::Tid tid) {
   // /proc/PID/task/TID/comm, as gdbserver gives it.
   auto comm = read_proc_file(inferior_->group_of(tid), "task/" + std::to_string(tid) + "/comm");
@@ -880,7 +895,8 @@ Result<std::optional<StopEvent>> GdbTarget::resume_each(
       continue;
     }
     stop_requested_.erase(a.tid);
-    const bool step = a.kind == 's' || a.kind == 'S';
+    const bool step = a.kind == 's' || a.kind == 'S' || a.kind == 'r';
+    set_step_range(a);
     if (!step && steps_.erase(a.tid) != 0) session_->set_stepping(steps_);
     if (inferior_->has_queued(a.tid)) {  // its event comes first
       deferred_[a.tid] = Asked{.step = step, .signal = a.signal};
@@ -1014,7 +1030,8 @@ Result<std::optional<StopEvent>> GdbTarget::resume(const std::vector<gdb::Resume
     ++going;
     resumed_.insert(tid);
     if (!inferior_->is_stopped(tid)) continue;
-    const bool step = it->kind == 's' || it->kind == 'S';
+    const bool step = it->kind == 's' || it->kind == 'S' || it->kind == 'r';
+    set_step_range(*it, tid);
     if (inferior_->has_queued(tid)) {  // its event comes first
       deferred_[tid] = Asked{.step = step, .signal = it->signal};
       continue;
@@ -1150,6 +1167,31 @@ void GdbTarget::begin_step(pid_t tid) {
   if (insn) {
     if (auto refs = x86::effective_addresses(*insn, *regs)) accesses = std::move(*refs);
   }
+}
+
+void GdbTarget::set_step_range(const gdb::ResumeAction& a, pid_t tid) {
+  const pid_t t = tid != 0 ? tid : static_cast<pid_t>(a.tid);
+  if (a.kind == 'r' && a.range_start < a.range_end) {
+    step_ranges_[t] = {a.range_start, a.range_end};
+  } else {
+    step_ranges_.erase(t);
+  }
+}
+
+Result<bool> GdbTarget::steps_on_in_range(pid_t tid) {
+  const auto range = step_ranges_.find(tid);
+  if (range == step_ranges_.end()) return false;
+  auto regs = inferior_->get_regs(tid);
+  if (!regs) return std::unexpected(regs.error());
+  const std::uint64_t pc = regs->rip;
+  if (pc < range->second.first || pc >= range->second.second ||
+      int3_[inferior_->process_of(tid)].contains(pc)) {
+    step_ranges_.erase(range);
+    return false;
+  }
+  begin_step(tid);
+  if (auto r = inferior_->resume(tid, Resume::kStep); !r) return std::unexpected(r.error());
+  return true;
 }
 
 Result<void> GdbTarget::stop_others(pid_t tid) {
@@ -1753,6 +1795,13 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
       if (ev.signal == SIGTRAP && stepping(ev.tid) && ev.code != kSiKernel) {
         stepped_.erase(ev.tid);
         Stop stop = stepped_watch(ev.tid);
+        if (!stop) {
+          // Range stepping: a step that stays in the range and is at no breakpoint of the
+          // client's goes on, unreported (gdbserver's range stepping).
+          auto more = steps_on_in_range(ev.tid);
+          if (!more) return std::unexpected(more.error());
+          if (*more) return Stop();
+        }
         if (!stop) stop = stop_of(Kind::kSignal, ev.tid);
         if (auto r = stop_others(ev.tid); !r) return std::unexpected(r.error());
         return stop;

@@ -59,6 +59,12 @@ struct Xfer {  // qXfer:OBJECT:read:ANNEX:OFFSET,LENGTH
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
 };
+struct XferWrite {  // qXfer:OBJECT:write:ANNEX:OFFSET:DATA (DATA binary, escaped)
+  std::string object;
+  std::string annex;
+  std::uint64_t offset = 0;
+  std::string data;
+};
 struct Monitor {  // qRcmd,HEX: the command ("" when the hex is malformed)
   std::string command;
 };
@@ -149,10 +155,12 @@ struct Continue {  // c, s, C SIG, S SIG: the Hc thread steps (s, S), or everyth
   std::uint64_t signal = 0;  // C, S
 };
 struct VContAction {
-  char kind = 'c';  // c, C, s, S, t
+  char kind = 'c';  // c, C, s, S, t, r
   std::uint64_t signal = 0;
   Tid process = 0;
   Tid tid = -1;
+  std::uint64_t range_start = 0;  // r: step while the pc is in [range_start, range_end)
+  std::uint64_t range_end = 0;
 };
 struct VCont {  // vCont;ACTION[:TID]... (at least one)
   std::vector<VContAction> actions;
@@ -209,7 +217,7 @@ struct Unsupported {};  // the empty reply
 
 using Request =
     std::variant<Supported, StartNoAckMode, StopReason, ExtendedMode, CurrentThread, Attached,
-                 ThreadInfo, Xfer, Monitor, HostInfo, ProcessInfo, WatchpointSupportInfo,
+                 ThreadInfo, Xfer, XferWrite, Monitor, HostInfo, ProcessInfo, WatchpointSupportInfo,
                  MemoryRegionInfo, Symbol, TlsAddress, CatchSyscalls, ThreadSuffixSupported,
                  ListThreadsInStopReply, DisableRandomization, StartupWithShell, EnvironmentReset,
                  EnvironmentSet, EnvironmentUnset, SelectThread, ThreadAlive, ReadRegisters,

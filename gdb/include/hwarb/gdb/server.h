@@ -128,6 +128,7 @@ class Server {
   Served on(const Attached&);
   Served on(const ThreadInfo& info);
   Served on(const Xfer& x);
+  Served on(const XferWrite& w);
   Served on(const Monitor& m);
   Served on(const HostInfo&);
   Served on(const ProcessInfo&);

@@ -80,10 +80,14 @@ struct Registers {
 // One action of a vCont (or of c/s/C/S): kind 'c', 'C', 's', 'S' or 't'; tid -1 or 0: every
 // thread no earlier action named (of `process` when > 0).
 struct ResumeAction {
-  char kind = 'c';
-  int signal = 0;  // the system's number (C, S)
+  char kind = 'c';  // c, C, s, S, t, and r: steps while the pc is in the range (range
+                    // stepping), reported as a step's stop once it leaves the range, at a
+                    // breakpoint of the client's, or at any other stop
+  int signal = 0;   // the system's number (C, S)
   Tid tid = -1;
   Tid process = 0;
+  std::uint64_t range_start = 0;  // r: [range_start, range_end)
+  std::uint64_t range_end = 0;
 };
 
 // A stop the server reports to the client. `tid` is the thread it is reported for (and the
@@ -250,7 +254,11 @@ class Target {
   virtual Result<std::string> libraries_svr4(bool without_main_lm) = 0;
   virtual Result<std::string> exec_file(Tid process) = 0;
   virtual Result<std::string> siginfo(Tid tid) = 0;  // its 128 bytes
-  virtual std::string thread_name(Tid tid) = 0;      // "" when unknown
+  // Writes `data` at `offset` of the siginfo of thread `tid`'s stop (what the thread gets when
+  // it is resumed with its signal); the bytes written (the part within the 128).
+  virtual Result<std::size_t> write_siginfo(Tid tid, std::uint64_t offset,
+                                            std::string_view data) = 0;
+  virtual std::string thread_name(Tid tid) = 0;  // "" when unknown
   virtual Result<MemoryRegion> memory_region(std::uint64_t addr) = 0;
   // qGetTLSAddr: where byte `offset` of the thread-local block of the module whose link_map
   // entry is at `lm` (0: the executable's) is in thread `tid` (a stopped thread).

@@ -201,6 +201,8 @@ class GdbTarget final : public gdb::Target {
   Result<std::string> libraries_svr4(bool without_main_lm) override;
   Result<std::string> exec_file(gdb::Tid process) override;
   Result<std::string> siginfo(gdb::Tid tid) override;
+  Result<std::size_t> write_siginfo(gdb::Tid tid, std::uint64_t offset,
+                                    std::string_view data) override;
   std::string thread_name(gdb::Tid tid) override;
   Result<gdb::MemoryRegion> memory_region(std::uint64_t addr) override;
   Result<std::uint64_t> tls_address(gdb::Tid tid, std::uint64_t offset, std::uint64_t lm) override;
@@ -283,6 +285,12 @@ class GdbTarget final : public gdb::Target {
   Result<gdb::StopEvent> exec_stop(pid_t tid, bool running);
   // A fork or vfork the client takes as an event: the child traced as a process, its stop.
   Result<gdb::StopEvent> fork_stop(const Event& event);
+  // Range stepping (vCont;r): the range of a resumed thread's action `a` (of thread `tid`, or
+  // a.tid when 0), kept while the thread steps through it; any other action drops it.
+  void set_step_range(const gdb::ResumeAction& a, pid_t tid = 0);
+  // At the end of one step of `tid`: true when the thread is still in its range, at no
+  // breakpoint of the client's, and was made to step once more (nothing to report).
+  Result<bool> steps_on_in_range(pid_t tid);
   // After a stop_all: a SIGTRAP raised in a thread as the interrupt stopped it (an int3 hit an
   // instant before) is still pending, not reported; left so, it would be delivered once the
   // client resumed the thread, after the int3 had gone, with the pc one byte into the restored
@@ -371,6 +379,8 @@ class GdbTarget final : public gdb::Target {
   // and the thread runs as asked, executing the instruction for real — as gdbserver discards
   // a pending breakpoint stop whose breakpoint is gone.
   std::map<pid_t, std::uint64_t> rewound_;
+  // Threads range stepping (vCont;r): [start, end) each.
+  std::map<pid_t, std::pair<std::uint64_t, std::uint64_t>> step_ranges_;
   std::set<pid_t> forked_;  // child processes reported by fork/vfork stops, still traced
   // `catch syscall`: on, and the system calls to report (none listed: all).
   bool catch_syscalls_ = false;
