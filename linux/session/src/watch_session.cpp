@@ -611,6 +611,7 @@ struct WatchSession::State {
                                  .cpu_accesses = options.cpu_accesses});
         if (!s) return std::unexpected(s.error());
         soft.emplace(std::move(*s));
+        soft->set_caller_steps(caller_steps);
         if (watchdog != nullptr) {
           // Guarded: the parachute for the stops of the watch (signal_action.h). Without it the
           // watch is as good, only less safe from a kill -9.
@@ -1049,8 +1050,10 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
         }
       } else if (handled && !*handled) {
         handled = soft();
-        // The single-step method's data hit: the thread stayed stopped after the instruction.
-        if (handled && *handled && s.options.stop_at_hits && !soft_hits.empty() &&
+        // The single-step method's data hit, or the end of the caller's own step: the thread
+        // stayed stopped after the instruction.
+        if (handled && *handled && s.options.stop_at_hits &&
+            (!soft_hits.empty() || s.caller_steps.contains(ev.tid)) &&
             s.inferior->is_stopped(ev.tid)) {
           v.stopped = true;
         }
@@ -1213,10 +1216,12 @@ void WatchSession::set_caller_plan(RestorePlan plan) {
 void WatchSession::set_stepping(pid_t tid) {
   state_->caller_steps.clear();
   if (tid != 0) state_->caller_steps.insert(tid);
+  if (state_->soft) state_->soft->set_caller_steps(state_->caller_steps);
 }
 
 void WatchSession::set_stepping(std::set<pid_t> threads) {
   state_->caller_steps = std::move(threads);
+  if (state_->soft) state_->soft->set_caller_steps(state_->caller_steps);
 }
 
 RestorePlan WatchSession::restore_plan() const {

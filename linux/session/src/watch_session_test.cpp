@@ -242,6 +242,47 @@ TEST(WatchSession, SoftwareHitsCarryThreadInstructionAndValues) {
   EXPECT_EQ(out.text(), "sum=100\n");
 }
 
+// A watch of the stack takes the single-step method; the caller's own single step of a thread
+// (a debugger's stepi) ends at the next instruction, stopped, even though the method steps that
+// thread too: its trap is the end of both steps (a debugger's step ran on to the next hit before).
+TEST(WatchSession, TheCallersStepEndsUnderTheSingleStepMethod) {
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("writer"), "3"}), out);
+  WatchSessionOptions options = software_only();
+  options.stop_at_hits = true;
+  WatchSession session(*inf, options);
+  const pid_t tid = inf->pid();
+  auto regs = inf->get_regs(tid);
+  ASSERT_TRUE(regs);
+  auto w = session.insert({.addr = regs->rsp + 64, .len = 8, .access = kWatchWrite});
+  ASSERT_TRUE(w) << w.error().to_string();
+  ASSERT_THAT(session.describe(), HasSubstr("single-step"));
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE(step);
+    auto before = inf->get_regs(tid);
+    ASSERT_TRUE(before);
+    session.set_stepping(tid);
+    ASSERT_TRUE(inf->resume(tid, Resume::kStep));
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    ASSERT_EQ(ev->kind, EventKind::kSignal);
+    auto v = session.handle(*ev);
+    ASSERT_TRUE(v) << v.error().to_string();
+    EXPECT_TRUE(v->stopped);
+    ASSERT_TRUE(inf->is_stopped(tid)) << "the step went on";
+    auto after = inf->get_regs(tid);
+    ASSERT_TRUE(after);
+    EXPECT_NE(after->rip, before->rip);
+  }
+  session.set_stepping(0);
+  Collector seen;
+  WatchSessionEngine engine(session, seen);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_EQ(end->status, 3);
+  EXPECT_EQ(out.text(), "sum=9\n");
+}
+
 // The caller owns waitpid: statuses go through Inferior::take_status, every stop through the
 // session. A new thread's write is a hit of its own thread.
 TEST(WatchSession, TheCallersOwnWaitLoopGetsEveryHitOnce) {

@@ -1281,6 +1281,8 @@ Result<bool> SoftWatch::on_step(pid_t tid, std::vector<WatchHit>& hits) {
   // A data hit with stop_at_hits: the thread stays stopped after the instruction, checked as
   // ready for its next step (the caller resumes it with resume_mode()).
   if (stop_at_hits_ && hits.size() > hits_before) return true;
+  // The caller's own step is over too: the thread stays stopped for it.
+  if (caller_steps_.contains(tid)) return true;
   // Execution watches: the instruction about to run.
   const std::uint64_t ip = step_[tid].ip;
   for (std::size_t i = 0; i < ranges_.size(); ++i) {

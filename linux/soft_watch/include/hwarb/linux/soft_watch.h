@@ -157,6 +157,10 @@ class SoftWatch {
   Result<void> disarm();
   // The thread disarm() prefers for its mprotect calls (as SoftWatchOptions::inject_in).
   void inject_in(pid_t tid) { inject_in_ = tid; }
+  // The threads the caller single-steps itself (a debugger's step): the single-step method's
+  // trap of one of them ends the caller's step too, so handle() takes its hits and leaves the
+  // thread stopped (true), as after a hit with stop_at_hits, instead of stepping it on.
+  void set_caller_steps(std::set<pid_t> threads) { caller_steps_ = std::move(threads); }
 
   // The method each range uses (index as given to arm()).
   WatchMethod method(std::size_t range) const { return methods_[range]; }
@@ -292,6 +296,7 @@ class SoftWatch {
   std::map<std::uint64_t, Trap> traps_;  // int3 address -> original byte
   std::map<pid_t, OpenSyscall> open_;    // threads inside a system call with pages opened
   std::map<pid_t, StepCheck> step_;      // single-step method, per thread
+  std::set<pid_t> caller_steps_;         // see set_caller_steps()
   std::map<pid_t, std::map<std::size_t, RepProgress>> rep_;  // per thread, per range
   std::set<pid_t> trap_steps_;             // threads stepping over an int3's original instruction
   std::set<pid_t> unwatched_;              // processes whose new image could not be watched
