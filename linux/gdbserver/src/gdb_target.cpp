@@ -712,14 +712,7 @@ Result<void> GdbTarget::insert_point(gdb::Tid process, gdb::PointType point, std
                                      std::uint64_t len, std::vector<gdb::AgentExpr> conditions) {
   const char type = static_cast<char>(point);
   Int3Map& int3s = int3_[process];
-  const auto plant = [&](bool software) -> Result<void> {
-    if (auto it = int3s.find(addr); it != int3s.end()) {
-      // gdb sends a breakpoint again when its conditions change: the new list replaces the old.
-      (software ? it->second.software : it->second.hardware) = true;
-      (software ? it->second.software_conditions : it->second.hardware_conditions) =
-          std::move(conditions);
-      return {};
-    }
+  const auto plant_new = [&](bool software) -> Result<void> {
     std::uint8_t original = 0;
     if (auto r = inferior_->read_memory(addr, std::span(&original, 1), process); !r) return r;
     if (auto r = inferior_->write_memory(addr, std::span<const std::uint8_t>(&kInt3, 1), process);
@@ -732,6 +725,25 @@ Result<void> GdbTarget::insert_point(gdb::Tid process, gdb::PointType point, std
     bp.hardware = !software;
     (software ? bp.software_conditions : bp.hardware_conditions) = std::move(conditions);
     return {};
+  };
+  const auto plant = [&](bool software) -> Result<void> {
+    if (auto it = int3s.find(addr); it != int3s.end()) {
+      // gdb sends a breakpoint again when its conditions change, or after the code under it went
+      // (a library unloaded, another one loaded at the same address: gdb removes no breakpoint
+      // of an unloaded library). As gdbserver, the int3 is checked: gone, it is planted anew
+      // over the new code.
+      std::uint8_t now = 0;
+      if (!inferior_->read_memory(addr, std::span(&now, 1), process) || now != kInt3) {
+        int3s.erase(it);
+        return plant_new(software);
+      }
+      // Still there: the new list of conditions replaces the old.
+      (software ? it->second.software : it->second.hardware) = true;
+      (software ? it->second.software_conditions : it->second.hardware_conditions) =
+          std::move(conditions);
+      return {};
+    }
+    return plant_new(software);
   };
   if (type == '0') return plant(true);
   // Another process than the first (a forked child the client keeps): int3s only; its watches
