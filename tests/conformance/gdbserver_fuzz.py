@@ -518,7 +518,7 @@ class Fuzzer:
         rng = self.rng
         return "vCont" + rng.choice([
             "", "?x", ";", ";;", ";x", ";C", ";Czz", ";C:1", ";S", ";Szz:1", ";C100", ";S100",
-            ";Cfffffffffffffffff", ";c:zz", ";c:", ";s:", ";cc", ";c;x", ";Cz;c", ";r0,1",
+            ";Cfffffffffffffffff", ";c:zz", ";c:", ";s:", ";cc", ";c;x", ";Cz;c", ";r0",
             ";C" + self.bad_signal(), ";S" + self.bad_signal() + ":-1", ";s:" + "zz", ";c:p", ";C-1",
             ";" + rhex(rng, 2, 4), ";t", ";t:-1", ";c:1", ";s:1", ";c:%x" % (self.tid + 1),
             ";c:ffffffff", ";c:%x" % (self.tid + (1 << 32)), ";s:%x" % (self.tid + (1 << 32)),
