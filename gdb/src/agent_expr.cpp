@@ -315,12 +315,17 @@ Result<std::uint64_t> eval_agent_expr(std::span<const std::uint8_t> code,
 
 Result<std::vector<AgentExpr>> parse_agent_conditions(std::string_view text) {
   std::vector<AgentExpr> out;
+  // gdb writes one ';' and then its conditions back to back (";X3,..X5,.."), gdbserver also
+  // takes a ';' before each: the first item needs its ';', the others may have one.
+  bool first = true;
   while (!text.empty()) {
-    if (text[0] != ';') {
+    if (text[0] == ';') {
+      text.remove_prefix(1);
+    } else if (first) {
       return make_error(ErrorCode::kInval,
                         "condition: expected ';' before '" + std::string(text.substr(0, 16)) + "'");
     }
-    text.remove_prefix(1);
+    first = false;
     if (text.starts_with("cmds:")) break;  // commands run by the client
     if (text.empty() || text[0] != 'X') {
       return make_error(ErrorCode::kInval, "condition: expected 'X len,bytes'");

@@ -159,6 +159,13 @@ TEST(AgentExpr, TheConditionsOfAZPacket) {
   ASSERT_EQ(two->size(), 2u);
   EXPECT_EQ((*two)[0], (std::vector<std::uint8_t>{0x22, 0x01, 0x27}));
   EXPECT_EQ(eval((*two)[0]), 1u);
+  // gdb's own form: one ';', then the conditions back to back (two breakpoints at one address,
+  // each with its condition).
+  auto joined = parse_agent_conditions(";X3,220027X3,220127");
+  ASSERT_TRUE(joined) << joined.error().message();
+  ASSERT_EQ(joined->size(), 2u);
+  EXPECT_EQ(eval((*joined)[0]), 0u);
+  EXPECT_EQ(eval((*joined)[1]), 1u);
   auto with_cmds = parse_agent_conditions(";X3,220027;cmds:0,X3,220027");
   ASSERT_TRUE(with_cmds);
   EXPECT_EQ(with_cmds->size(), 1u);
