@@ -1229,7 +1229,7 @@ Result<std::string> Server::xfer(const Xfer& x) {
     // The whole list at every offset 0 (no augmented-libraries-svr4-read: the annex is empty).
     // lldb (it asked qHostInfo) takes main-lm as where to follow the rendezvous from, and then
     // misses the libraries loaded at start-up: the list without it, as lldb-server sends it.
-    auto xml = target_.libraries_svr4(native_signals_);
+    auto xml = target_.libraries_svr4(general_process(), native_signals_);
     if (!xml) return std::unexpected(xml.error());
     return xfer_slice(*xml, offset, length);
   }

@@ -678,7 +678,7 @@ TEST_F(ServerTest, QXferObjects) {
                      acked("l<?xml version=\"1.0\"?>\n<threads>\n<thread id=\"64\" "
                            "name=\"main&lt;1&gt;\"/>\n<thread id=\"65\"/>\n</threads>\n") +
                      acked("l\x01\x01") + acked("") + acked("E02"));
-  EXPECT_EQ(asked(), (Calls{"auxv 100", "exec_file 102", "libraries_svr4", "siginfo 100"}));
+  EXPECT_EQ(asked(), (Calls{"auxv 100", "exec_file 102", "libraries_svr4 100", "siginfo 100"}));
 }
 
 // qXfer:siginfo:write: the bytes written, in hex (the part within the 128 bytes); the target's
@@ -742,7 +742,7 @@ TEST_F(ServerTest, LldbQueries) {
   EXPECT_NE(out.find(acked("start:600000;size:1000;")), std::string::npos);
   // Linux's signal numbers and the thread list in stop replies once lldb asked.
   EXPECT_NE(out.find(acked("T05thread:64;" + kRegs100 + "threads:64,65;")), std::string::npos);
-  EXPECT_EQ(target.calls[target.calls.size() - 2], "libraries_svr4 without_main_lm");
+  EXPECT_EQ(target.calls[target.calls.size() - 2], "libraries_svr4 100 without_main_lm");
 }
 
 TEST_F(ServerTest, HostFiles) {

@@ -241,8 +241,9 @@ class FakeTarget final : public Target {
     calls.push_back("auxv " + std::to_string(process));
     return std::string("\x06\0\0\0\0\0\0\0", 8);
   }
-  Result<std::string> libraries_svr4(bool without_main_lm) override {
-    calls.push_back(std::string("libraries_svr4") + (without_main_lm ? " without_main_lm" : ""));
+  Result<std::string> libraries_svr4(Tid process, bool without_main_lm) override {
+    calls.push_back("libraries_svr4 " + std::to_string(process) +
+                    (without_main_lm ? " without_main_lm" : ""));
     return std::string("<library-list-svr4 version=\"1.0\"/>");
   }
   Result<std::string> exec_file(Tid process) override {

@@ -580,13 +580,13 @@ Result<std::string> GdbTarget::auxv(gdb::Tid process) {
   return read_proc_file(process, "auxv");
 }
 
-Result<std::string> GdbTarget::libraries_svr4(bool without_main_lm) {
-  auto auxv = read_proc_file(inferior_->pid(), "auxv");
+Result<std::string> GdbTarget::libraries_svr4(gdb::Tid process, bool without_main_lm) {
+  auto auxv = read_proc_file(process, "auxv");
   if (!auxv) return std::unexpected(auxv.error());
   auto map = read_link_map(std::span<const std::uint8_t>(
                                reinterpret_cast<const std::uint8_t*>(auxv->data()), auxv->size()),
-                           [this](std::uint64_t addr, std::span<std::uint8_t> out) {
-                             return inferior_->read_memory(addr, out);
+                           [this, process](std::uint64_t addr, std::span<std::uint8_t> out) {
+                             return inferior_->read_memory(addr, out, process);
                            });
   if (!map) return std::unexpected(map.error());
   if (map->main_lm == 0) {

@@ -250,8 +250,9 @@ class Target {
 
   // qXfer objects and queries.
   virtual Result<std::string> auxv(Tid process) = 0;
-  // The libraries-svr4 document; without_main_lm: main-lm left out (lldb follows it otherwise).
-  virtual Result<std::string> libraries_svr4(bool without_main_lm) = 0;
+  // The libraries-svr4 document of `process` (its link map: a forked child's own after its
+  // dlopen); without_main_lm: main-lm left out (lldb follows it otherwise).
+  virtual Result<std::string> libraries_svr4(Tid process, bool without_main_lm) = 0;
   virtual Result<std::string> exec_file(Tid process) = 0;
   virtual Result<std::string> siginfo(Tid tid) = 0;  // its 128 bytes
   // Writes `data` at `offset` of the siginfo of thread `tid`'s stop (what the thread gets when

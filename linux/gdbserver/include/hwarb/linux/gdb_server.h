@@ -198,7 +198,7 @@ class GdbTarget final : public gdb::Target {
   void set_environment(const std::string& name_value) override;
   void unset_environment(const std::string& name) override;
   Result<std::string> auxv(gdb::Tid process) override;
-  Result<std::string> libraries_svr4(bool without_main_lm) override;
+  Result<std::string> libraries_svr4(gdb::Tid process, bool without_main_lm) override;
   Result<std::string> exec_file(gdb::Tid process) override;
   Result<std::string> siginfo(gdb::Tid tid) override;
   Result<std::size_t> write_siginfo(gdb::Tid tid, std::uint64_t offset,
