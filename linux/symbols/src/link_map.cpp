@@ -12,6 +12,9 @@ namespace {
 
 constexpr std::size_t kMaxEntries = 4096;
 constexpr std::size_t kMaxName = 4096;
+constexpr std::size_t kMaxNamespaces = 256;
+// r_debug_extended's r_next: right after the 40 bytes of struct r_debug (x86-64).
+constexpr std::uint64_t kRNextOffset = sizeof(struct r_debug);
 
 template <typename T>
 Result<T> read_as(const MemoryReader& read, std::uint64_t addr) {
@@ -90,29 +93,39 @@ Result<LinkMap> read_link_map(std::span<const std::uint8_t> auxv, const MemoryRe
       return make_error(ErrorCode::kIo, "link_map: the dynamic section has no end");
     }
   }
-  if (r_debug == 0) return map;
-  // 4. r_debug.r_map, then the chain.
-  auto first = read_as<std::uint64_t>(read, r_debug + offsetof(struct r_debug, r_map));
-  if (!first) return std::unexpected(first.error());
-  std::uint64_t lm = *first;
-  for (std::size_t n = 0; lm != 0; ++n) {
-    if (n == kMaxEntries) {
-      return make_error(ErrorCode::kIo, "link_map: more than " + std::to_string(kMaxEntries) +
-                                            " entries (a loop?)");
+  // 4. Each namespace's r_debug: r_map, then the chain; r_next (r_debug_extended, from r_version
+  // 2) leads to the next namespace's.
+  std::size_t entries = 0;
+  for (std::size_t ns = 0; r_debug != 0 && ns < kMaxNamespaces; ++ns) {
+    auto version = read_as<std::int32_t>(read, r_debug + offsetof(struct r_debug, r_version));
+    if (!version) return std::unexpected(version.error());
+    auto first = read_as<std::uint64_t>(read, r_debug + offsetof(struct r_debug, r_map));
+    if (!first) return std::unexpected(first.error());
+    std::uint64_t lm = *first;
+    for (std::size_t n = 0; lm != 0; ++n, ++entries) {
+      if (entries == kMaxEntries) {
+        return make_error(ErrorCode::kIo, "link_map: more than " + std::to_string(kMaxEntries) +
+                                              " entries (a loop?)");
+      }
+      auto entry = read_as<struct link_map>(read, lm);
+      if (!entry) return std::unexpected(entry.error());
+      if (ns == 0 && n == 0) {
+        map.main_lm = lm;
+      } else {
+        auto name = read_name(read, reinterpret_cast<std::uint64_t>(entry->l_name));
+        if (!name) return std::unexpected(name.error());
+        map.libraries.push_back(LoadedObject{.lm = lm,
+                                             .name = std::move(*name),
+                                             .l_addr = static_cast<std::uint64_t>(entry->l_addr),
+                                             .l_ld = reinterpret_cast<std::uint64_t>(entry->l_ld),
+                                             .lmid = r_debug});
+      }
+      lm = reinterpret_cast<std::uint64_t>(entry->l_next);
     }
-    auto entry = read_as<struct link_map>(read, lm);
-    if (!entry) return std::unexpected(entry.error());
-    if (n == 0) {
-      map.main_lm = lm;
-    } else {
-      auto name = read_name(read, reinterpret_cast<std::uint64_t>(entry->l_name));
-      if (!name) return std::unexpected(name.error());
-      map.libraries.push_back(LoadedObject{.lm = lm,
-                                           .name = std::move(*name),
-                                           .l_addr = static_cast<std::uint64_t>(entry->l_addr),
-                                           .l_ld = reinterpret_cast<std::uint64_t>(entry->l_ld)});
-    }
-    lm = reinterpret_cast<std::uint64_t>(entry->l_next);
+    if (*version < 2) break;
+    auto next = read_as<std::uint64_t>(read, r_debug + kRNextOffset);
+    if (!next) return std::unexpected(next.error());
+    r_debug = *next;
   }
   return map;
 }
@@ -123,7 +136,7 @@ std::string svr4_library_xml(const LinkMap& map) {
   xml += ">";
   for (const LoadedObject& o : map.libraries) {
     xml += "<library name=\"" + xml_escape(o.name) + "\" lm=\"" + hex(o.lm) + "\" l_addr=\"" +
-           hex(o.l_addr) + "\" l_ld=\"" + hex(o.l_ld) + "\" lmid=\"0x0\"/>";
+           hex(o.l_addr) + "\" l_ld=\"" + hex(o.l_ld) + "\" lmid=\"" + hex(o.lmid) + "\"/>";
   }
   xml += "</library-list-svr4>";
   return xml;

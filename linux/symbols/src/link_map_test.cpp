@@ -130,16 +130,49 @@ TEST(LinkMap, WalksAHandBuiltChain) {
   ASSERT_TRUE(map.has_value()) << map.error().to_string();
   EXPECT_EQ(map->main_lm, 0x10600u);
   ASSERT_EQ(map->libraries.size(), 2u);
-  EXPECT_EQ(
-      map->libraries[1],
-      (LoadedObject{
-          .lm = 0x10680, .name = "/lib/lib2.so <&>", .l_addr = 0xe000000, .l_ld = 0xe000200}));
+  EXPECT_EQ(map->libraries[1], (LoadedObject{.lm = 0x10680,
+                                             .name = "/lib/lib2.so <&>",
+                                             .l_addr = 0xe000000,
+                                             .l_ld = 0xe000200,
+                                             .lmid = 0x10400}));
   EXPECT_EQ(svr4_library_xml(*map),
             "<library-list-svr4 version=\"1.0\" main-lm=\"0x10600\">"
             "<library name=\"/lib/lib1.so &lt;&amp;&gt;\" lm=\"0x10640\" l_addr=\"0x7000000\" "
-            "l_ld=\"0x7000100\" lmid=\"0x0\"/>"
+            "l_ld=\"0x7000100\" lmid=\"0x10400\"/>"
             "<library name=\"/lib/lib2.so &lt;&amp;&gt;\" lm=\"0x10680\" l_addr=\"0xe000000\" "
-            "l_ld=\"0xe000200\" lmid=\"0x0\"/></library-list-svr4>");
+            "l_ld=\"0xe000200\" lmid=\"0x10400\"/></library-list-svr4>");
+}
+
+// dlmopen's namespaces: r_debug_extended (r_version 2) chains the next namespace's r_debug
+// through r_next; its libraries follow the base namespace's, each with its r_debug as lmid (the
+// first entry of a later namespace is a library, not the executable). r_version 1 ends the walk.
+TEST(LinkMap, WalksEveryNamespaceOfDlmopen) {
+  Image image = chain(1, 0x10400);
+  image.put<std::int32_t>(0x10400 + offsetof(struct r_debug, r_version), 2);
+  image.put<std::uint64_t>(0x10400 + sizeof(struct r_debug), 0x10500);
+  image.put<std::int32_t>(0x10500 + offsetof(struct r_debug, r_version), 2);
+  image.put<std::uint64_t>(0x10500 + offsetof(struct r_debug, r_map), 0x10700);
+  image.put<std::uint64_t>(0x10500 + sizeof(struct r_debug), 0);
+  image.put_string(0x10c00, "/lib/other.so");
+  image.put<std::uint64_t>(0x10700 + offsetof(struct link_map, l_addr), 0x9000000);
+  image.put<std::uint64_t>(0x10700 + offsetof(struct link_map, l_name), 0x10c00);
+  image.put<std::uint64_t>(0x10700 + offsetof(struct link_map, l_ld), 0x9000100);
+  image.put<std::uint64_t>(0x10700 + offsetof(struct link_map, l_next), 0);
+  auto map = read_link_map(image.auxv(0x10040, 2), image.reader());
+  ASSERT_TRUE(map.has_value()) << map.error().to_string();
+  EXPECT_EQ(map->main_lm, 0x10600u);
+  ASSERT_EQ(map->libraries.size(), 2u);
+  EXPECT_EQ(map->libraries[0].lmid, 0x10400u);
+  EXPECT_EQ(map->libraries[1], (LoadedObject{.lm = 0x10700,
+                                             .name = "/lib/other.so",
+                                             .l_addr = 0x9000000,
+                                             .l_ld = 0x9000100,
+                                             .lmid = 0x10500}));
+  // Version 1: no r_next to follow, whatever lies after r_debug.
+  image.put<std::int32_t>(0x10400 + offsetof(struct r_debug, r_version), 1);
+  auto base_only = read_link_map(image.auxv(0x10040, 2), image.reader());
+  ASSERT_TRUE(base_only.has_value()) << base_only.error().to_string();
+  EXPECT_EQ(base_only->libraries.size(), 1u);
 }
 
 TEST(LinkMap, BeforeTheDynamicLinkerRanTheListIsEmpty) {

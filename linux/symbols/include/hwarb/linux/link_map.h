@@ -7,6 +7,9 @@
 //    program headers in memory, PT_PHDR the load bias, PT_DYNAMIC the dynamic section, whose
 //    DT_DEBUG entry the dynamic linker sets to &r_debug. It then walks r_map: the first entry is
 //    the executable (main_lm), each later one a library (lm, name, l_addr, l_ld) in load order.
+//    glibc's r_debug_extended (r_version 2 and up) chains the namespaces dlmopen made through
+//    r_next: their libraries follow, each with its namespace's r_debug as lmid (the base
+//    namespace's too), as gdbserver lists them. At most 256 namespaces.
 //  - Before the dynamic linker has run (DT_DEBUG still 0) or in a static executable (no
 //    PT_DYNAMIC), the list is empty and main_lm 0: not an error.
 //  - Only `read` touches the process, so the walk is testable on any memory image. A read that
@@ -31,6 +34,7 @@ struct LoadedObject {
   std::string name;          // l_name
   std::uint64_t l_addr = 0;  // load bias
   std::uint64_t l_ld = 0;    // its dynamic section
+  std::uint64_t lmid = 0;    // its namespace: that namespace's r_debug
   friend bool operator==(const LoadedObject&, const LoadedObject&) = default;
 };
 
