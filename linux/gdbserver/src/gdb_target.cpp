@@ -1690,8 +1690,15 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
     return Stop();
   }
   if (ev.kind == EventKind::kFork && (fork_events_ || vfork_events_)) {
-    // Held for an event the client did not ask for: the parent runs on as asked.
+    // Held for an event the client did not ask for: the parent runs on as asked, and so does
+    // a child the session follows (it held it for the client's decision).
     if (auto r = run_as_asked(ev.tid); !r) return std::unexpected(r.error());
+    if (v->handled && inferior_->is_stopped(ev.child)) {
+      if (auto r = inferior_->resume(ev.child, run_mode());
+          !r && r.error().code() != ErrorCode::kSrch) {
+        return std::unexpected(r.error());
+      }
+    }
   }
   // A parent whose fork event a stop_all queued stayed stopped (a fork stop otherwise resumes
   // it at once): it runs on as it ran before, whoever follows the child.

@@ -382,6 +382,7 @@ Result<bool> HardWatchEngine::on_fork(const Event& ev) {
   // breakpoints of its own, its values its own.
   if (auto r = inferior_.follow(ev.child); !r) return std::unexpected(r.error());
   if (auto r = watch_fork(ev); !r) return std::unexpected(r.error());
+  if (inferior_.holds_forks()) return true;  // the caller's, as the parent is
   if (auto r = inferior_.resume(ev.child, Resume::kCont);
       !r && r.error().code() != ErrorCode::kSrch) {
     return std::unexpected(r.error());

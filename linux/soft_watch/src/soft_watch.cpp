@@ -580,6 +580,8 @@ Result<bool> SoftWatch::handle(const Event& ev, std::vector<WatchHit>& hits) {
       if (single_step_) {
         if (auto r = prepare_step(ev.child); !r) return std::unexpected(r.error());
       }
+      // Held forks: the child waits for the caller too (a debugger reporting the fork).
+      if (inferior_->holds_forks()) return true;
       if (auto r = inferior_->resume(ev.child, resume_mode()); !r) {
         return std::unexpected(r.error());
       }

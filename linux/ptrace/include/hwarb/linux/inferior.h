@@ -196,6 +196,9 @@ class Inferior {
   // thread stopped) — as a debugger's fork and vfork events need. Off (the default): the
   // Inferior resumes both by itself.
   void hold_forks(bool on) { hold_forks_ = on; }
+  // Whether forks are held (hold_forks): a forked child a watch follows then waits, stopped,
+  // for the caller (a debugger that reports the fork) to resume it too.
+  bool holds_forks() const { return hold_forks_; }
   // The process `tid` is a thread of as the kernel has it: pid(), a followed process, or a vfork
   // child's own id (process_of() gives a vfork child its parent's, whose memory it shares).
   [[nodiscard]] pid_t group_of(pid_t tid) const;
