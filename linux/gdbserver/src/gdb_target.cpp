@@ -60,6 +60,11 @@ constexpr int kSiKernel = 0x80;  // SI_KERNEL: the SIGTRAP of an int3
 constexpr std::uint8_t kInt3 = 0xCC;
 constexpr int kSignalCheckMs = 100;  // how often a wait for the client looks at the signal flag
 
+// Whether a resume action steps the thread: s, S, and r (a range step is a step at a time).
+bool is_step(char kind) {
+  return kind == 's' || kind == 'S' || kind == 'r';
+}
+
 StopEvent stop_of(Kind kind, pid_t tid, int signal = SIGTRAP) {
   StopEvent ev;
   ev.kind = kind;
@@ -712,7 +717,21 @@ Result<void> GdbTarget::insert_point(gdb::Tid process, gdb::PointType point, std
                                      std::uint64_t len, std::vector<gdb::AgentExpr> conditions) {
   const char type = static_cast<char>(point);
   Int3Map& int3s = int3_[process];
-  const auto plant_new = [&](bool software) -> Result<void> {
+  const auto plant = [&](bool software) -> Result<void> {
+    if (auto it = int3s.find(addr); it != int3s.end()) {
+      // gdb sends a breakpoint again when its conditions change, or after the code under it went
+      // (a library unloaded, another one loaded at the same address: gdb removes no breakpoint
+      // of an unloaded library). As gdbserver, the int3 is checked: still there, the new list
+      // of conditions replaces the old; gone, it is planted anew over the new code.
+      std::uint8_t now = 0;
+      if (inferior_->read_memory(addr, std::span(&now, 1), process) && now == kInt3) {
+        (software ? it->second.software : it->second.hardware) = true;
+        (software ? it->second.software_conditions : it->second.hardware_conditions) =
+            std::move(conditions);
+        return {};
+      }
+      int3s.erase(it);
+    }
     std::uint8_t original = 0;
     if (auto r = inferior_->read_memory(addr, std::span(&original, 1), process); !r) return r;
     if (auto r = inferior_->write_memory(addr, std::span<const std::uint8_t>(&kInt3, 1), process);
@@ -725,25 +744,6 @@ Result<void> GdbTarget::insert_point(gdb::Tid process, gdb::PointType point, std
     bp.hardware = !software;
     (software ? bp.software_conditions : bp.hardware_conditions) = std::move(conditions);
     return {};
-  };
-  const auto plant = [&](bool software) -> Result<void> {
-    if (auto it = int3s.find(addr); it != int3s.end()) {
-      // gdb sends a breakpoint again when its conditions change, or after the code under it went
-      // (a library unloaded, another one loaded at the same address: gdb removes no breakpoint
-      // of an unloaded library). As gdbserver, the int3 is checked: gone, it is planted anew
-      // over the new code.
-      std::uint8_t now = 0;
-      if (!inferior_->read_memory(addr, std::span(&now, 1), process) || now != kInt3) {
-        int3s.erase(it);
-        return plant_new(software);
-      }
-      // Still there: the new list of conditions replaces the old.
-      (software ? it->second.software : it->second.hardware) = true;
-      (software ? it->second.software_conditions : it->second.hardware_conditions) =
-          std::move(conditions);
-      return {};
-    }
-    return plant_new(software);
   };
   if (type == '0') return plant(true);
   // Another process than the first (a forked child the client keeps): int3s only; its watches
@@ -907,7 +907,7 @@ Result<std::optional<StopEvent>> GdbTarget::resume_each(
       continue;
     }
     stop_requested_.erase(a.tid);
-    const bool step = a.kind == 's' || a.kind == 'S' || a.kind == 'r';
+    const bool step = is_step(a.kind);
     set_step_range(a);
     if (!step && steps_.erase(a.tid) != 0) session_->set_stepping(steps_);
     if (inferior_->has_queued(a.tid)) {  // its event comes first
@@ -1042,7 +1042,7 @@ Result<std::optional<StopEvent>> GdbTarget::resume(const std::vector<gdb::Resume
     ++going;
     resumed_.insert(tid);
     if (!inferior_->is_stopped(tid)) continue;
-    const bool step = it->kind == 's' || it->kind == 'S' || it->kind == 'r';
+    const bool step = is_step(it->kind);
     set_step_range(*it, tid);
     if (inferior_->has_queued(tid)) {  // its event comes first
       deferred_[tid] = Asked{.step = step, .signal = it->signal};

@@ -1214,9 +1214,7 @@ void WatchSession::set_caller_plan(RestorePlan plan) {
 }
 
 void WatchSession::set_stepping(pid_t tid) {
-  state_->caller_steps.clear();
-  if (tid != 0) state_->caller_steps.insert(tid);
-  if (state_->soft) state_->soft->set_caller_steps(state_->caller_steps);
+  set_stepping(tid == 0 ? std::set<pid_t>() : std::set<pid_t>{tid});
 }
 
 void WatchSession::set_stepping(std::set<pid_t> threads) {
