@@ -41,6 +41,20 @@ std::string xfer_slice(std::string_view whole, std::uint64_t offset, std::uint64
   return (last ? "l" : "m") + std::string(part);  // rsp_frame escapes the binary data
 }
 
+// An osdata document: an <item> per row, a <column name="TITLE">CELL</column> per cell.
+std::string osdata_xml(const OsData& table) {
+  std::string xml = "<?xml version=\"1.0\"?>\n<osdata type=\"" + xml_escape(table.type) + "\">\n";
+  for (const auto& row : table.rows) {
+    xml += "<item>";
+    for (std::size_t i = 0; i < row.size() && i < table.columns.size(); ++i) {
+      xml += "<column name=\"" + xml_escape(table.columns[i]) + "\">" + xml_escape(row[i]) +
+             "</column>";
+    }
+    xml += "</item>\n";
+  }
+  return xml + "</osdata>\n";
+}
+
 std::string hex_text(std::string_view text) {
   return to_hex(std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
 }
@@ -152,7 +166,8 @@ std::optional<Result<std::string>> Server::without_process(const std::string& p)
   if (p == "qfThreadInfo" || p == "qsThreadInfo") return std::string("l");
   const bool needs = p == "qC" || p.starts_with("qAttached") || p.starts_with("qProcessInfo") ||
                      p.starts_with("qMemoryRegionInfo") || p.starts_with("qGetTLSAddr") ||
-                     (p.starts_with("qXfer:") && !p.starts_with("qXfer:features:")) ||
+                     (p.starts_with("qXfer:") && !p.starts_with("qXfer:features:") &&
+                      !p.starts_with("qXfer:osdata:")) ||
                      (p[0] != 'q' && p[0] != 'Q' && p[0] != '!' && p[0] != 'R' && p != "vCont?" &&
                       p != "vMustReplyEmpty" && p != "vStopped" && !p.starts_with("vFile:") &&
                       !p.starts_with("vRun;") && !p.starts_with("vAttach;"));
@@ -650,6 +665,7 @@ Server::Served Server::on(const Supported& s) {
   return answer("PacketSize=" + hex_u64(kPacketSize) +
                 ";qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:read+;qXfer:threads:read+"
                 ";qXfer:libraries-svr4:read+;qXfer:siginfo:read+;qXfer:siginfo:write+"
+                ";qXfer:osdata:read+"
                 ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+"
                 ";ConditionalBreakpoints+" +
                 std::string(target_.can_start() ? ";QDisableRandomization+;QEnvironmentHexEncoded+"
@@ -1247,6 +1263,18 @@ Result<std::string> Server::xfer(const Xfer& x) {
     auto info = target_.siginfo(tid);
     if (!info) return std::unexpected(info.error());
     return xfer_slice(*info, offset, length);
+  }
+  if (object == "osdata") {
+    // Made at offset 0 and kept for the reads of the rest, so that the pieces of one document
+    // are of one snapshot. A name with no table is an empty document, as gdbserver sends it.
+    if (offset == 0 || x.annex != osdata_name_) {
+      osdata_name_ = x.annex;
+      auto table = target_.os_data(x.annex);
+      if (!table && table.error().code() != ErrorCode::kNoEnt)
+        return std::unexpected(table.error());
+      osdata_ = table ? osdata_xml(*table) : std::string();
+    }
+    return xfer_slice(osdata_, offset, length);
   }
   if (object == "threads") {
     std::string xml = "<?xml version=\"1.0\"?>\n<threads>\n";

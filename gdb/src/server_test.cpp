@@ -80,14 +80,12 @@ TEST_F(ServerTest, QSupportedAnnouncesWhatTheClientOffered) {
   const std::string out =
       run({"qSupported:multiprocess+;swbreak+;fork-events+;vfork-events+;"
            "exec-events+;error-message+"});
-  EXPECT_EQ(
-      out,
-      acked(
-          "PacketSize=4000;qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:"
-          "read+;qXfer:threads:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;"
-          "qXfer:siginfo:write+;QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+;"
-          "ConditionalBreakpoints+;error-message+;exec-events+;multiprocess+;"
-          "fork-events+;vfork-events+;QNonStop+;QThreadEvents+"));
+  EXPECT_EQ(out, acked("PacketSize=4000;qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:"
+                       "read+;qXfer:threads:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;"
+                       "qXfer:siginfo:write+;qXfer:osdata:read+;QStartNoAckMode+;swbreak+;hwbreak+;"
+                       "vContSupported+;QCatchSyscalls+;"
+                       "ConditionalBreakpoints+;error-message+;exec-events+;multiprocess+;"
+                       "fork-events+;vfork-events+;QNonStop+;QThreadEvents+"));
   EXPECT_EQ(target.calls, (Calls{"set_features 1110 announced", "finish 2"}));
   EXPECT_EQ(end.how, ServerEnd::How::kDisconnected);
 }
@@ -688,6 +686,40 @@ TEST_F(ServerTest, QXferSiginfoWrite) {
       run({"qXfer:siginfo:write::7e:abcd", "qXfer:siginfo:write::81:ab", "qXfer:auxv:write::0:ab"});
   EXPECT_EQ(out, acked("2") + acked("E16") + acked(""));
   EXPECT_EQ(asked(), (Calls{"write_siginfo 100 7e 4", "write_siginfo 100 81 2"}));
+}
+
+// qXfer:osdata: the table as an osdata document, escaped, read in pieces of one snapshot (the
+// target is asked at offset 0 only); a name with no table is an empty document, as gdbserver's.
+// Served without a process: the tables are the machine's.
+TEST_F(ServerTest, QXferOsdataReadsOneSnapshotInPieces) {
+  target.process = false;
+  std::string doc;
+  std::vector<std::string> packets;
+  for (std::uint64_t offset = 0; offset < 0x8000; offset += 0x800) {
+    packets.push_back("qXfer:osdata:read:processes:" + hex_u64(offset) + ",800");
+  }
+  const std::string out = run(packets);
+  std::size_t at = 0;
+  bool ended = false;
+  while ((at = out.find("+$", at)) != std::string::npos) {
+    const std::size_t end = out.find('#', at);
+    const std::string payload = out.substr(at + 2, end - at - 2);
+    if (!ended) doc += payload.substr(1);
+    ended = ended || payload[0] == 'l';
+    at = end;
+  }
+  EXPECT_TRUE(ended);
+  EXPECT_TRUE(
+      doc.starts_with("<?xml version=\"1.0\"?>\n<osdata type=\"processes\">\n"
+                      "<item><column name=\"pid\">0</column><column name=\"command\">"
+                      "prog &lt;0&gt;</column></item>\n"))
+      << doc.substr(0, 200);
+  EXPECT_TRUE(doc.ends_with("prog &lt;299&gt;</column></item>\n</osdata>\n"));
+  EXPECT_EQ(asked(), Calls{"os_data processes"});
+
+  const std::string more =
+      run({"qXfer:osdata:read:bogus:0,800", "qXfer:osdata:read::0,800"}).substr(out.size());
+  EXPECT_EQ(more, acked("l") + acked("l"));
 }
 
 // qGetTLSAddr: the target's address in hex; a thread that is not there, or a target's error, is

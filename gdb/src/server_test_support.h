@@ -271,6 +271,14 @@ class FakeTarget final : public Target {
     if (r.mapped) r.path = "/bin/prog";
     return r;
   }
+  Result<OsData> os_data(const std::string& name) override {
+    calls.push_back("os_data " + name);
+    if (name != "processes") return make_error(ErrorCode::kNoEnt, "annex: no table named " + name);
+    OsData t{"processes", {"pid", "command"}, {}};
+    for (int i = 0; i < 300; ++i)
+      t.rows.push_back({std::to_string(i), "prog <" + std::to_string(i) + ">"});
+    return t;
+  }
   Result<std::uint64_t> tls_address(Tid tid, std::uint64_t offset, std::uint64_t lm) override {
     calls.push_back("tls_address " + std::to_string(tid) + " " + hex_u64(offset) + " " +
                     hex_u64(lm));

@@ -14,6 +14,7 @@
 #include "hwarb/gdb/rsp.h"
 #include "hwarb/linux/gdb_server.h"
 #include "hwarb/linux/link_map.h"
+#include "hwarb/linux/os_tables.h"
 #include "hwarb/linux/probe.h"
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/socket.h"
@@ -641,6 +642,12 @@ std::string GdbTarget::thread_name(gdb::Tid tid) {
   std::string name = comm ? *comm : std::string();
   if (!name.empty() && name.back() == '\n') name.pop_back();
   return name;
+}
+
+Result<gdb::OsData> GdbTarget::os_data(const std::string& name) {
+  auto table = read_os_table(name);
+  if (!table) return std::unexpected(table.error());
+  return gdb::OsData{std::move(table->type), std::move(table->columns), std::move(table->rows)};
 }
 
 Result<gdb::MemoryRegion> GdbTarget::memory_region(std::uint64_t addr) {

@@ -244,6 +244,8 @@ class Server {
   std::string last_sent_;      // for a '-' from the client
   bool interrupt_ = false;     // 0x03 seen while running
   std::string last_stop_;      // the reply to '?'
+  std::string osdata_name_;    // the table of osdata_, the qXfer:osdata document being read
+  std::string osdata_;
   Tid last_thread_ = 0;        // the thread of the last stop
   int last_signal_ = SIGTRAP;  // the last stop's signal and reason, for '?' again
   std::string last_reason_;

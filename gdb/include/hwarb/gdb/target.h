@@ -167,6 +167,14 @@ struct FileStatus {
 inline constexpr unsigned kFileWriteOnly = 1, kFileReadWrite = 2, kFileAppend = 0x8,
                           kFileCreate = 0x200, kFileTruncate = 0x400, kFileExclusive = 0x800;
 
+// One of the machine's tables as `info os` shows them (qXfer:osdata): its name, column titles
+// and rows (a cell per column).
+struct OsData {
+  std::string type;
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> rows;
+};
+
 // What wait() saw: a stop, or input from the client while the process runs.
 struct Waited {
   std::optional<StopEvent> stop;  // nullopt: the client's connection has input
@@ -261,6 +269,9 @@ class Target {
                                             std::string_view data) = 0;
   virtual std::string thread_name(Tid tid) = 0;  // "" when unknown
   virtual Result<MemoryRegion> memory_region(std::uint64_t addr) = 0;
+  // The table `info os NAME` shows ("": the list of tables); kNoEnt for a name with none. Served
+  // with or without a process: it is the machine's.
+  virtual Result<OsData> os_data(const std::string& name) = 0;
   // qGetTLSAddr: where byte `offset` of the thread-local block of the module whose link_map
   // entry is at `lm` (0: the executable's) is in thread `tid` (a stopped thread).
   virtual Result<std::uint64_t> tls_address(Tid tid, std::uint64_t offset, std::uint64_t lm) = 0;

@@ -204,6 +204,7 @@ class GdbTarget final : public gdb::Target {
   Result<std::size_t> write_siginfo(gdb::Tid tid, std::uint64_t offset,
                                     std::string_view data) override;
   std::string thread_name(gdb::Tid tid) override;
+  Result<gdb::OsData> os_data(const std::string& name) override;
   Result<gdb::MemoryRegion> memory_region(std::uint64_t addr) override;
   Result<std::uint64_t> tls_address(gdb::Tid tid, std::uint64_t offset, std::uint64_t lm) override;
   std::string describe_watches() override;
