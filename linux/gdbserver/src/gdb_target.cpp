@@ -1591,6 +1591,16 @@ bool GdbTarget::condition_holds(pid_t tid, const Breakpoint& bp) {
 
 Result<void> GdbTarget::step_over(pid_t tid, std::uint64_t at) {
   const pid_t process = inferior_->process_of(tid);
+  if (int3_[process].at(at).original == kInt3) {
+    // A breakpoint over the program's own int3 (gdb's permanent breakpoint): run, that int3
+    // would trap again at once, at the same breakpoint. The thread goes on past it, as gdb and
+    // gdbserver skip a permanent breakpoint whose condition is false.
+    auto regs = inferior_->get_regs(tid);
+    if (!regs) return std::unexpected(regs.error());
+    regs->rip = at + 1;
+    if (auto r = inferior_->set_regs(tid, *regs); !r) return r;
+    return run_as_asked(tid);
+  }
   auto stopped = inferior_->stop_all(tid);
   if (!stopped) return std::unexpected(stopped.error());
   const std::uint8_t original = int3_[process].at(at).original;
