@@ -3,7 +3,11 @@
 // operand order, and the errors that make a stub report the stop for gdb to evaluate.
 #include "hwarb/gdb/agent_expr.h"
 
+#include <cstring>
 #include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -150,31 +154,123 @@ TEST(AgentExpr, ErrorsAreReportedNotGuessed) {
   EXPECT_NE(v.error().message().find("overflows"), std::string::npos);
 }
 
-TEST(AgentExpr, TheConditionsOfAZPacket) {
-  auto none = parse_agent_conditions("");
+TEST(AgentExpr, TheConditionsAndCommandsOfAZPacket) {
+  auto none = parse_point_agent("");
   ASSERT_TRUE(none);
-  EXPECT_TRUE(none->empty());
-  auto two = parse_agent_conditions(";X3,220127;X2,2227");
+  EXPECT_TRUE(none->conditions.empty());
+  EXPECT_TRUE(none->commands.empty());
+  auto two = parse_point_agent(";X3,220127;X2,2227");
   ASSERT_TRUE(two) << two.error().message();
-  ASSERT_EQ(two->size(), 2u);
-  EXPECT_EQ((*two)[0], (std::vector<std::uint8_t>{0x22, 0x01, 0x27}));
-  EXPECT_EQ(eval((*two)[0]), 1u);
+  ASSERT_EQ(two->conditions.size(), 2u);
+  EXPECT_EQ(two->conditions[0], (std::vector<std::uint8_t>{0x22, 0x01, 0x27}));
+  EXPECT_EQ(eval(two->conditions[0]), 1u);
   // gdb's own form: one ';', then the conditions back to back (two breakpoints at one address,
   // each with its condition).
-  auto joined = parse_agent_conditions(";X3,220027X3,220127");
+  auto joined = parse_point_agent(";X3,220027X3,220127");
   ASSERT_TRUE(joined) << joined.error().message();
-  ASSERT_EQ(joined->size(), 2u);
-  EXPECT_EQ(eval((*joined)[0]), 0u);
-  EXPECT_EQ(eval((*joined)[1]), 1u);
-  auto with_cmds = parse_agent_conditions(";X3,220027;cmds:0,X3,220027");
-  ASSERT_TRUE(with_cmds);
-  EXPECT_EQ(with_cmds->size(), 1u);
+  ASSERT_EQ(joined->conditions.size(), 2u);
+  EXPECT_EQ(eval(joined->conditions[0]), 0u);
+  EXPECT_EQ(eval(joined->conditions[1]), 1u);
+  // Commands after the conditions, back to back too; the persist flag first.
+  auto with_cmds = parse_point_agent(";X3,220027;cmds:1,X3,220027X1,27");
+  ASSERT_TRUE(with_cmds) << with_cmds.error().message();
+  EXPECT_EQ(with_cmds->conditions.size(), 1u);
+  ASSERT_EQ(with_cmds->commands.size(), 2u);
+  EXPECT_EQ(with_cmds->commands[1], (std::vector<std::uint8_t>{0x27}));
+  EXPECT_TRUE(with_cmds->persist);
+  auto only_cmds = parse_point_agent(";cmds:0,X1,27");
+  ASSERT_TRUE(only_cmds);
+  EXPECT_TRUE(only_cmds->conditions.empty());
+  EXPECT_FALSE(only_cmds->persist);
   for (const char* bad :
        {"X3,220027", ";Y3,220027", ";X3220027", ";X4,220027", ";Xzz,22", ";X2,2g27"}) {
-    auto r = parse_agent_conditions(bad);
+    auto r = parse_point_agent(bad);
     ASSERT_FALSE(r) << bad;
     EXPECT_EQ(r.error().code(), ErrorCode::kInval);
     EXPECT_NE(r.error().message().find("condition"), std::string::npos) << r.error().message();
+  }
+  for (const char* bad : {";cmds:", ";cmds:1,", ";cmds:1,Y1,27", ";cmds:1,X2,27"}) {
+    auto r = parse_point_agent(bad);
+    if (std::string_view(bad) == ";cmds:1,") {
+      ASSERT_TRUE(r) << "no commands after the flag is an empty list";
+      continue;
+    }
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message().find("cmds"), std::string::npos) << r.error().message();
+  }
+}
+
+// The printf of gdb's agent-style dprintf as gdb compiles `dprintf foo,"arg=%d s=%s\n", arg,
+// "hi"`: the arguments pushed last first, then the function and the channel (0, 0), then printf
+// 2 and the format with its NUL. The escapes are gdb's to undo.
+TEST(AgentExpr, PrintfFormatsItsArgumentsAndPrintsThem) {
+  AgentAccess a = fake_thread();
+  std::string printed;
+  a.print = [&](std::string_view text) { printed += text; };
+  a.string = [](std::uint64_t addr) -> Result<std::string> {
+    if (addr == 0x2000) return std::string("hi");
+    return make_error(ErrorCode::kFault, "addr: not mapped");
+  };
+  const std::string format = "arg=%d s=%s\\n";
+  std::vector<std::uint8_t> code = {0x23, 0x20, 0x00,  // const16 0x2000: the string
+                                    0x26, 0x00, 0x05, 0x19,
+                                    0x16, 0x20,              // *(int *)$rdi
+                                    0x22, 0x00, 0x22, 0x00,  // function, channel
+                                    0x34, 0x02, 0x00, static_cast<std::uint8_t>(format.size() + 1)};
+  code.insert(code.end(), format.begin(), format.end());
+  code.push_back(0);
+  code.push_back(0x27);
+  auto r = run_agent_commands(code, a);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(printed, "arg=-7 s=hi\n");
+
+  // Without a place to print: ENOSYS, as a stub without printf.
+  a.print = nullptr;
+  auto none = run_agent_commands(code, a);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code(), ErrorCode::kNoSys);
+
+  // A format that does not end in NUL in the code, or more arguments than the stack holds.
+  a.print = [&](std::string_view text) { printed += text; };
+  std::vector<std::uint8_t> cut = {0x22, 0, 0x22, 0, 0x34, 0x00, 0x00, 0x02, 'a', 'b', 0x27};
+  EXPECT_FALSE(run_agent_commands(cut, a));
+  std::vector<std::uint8_t> few = {0x22, 0, 0x22, 0, 0x34, 0x01, 0x00, 0x01, 0, 0x27};
+  EXPECT_FALSE(run_agent_commands(few, a));
+}
+
+TEST(AgentExpr, PrintfTextOfEachConversion) {
+  AgentAccess a;
+  a.string = [](std::uint64_t) -> Result<std::string> { return std::string("str"); };
+  const auto text = [&](std::string_view format, std::vector<std::uint64_t> args) {
+    auto r = printf_agent_text(format, args, a);
+    return r ? *r : "error: " + r.error().message();
+  };
+  double half = 2.5;
+  std::uint64_t half_bits = 0;
+  std::memcpy(&half_bits, &half, sizeof half);
+  EXPECT_EQ(text("%d|%i|%u", {0xffffffffu, 5, 0xffffffffu}), "-1|5|4294967295");
+  EXPECT_EQ(text("%ld %lu", {~std::uint64_t{0}, ~std::uint64_t{0}}), "-1 18446744073709551615");
+  EXPECT_EQ(text("%hhd %hu %zu", {0xff, 0x1ffff, 7}), "-1 65535 7");
+  EXPECT_EQ(text("%#x %08X %o %-4d|", {255, 0xbeef, 8, 3}), "0xff 0000BEEF 10 3   |");
+  EXPECT_EQ(text("%c%c %5s %.2s", {'o', 'k', 0x10, 0x10}), "ok   str st");
+  EXPECT_EQ(text("%s", {0}), "(null)");
+  EXPECT_EQ(text("%.2f %g %%", {half_bits, half_bits}), "2.50 2.5 %");
+  EXPECT_EQ(text("%p", {0x1234}), "0x1234");
+  EXPECT_EQ(text("tab\\there\\\"\\\\", {}), "tab\there\"\\");
+  for (const auto& [format, what] :
+       std::vector<std::pair<std::string, std::string>>{{"%n", "conversion"},
+                                                        {"%ls", "wide"},
+                                                        {"%Lf", "length"},
+                                                        {"%d %d", "fewer arguments"},
+                                                        {"\\q", "escape"},
+                                                        {"%", "without its letter"},
+                                                        {"%99999d", "over 9999"},
+                                                        {"%.10000f", "over 9999"}}) {
+    auto r = printf_agent_text(format, std::vector<std::uint64_t>{1}, a);
+    ASSERT_FALSE(r) << format;
+    EXPECT_EQ(r.error().code(), ErrorCode::kInval);
+    EXPECT_NE(r.error().message().find("format"), std::string::npos) << r.error().message();
+    EXPECT_NE(r.error().message().find(what), std::string::npos) << r.error().message();
   }
 }
 

@@ -261,7 +261,7 @@ Result<Request> parse_write_memory(bool binary, std::string_view rest) {
   return w;
 }
 
-// Z/z TYPE,ADDR,KIND[;X len,expr]...[;cmds:...]: commands are gdb's to run.
+// Z/z TYPE,ADDR,KIND[;X len,expr]...[;cmds:PERSIST,X len,expr...]
 Result<Request> parse_point(bool insert, std::string_view rest) {
   if (rest.size() < 2 || rest[1] != ',') return Unsupported{};
   const char type = rest[0];
@@ -270,9 +270,9 @@ Result<Request> parse_point(bool insert, std::string_view rest) {
   const std::size_t semi = spec.find(';');
   Point point{insert, static_cast<PointType>(type), 0, 0, {}};
   if (semi != std::string_view::npos && insert && (type == '0' || type == '1')) {
-    auto parsed = parse_agent_conditions(spec.substr(semi));
+    auto parsed = parse_point_agent(spec.substr(semi));
     if (!parsed) return std::unexpected(parsed.error());
-    point.conditions = std::move(*parsed);
+    point.agent = std::move(*parsed);
   }
   auto al = addr_len(spec.substr(0, semi));
   if (!al) return std::unexpected(al.error());

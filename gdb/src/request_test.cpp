@@ -251,18 +251,18 @@ TEST(ParseRequest, BreakpointsAndWatches) {
   EXPECT_EQ(z0.type, PointType::kSoftware);
   EXPECT_EQ(z0.addr, 0x401000u);
   EXPECT_EQ(z0.length, 1u);
-  EXPECT_TRUE(z0.conditions.empty());
+  EXPECT_TRUE(z0.agent.conditions.empty());
   const Point z2 = parsed<Point>("z2,601000,8");
   EXPECT_FALSE(z2.insert);
   EXPECT_EQ(z2.type, PointType::kWrite);
   EXPECT_EQ(parsed<Point>("Z4,0,1").type, PointType::kAccess);
   const Point conditional = parsed<Point>("Z1,401000,1;X2,2201;cmds:0,X1,27");
   EXPECT_EQ(conditional.type, PointType::kHardware);
-  ASSERT_EQ(conditional.conditions.size(), 1u);
-  EXPECT_EQ(conditional.conditions[0], (AgentExpr{0x22, 0x01}));
+  ASSERT_EQ(conditional.agent.conditions.size(), 1u);
+  EXPECT_EQ(conditional.agent.conditions[0], (AgentExpr{0x22, 0x01}));
   // Conditions belong to Z0/Z1 only: elsewhere the text after ';' is left alone.
-  EXPECT_TRUE(parsed<Point>("Z2,601000,8;X2,zz").conditions.empty());
-  EXPECT_TRUE(parsed<Point>("z0,401000,1;X2,zz").conditions.empty());
+  EXPECT_TRUE(parsed<Point>("Z2,601000,8;X2,zz").agent.conditions.empty());
+  EXPECT_TRUE(parsed<Point>("z0,401000,1;X2,zz").agent.conditions.empty());
 
   EXPECT_EQ(error_of("Z0,xyz,1").code(), ErrorCode::kInval);
   EXPECT_EQ(error_of("Z0,401000").message(), "packet: '401000' lacks ADDR,LENGTH");

@@ -667,7 +667,7 @@ Server::Served Server::on(const Supported& s) {
                 ";qXfer:libraries-svr4:read+;qXfer:siginfo:read+;qXfer:siginfo:write+"
                 ";qXfer:osdata:read+"
                 ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+"
-                ";ConditionalBreakpoints+" +
+                ";ConditionalBreakpoints+;BreakpointCommands+" +
                 std::string(target_.can_start() ? ";QDisableRandomization+;QEnvironmentHexEncoded+"
                                                   ";QEnvironmentUnset+;QEnvironmentReset+"
                                                   ";QStartupWithShell+"
@@ -930,7 +930,7 @@ Server::Served Server::on(const WriteMemory& w) {
 
 Server::Served Server::on(const Point& z) {
   if (z.insert) {
-    return done(target_.insert_point(general_process(), z.type, z.addr, z.length, z.conditions));
+    return done(target_.insert_point(general_process(), z.type, z.addr, z.length, z.agent));
   }
   return done(target_.remove_point(general_process(), z.type, z.addr, z.length));
 }

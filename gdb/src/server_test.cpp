@@ -80,12 +80,14 @@ TEST_F(ServerTest, QSupportedAnnouncesWhatTheClientOffered) {
   const std::string out =
       run({"qSupported:multiprocess+;swbreak+;fork-events+;vfork-events+;"
            "exec-events+;error-message+"});
-  EXPECT_EQ(out, acked("PacketSize=4000;qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:"
-                       "read+;qXfer:threads:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;"
-                       "qXfer:siginfo:write+;qXfer:osdata:read+;QStartNoAckMode+;swbreak+;hwbreak+;"
-                       "vContSupported+;QCatchSyscalls+;"
-                       "ConditionalBreakpoints+;error-message+;exec-events+;multiprocess+;"
-                       "fork-events+;vfork-events+;QNonStop+;QThreadEvents+"));
+  EXPECT_EQ(
+      out,
+      acked("PacketSize=4000;qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:"
+            "read+;qXfer:threads:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;"
+            "qXfer:siginfo:write+;qXfer:osdata:read+;QStartNoAckMode+;swbreak+;hwbreak+;"
+            "vContSupported+;QCatchSyscalls+;"
+            "ConditionalBreakpoints+;BreakpointCommands+;error-message+;exec-events+;multiprocess+;"
+            "fork-events+;vfork-events+;QNonStop+;QThreadEvents+"));
   EXPECT_EQ(target.calls, (Calls{"set_features 1110 announced", "finish 2"}));
   EXPECT_EQ(end.how, ServerEnd::How::kDisconnected);
 }
@@ -103,7 +105,8 @@ TEST_F(ServerTest, NoResumedIsPassedOnAndItsStopIsN) {
 TEST_F(ServerTest, QSupportedOffersProcessStartsOnlyWhereTheTargetStartsThem) {
   target.startable = true;
   const std::string out = run({"qSupported:swbreak+"});
-  EXPECT_NE(out.find(";ConditionalBreakpoints+;QDisableRandomization+;QEnvironmentHexEncoded+;"
+  EXPECT_NE(out.find(";ConditionalBreakpoints+;BreakpointCommands+;QDisableRandomization+;"
+                     "QEnvironmentHexEncoded+;"
                      "QEnvironmentUnset+;QEnvironmentReset+;QStartupWithShell+;QNonStop+;"
                      "QThreadEvents+#"),
             std::string::npos)
@@ -259,13 +262,18 @@ TEST_F(ServerTest, ZErrorsOfTheTargetAndOfTheConditions) {
   EXPECT_EQ(asked(), (Calls{"insert_point 100 2 1000 4", "remove_point 100 0 401000 1"}));
 }
 
-TEST_F(ServerTest, ZWithConditionsGivesThemToTheTarget) {
+TEST_F(ServerTest, ZWithConditionsAndCommandsGivesThemToTheTarget) {
   const std::string out =
-      run({"Z0,401000,1;X3,220127;X3,220027;cmds:0,X1,27", "Z2,1000,4;X3,220127"});
-  EXPECT_EQ(out, acked("OK") + acked("OK"));
-  ASSERT_EQ(target.conditions.size(), 2u);
+      run({"Z0,401000,1;X3,220127;X3,220027;cmds:0,X1,27X2,2227", "Z2,1000,4;X3,220127",
+           "Z0,401001,1;cmds:1,X1,27", "Z0,401002,1;cmds:1,Y1,27"});
+  EXPECT_EQ(out, acked("OK") + acked("OK") + acked("OK") + acked("E16"));
+  ASSERT_EQ(target.conditions.size(), 3u);
   EXPECT_EQ(target.conditions[0].size(), 2u);
-  EXPECT_EQ(target.conditions[1].size(), 0u);  // a watch has no conditions
+  EXPECT_EQ(target.commands[0], (std::vector<AgentExpr>{{0x27}, {0x22, 0x27}}));
+  EXPECT_EQ(target.conditions[1].size(), 0u);  // a watch has neither
+  EXPECT_EQ(target.commands[1].size(), 0u);
+  EXPECT_EQ(target.conditions[2].size(), 0u);
+  EXPECT_EQ(target.commands[2].size(), 1u);
 }
 
 // Resuming, and each form of stop reply.

@@ -59,6 +59,7 @@ class FakeTarget final : public Target {
   std::map<std::string, Error> fail;             // a request's name -> its error
   std::vector<std::string> calls;
   std::vector<std::vector<AgentExpr>> conditions;  // of each insert_point
+  std::vector<std::vector<AgentExpr>> commands;    // of each insert_point
   std::vector<std::vector<ResumeAction>> resumes;
   ServerEnd end;  // what finish() returns (how set from its argument)
 
@@ -131,10 +132,11 @@ class FakeTarget final : public Target {
     return {};
   }
   Result<void> insert_point(Tid process, PointType type, std::uint64_t addr, std::uint64_t len,
-                            std::vector<AgentExpr> conds) override {
+                            PointAgent agent) override {
     calls.push_back("insert_point " + std::to_string(process) + " " + static_cast<char>(type) +
                     " " + hex_u64(addr) + " " + std::to_string(len));
-    conditions.push_back(std::move(conds));
+    conditions.push_back(agent.conditions);
+    commands.push_back(std::move(agent.commands));
     if (auto e = error("insert_point")) return std::unexpected(*e);
     return {};
   }

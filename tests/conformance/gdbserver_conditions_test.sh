@@ -10,7 +10,11 @@
 #    (floating point) are still right: the second is evaluated by gdb at each of the 4000 hits,
 #    stepping each thread over the breakpoint it takes out, and a thread created meanwhile must
 #    stay stopped (run then, it made all its calls unseen: no stop in 3 runs of 6 before);
-#  - then `delete` and `continue`: the program counts its 4000 calls and exits 0, as unwatched.
+#  - then `delete` and `continue`: the program counts its 4000 calls and exits 0, as unwatched;
+#  - an agent-style dprintf (`set dprintf-style agent`, BreakpointCommands+) on counted() with
+#    the condition `n % 250 == 0`: the stub prints its 16 lines (4 threads x n = 0, 250, 500,
+#    750) on its own output, and sends gdb no stop at all (gdbserver prints on its standard
+#    output, the stdio connection there, so only gdb's story is compared with it).
 # gdb's story (the stop, the values printed, the exit) must equal gdbserver's.
 # shellcheck source=gdb_test_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/gdb_test_lib.sh" "$@"
@@ -35,22 +39,23 @@ story() {
             s/who=who@entry=[0-9]+/who=W/'
 }
 # stops NAME: the stops at the breakpoint the stub sent (each T05 in the remote log whose pc,
-# register 10 expedited little-endian, is the address gdb gave "Breakpoint 1").
+# register 10 expedited little-endian, is the address gdb gave "Breakpoint 1" or "Dprintf 1").
 stops() {
   local addr le
-  addr=$(sed -n 's/^Breakpoint 1 at 0x\([0-9a-f]*\):.*/\1/p' "$tmp/$1.out" | head -1)
+  addr=$(sed -nE 's/^(Breakpoint|Dprintf) 1 at 0x([0-9a-f]*):.*/\2/p' "$tmp/$1.out" | head -1)
   [[ -n $addr ]] || { echo "no-breakpoint-address"; return; }
   le=$(printf '%016x' "0x$addr" | sed 's/../& /g' | awk '{ for (i = NF; i > 0; i--) printf "%s", $i }')
   grep -cE "Packet received: T05.*;10:$le;" "$tmp/$1.log"
 }
 
-cases=(sw ptr call)
+cases=(sw ptr call dprintf)
 declare -A cmds_of=(
+  [dprintf]='set dprintf-style agent|dprintf counted,"hit who=%d n=%d\n", who, n|condition 1 n % 250 == 0|continue'
   [sw]="break counted if who == 2 && n == 500|continue|p who|p n|delete|continue"
   [ptr]="break counted if n == 700 && *(int *)&calls > 100|continue|p n|delete|continue"
   [call]="break counted if n * 1.0 == 900.0 && who == 3|continue|p who|p n|delete|continue"
 )
-declare -A stops_of=([sw]=1 [ptr]=1 [call]="")
+declare -A stops_of=([sw]=1 [ptr]=1 [call]="" [dprintf]=0)
 for c in "${cases[@]}"; do
   IFS='|' read -ra cmds <<<"${cmds_of[$c]}"
   if command -v gdbserver >/dev/null; then
@@ -88,5 +93,10 @@ for m in default --software; do
   grep -qx '\$1 = 700' "$tmp/ptr$m.out" || bad "$m: ptr: the stop is not call 700"
   grep -qx '\$1 = 3' "$tmp/call$m.out" && grep -qx '\$2 = 900' "$tmp/call$m.out" ||
     bad "$m: call: the stop is not thread 3's call 900"
+  # Each of the 16 once, and nothing else.
+  n=$(grep -E '^hit who=[0-3] n=(0|250|500|750)$' "$tmp/dprintf$m.err" | sort -u | wc -l)
+  all=$(grep -c '^hit' "$tmp/dprintf$m.err")
+  [[ $n == 16 && $all == 16 ]] ||
+    bad "$m: dprintf: $n of the 16 lines printed by the stub, $all lines in all"
 done
 exit $fail

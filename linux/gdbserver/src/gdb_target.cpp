@@ -164,6 +164,10 @@ void GdbConnection::log(const std::string& line) {
   ignore_error(write_all(STDERR_FILENO, line), "a refused log line has nowhere to go");
 }
 
+int GdbConnection::output_fd() const {
+  return out_fd_ == STDOUT_FILENO ? STDERR_FILENO : STDOUT_FILENO;
+}
+
 Result<void> GdbConnection::write(std::string_view bytes) {
   auto r = write_all(out_fd_, bytes);
   if (!r) client_lost_ = true;  // EPIPE, ECONNRESET: the client is gone
@@ -721,7 +725,7 @@ Result<void> GdbTarget::write_memory(gdb::Tid process, std::uint64_t addr,
 }
 
 Result<void> GdbTarget::insert_point(gdb::Tid process, gdb::PointType point, std::uint64_t addr,
-                                     std::uint64_t len, std::vector<gdb::AgentExpr> conditions) {
+                                     std::uint64_t len, gdb::PointAgent agent) {
   const char type = static_cast<char>(point);
   Int3Map& int3s = int3_[process];
   const auto plant = [&](bool software) -> Result<void> {
@@ -733,8 +737,7 @@ Result<void> GdbTarget::insert_point(gdb::Tid process, gdb::PointType point, std
       std::uint8_t now = 0;
       if (inferior_->read_memory(addr, std::span(&now, 1), process) && now == kInt3) {
         (software ? it->second.software : it->second.hardware) = true;
-        (software ? it->second.software_conditions : it->second.hardware_conditions) =
-            std::move(conditions);
+        (software ? it->second.software_agent : it->second.hardware_agent) = std::move(agent);
         return {};
       }
       int3s.erase(it);
@@ -749,7 +752,7 @@ Result<void> GdbTarget::insert_point(gdb::Tid process, gdb::PointType point, std
     bp.original = original;
     bp.software = software;
     bp.hardware = !software;
-    (software ? bp.software_conditions : bp.hardware_conditions) = std::move(conditions);
+    (software ? bp.software_agent : bp.hardware_agent) = std::move(agent);
     return {};
   };
   if (type == '0') return plant(true);
@@ -757,8 +760,9 @@ Result<void> GdbTarget::insert_point(gdb::Tid process, gdb::PointType point, std
   // are not served (taken as placed, so that the client's bookkeeping goes on).
   if (process != inferior_->pid()) return type == '1' ? plant(false) : Result<void>();
   WatchSpec spec{.addr = addr, .len = len, .access = kWatchWrite};
-  // A hardware breakpoint with conditions is an int3: the conditions are evaluated at its trap.
-  if (type == '1' && !conditions.empty()) return plant(false);
+  // A hardware breakpoint with conditions or commands is an int3: they are evaluated at its
+  // trap.
+  if (type == '1' && (!agent.conditions.empty() || !agent.commands.empty())) return plant(false);
   if (type == '1') {
     spec.len = 1;
     spec.access = kWatchExec;
@@ -1519,7 +1523,7 @@ Result<GdbTarget::Trap> GdbTarget::on_breakpoint_trap(const Event& ev) {
     regs->rip = at;
     if (auto r = inferior_->set_regs(ev.tid, *regs); !r) return std::unexpected(r.error());
   }
-  if (!stepping(ev.tid) && !condition_holds(ev.tid, int3s.at(at))) {
+  if (!stepping(ev.tid) && !breakpoint_stops(ev.tid, int3s.at(at), true)) {
     if (auto r = step_over(ev.tid, at); !r) return std::unexpected(r.error());
     return Trap{};
   }
@@ -1538,13 +1542,15 @@ Result<GdbTarget::Trap> GdbTarget::on_breakpoint_trap(const Event& ev) {
   return Trap{.stop = stop};
 }
 
-bool GdbTarget::condition_holds(pid_t tid, const Breakpoint& bp) {
-  if ((bp.software && bp.software_conditions.empty()) ||
-      (bp.hardware && bp.hardware_conditions.empty())) {
+bool GdbTarget::breakpoint_stops(pid_t tid, const Breakpoint& bp, bool run) {
+  const auto plain = [](const gdb::PointAgent& a) {
+    return a.conditions.empty() && a.commands.empty();
+  };
+  if ((bp.software && plain(bp.software_agent)) || (bp.hardware && plain(bp.hardware_agent))) {
     return true;
   }
   // A watch's own stops and faults would interleave with the step over the breakpoint: with
-  // watches, gdb evaluates the conditions.
+  // watches, gdb is told of every hit (and evaluates the conditions).
   if (!session_->watches().empty()) return true;
   const pid_t process = inferior_->process_of(tid);
   std::optional<gdb::Registers> regs;
@@ -1565,28 +1571,76 @@ bool GdbTarget::condition_holds(pid_t tid, const Breakpoint& bp) {
       v = (v << 8) | (*bytes)[i];
     return v;
   };
+  // The program's bytes, not our int3s.
+  const auto read = [&](std::uint64_t addr, std::span<std::uint8_t> out) -> Result<void> {
+    if (auto r = inferior_->read_memory(addr, out, process); !r) return r;
+    for (const auto& [at, b] : int3_[process]) {
+      if (at >= addr && at - addr < out.size()) out[at - addr] = b.original;
+    }
+    return {};
+  };
   access.memory = [&](std::uint64_t addr, int size) -> Result<std::uint64_t> {
     std::array<std::uint8_t, 8> bytes{};
-    auto r = inferior_->read_memory(addr, std::span(bytes.data(), static_cast<std::size_t>(size)),
-                                    process);
-    if (!r) return std::unexpected(r.error());
-    // The program's bytes, not our int3s.
-    for (const auto& [at, b] : int3_[process]) {
-      if (at >= addr && at < addr + static_cast<std::uint64_t>(size)) bytes[at - addr] = b.original;
+    if (auto r = read(addr, std::span(bytes.data(), static_cast<std::size_t>(size))); !r) {
+      return std::unexpected(r.error());
     }
     std::uint64_t v = 0;
     for (int i = size; i-- > 0;) v = (v << 8) | bytes[static_cast<std::size_t>(i)];
     return v;
   };
-  const auto any = [&](const std::vector<gdb::AgentExpr>& conditions) {
-    for (const gdb::AgentExpr& c : conditions) {
+  access.string = [&](std::uint64_t addr) -> Result<std::string> {
+    // Byte by byte up to a page's end at a time: a string that ends before an unmapped page is
+    // read whole. At most kAgentStringMax bytes.
+    std::string text;
+    while (text.size() < kAgentStringMax) {
+      const std::uint64_t at = addr + text.size();
+      std::vector<std::uint8_t> chunk(
+          std::min<std::uint64_t>(kAgentStringMax - text.size(), 4096 - (at & 4095)));
+      if (auto r = read(at, chunk); !r) {
+        if (text.empty() && chunk.size() > 1) {
+          chunk.resize(1);
+          if (auto one = read(at, chunk); !one) return std::unexpected(one.error());
+        } else if (text.empty()) {
+          return std::unexpected(r.error());
+        } else {
+          break;
+        }
+      }
+      const auto nul = std::find(chunk.begin(), chunk.end(), 0);
+      text.append(chunk.begin(), nul);
+      if (nul != chunk.end()) break;
+    }
+    return text;
+  };
+  access.print = [&](std::string_view text) {
+    ignore_error(write_all(connection_.output_fd(), text),
+                 "dprintf output with nowhere to go is lost");
+  };
+  // Per type: whether a condition holds (none, or one true, or one in error: then gdb evaluates).
+  const auto holds = [&](const gdb::PointAgent& a) {
+    if (a.conditions.empty()) return true;
+    for (const gdb::AgentExpr& c : a.conditions) {
       auto v = gdb::eval_agent_expr(c, access);
-      if (!v || *v != 0) return true;  // an error: reported, for gdb to evaluate
+      if (!v || *v != 0) return true;
     }
     return false;
   };
-  return (bp.software && any(bp.software_conditions)) ||
-         (bp.hardware && any(bp.hardware_conditions));
+  bool stops = false;
+  for (const auto& [placed, agent] :
+       {std::pair{bp.software, &bp.software_agent}, std::pair{bp.hardware, &bp.hardware_agent}}) {
+    if (!placed || !holds(*agent)) continue;
+    if (agent->commands.empty()) {
+      stops = true;
+      continue;
+    }
+    if (!run) continue;
+    for (const gdb::AgentExpr& cmd : agent->commands) {
+      // A command that fails (a string it cannot read, a format it refuses): gdb is told of the
+      // stop, as a condition in error, and shows it there.
+      if (auto r = gdb::run_agent_commands(cmd, access); !r) stops = true;
+    }
+  }
+  return stops;
 }
 
 Result<void> GdbTarget::step_over(pid_t tid, std::uint64_t at) {
@@ -1650,7 +1704,7 @@ pid_t GdbTarget::pick_reported(pid_t tid, std::uint64_t at) {
     const Int3Map& int3s = int3_[inferior_->process_of(ev.tid)];
     const auto bp = int3s.find(rewound->second);
     // A held trap at a breakpoint removed since is no stop either: it runs on when taken.
-    if (bp == int3s.end() || !condition_holds(ev.tid, bp->second)) continue;
+    if (bp == int3s.end() || !breakpoint_stops(ev.tid, bp->second, false)) continue;
     candidates.push_back(ev.tid);
   }
   // xorshift64: cheap, and no two runs need the same sequence.

@@ -146,7 +146,7 @@ struct Point {  // Z/z TYPE,ADDR,KIND[;X len,expr]...[;cmds:...]
   PointType type = PointType::kSoftware;
   std::uint64_t addr = 0;
   std::uint64_t length = 0;
-  std::vector<AgentExpr> conditions;  // Z0/Z1 only
+  PointAgent agent;  // Z0/Z1 only: conditions and commands
 };
 
 // Execution: signals in the client's numbering.

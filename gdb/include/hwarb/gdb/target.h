@@ -215,10 +215,11 @@ class Target {
   virtual Result<void> write_memory(Tid process, std::uint64_t addr,
                                     const std::vector<std::uint8_t>& bytes) = 0;
 
-  // Z/z in `process`: conditions only for kSoftware/kHardware (stop when one holds; none:
-  // always).
+  // Z/z in `process`: conditions and commands only for kSoftware/kHardware. Where a condition
+  // holds (or there is none) the commands run (their printf text is the server's output), and
+  // a breakpoint with commands is no stop: gdb's agent-style dprintf.
   virtual Result<void> insert_point(Tid process, PointType type, std::uint64_t addr,
-                                    std::uint64_t len, std::vector<AgentExpr> conditions) = 0;
+                                    std::uint64_t len, PointAgent agent) = 0;
   virtual Result<void> remove_point(Tid process, PointType type, std::uint64_t addr,
                                     std::uint64_t len) = 0;
 

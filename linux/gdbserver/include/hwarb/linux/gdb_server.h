@@ -131,6 +131,9 @@ class GdbConnection final : public gdb::Connection {
   bool interrupt_requested() const override;
   int poll_fd() const override { return in_fd_; }
   void log(const std::string& line) override;
+  // Where the server's own output goes (an agent-style dprintf's text): standard output, as
+  // gdbserver's, or standard error when standard output is the connection (stdio).
+  int output_fd() const;
 
  private:
   int in_fd_;
@@ -175,7 +178,7 @@ class GdbTarget final : public gdb::Target {
   Result<void> write_memory(gdb::Tid process, std::uint64_t addr,
                             const std::vector<std::uint8_t>& bytes) override;
   Result<void> insert_point(gdb::Tid process, gdb::PointType type, std::uint64_t addr,
-                            std::uint64_t len, std::vector<gdb::AgentExpr> conditions) override;
+                            std::uint64_t len, gdb::PointAgent agent) override;
   Result<void> remove_point(gdb::Tid process, gdb::PointType type, std::uint64_t addr,
                             std::uint64_t len) override;
   Result<std::optional<gdb::StopEvent>> resume(
@@ -226,9 +229,11 @@ class GdbTarget final : public gdb::Target {
     std::uint8_t original = 0;
     bool software = false;  // Z0
     bool hardware = false;  // Z1 taken as an int3
-    // The conditions of each (ConditionalBreakpoints): it stops when one holds; none: always.
-    std::vector<gdb::AgentExpr> software_conditions;
-    std::vector<gdb::AgentExpr> hardware_conditions;
+    // The conditions and commands of each (ConditionalBreakpoints, BreakpointCommands): where
+    // one condition holds (or there is none) the commands run, and it stops unless it has
+    // commands.
+    gdb::PointAgent software_agent;
+    gdb::PointAgent hardware_agent;
   };
   using Int3Map = std::map<std::uint64_t, Breakpoint>;
   struct WatchKey {
@@ -273,9 +278,12 @@ class GdbTarget final : public gdb::Target {
   // breakpoint of ours too (their traps queued), as gdbserver draws among its threads with
   // events so that no thread starves another. The others' traps stay held (rewound_).
   pid_t pick_reported(pid_t tid, std::uint64_t at);
-  // Whether the breakpoint `tid` stopped at is to be reported: it has no condition, one of its
-  // conditions holds for `tid`, or one cannot be evaluated (gdb evaluates it again).
-  bool condition_holds(pid_t tid, const Breakpoint& bp);
+  // Whether the breakpoint `tid` stopped at is to be reported: as Z0 or as Z1 it has no
+  // commands and either no condition, one of its conditions holds for `tid`, or one cannot be
+  // evaluated (gdb evaluates it again). `run`: the commands of each whose condition holds run
+  // (their printf text to the connection's output_fd); false: the decision only, nothing printed.
+  bool breakpoint_stops(pid_t tid, const Breakpoint& bp, bool run);
+  static constexpr std::size_t kAgentStringMax = 64 * 1024;  // printf's %s reads at most
   // A breakpoint whose conditions are all false: thread `tid` (stopped on it, pc at `at`) runs
   // its instruction with the int3 out while every other thread is stopped, then runs on as the
   // client asked. An event of the step other than its trap (a signal, an exit, a fork, an exec)
