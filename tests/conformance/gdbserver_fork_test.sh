@@ -16,7 +16,9 @@
 #  signal  tests/programs/own_segv.c's SIGSEGV: `$_siginfo` (qXfer:siginfo:read), `info threads`
 #          with the thread's name (qXfer:threads:read), `info proc` (vFile:readlink).
 #  syscall `catch syscall write` (entry and return), then `catch syscall` (any: exit_group)
-#          on tests/programs/hello.c (QCatchSyscalls).
+#          on tests/programs/hello.c (QCatchSyscalls); and `catch syscall write` again with a
+#          64-byte watch of a page set (the software path's system-call stops: checked on its
+#          own).
 #  vexec   `set follow-fork-mode child` on a vforked child that execs prog_hello: gdb detaches
 #          the parent after the child's exec (an exec event of the followed child) and stops at
 #          main of the new image.
@@ -121,6 +123,15 @@ for mode in "" "--software"; do
   expect "$tmp/signal$m.out" "^exe = '$P/prog_own_segv'" "$m: info proc: the executable"
   expect "$tmp/syscall$m.out" '^Catchpoint 1 \(returned from syscall write\)' "$m: catch syscall write: its return"
   expect "$tmp/syscall$m.out" '^Catchpoint 2 \(call to syscall exit_group\)' "$m: catch syscall: exit_group"
+  # The same catchpoint with a 64-byte watch of libc's data set first: the software path (in
+  # both modes: 64 bytes are more than four debug registers cover) protects its page and takes
+  # every system-call stop for itself, and must leave gdb the ones it catches.
+  run "wsyscall$m" "$hwarb gdbserver $mode --stdio --" "$P/prog_hello" 'break main' continue \
+    'watch -l *(char (*)[64])&environ' 'catch syscall write' continue continue delete continue
+  expect "$tmp/wsyscall$m.out" '^Catchpoint 3 \(call to syscall write\)' "$m: catch syscall under a software watch: the call"
+  expect "$tmp/wsyscall$m.out" '^Catchpoint 3 \(returned from syscall write\)' "$m: catch syscall under a software watch: its return"
+  expect "$tmp/wsyscall$m.out" '^\[Inferior 1 \(process [0-9]+\) exited normally\]' "$m: catch syscall under a software watch: the program's end"
+  expect "$tmp/wsyscall$m.err" '^hello$' "$m: catch syscall under a software watch: the program's output"
   expect "$tmp/vexec$m.out" '^\[Detaching vfork parent process [0-9]+ after child exec\]' \
     "$m: follow-fork-mode child: the vforked child's exec"
   expect "$tmp/vexec$m.out" 'hit Breakpoint 1, main \(\) at .*hello\.c' "$m: the exec'd image's main"

@@ -269,6 +269,13 @@ void GdbTarget::follow_children() {
 void GdbTarget::set_catch_syscalls(std::optional<std::set<long>> numbers) {
   catch_syscalls_ = numbers.has_value();
   caught_syscalls_ = numbers ? std::move(*numbers) : std::set<long>();
+  // The software path takes system-call stops for itself: those of the caught calls stay ours.
+  if (session_ != nullptr) session_->set_caller_syscalls(caught());
+}
+
+std::optional<std::set<long>> GdbTarget::caught() const {
+  if (!catch_syscalls_) return std::nullopt;
+  return caught_syscalls_;
 }
 
 void GdbTarget::set_environment(const std::string& name_value) {
@@ -323,6 +330,7 @@ void GdbTarget::take_process(Inferior&& inferior) {
   own_session_ = std::make_unique<WatchSession>(*own_inferior_, launch_->watches);
   inferior_ = own_inferior_.get();
   session_ = own_session_.get();
+  session_->set_caller_syscalls(caught());
   connection_.set_spin_max(inferior_->spin_max());
   follow_children();
   publish_plan();
@@ -1802,7 +1810,7 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
     if (!stop) return std::unexpected(stop.error());
     return Stop(*stop);
   }
-  if (v->handled) return Stop();
+  if (v->handled && !v->caller) return Stop();
   const Resume mode = run_mode();
   Result<void> step;
   switch (ev.kind) {

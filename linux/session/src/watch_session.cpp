@@ -204,7 +204,8 @@ struct WatchSession::State {
   std::uint64_t rebuilds = 0;
   pid_t last_tid = 0;  // the thread of the last event: where the software path injects calls
   std::set<pid_t> caller_steps;  // the threads the caller single-steps (set_stepping)
-  bool soft_steps = false;       // the software path single-steps (rule 4)
+  std::optional<std::set<long>> caller_syscalls;  // set_caller_syscalls
+  bool soft_steps = false;                        // the software path single-steps (rule 4)
   // A stop of one of the paths that a rebuild (or uninstall) found queued for its thread (a hit
   // or a fault that stop_all queued) and took out of the Inferior's queue, where the paths would
   // have dropped it (their thread stopped for good, with no event to tell): a rebuild puts it
@@ -612,6 +613,7 @@ struct WatchSession::State {
         if (!s) return std::unexpected(s.error());
         soft.emplace(std::move(*s));
         soft->set_caller_steps(caller_steps);
+        soft->set_caller_syscalls(caller_syscalls);
         if (watchdog != nullptr) {
           // Guarded: the parachute for the stops of the watch (signal_action.h). Without it the
           // watch is as good, only less safe from a kill -9.
@@ -1072,6 +1074,9 @@ Result<StopVerdict> WatchSession::handle(const Event& ev) {
     case EventKind::kSyscallExit:
       handled = soft();
       v.ours = handled && *handled;
+      // A call the caller catches: the software path left the thread stopped for it.
+      v.caller = v.ours && s.caller_syscalls && s.inferior->is_stopped(ev.tid) &&
+                 !s.inferior->has_queued(ev.tid);
       break;
     case EventKind::kFork:
       if (s.hard && s.soft && !ev.vfork) {
@@ -1220,6 +1225,11 @@ void WatchSession::set_stepping(pid_t tid) {
 void WatchSession::set_stepping(std::set<pid_t> threads) {
   state_->caller_steps = std::move(threads);
   if (state_->soft) state_->soft->set_caller_steps(state_->caller_steps);
+}
+
+void WatchSession::set_caller_syscalls(std::optional<std::set<long>> numbers) {
+  state_->caller_syscalls = std::move(numbers);
+  if (state_->soft) state_->soft->set_caller_syscalls(state_->caller_syscalls);
 }
 
 RestorePlan WatchSession::restore_plan() const {

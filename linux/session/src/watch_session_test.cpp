@@ -8,6 +8,7 @@
 #include "hwarb/linux/watch_session.h"
 
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,6 +106,10 @@ struct OwnLoop {
   std::vector<WatchHit> hits;
   int status = -1;
   int stops = 0;
+  // The system-call stops left to the caller (StopVerdict::caller): "enter N" / "exit N", and
+  // whether each found its thread stopped.
+  std::vector<std::string> caught;
+  bool caught_running = false;
 };
 Result<OwnLoop> own_loop(Inferior& inf, WatchSession& session,
                          const std::function<void(const StopVerdict&)>& at_stop = {}) {
@@ -129,6 +134,15 @@ Result<OwnLoop> own_loop(Inferior& inf, WatchSession& session,
       ++out.stops;
       if (at_stop) at_stop(*v);
       if (auto r = inf.resume(ev->tid, session.resume_mode(), v->signal); !r) {
+        return std::unexpected(r.error());
+      }
+      continue;
+    }
+    if (v->caller) {
+      out.caught.push_back((ev->kind == EventKind::kSyscallEnter ? "enter " : "exit ") +
+                           std::to_string(ev->syscall));
+      out.caught_running = out.caught_running || !inf.is_stopped(ev->tid);
+      if (auto r = inf.resume(ev->tid, session.resume_mode()); !r) {
         return std::unexpected(r.error());
       }
       continue;
@@ -281,6 +295,28 @@ TEST(WatchSession, TheCallersStepEndsUnderTheSingleStepMethod) {
   ASSERT_TRUE(end) << end.error().to_string();
   EXPECT_EQ(end->status, 3);
   EXPECT_EQ(out.text(), "sum=9\n");
+}
+
+// A debugger's `catch syscall` under a software watch: the watch takes every system-call stop
+// for itself, and leaves those of the caught call stopped for the caller (its entry and its
+// exit), the others not; the hits and the program are as without the catch.
+TEST(WatchSession, TheCallersCaughtSystemCallsStopUnderTheSoftwarePath) {
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("two_pages")}), out);
+  const pid_t pid = inf->pid();
+  WatchSession session(*inf, software_only());
+  session.set_caller_syscalls(std::set<long>{SYS_write});
+  auto near = session.insert({.addr = address_of(pid, "near"), .len = 4, .access = kWatchWrite});
+  ASSERT_TRUE(near) << near.error().to_string();
+  ASSERT_EQ(session.resume_mode(), Resume::kSyscall);
+  auto loop = own_loop(*inf, session);
+  ASSERT_TRUE(loop) << loop.error().to_string();
+  EXPECT_EQ(loop->status, 5);
+  EXPECT_EQ(out.text(), "near=1000 far=106\n");
+  EXPECT_EQ(of(loop->hits, near->id).size(), 7u);
+  const std::string write = std::to_string(SYS_write);
+  EXPECT_EQ(loop->caught, (std::vector<std::string>{"enter " + write, "exit " + write}));
+  EXPECT_FALSE(loop->caught_running) << "a caught call's thread must be left stopped";
 }
 
 // The caller owns waitpid: statuses go through Inferior::take_status, every stop through the

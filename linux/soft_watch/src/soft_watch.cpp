@@ -949,7 +949,9 @@ Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
   const pid_t tid = ev.tid;
   if (open_.contains(tid)) {
     // A restarted call: its pages are still open.
-    if (auto r = inferior_->resume(tid, Resume::kSyscall); !r) return std::unexpected(r.error());
+    if (auto r = after_syscall_stop(tid, ev.syscall, Resume::kSyscall); !r) {
+      return std::unexpected(r.error());
+    }
     return true;
   }
   OpenSyscall st;
@@ -1054,8 +1056,9 @@ Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
   if (st.pages.empty() && st.effect_nr < 0 && !st.segv_action && st.sigaction_signal == 0) {
     // Nothing to do at its exit. rt_sigreturn's exit stop is left out where the next signal is
     // already pending (a signal flood would otherwise cost three stops per signal, not two).
-    auto r = ev.syscall == SYS_rt_sigreturn ? inferior_->resume_from_sigreturn(tid)
-                                            : inferior_->resume(tid, Resume::kSyscall);
+    auto r = ev.syscall == SYS_rt_sigreturn && !caller_catches(ev.syscall)
+                 ? inferior_->resume_from_sigreturn(tid)
+                 : after_syscall_stop(tid, ev.syscall, Resume::kSyscall);
     if (!r) return std::unexpected(r.error());
     return true;
   }
@@ -1077,7 +1080,9 @@ Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
   }
   if (!st.pages.empty()) ++stats_.syscalls_opened;
   open_[tid] = std::move(st);
-  if (auto r = inferior_->resume(tid, Resume::kSyscall); !r) return std::unexpected(r.error());
+  if (auto r = after_syscall_stop(tid, ev.syscall, Resume::kSyscall); !r) {
+    return std::unexpected(r.error());
+  }
   return true;
 }
 
@@ -1085,7 +1090,9 @@ Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<WatchHit>& 
   const pid_t tid = ev.tid;
   auto it = open_.find(tid);
   if (it == open_.end()) {
-    if (auto r = inferior_->resume(tid, resume_mode()); !r) return std::unexpected(r.error());
+    if (auto r = after_syscall_stop(tid, ev.syscall, resume_mode()); !r) {
+      return std::unexpected(r.error());
+    }
     return true;
   }
   OpenSyscall st = std::move(it->second);
@@ -1143,8 +1150,19 @@ Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<WatchHit>& 
       ++p_it;
     }
   }
-  if (auto r = inferior_->resume(tid, resume_mode()); !r) return std::unexpected(r.error());
+  if (auto r = after_syscall_stop(tid, ev.syscall, resume_mode()); !r) {
+    return std::unexpected(r.error());
+  }
   return true;
+}
+
+bool SoftWatch::caller_catches(long nr) const {
+  return caller_syscalls_ && (caller_syscalls_->empty() || caller_syscalls_->contains(nr));
+}
+
+Result<void> SoftWatch::after_syscall_stop(pid_t tid, long nr, Resume mode) {
+  if (caller_catches(nr)) return {};  // the caller's stop too: it resumes the thread
+  return inferior_->resume(tid, mode);
 }
 
 Result<void> SoftWatch::follow_mapping(pid_t tid, const OpenSyscall& st, std::int64_t ret) {

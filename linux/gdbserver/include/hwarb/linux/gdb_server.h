@@ -283,6 +283,8 @@ class GdbTarget final : public gdb::Target {
   // evaluated (gdb evaluates it again). `run`: the commands of each whose condition holds run
   // (their printf text to the connection's output_fd); false: the decision only, nothing printed.
   bool breakpoint_stops(pid_t tid, const Breakpoint& bp, bool run);
+  // The system calls the client catches (QCatchSyscalls): nullopt none, empty all.
+  std::optional<std::set<long>> caught() const;
   static constexpr std::size_t kAgentStringMax = 64 * 1024;  // printf's %s reads at most
   // A breakpoint whose conditions are all false: thread `tid` (stopped on it, pc at `at`) runs
   // its instruction with the int3 out while every other thread is stopped, then runs on as the

@@ -203,6 +203,10 @@ struct StopVerdict {
   // with resume_mode() and `signal` (a signal of the program the instruction raised, or 0).
   bool stopped = false;
   int signal = 0;
+  // handled, and the event is the caller's as well (a system call it catches:
+  // set_caller_syscalls): the thread is left stopped, for the caller to handle the event as its
+  // own.
+  bool caller = false;
   std::vector<WatchHit> hits;
   struct Note {
     WatchId id{};
@@ -239,6 +243,10 @@ class WatchSession {
   // mode), each as above.
   void set_stepping(pid_t tid);
   void set_stepping(std::set<pid_t> threads);
+  // The system calls the caller catches (an empty set: all; nullopt: none): at a system-call
+  // stop of one of them that the software path takes for itself, the thread is left stopped
+  // and the verdict says `caller` (the caller reports the stop as it would without a watch).
+  void set_caller_syscalls(std::optional<std::set<long>> numbers);
   Result<void> uninstall();
   // The session's own stops kept for the threads of `process` (its hits, faults and traps that
   // stop_all or a change queued for them, and hits pending a report) are dropped, from the

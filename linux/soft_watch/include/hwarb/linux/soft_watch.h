@@ -161,6 +161,13 @@ class SoftWatch {
   // trap of one of them ends the caller's step too, so handle() takes its hits and leaves the
   // thread stopped (true), as after a hit with stop_at_hits, instead of stepping it on.
   void set_caller_steps(std::set<pid_t> threads) { caller_steps_ = std::move(threads); }
+  // The system calls the caller stops at itself (a debugger's `catch syscall`; an empty set:
+  // every call; nullopt: none). The watch's own stop at the entry or the exit of one of them is
+  // the caller's too: handle() does what the watch needs and leaves the thread stopped (true),
+  // for the caller to report and resume (with resume_mode()).
+  void set_caller_syscalls(std::optional<std::set<long>> numbers) {
+    caller_syscalls_ = std::move(numbers);
+  }
 
   // The method each range uses (index as given to arm()).
   WatchMethod method(std::size_t range) const { return methods_[range]; }
@@ -250,6 +257,10 @@ class SoftWatch {
   Result<bool> on_trap(const Event& ev, std::vector<WatchHit>& hits);
   Result<bool> on_syscall_enter(const Event& ev);
   Result<bool> on_syscall_exit(const Event& ev, std::vector<WatchHit>& hits);
+  // The end of the watch's work at a system-call stop of call `nr`: the thread resumed with
+  // `mode`, or left stopped when the caller catches that call (set_caller_syscalls).
+  Result<void> after_syscall_stop(pid_t tid, long nr, Resume mode);
+  bool caller_catches(long nr) const;
   // Process `process` exec'd: the watch goes on in it when rearm() can, else it runs unwatched.
   Result<bool> on_exec(pid_t process);
   // Protections and int3 bytes set up again in `process` after its exec: false (nothing done)
@@ -293,10 +304,11 @@ class SoftWatch {
   std::map<std::uint64_t, Page> pages_;  // page address -> protections
   std::set<std::uint64_t> gone_;         // watched pages not mapped: unmapped, or never mapped yet
   std::vector<Note> notes_;
-  std::map<std::uint64_t, Trap> traps_;  // int3 address -> original byte
-  std::map<pid_t, OpenSyscall> open_;    // threads inside a system call with pages opened
-  std::map<pid_t, StepCheck> step_;      // single-step method, per thread
-  std::set<pid_t> caller_steps_;         // see set_caller_steps()
+  std::map<std::uint64_t, Trap> traps_;            // int3 address -> original byte
+  std::map<pid_t, OpenSyscall> open_;              // threads inside a system call with pages opened
+  std::map<pid_t, StepCheck> step_;                // single-step method, per thread
+  std::set<pid_t> caller_steps_;                   // see set_caller_steps()
+  std::optional<std::set<long>> caller_syscalls_;  // see set_caller_syscalls()
   std::map<pid_t, std::map<std::size_t, RepProgress>> rep_;  // per thread, per range
   std::set<pid_t> trap_steps_;             // threads stepping over an int3's original instruction
   std::set<pid_t> unwatched_;              // processes whose new image could not be watched
