@@ -162,7 +162,9 @@ std::string Server::took_process() {
 }
 
 std::optional<Result<std::string>> Server::without_process(const std::string& p) {
-  if (p == "?") return std::string("W00");
+  // Non-stop mode: no stopped thread to tell of, OK (as an empty vStopped queue); a W00 there
+  // would stay queued in gdb as a stop of no process and fail its next wait.
+  if (p == "?") return std::string(non_stop_ ? "OK" : "W00");
   if (p == "qfThreadInfo" || p == "qsThreadInfo") return std::string("l");
   const bool needs = p == "qC" || p.starts_with("qAttached") || p.starts_with("qProcessInfo") ||
                      p.starts_with("qMemoryRegionInfo") || p.starts_with("qGetTLSAddr") ||

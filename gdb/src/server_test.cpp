@@ -811,6 +811,15 @@ TEST_F(ServerTest, ExtendedModeWithoutAProcess) {
   EXPECT_EQ(asked(), Calls{});
 }
 
+// gdb connecting in non-stop mode to a server with no process asks '?': OK, as gdbserver (a
+// W00 is a stop reply gdb queues, and its wait after `run` then fails an assertion).
+TEST_F(ServerTest, NonStopWithoutAProcessHasNoStopToTell) {
+  target.process = false;
+  target.startable = true;
+  const std::string out = run({"!", "QNonStop:1", "?", "QNonStop:0", "?"});
+  EXPECT_EQ(out, acked("OK") + acked("OK") + acked("OK") + acked("OK") + acked("W00"));
+}
+
 TEST_F(ServerTest, VRunVAttachVKill) {
   target.process = false;
   target.startable = true;
