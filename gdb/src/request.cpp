@@ -204,6 +204,12 @@ Result<Request> parse_query(std::string_view p) {
   if (p.starts_with("qGetTLSAddr:")) return parse_tls_address(p.substr(12));
   if (p.starts_with("QDisableRandomization:")) return DisableRandomization{p.ends_with(":1")};
   if (p.starts_with("QStartupWithShell:")) return StartupWithShell{p.ends_with(":1")};
+  if (p.starts_with("QSetWorkingDir:")) {
+    auto dir = from_hex(p.substr(15));
+    if (!dir)
+      return make_error(ErrorCode::kInval, "packet: QSetWorkingDir: " + dir.error().message());
+    return SetWorkingDir{std::string(dir->begin(), dir->end())};
+  }
   if (p.starts_with("QEnvironment")) return parse_environment(p);
   return Unsupported{};  // qTStatus, qOffsets, ...: not served
 }

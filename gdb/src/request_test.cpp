@@ -156,6 +156,9 @@ TEST(ParseRequest, LaunchSettings) {
   EXPECT_FALSE(parsed<DisableRandomization>("QDisableRandomization:0").on);
   EXPECT_TRUE(parsed<StartupWithShell>("QStartupWithShell:1").on);
   EXPECT_FALSE(parsed<StartupWithShell>("QStartupWithShell:0").on);
+  EXPECT_EQ(parsed<SetWorkingDir>("QSetWorkingDir:2f746d70").dir, "/tmp");
+  EXPECT_EQ(parsed<SetWorkingDir>("QSetWorkingDir:").dir, "");
+  EXPECT_EQ(error_of("QSetWorkingDir:2").code(), ErrorCode::kInval);
   EXPECT_TRUE(is<EnvironmentReset>("QEnvironmentReset"));
   EXPECT_EQ(parsed<EnvironmentSet>("QEnvironmentHexEncoded:413d31").name_value, "A=1");
   EXPECT_EQ(parsed<EnvironmentUnset>("QEnvironmentUnset:41").name, "A");

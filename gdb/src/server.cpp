@@ -616,7 +616,7 @@ std::optional<Result<std::string>> Server::refused(const std::string& p) {
   // The launch settings and process starts, only where the target starts processes.
   if (!target_.can_start() &&
       (p.starts_with("QDisableRandomization:") || p.starts_with("QStartupWithShell:") ||
-       p.starts_with("QEnvironment"))) {
+       p.starts_with("QSetWorkingDir:") || p.starts_with("QEnvironment"))) {
     return std::string();
   }
   const bool run = p.starts_with("vRun;");
@@ -672,7 +672,7 @@ Server::Served Server::on(const Supported& s) {
                 ";ConditionalBreakpoints+;BreakpointCommands+" +
                 std::string(target_.can_start() ? ";QDisableRandomization+;QEnvironmentHexEncoded+"
                                                   ";QEnvironmentUnset+;QEnvironmentReset+"
-                                                  ";QStartupWithShell+"
+                                                  ";QStartupWithShell+;QSetWorkingDir+"
                                                 : "") +
                 std::string(error_messages_ ? ";error-message+" : "") +
                 std::string(exec_events_ ? ";exec-events+" : "") +
@@ -829,6 +829,12 @@ Server::Served Server::on(const DisableRandomization& d) {
 Server::Served Server::on(const StartupWithShell& s) {
   // How the next vRun starts its program (gdb's `set startup-with-shell`).
   target_.set_startup_with_shell(s.on);
+  return answer(std::string("OK"));
+}
+
+Server::Served Server::on(const SetWorkingDir& s) {
+  // Where the next vRun starts its program (gdb's `set cwd`); checked when it starts.
+  target_.set_working_directory(s.dir);
   return answer(std::string("OK"));
 }
 

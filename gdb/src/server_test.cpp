@@ -105,11 +105,12 @@ TEST_F(ServerTest, NoResumedIsPassedOnAndItsStopIsN) {
 TEST_F(ServerTest, QSupportedOffersProcessStartsOnlyWhereTheTargetStartsThem) {
   target.startable = true;
   const std::string out = run({"qSupported:swbreak+"});
-  EXPECT_NE(out.find(";ConditionalBreakpoints+;BreakpointCommands+;QDisableRandomization+;"
-                     "QEnvironmentHexEncoded+;"
-                     "QEnvironmentUnset+;QEnvironmentReset+;QStartupWithShell+;QNonStop+;"
-                     "QThreadEvents+#"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find(";ConditionalBreakpoints+;BreakpointCommands+;QDisableRandomization+;"
+               "QEnvironmentHexEncoded+;"
+               "QEnvironmentUnset+;QEnvironmentReset+;QStartupWithShell+;QSetWorkingDir+;QNonStop+;"
+               "QThreadEvents+#"),
+      std::string::npos)
       << out;
   EXPECT_EQ(target.calls.front(), "set_features 0000 announced");
 }
@@ -864,12 +865,15 @@ TEST_F(ServerTest, RestartAndTheLaunchSettings) {
   target.startable = true;
   const std::string out =
       run({"!", "QDisableRandomization:0", "QStartupWithShell:0", "QEnvironmentHexEncoded:413d31",
-           "QEnvironmentUnset:42", "QEnvironmentReset", "QEnvironmentHexEncoded:3d31", "R00", "?"});
+           "QEnvironmentUnset:42", "QEnvironmentReset", "QEnvironmentHexEncoded:3d31",
+           "QSetWorkingDir:2f746d70", "QSetWorkingDir:", "QSetWorkingDir:2g", "R00", "?"});
   EXPECT_EQ(out, acked("OK") + acked("OK") + acked("OK") + acked("OK") + acked("OK") + acked("OK") +
-                     acked("E16") + "+" + acked("T05thread:64;" + kRegs100));
-  EXPECT_EQ(asked(), (Calls{"disable_randomization 0", "startup_with_shell 0",
-                            "set_environment A=1", "unset_environment B", "reset_environment",
-                            "drop_process 1", "restart", "drop_process 2"}));
+                     acked("E16") + acked("OK") + acked("OK") + acked("E16") + "+" +
+                     acked("T05thread:64;" + kRegs100));
+  EXPECT_EQ(asked(),
+            (Calls{"disable_randomization 0", "startup_with_shell 0", "set_environment A=1",
+                   "unset_environment B", "reset_environment", "working_directory [/tmp]",
+                   "working_directory []", "drop_process 1", "restart", "drop_process 2"}));
 }
 
 }  // namespace

@@ -232,6 +232,9 @@ class FakeTarget final : public Target {
   void set_startup_with_shell(bool on) override {
     calls.push_back(std::string("startup_with_shell ") + (on ? "1" : "0"));
   }
+  void set_working_directory(const std::string& dir) override {
+    calls.push_back("working_directory [" + dir + "]");
+  }
   void reset_environment() override { calls.push_back("reset_environment"); }
   void set_environment(const std::string& name_value) override {
     calls.push_back("set_environment " + name_value);

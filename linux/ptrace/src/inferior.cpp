@@ -130,7 +130,8 @@ Result<Inferior> Inferior::spawn(const std::vector<std::string>& argv,
                                 .disable_aslr = options.disable_aslr,
                                 .die_with_parent = options.kill_on_exit,
                                 .environment = options.environment,
-                                .own_process_group = options.own_process_group});
+                                .own_process_group = options.own_process_group,
+                                .working_directory = options.working_directory});
   if (!spawned) return std::unexpected(spawned.error());
   const pid_t pid = *spawned;
   Inferior inferior(pid, true);

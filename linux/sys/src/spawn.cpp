@@ -48,6 +48,7 @@ using detail::sys_fail;
   sigaddset(&chld, SIGCHLD);
   ::sigprocmask(SIG_UNBLOCK, &chld, nullptr);
   if (options.own_process_group) ::setpgid(0, 0);
+  if (options.working_directory && ::chdir(options.working_directory->c_str()) != 0) ::_exit(127);
   // The actions the caller set to SIG_IGN for itself go back to the default (an ignored action
   // would outlive the execve).
   const std::uint64_t ignored = signals_ignored_here();
@@ -134,6 +135,22 @@ std::optional<std::string> in_working_directory(const std::string& name) {
 
 Result<pid_t> spawn_stopped(const std::string& path, const std::vector<std::string>& argv,
                             const SpawnOptions& options) {
+  std::string program = path;
+  if (options.working_directory) {
+    const std::string& dir = *options.working_directory;
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) return sys_fail<pid_t>(errno, "cwd", "'" + dir + "'");
+    if (!S_ISDIR(st.st_mode)) return sys_fail<pid_t>(ENOTDIR, "cwd", "'" + dir + "'");
+    if (::access(dir.c_str(), X_OK) != 0) return sys_fail<pid_t>(errno, "cwd", "'" + dir + "'");
+    // The program's path is the caller's: a relative one is made absolute before the chdir.
+    if (!program.starts_with('/')) {
+      char here[4096];
+      if (::getcwd(here, sizeof here) == nullptr) {
+        return sys_fail<pid_t>(errno, "cwd", "getcwd() for '" + program + "'");
+      }
+      program = std::string(here) + "/" + program;
+    }
+  }
   std::vector<char*> args;
   args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -148,7 +165,7 @@ Result<pid_t> spawn_stopped(const std::string& path, const std::vector<std::stri
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return sys_fail<pid_t>(errno, "command", "fork");
-  if (pid == 0) exec_child(parent, path.c_str(), args.data(), envp, options);
+  if (pid == 0) exec_child(parent, program.c_str(), args.data(), envp, options);
   int status = 0;
   if (::waitpid(pid, &status, WSTOPPED) != pid || !WIFSTOPPED(status)) {
     return make_error(ErrorCode::kIo, "command: the child did not stop before exec");

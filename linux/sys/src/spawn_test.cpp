@@ -206,6 +206,28 @@ TEST(SpawnStopped, TheProgramGetsNeitherTheCallersIgnoredSignalsNorItsGroup) {
   EXPECT_EQ(::getpgid(*shared), ::getpgrp());
 }
 
+// gdb's `set cwd`: the program starts in the directory given, its path (relative here) still
+// the caller's; a directory that is not there is the caller's error, naming `cwd`, before any
+// fork.
+TEST(SpawnStopped, StartsTheProgramInTheWorkingDirectoryGiven) {
+  Capture out;
+  auto pid =
+      spawn_stopped("/bin/pwd", {"pwd"}, {.stdout_fd = out.fd(), .working_directory = "/proc"});
+  ASSERT_TRUE(pid) << pid.error().to_string();
+  Spawned child(*pid);
+  auto st = child.run_to_exit();
+  ASSERT_TRUE(st) << st.error().to_string();
+  EXPECT_EQ(st->value, 0);
+  EXPECT_EQ(out.text(), "/proc\n");
+
+  for (const char* bad : {"/nonexistent/hwarb-dir", "/bin/sh"}) {
+    auto refused = spawn_stopped("/bin/pwd", {"pwd"}, {.working_directory = bad});
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_NE(refused.error().to_string().find("cwd"), std::string::npos)
+        << refused.error().to_string();
+  }
+}
+
 TEST(SpawnStopped, AFailedExecIsExitStatus127) {
   auto pid = spawn_stopped("/nonexistent/hwarb-prog", {"hwarb-prog"});
   ASSERT_TRUE(pid) << pid.error().to_string();

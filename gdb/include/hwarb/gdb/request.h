@@ -94,6 +94,9 @@ struct DisableRandomization {      // QDisableRandomization:0|1
 struct StartupWithShell {  // QStartupWithShell:0|1
   bool on = true;
 };
+struct SetWorkingDir {  // QSetWorkingDir:HEX of DIR (empty: the server's own)
+  std::string dir;
+};
 struct EnvironmentReset {};  // QEnvironmentReset
 struct EnvironmentSet {      // QEnvironmentHexEncoded:HEX of NAME=VALUE
   std::string name_value;
@@ -219,11 +222,11 @@ using Request =
     std::variant<Supported, StartNoAckMode, StopReason, ExtendedMode, CurrentThread, Attached,
                  ThreadInfo, Xfer, XferWrite, Monitor, HostInfo, ProcessInfo, WatchpointSupportInfo,
                  MemoryRegionInfo, Symbol, TlsAddress, CatchSyscalls, ThreadSuffixSupported,
-                 ListThreadsInStopReply, DisableRandomization, StartupWithShell, EnvironmentReset,
-                 EnvironmentSet, EnvironmentUnset, SelectThread, ThreadAlive, ReadRegisters,
-                 WriteRegisters, ReadRegister, WriteRegister, ReadMemory, WriteMemory, Point,
-                 Continue, VCont, VContQuery, NonStop, ThreadEvents, Stopped, CtrlC, Run, Attach,
-                 VKill, Detach, Kill, Restart, HostFile, Unsupported>;
+                 ListThreadsInStopReply, DisableRandomization, StartupWithShell, SetWorkingDir,
+                 EnvironmentReset, EnvironmentSet, EnvironmentUnset, SelectThread, ThreadAlive,
+                 ReadRegisters, WriteRegisters, ReadRegister, WriteRegister, ReadMemory,
+                 WriteMemory, Point, Continue, VCont, VContQuery, NonStop, ThreadEvents, Stopped,
+                 CtrlC, Run, Attach, VKill, Detach, Kill, Restart, HostFile, Unsupported>;
 
 Result<Request> parse_request(std::string_view packet);
 

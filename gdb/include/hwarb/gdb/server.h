@@ -141,6 +141,7 @@ class Server {
   Served on(const ListThreadsInStopReply&);
   Served on(const DisableRandomization& d);
   Served on(const StartupWithShell& s);
+  Served on(const SetWorkingDir& s);
   Served on(const EnvironmentReset&);
   Served on(const EnvironmentSet& e);
   Served on(const EnvironmentUnset& e);

@@ -253,6 +253,8 @@ class Target {
   virtual Result<void> attach(Tid pid) = 0;
   virtual void set_disable_randomization(bool on) = 0;
   virtual void set_startup_with_shell(bool on) = 0;  // through $SHELL -c 'exec ...', or not
+  // The directory the next program starts in ("": the server's own), as `set cwd` in gdb.
+  virtual void set_working_directory(const std::string& dir) = 0;
   virtual void reset_environment() = 0;
   virtual void set_environment(const std::string& name_value) = 0;  // NAME=VALUE
   virtual void unset_environment(const std::string& name) = 0;

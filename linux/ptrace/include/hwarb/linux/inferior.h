@@ -132,6 +132,8 @@ struct InferiorOptions {
   // spawn only: the program's environment, NAME=VALUE each (nullopt: hwarb's own)
   std::optional<std::vector<std::string>> environment = std::nullopt;
   bool own_process_group = false;  // spawn only: a process group of its own (SpawnOptions)
+  // spawn only: the directory the program starts in (nullopt: hwarb's own)
+  std::optional<std::string> working_directory = std::nullopt;
 };
 
 class Inferior {

@@ -39,6 +39,9 @@ struct SpawnOptions {
   // terminal's signals for the caller's group (Ctrl-C, the hang-up when a session leader ends)
   // do not reach it, nor what it leaves behind (a child a debugger detached).
   bool own_process_group = false;
+  // The directory the program starts in (chdir before its execve); nullopt: the caller's.
+  // spawn_stopped checks it first: the kernel's errno naming `cwd` (ENOENT, ENOTDIR, EACCES).
+  std::optional<std::string> working_directory = std::nullopt;
 };
 
 // This process's environment (environ), NAME=VALUE each, in its order.
