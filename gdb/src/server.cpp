@@ -168,8 +168,7 @@ std::optional<Result<std::string>> Server::without_process(const std::string& p)
   if (p == "qfThreadInfo" || p == "qsThreadInfo") return std::string("l");
   const bool needs = p == "qC" || p.starts_with("qAttached") || p.starts_with("qProcessInfo") ||
                      p.starts_with("qMemoryRegionInfo") || p.starts_with("qGetTLSAddr") ||
-                     (p.starts_with("qXfer:") && !p.starts_with("qXfer:features:") &&
-                      !p.starts_with("qXfer:osdata:")) ||
+                     (p.starts_with("qXfer:") && !p.starts_with("qXfer:osdata:")) ||
                      (p[0] != 'q' && p[0] != 'Q' && p[0] != '!' && p[0] != 'R' && p != "vCont?" &&
                       p != "vMustReplyEmpty" && p != "vStopped" && !p.starts_with("vFile:") &&
                       !p.starts_with("vRun;") && !p.starts_with("vAttach;"));
