@@ -19,6 +19,11 @@
 #    Programs start through the shell, as gdbserver starts them (startup-with-shell): SHLVL is
 #    what gdbserver's shell makes it (bash counts itself), and a `run` of a program that does not
 #    exist is the shell's "not found" on the server's stderr and gdb's "Running ... failed".
+#    Before any `run`, `set architecture i386` is gdb's to make (the server describes no target
+#    without a process); `set cwd ~/` runs /bin/pwd in the server's $HOME (QSetWorkingDir).
+#  D (non-stop): gdb in non-stop mode from the start connects, `run`s to main and kills: the
+#    server without a process answers '?' as gdbserver does (no stop of no process, which gdb
+#    would take up at the run and fail an assertion on).
 #  Then `disconnect`, and a second gdb connects to the same server (it stays with --multi) and
 #  says `monitor exit`, which ends it (exit 0).
 # gdb's whole output of A and C, normalised (process ids, addresses, paths, library lines), must equal
@@ -44,11 +49,12 @@ port_of() {
 }
 # normalise FILE: gdb's output with what differs from run to run (and between servers in ways
 # that are not the protocol's: library loading, addresses, process ids, the padding after a
-# process id, whose width `info inferiors` sets from its digits, where in its sleep an attach
+# process id, whose width `info inferiors` and `info threads` set from its digits, where in its
+# sleep an attach
 # finds the ticker, and the ticker's count when a watch of `ticks` hits: T, T+1) taken out.
 normalise() {
   sed -E -e "s#$P/##g" \
-    -e 's/(process|Thread|pid|LWP) [0-9]+/\1 N/g' -e 's/ N +/ N /g' \
+    -e 's/(process|Thread|pid|LWP) [0-9]+(\.[0-9]+)?/\1 N/g' -e 's/ N +/ N /g' -e 's/  +/ /g' \
     -e 's/0x[0-9a-f]+/ADDR/g' -e 's/127\.0\.0\.1:[0-9]+/127.0.0.1:PORT/g' \
     -e 's/ in [_a-z0-9]*nanosleep[_a-z0-9]* .*/ in SLEEP/' \
     "$1" | grep -vE '^(Reading |warning: File transfers|\[Thread debugging|Using host libthread_db|\[New Thread|\[Thread .* exited|Download failed|warning: Unable to find libthread_db|warning: could not find .gnu_debugaltlink|Remote debugging using|ADDR in |[_A-Za-z0-9]*nanosleep[_a-z0-9]* \(|[0-9]+	)' |
@@ -87,10 +93,11 @@ a_cmds=('break main' run 'break bump' continue continue kill 'info breakpoints' 
 b_cmds=('break main' run 'watch counter' continue continue kill run continue 'p counter' delete
         continue 'break bump' run 'watch counter' continue detach delete "file $ticker"
         'attach TICKER' 'watch ticks' continue 'p ticks > 0' detach disconnect)
-c_cmds=('set environment HWARB_ENV_SET=from gdb' 'unset environment HWARB_ENV_GONE'
+c_cmds=('set architecture i386' 'set architecture auto'
+        'set environment HWARB_ENV_SET=from gdb' 'unset environment HWARB_ENV_GONE'
         'set remote exec-file /usr/bin/printenv' 'file /usr/bin/printenv'
-        'run HWARB_ENV_SET HWARB_ENV_GONE SHLVL' 'set remote exec-file /nonexistent-hwarb-program'
-        'run')
+        'run HWARB_ENV_SET HWARB_ENV_GONE SHLVL' 'set cwd ~/' 'set remote exec-file /bin/pwd'
+        'file /bin/pwd' run 'set cwd' 'set remote exec-file /nonexistent-hwarb-program' 'run')
 # session NAME SERVER...: the server on 127.0.0.1 (any port), sessions A and B, the second client.
 session() {
   local name=$1 port server tick rc
@@ -106,6 +113,9 @@ session() {
   gdb_session "$name-b" "$port" "$tick" "${b_cmds[@]}"
   ticker_ended "$name-b" "$tick"
   gdb_session "$name-c" "$port" 0 "${c_cmds[@]}"
+  timeout 120 gdb -nx -batch -ex 'set non-stop on' -ex 'set confirm off' \
+    -ex "target extended-remote 127.0.0.1:$port" -ex "set remote exec-file $prog" -ex "file $prog" \
+    -ex 'break main' -ex run -ex 'info threads' -ex kill >"$tmp/$name-d.out" 2>&1
   timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' \
     -ex "target extended-remote 127.0.0.1:$port" -ex 'monitor exit' >"$tmp/$name.exit" 2>&1
   timeout 60 tail --pid="$server" -f /dev/null || { bad "$name: the server did not end at monitor exit"; kill "$server"; }
@@ -115,6 +125,11 @@ session() {
   normalise "$tmp/$name-a.out" >"$tmp/$name-a.story"
   normalise "$tmp/$name-b.out" >"$tmp/$name-b.story"
   normalise "$tmp/$name-c.out" >"$tmp/$name-c.story"
+  normalise "$tmp/$name-d.out" >"$tmp/$name-d.story"
+  grep -qx "$HOME" "$tmp/$name.prog" ||
+    bad "$name: session C's pwd after \`set cwd ~/\` did not print $HOME: $(cat "$tmp/$name.prog")"
+  grep -q 'Breakpoint 1, main ' "$tmp/$name-d.out" && ! grep -q 'internal-error' "$tmp/$name-d.out" ||
+    bad "$name: session D (non-stop) did not stop at main: $(grep -m1 -E 'internal-error|error' "$tmp/$name-d.out")"
   grep -qx 'from gdb' "$tmp/$name.prog" && ! grep -qx 'present' "$tmp/$name.prog" ||
     bad "$name: session C's program did not see gdb's environment: $(cat "$tmp/$name.prog")"
   grep -xE '[0-9]+' "$tmp/$name.prog" >"$tmp/$name.shlvl"
@@ -153,6 +168,7 @@ for mode in "" "--software"; do
   if [[ -f $tmp/gdbserver-a.story ]]; then
     differs "$m-a" gdbserver-a && bad "$m: session A differs from gdbserver's (- gdbserver, + hwarb) above"
     differs "$m-c" gdbserver-c && bad "$m: session C differs from gdbserver's (- gdbserver, + hwarb) above"
+    differs "$m-d" gdbserver-d && bad "$m: session D differs from gdbserver's (- gdbserver, + hwarb) above"
     cmp -s "$tmp/gdbserver.shlvl" "$tmp/$m.shlvl" ||
       bad "$m: the program's SHLVL is '$(cat "$tmp/$m.shlvl")', under gdbserver '$(cat "$tmp/gdbserver.shlvl")'"
     if grep -q '^Old value' "$tmp/gdbserver-b.out"; then

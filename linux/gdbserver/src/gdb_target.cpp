@@ -278,6 +278,14 @@ std::optional<std::set<long>> GdbTarget::caught() const {
   return caught_syscalls_;
 }
 
+void GdbTarget::set_working_directory(const std::string& dir) {
+  std::optional<std::string> where;
+  if (!dir.empty()) where = dir;
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && (dir == "~" || dir.starts_with("~/"))) where = home + dir.substr(1);
+  launch_->inferior.working_directory = where;
+}
+
 void GdbTarget::set_environment(const std::string& name_value) {
   auto& env = launch_->inferior.environment;
   if (!env) env = host_environment();

@@ -197,10 +197,8 @@ class GdbTarget final : public gdb::Target {
   Result<void> attach(gdb::Tid pid) override;
   void set_disable_randomization(bool on) override { launch_->inferior.disable_aslr = on; }
   void set_startup_with_shell(bool on) override { launch_->startup_with_shell = on; }
-  void set_working_directory(const std::string& dir) override {
-    launch_->inferior.working_directory =
-        dir.empty() ? std::nullopt : std::optional<std::string>(dir);
-  }
+  // A leading ~ is the server's $HOME, as gdbserver expands it.
+  void set_working_directory(const std::string& dir) override;
   void reset_environment() override { launch_->inferior.environment.reset(); }
   void set_environment(const std::string& name_value) override;
   void unset_environment(const std::string& name) override;
