@@ -122,8 +122,17 @@ Result<Inferior> spawn_program(const std::vector<std::string>& wrapper,
   }
   auto inferior = Inferior::spawn(command, options);
   // As gdbserver: the program in a group of its own has the terminal's foreground (the server's
-  // standard error), so that Ctrl-C there stops the program, not the server.
-  if (inferior && options.own_process_group) give_terminal(STDERR_FILENO, inferior->pid());
+  // standard error), so that Ctrl-C there stops the program, not the server. Where standard
+  // error is no terminal (sent to a file or a filter) and standard input is, that one: else the
+  // program would stop at its first read of the terminal (SIGTTIN).
+  if (inferior && options.own_process_group) {
+    for (int fd : {STDERR_FILENO, STDIN_FILENO, STDOUT_FILENO}) {
+      if (is_terminal(fd)) {
+        give_terminal(fd, inferior->pid());
+        break;
+      }
+    }
+  }
   if (!inferior || execs == 0) return inferior;
   // The shell and the wrapper run until they exec the program, as under gdbserver.
   pid_t tid = inferior->pid();

@@ -14,6 +14,7 @@ namespace {
 // The terminal give_terminal() took the foreground of, and the group that had it (-1: none).
 int g_terminal_fd = -1;
 pid_t g_terminal_owner = -1;
+pid_t g_terminal_given = -1;  // the group give_terminal() gave it to last
 
 void give_terminal_back() {
   if (g_terminal_fd >= 0) ::tcsetpgrp(g_terminal_fd, g_terminal_owner);
@@ -34,10 +35,15 @@ bool is_terminal(int fd) {
 }
 
 bool give_terminal(int fd, int pgrp) {
-  if (::isatty(fd) != 1 || ::tcgetpgrp(fd) != ::getpgrp()) return false;
+  if (::isatty(fd) != 1) return false;
+  // Ours to give: the foreground is the caller's group, or the one it gave it to before (a
+  // program that ended since: the next one started takes it over).
+  const pid_t now = ::tcgetpgrp(fd);
+  if (now != ::getpgrp() && !(fd == g_terminal_fd && now == g_terminal_given)) return false;
   ignore_error(ignore_signal(SIGTTOU), "SIGTTOU is a signal that can be ignored");
   ignore_error(ignore_signal(SIGTTIN), "SIGTTIN is a signal that can be ignored");
   if (::tcsetpgrp(fd, pgrp) != 0) return false;
+  g_terminal_given = pgrp;
   if (g_terminal_fd < 0) {
     g_terminal_fd = fd;
     g_terminal_owner = ::getpgrp();

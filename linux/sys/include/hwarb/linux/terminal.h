@@ -18,7 +18,8 @@ bool is_terminal(int fd);
 // The terminal on `fd` makes process group `pgrp` its foreground, as gdbserver does for the
 // program it starts (Ctrl-C and the terminal's other signals then reach the program, and the
 // server hears of them as the program's stops): only when `fd` is a terminal whose foreground is
-// the caller's own group (else nothing changes: false). From then on the caller ignores SIGTTOU
+// the caller's own group, or the group it gave the terminal to before (a program that ended: the
+// next one takes it over), else nothing changes (false). From then on the caller ignores SIGTTOU
 // and SIGTTIN (it writes to the terminal from the background), and at its exit (atexit) the
 // first group it took the terminal from gets it back. Returns whether the terminal was given.
 bool give_terminal(int fd, int pgrp);
