@@ -106,9 +106,9 @@ bool Server::reopens() const {
 Result<ServerEnd> Server::client_gone(bool running) {
   const ServerEnd::How how =
       interrupted_ ? ServerEnd::How::kInterrupted : ServerEnd::How::kDisconnected;
-  if (!stays() && !running && reopens()) {
-    // As gdbserver without --once: the process stays as the client left it (stopped) for the
-    // next client, whose '?' gets its last stop.
+  if (!running && reopens()) {
+    // As gdbserver without --once (extended mode too): the process stays as the client left it
+    // (stopped) for the next client, whose '?' gets its last stop.
     ServerEnd end;
     end.how = how;
     end.serving = true;

@@ -21,6 +21,8 @@
 #    exist is the shell's "not found" on the server's stderr and gdb's "Running ... failed".
 #    Before any `run`, `set architecture i386` is gdb's to make (the server describes no target
 #    without a process); `set cwd ~/` runs /bin/pwd in the server's $HOME (QSetWorkingDir).
+#  E (reconnect): `run` to main and `disconnect`; a second gdb connects and finds the process
+#    stopped there (`info inferiors`), and `continue`s it to its exit (7).
 #  D (non-stop): gdb in non-stop mode from the start connects, `run`s to main and kills: the
 #    server without a process answers '?' as gdbserver does (no stop of no process, which gdb
 #    would take up at the run and fail an assertion on).
@@ -116,6 +118,8 @@ session() {
   timeout 120 gdb -nx -batch -ex 'set non-stop on' -ex 'set confirm off' \
     -ex "target extended-remote 127.0.0.1:$port" -ex "set remote exec-file $prog" -ex "file $prog" \
     -ex 'break main' -ex run -ex 'info threads' -ex kill >"$tmp/$name-d.out" 2>&1
+  gdb_session "$name-e1" "$port" 0 'break main' run disconnect
+  gdb_session "$name-e2" "$port" 0 'info inferiors' continue
   timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' \
     -ex "target extended-remote 127.0.0.1:$port" -ex 'monitor exit' >"$tmp/$name.exit" 2>&1
   timeout 60 tail --pid="$server" -f /dev/null || { bad "$name: the server did not end at monitor exit"; kill "$server"; }
@@ -126,6 +130,9 @@ session() {
   normalise "$tmp/$name-b.out" >"$tmp/$name-b.story"
   normalise "$tmp/$name-c.out" >"$tmp/$name-c.story"
   normalise "$tmp/$name-d.out" >"$tmp/$name-d.story"
+  normalise "$tmp/$name-e2.out" >"$tmp/$name-e2.story"
+  grep -q 'exited with code 07' "$tmp/$name-e2.out" ||
+    bad "$name: session E: the second client did not continue the kept process to its exit: $(tail -2 "$tmp/$name-e2.out")"
   grep -qx "$HOME" "$tmp/$name.prog" ||
     bad "$name: session C's pwd after \`set cwd ~/\` did not print $HOME: $(cat "$tmp/$name.prog")"
   grep -q 'Breakpoint 1, main ' "$tmp/$name-d.out" && ! grep -q 'internal-error' "$tmp/$name-d.out" ||
@@ -155,7 +162,7 @@ for mode in "" "--software"; do
   m=hwarb${mode}
   session "$m" "$hwarb" gdbserver $mode --multi 127.0.0.1:0
   totals=$(grep -c '^total=936$' "$tmp/$m.prog")
-  [[ $totals -eq 4 ]] || bad "$m: $totals runs printed total=936 (want 4: A's exit and detach, B's): $(cat "$tmp/$m.prog")"
+  [[ $totals -eq 5 ]] || bad "$m: $totals runs printed total=936 (want 5: A's exit and detach, B's, E's): $(cat "$tmp/$m.prog")"
   if grep -q 'Remote communication error\|Remote replied unexpectedly\|not supported' "$tmp/$m-a.out" "$tmp/$m-b.out"; then
     bad "$m: gdb: $(grep -h -m1 'Remote communication error\|Remote replied unexpectedly\|not supported' "$tmp/$m-a.out" "$tmp/$m-b.out")"
   fi
@@ -169,6 +176,7 @@ for mode in "" "--software"; do
     differs "$m-a" gdbserver-a && bad "$m: session A differs from gdbserver's (- gdbserver, + hwarb) above"
     differs "$m-c" gdbserver-c && bad "$m: session C differs from gdbserver's (- gdbserver, + hwarb) above"
     differs "$m-d" gdbserver-d && bad "$m: session D differs from gdbserver's (- gdbserver, + hwarb) above"
+    differs "$m-e2" gdbserver-e2 && bad "$m: session E differs from gdbserver's (- gdbserver, + hwarb) above"
     cmp -s "$tmp/gdbserver.shlvl" "$tmp/$m.shlvl" ||
       bad "$m: the program's SHLVL is '$(cat "$tmp/$m.shlvl")', under gdbserver '$(cat "$tmp/gdbserver.shlvl")'"
     if grep -q '^Old value' "$tmp/gdbserver-b.out"; then
