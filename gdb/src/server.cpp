@@ -136,6 +136,7 @@ Result<ServerEnd> Server::client_gone(bool running) {
 void Server::forget_process() {
   notifications_.clear();
   stopped_.clear();
+  untold_.clear();
   last_stop_ = "W00";
   last_thread_ = 0;
   g_thread_ = 0;
@@ -154,7 +155,9 @@ Result<void> Server::drop_process(ServerEnd::How how) {
 std::string Server::took_process() {
   forget_process();
   last_thread_ = target_.pid();
-  last_signal_ = SIGTRAP;
+  // A started program's first stop is its exec's trap; an attached one's, no signal (gdbserver's
+  // T00: gdb takes it as the attach's stop, not a SIGTRAP of the program's).
+  last_signal_ = target_.spawned() ? SIGTRAP : 0;
   last_reason_.clear();
   last_stop_ = stop_reply(last_signal_, last_thread_, last_reason_);
   if (non_stop_) all_stopped();
@@ -274,10 +277,10 @@ std::string Server::on_stop(const StopEvent& ev) {
 }
 
 void Server::all_stopped() {
-  // The last stop's thread with a trap (a start's, an attach's), the others as if stopped by
-  // vCont;t.
+  // The last stop's thread with its signal (a start's trap, an attach's none), the others as if
+  // stopped by vCont;t.
   for (Tid t : target_.threads()) {
-    stopped_[t] = ThreadStop{.signal = t == last_thread_ ? SIGTRAP : 0, .reason = ""};
+    stopped_[t] = ThreadStop{.signal = t == last_thread_ ? last_signal_ : 0, .reason = ""};
   }
 }
 
@@ -480,10 +483,16 @@ Result<void> Server::notify(const StopEvent& stop) {
     if (stop.kind == StopEvent::Kind::kFork) stopped_[stop.child] = ThreadStop{};
   }
   last_stop_ = text;
-  notifications_.push_back(
+  untold_.erase(stop.tid);
+  return send_notification(
       Notification{.tid = ended ? 0 : stop.tid,
                    .child = stop.kind == StopEvent::Kind::kFork ? stop.child : 0,
                    .text = text});
+}
+
+Result<void> Server::send_notification(Notification n) {
+  const std::string text = n.text;
+  notifications_.push_back(std::move(n));
   if (notifications_.size() > 1) return {};  // sent as the reply to a vStopped
   if (remote_debug_) debug_line("remote: notifying Stop:" + text.substr(0, 200));
   const std::string framed = rsp_frame("Stop:" + text);
@@ -689,6 +698,7 @@ Server::Served Server::on(const StartNoAckMode&) {
 
 Server::Served Server::on(const StopReason&) {
   if (!non_stop_ || !running()) return answer(last_stop_);
+  untold_.clear();
   // Every stopped thread's stop, queued after those not taken yet; the first is the reply, the
   // others the replies to vStopped.
   for (Tid t : target_.threads()) {
@@ -993,6 +1003,12 @@ Result<std::optional<StopEvent>> Server::resume_each(const std::vector<ResumeAct
     });
     if (it == list.end()) continue;
     const auto stopped = stopped_.find(t);
+    if (it->kind == 't' && stopped != stopped_.end() && untold_.erase(t) != 0) {
+      // Stopped, its stop not told yet (a non-stop attach's): told now, as the 't' it asked for.
+      told_.push_back(Notification{
+          .tid = t, .text = stop_reply(stopped->second.signal, t, stopped->second.reason)});
+      continue;
+    }
     if ((it->kind == 't') == (stopped != stopped_.end())) continue;
     if (it->kind != 't' && it->tid != t &&
         std::any_of(notifications_.begin(), notifications_.end(),
@@ -1009,6 +1025,7 @@ Result<std::optional<StopEvent>> Server::resume_each(const std::vector<ResumeAct
   if (!at_once) return std::unexpected(at_once.error());
   for (const ResumeAction& a : each) {
     if (a.kind != 't') stopped_.erase(a.tid);
+    untold_.erase(a.tid);
   }
   return at_once;
 }
@@ -1036,9 +1053,14 @@ Server::Served Server::on(const VCont& v) {
 }
 
 Server::Served Server::resumed_each(const std::vector<ResumeAction>& list) {
+  told_.clear();
   auto at_once = resume_each(list);
   if (!at_once) return answer(std::unexpected(at_once.error()));
   if (auto r = reply("OK"); !r) return std::unexpected(r.error());
+  // The stops a 't' asked to be told, after its OK, as gdbserver sends them.
+  for (Notification& n : std::exchange(told_, {})) {
+    if (auto r = send_notification(std::move(n)); !r) return std::unexpected(r.error());
+  }
   if (*at_once) {
     if (auto r = notify(**at_once); !r) return std::unexpected(r.error());
   }
@@ -1058,8 +1080,13 @@ Server::Served Server::taken(Result<void> r, bool attached) {
   }
   const std::string stop = took_process();
   g_thread_ = last_thread_;
-  // Non-stop mode: an attach's stops are the client's to ask for ('?'), as gdbserver answers.
-  if (attached && non_stop_) return answer(std::string("OK"));
+  // Non-stop mode: an attach's stops are the client's to ask for ('?' or vCont;t), as gdbserver
+  // answers.
+  if (attached && non_stop_) {
+    const std::vector<Tid> threads = target_.threads();
+    untold_ = std::set<Tid>(threads.begin(), threads.end());
+    return answer(std::string("OK"));
+  }
   return answer(stop);
 }
 

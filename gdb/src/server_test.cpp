@@ -831,9 +831,9 @@ TEST_F(ServerTest, VRunVAttachVKill) {
       run({"!", "vRun;2f62696e2f70726f67;61", "vAttach;1", "vKill;64", "?", "vAttach;c8", "?"});
   EXPECT_EQ(out, acked("OK") + acked("T05thread:64;" + kRegs100) + acked("E10") + acked("OK") +
                      acked("W00") +
-                     acked("T05thread:c8;06:1000fe7f00000000;07:0000fe7f00000000;10:"
+                     acked("T00thread:c8;06:1000fe7f00000000;07:0000fe7f00000000;10:"
                            "c810400000000000;") +
-                     acked("T05thread:c8;06:1000fe7f00000000;07:0000fe7f00000000;10:"
+                     acked("T00thread:c8;06:1000fe7f00000000;07:0000fe7f00000000;10:"
                            "c810400000000000;"));
   // The client went away at the end: the attached process stays, stopped, for the next one (as
   // gdbserver --multi keeps its processes across a disconnect).
@@ -841,14 +841,27 @@ TEST_F(ServerTest, VRunVAttachVKill) {
   EXPECT_TRUE(end.serving);
 }
 
+// An attach's stop is no signal (T00, as gdbserver's): gdb takes it as the attach's, not a
+// SIGTRAP of the program's. In non-stop mode it is the client's to ask for: with '?', or with a
+// vCont;t that names the thread (a notification then, once; a second 't' tells nothing).
 TEST_F(ServerTest, NonStopVAttachAnswersOkAndItsThreadsStopsComeWithStatus) {
   target.process = false;
   target.startable = true;
+  const std::string regs = "06:1000fe7f00000000;07:0000fe7f00000000;10:c810400000000000;";
   const std::string out = run({"!", "QNonStop:1", "vAttach;c8", "?", "vStopped"});
-  EXPECT_EQ(out, acked("OK") + acked("OK") + acked("OK") +
-                     acked("T05thread:c8;06:1000fe7f00000000;07:0000fe7f00000000;10:"
-                           "c810400000000000;") +
-                     acked("OK"));
+  EXPECT_EQ(out,
+            acked("OK") + acked("OK") + acked("OK") + acked("T00thread:c8;" + regs) + acked("OK"));
+  EXPECT_FALSE(target.is_spawned);
+}
+
+TEST_F(ServerTest, NonStopVAttachStopsAreToldAtTheFirstVContTNamingThem) {
+  target.process = false;
+  target.startable = true;
+  const std::string regs = "06:1000fe7f00000000;07:0000fe7f00000000;10:c810400000000000;";
+  const std::string out =
+      run({"!", "QNonStop:1", "vAttach;c8", "vCont;t:c8", "vStopped", "vCont;t:c8"});
+  EXPECT_EQ(out, acked("OK") + acked("OK") + acked("OK") + acked("OK") +
+                     notified("T00thread:c8;" + regs) + acked("OK") + acked("OK"));
 }
 
 TEST_F(ServerTest, VRunAndVAttachWhereTheTargetStartsNothing) {

@@ -222,6 +222,7 @@ class FakeTarget final : public Target {
     calls.push_back("attach " + std::to_string(pid));
     if (auto e = error("attach")) return std::unexpected(*e);
     process = true;
+    is_spawned = false;
     first = pid;
     thread_list = {pid};
     return {};

@@ -268,11 +268,17 @@ class Server {
     std::string text;
   };
   std::deque<Notification> notifications_;
+  // Queues a %Stop notification (sent now when none is waiting for vStopped).
+  Result<void> send_notification(Notification n);
   struct ThreadStop {
     int signal = 0;
     std::string reason;
   };
   std::map<Tid, ThreadStop> stopped_;
+  // Stopped threads whose stop the client has not heard of: a non-stop attach's (its vAttach
+  // answered OK), told at '?' or at a vCont;t naming them, as gdbserver tells them.
+  std::set<Tid> untold_;
+  std::vector<Notification> told_;  // resume_each's, sent after the vCont's OK
 };
 
 }  // namespace hwarb::gdb
