@@ -276,15 +276,9 @@ void GdbTarget::follow_children() {
 }
 
 void GdbTarget::set_catch_syscalls(std::optional<std::set<long>> numbers) {
-  catch_syscalls_ = numbers.has_value();
-  caught_syscalls_ = numbers ? std::move(*numbers) : std::set<long>();
+  caught_ = std::move(numbers);
   // The software path takes system-call stops for itself: those of the caught calls stay ours.
-  if (session_ != nullptr) session_->set_caller_syscalls(caught());
-}
-
-std::optional<std::set<long>> GdbTarget::caught() const {
-  if (!catch_syscalls_) return std::nullopt;
-  return caught_syscalls_;
+  if (session_ != nullptr) session_->set_caller_syscalls(caught_);
 }
 
 void GdbTarget::set_working_directory(const std::string& dir) {
@@ -347,7 +341,7 @@ void GdbTarget::take_process(Inferior&& inferior) {
   own_session_ = std::make_unique<WatchSession>(*own_inferior_, launch_->watches);
   inferior_ = own_inferior_.get();
   session_ = own_session_.get();
-  session_->set_caller_syscalls(caught());
+  session_->set_caller_syscalls(caught_);
   connection_.set_spin_max(inferior_->spin_max());
   follow_children();
   publish_plan();
@@ -417,7 +411,7 @@ void GdbTarget::served() {
 
 Resume GdbTarget::run_mode() const {
   const Resume mode = session_->resume_mode();
-  return catch_syscalls_ && mode == Resume::kCont ? Resume::kSyscall : mode;
+  return caught_ && mode == Resume::kCont ? Resume::kSyscall : mode;
 }
 
 Result<gdb::ServerEnd> GdbTarget::finish(gdb::ServerEnd::How how) {
@@ -1035,8 +1029,7 @@ Result<std::optional<StopEvent>> GdbTarget::resume(const std::vector<gdb::Resume
     const auto it = std::find_if(list.begin(), list.end(), [&](const gdb::ResumeAction& a) {
       return a.tid == tid || a.tid == -1 || a.tid == 0;
     });
-    if (catch_syscalls_ && (caught_syscalls_.empty() || caught_syscalls_.contains(SYS_execve)) &&
-        it != list.end() && it->kind == 'c' && inferior_->is_stopped(tid)) {
+    if (catches(SYS_execve) && it != list.end() && it->kind == 'c' && inferior_->is_stopped(tid)) {
       StopEvent stop = stop_of(Kind::kSyscallReturn, tid);
       stop.syscall = SYS_execve;
       return std::optional<StopEvent>(stop);
@@ -1614,22 +1607,16 @@ bool GdbTarget::breakpoint_stops(pid_t tid, const Breakpoint& bp, bool run) {
     return v;
   };
   access.string = [&](std::uint64_t addr) -> Result<std::string> {
-    // Byte by byte up to a page's end at a time: a string that ends before an unmapped page is
-    // read whole. At most kAgentStringMax bytes.
+    // A page at a time (to its end): a string that ends before an unmapped page is read whole,
+    // one whose first page is unmapped is the read's error. At most kAgentStringMax bytes.
     std::string text;
     while (text.size() < kAgentStringMax) {
       const std::uint64_t at = addr + text.size();
       std::vector<std::uint8_t> chunk(
           std::min<std::uint64_t>(kAgentStringMax - text.size(), 4096 - (at & 4095)));
       if (auto r = read(at, chunk); !r) {
-        if (text.empty() && chunk.size() > 1) {
-          chunk.resize(1);
-          if (auto one = read(at, chunk); !one) return std::unexpected(one.error());
-        } else if (text.empty()) {
-          return std::unexpected(r.error());
-        } else {
-          break;
-        }
+        if (text.empty()) return std::unexpected(r.error());
+        break;  // the string runs to the end of the mapped memory
       }
       const auto nul = std::find(chunk.begin(), chunk.end(), 0);
       text.append(chunk.begin(), nul);
@@ -1941,7 +1928,7 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
 
     case EventKind::kSyscallEnter:
     case EventKind::kSyscallExit:
-      if (catch_syscalls_ && (caught_syscalls_.empty() || caught_syscalls_.contains(ev.syscall))) {
+      if (catches(ev.syscall)) {
         // `catch syscall`: the stop gdb asked for, as gdbserver reports it.
         StopEvent stop = stop_of(
             ev.kind == EventKind::kSyscallEnter ? Kind::kSyscallEntry : Kind::kSyscallReturn,

@@ -285,8 +285,8 @@ class GdbTarget final : public gdb::Target {
   // evaluated (gdb evaluates it again). `run`: the commands of each whose condition holds run
   // (their printf text to the connection's output_fd); false: the decision only, nothing printed.
   bool breakpoint_stops(pid_t tid, const Breakpoint& bp, bool run);
-  // The system calls the client catches (QCatchSyscalls): nullopt none, empty all.
-  std::optional<std::set<long>> caught() const;
+  // Whether the client catches system call `nr`.
+  bool catches(long nr) const { return caught_ && (caught_->empty() || caught_->contains(nr)); }
   static constexpr std::size_t kAgentStringMax = 64 * 1024;  // printf's %s reads at most
   // A breakpoint whose conditions are all false: thread `tid` (stopped on it, pc at `at`) runs
   // its instruction with the int3 out while every other thread is stopped, then runs on as the
@@ -395,9 +395,8 @@ class GdbTarget final : public gdb::Target {
   // Threads range stepping (vCont;r): [start, end) each.
   std::map<pid_t, std::pair<std::uint64_t, std::uint64_t>> step_ranges_;
   std::set<pid_t> forked_;  // child processes reported by fork/vfork stops, still traced
-  // `catch syscall`: on, and the system calls to report (none listed: all).
-  bool catch_syscalls_ = false;
-  std::set<long> caught_syscalls_;
+  // `catch syscall` (QCatchSyscalls): nullopt off; the system calls to report (empty: all).
+  std::optional<std::set<long>> caught_;
   // The thread of the last exec stop, while it has not run since (0: none): its execve's return
   // is still to report to a client that catches it.
   pid_t execve_return_ = 0;
