@@ -152,15 +152,16 @@ Result<void> Server::drop_process(ServerEnd::How how) {
   return {};
 }
 
-std::string Server::took_process() {
-  forget_process();
-  last_thread_ = target_.pid();
+std::string Server::took_process(Tid process, bool spawned, bool added) {
+  // Added beside a process that lives (gdb's next inferior): what is known of the others stays.
+  if (!added) forget_process();
+  last_thread_ = process;
   // A started program's first stop is its exec's trap; an attached one's, no signal (gdbserver's
   // T00: gdb takes it as the attach's stop, not a SIGTRAP of the program's).
-  last_signal_ = target_.spawned() ? SIGTRAP : 0;
+  last_signal_ = spawned ? SIGTRAP : 0;
   last_reason_.clear();
   last_stop_ = stop_reply(last_signal_, last_thread_, last_reason_);
-  if (non_stop_) all_stopped();
+  if (non_stop_) all_stopped(added ? process : 0);
   return last_stop_;
 }
 
@@ -276,10 +277,11 @@ std::string Server::on_stop(const StopEvent& ev) {
   return stop_reply(last_signal_, ev.tid, last_reason_);
 }
 
-void Server::all_stopped() {
+void Server::all_stopped(Tid process) {
   // The last stop's thread with its signal (a start's trap, an attach's none), the others as if
   // stopped by vCont;t.
   for (Tid t : target_.threads()) {
+    if (process != 0 && target_.process_of(t) != process) continue;
     stopped_[t] = ThreadStop{.signal = t == last_thread_ ? last_signal_ : 0, .reason = ""};
   }
 }
@@ -633,7 +635,8 @@ std::optional<Result<std::string>> Server::refused(const std::string& p) {
       return make_error(ErrorCode::kOpNotSupp, run ? "vRun: this server starts no programs"
                                                    : "vAttach: this server attaches nothing");
     }
-    if (running()) {
+    // Another process beside those there: only for a client that tells processes apart.
+    if (running() && !multiprocess_) {
       return make_error(ErrorCode::kBusy,
                         std::string(run ? "vRun" : "vAttach") + ": already debugging a process");
     }
@@ -1073,29 +1076,32 @@ Server::Served Server::on(const VContQuery&) {
 
 // Processes.
 
-Server::Served Server::taken(Result<void> r, bool attached) {
+Server::Served Server::taken(Result<Tid> r, bool attached, bool added) {
   if (!r) {
     if (!target_.has_process()) forget_process();
     return answer(std::unexpected(r.error()));
   }
-  const std::string stop = took_process();
+  const std::string stop = took_process(*r, !attached, added);
   g_thread_ = last_thread_;
   // Non-stop mode: an attach's stops are the client's to ask for ('?' or vCont;t), as gdbserver
   // answers.
   if (attached && non_stop_) {
-    const std::vector<Tid> threads = target_.threads();
-    untold_ = std::set<Tid>(threads.begin(), threads.end());
+    for (Tid t : target_.threads()) {
+      if (target_.process_of(t) == *r) untold_.insert(t);
+    }
     return answer(std::string("OK"));
   }
   return answer(stop);
 }
 
 Server::Served Server::on(const Run& run) {
-  return taken(target_.start(run.argv));
+  const bool added = running();
+  return taken(target_.start(run.argv), false, added);
 }
 
 Server::Served Server::on(const Attach& a) {
-  return taken(target_.attach(a.pid), true);
+  const bool added = running();
+  return taken(target_.attach(a.pid), true, added);
 }
 
 // D;PID and vKill;PID with multiprocess+: one process of several.
@@ -1151,7 +1157,7 @@ Server::Served Server::on(const Restart&) {
   if (!extended_ || !target_.can_start()) return answer(std::string());
   if (auto r = drop_process(ServerEnd::How::kKilled); !r) return std::unexpected(r.error());
   // R has no reply: the client's next '?' says whether a program runs.
-  if (target_.restart() && target_.has_process()) took_process();
+  if (target_.restart() && target_.has_process()) took_process(target_.pid(), true, false);
   return std::optional<ServerEnd>();
 }
 

@@ -864,6 +864,16 @@ TEST_F(ServerTest, NonStopVAttachStopsAreToldAtTheFirstVContTNamingThem) {
                      notified("T00thread:c8;" + regs) + acked("OK") + acked("OK"));
 }
 
+// gdb's add-inferior: with multiprocess+, a vRun or vAttach while a process lives adds the new
+// process beside it (nothing is dropped) and its stop is the reply; the general thread is its.
+TEST_F(ServerTest, WithMultiprocessAVAttachWhileAProcessLivesAddsIt) {
+  target.startable = true;
+  const std::string out = run({"qSupported:multiprocess+", "!", "vAttach;c8", "qC"});
+  EXPECT_NE(out.find("$T00thread:pc8.c8;"), std::string::npos) << out;
+  EXPECT_NE(out.find("$QCpc8.c8#"), std::string::npos) << out;
+  EXPECT_EQ(asked(), Calls{"attach 200"});
+}
+
 TEST_F(ServerTest, VRunAndVAttachWhereTheTargetStartsNothing) {
   target.process = false;
   const std::string out = run({"vRun;2f62696e2f70726f67", "vAttach;c8", "vAttach;0", "R00"});

@@ -205,27 +205,27 @@ class FakeTarget final : public Target {
     return end;
   }
   bool can_start() const override { return startable; }
-  Result<void> start(std::vector<std::string> argv) override {
+  Result<Tid> start(std::vector<std::string> argv) override {
     std::string line = "start";
     for (const std::string& a : argv) line += " [" + a + "]";
     calls.push_back(line);
     if (auto e = error("start")) return std::unexpected(*e);
     process = true;
-    return {};
+    return first;
   }
   Result<void> restart() override {
     calls.push_back("restart");
     process = true;
     return {};
   }
-  Result<void> attach(Tid pid) override {
+  Result<Tid> attach(Tid pid) override {
     calls.push_back("attach " + std::to_string(pid));
     if (auto e = error("attach")) return std::unexpected(*e);
     process = true;
     is_spawned = false;
     first = pid;
     thread_list = {pid};
-    return {};
+    return pid;
   }
   void set_disable_randomization(bool on) override {
     calls.push_back(std::string("disable_randomization ") + (on ? "1" : "0"));

@@ -26,6 +26,10 @@
 #  D (non-stop): gdb in non-stop mode from the start connects, `run`s to main and kills: the
 #    server without a process answers '?' as gdbserver does (no stop of no process, which gdb
 #    would take up at the run and fail an assertion on).
+#  F (several processes): `run` to main, `add-inferior`, `inferior 2`, `run` the same program
+#    there (both stopped at main: gdb's inferiors 1 and 2 on one connection, multiprocess+),
+#    `watch counter` in inferior 2 alone, two hits (0 -> 1, 1 -> 2), `delete`, `continue` it to
+#    its exit (7) while inferior 1 stays at main, then `inferior 1` and `continue` to its exit.
 #  Then `disconnect`, and a second gdb connects to the same server (it stays with --multi) and
 #  says `monitor exit`, which ends it (exit 0).
 # gdb's whole output of A and C, normalised (process ids, addresses, paths, library lines), must equal
@@ -100,6 +104,9 @@ c_cmds=('set architecture i386' 'set architecture auto'
         'set remote exec-file /usr/bin/printenv' 'file /usr/bin/printenv'
         'run HWARB_ENV_SET HWARB_ENV_GONE SHLVL' 'set cwd ~/' 'set remote exec-file /bin/pwd'
         'file /bin/pwd' run 'set cwd' 'set remote exec-file /nonexistent-hwarb-program' 'run')
+f_cmds=('break main' run add-inferior 'inferior 2' "set remote exec-file $prog" "file $prog" run
+        'info inferiors' 'watch counter' continue continue delete continue 'inferior 1'
+        'info threads' continue 'info inferiors')
 # session NAME SERVER...: the server on 127.0.0.1 (any port), sessions A and B, the second client.
 session() {
   local name=$1 port server tick rc
@@ -118,6 +125,7 @@ session() {
   timeout 120 gdb -nx -batch -ex 'set non-stop on' -ex 'set confirm off' \
     -ex "target extended-remote 127.0.0.1:$port" -ex "set remote exec-file $prog" -ex "file $prog" \
     -ex 'break main' -ex run -ex 'info threads' -ex kill >"$tmp/$name-d.out" 2>&1
+  gdb_session "$name-f" "$port" 0 "${f_cmds[@]}"
   gdb_session "$name-e1" "$port" 0 'break main' run disconnect
   gdb_session "$name-e2" "$port" 0 'info inferiors' continue
   timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' \
@@ -131,6 +139,7 @@ session() {
   normalise "$tmp/$name-c.out" >"$tmp/$name-c.story"
   normalise "$tmp/$name-d.out" >"$tmp/$name-d.story"
   normalise "$tmp/$name-e2.out" >"$tmp/$name-e2.story"
+  normalise "$tmp/$name-f.out" >"$tmp/$name-f.story"
   grep -q 'exited with code 07' "$tmp/$name-e2.out" ||
     bad "$name: session E: the second client did not continue the kept process to its exit: $(tail -2 "$tmp/$name-e2.out")"
   grep -qx "$HOME" "$tmp/$name.prog" ||
@@ -162,7 +171,13 @@ for mode in "" "--software"; do
   m=hwarb${mode}
   session "$m" "$hwarb" gdbserver $mode --multi 127.0.0.1:0
   totals=$(grep -c '^total=936$' "$tmp/$m.prog")
-  [[ $totals -eq 5 ]] || bad "$m: $totals runs printed total=936 (want 5: A's exit and detach, B's, E's): $(cat "$tmp/$m.prog")"
+  [[ $totals -eq 7 ]] || bad "$m: $totals runs printed total=936 (want 7: A's exit and detach, B's, F's two, E's): $(cat "$tmp/$m.prog")"
+  grep -q '^\[Inferior 2 (process [0-9]*) exited with code 07\]$' "$tmp/$m-f.out" &&
+    grep -q '^\[Inferior 1 (process [0-9]*) exited with code 07\]$' "$tmp/$m-f.out" ||
+    bad "$m: session F's two processes did not both run to their exits: $(grep -m2 -E 'exited|rror' "$tmp/$m-f.out")"
+  hits=$(grep -A1 '^Old value = ' "$tmp/$m-f.out" | grep -v '^--$' | tr '\n' ' ')
+  [[ $hits == 'Old value = 0 New value = 1 Old value = 1 New value = 2 ' ]] ||
+    bad "$m: session F's watch in inferior 2 hit as '$hits' (want 0 -> 1, 1 -> 2)"
   if grep -q 'Remote communication error\|Remote replied unexpectedly\|not supported' "$tmp/$m-a.out" "$tmp/$m-b.out"; then
     bad "$m: gdb: $(grep -h -m1 'Remote communication error\|Remote replied unexpectedly\|not supported' "$tmp/$m-a.out" "$tmp/$m-b.out")"
   fi
@@ -177,6 +192,12 @@ for mode in "" "--software"; do
     differs "$m-c" gdbserver-c && bad "$m: session C differs from gdbserver's (- gdbserver, + hwarb) above"
     differs "$m-d" gdbserver-d && bad "$m: session D differs from gdbserver's (- gdbserver, + hwarb) above"
     differs "$m-e2" gdbserver-e2 && bad "$m: session E differs from gdbserver's (- gdbserver, + hwarb) above"
+    if grep -q '^Old value' "$tmp/gdbserver-f.out"; then
+      differs "$m-f" gdbserver-f && bad "$m: session F differs from gdbserver's (- gdbserver, + hwarb) above"
+    else
+      skip_case - "$m: session F compared with gdbserver's" \
+        "Debian's gdbserver's hardware watchpoints do not hit here (perf breakpoint hits not delivered)"
+    fi
     cmp -s "$tmp/gdbserver.shlvl" "$tmp/$m.shlvl" ||
       bad "$m: the program's SHLVL is '$(cat "$tmp/$m.shlvl")', under gdbserver '$(cat "$tmp/gdbserver.shlvl")'"
     if grep -q '^Old value' "$tmp/gdbserver-b.out"; then

@@ -228,12 +228,12 @@ Result<gdb::Connection::Read> GdbConnection::read(bool block, std::string& out) 
 
 GdbServer::GdbServer(Inferior& inferior, WatchSession& session, int in_fd, int out_fd)
     : connection_(std::make_unique<GdbConnection>(in_fd, out_fd, inferior.spin_max())),
-      target_(std::make_unique<GdbTarget>(inferior, session, *connection_)),
+      target_(std::make_unique<GdbInferiors>(inferior, session, *connection_)),
       server_(std::make_unique<gdb::Server>(*target_, *connection_)) {}
 
 GdbServer::GdbServer(int in_fd, int out_fd)
     : connection_(std::make_unique<GdbConnection>(in_fd, out_fd, std::chrono::nanoseconds(0))),
-      target_(std::make_unique<GdbTarget>(*connection_)),
+      target_(std::make_unique<GdbInferiors>(*connection_)),
       server_(std::make_unique<gdb::Server>(*target_, *connection_)) {}
 
 GdbServer::~GdbServer() = default;
@@ -347,7 +347,7 @@ void GdbTarget::take_process(Inferior&& inferior) {
   publish_plan();
 }
 
-Result<void> GdbTarget::start(std::vector<std::string> argv) {
+Result<gdb::Tid> GdbTarget::start(std::vector<std::string> argv) {
   // An empty PROG: the last program run (or the command line's), with the arguments given now,
   // as gdbserver's handle_v_run.
   if (argv[0].empty()) {
@@ -368,16 +368,18 @@ Result<void> GdbTarget::start(std::vector<std::string> argv) {
                                             std::to_string(spawned->pid()) + "\n"),
                "a closed standard error loses the line, the session goes on");
   take_process(std::move(*spawned));
-  return {};
+  return inferior_->pid();
 }
 
 Result<void> GdbTarget::restart() {
   std::vector<std::string> argv = last_program_.empty() ? launch_->program : last_program_;
   if (argv.empty()) return {};
-  return start(std::move(argv));
+  auto started = start(std::move(argv));
+  if (!started) return std::unexpected(started.error());
+  return {};
 }
 
-Result<void> GdbTarget::attach(gdb::Tid pid) {
+Result<gdb::Tid> GdbTarget::attach(gdb::Tid pid) {
   if (auto r = drop_process(gdb::ServerEnd::How::kKilled); !r) return std::unexpected(r.error());
   auto attached = Inferior::attach(pid, launch_->inferior);
   if (!attached) return std::unexpected(attached.error());
@@ -385,7 +387,7 @@ Result<void> GdbTarget::attach(gdb::Tid pid) {
                          "hwarb gdbserver: attached to process " + std::to_string(pid) + "\n"),
                "a closed standard error loses the line, the session goes on");
   take_process(std::move(*attached));
-  return {};
+  return pid;
 }
 
 void GdbTarget::publish_plan() {
@@ -901,6 +903,25 @@ std::vector<gdb::Tid> GdbTarget::threads() const {
   return all;
 }
 
+bool GdbTarget::owns_thread(gdb::Tid tid) const {
+  if (inferior_ == nullptr) return false;
+  const std::vector<pid_t> all = inferior_->threads();
+  return std::find(all.begin(), all.end(), tid) != all.end();
+}
+
+bool GdbTarget::owns_process(gdb::Tid process) const {
+  if (inferior_ == nullptr) return false;
+  if (process == inferior_->pid()) return true;
+  const std::vector<pid_t> all = inferior_->threads();
+  return std::any_of(all.begin(), all.end(),
+                     [&](pid_t t) { return inferior_->group_of(t) == process; });
+}
+
+Result<void> GdbTarget::halt() {
+  if (non_stop_ || inferior_ == nullptr || exited_) return {};
+  return stop_others(-1);
+}
+
 std::set<pid_t> GdbTarget::running_threads() const {
   std::set<pid_t> running;
   for (pid_t t : inferior_->threads()) {
@@ -1091,6 +1112,14 @@ Result<std::optional<StopEvent>> GdbTarget::resume(const std::vector<gdb::Resume
 }
 
 Result<gdb::Waited> GdbTarget::wait(int client_fd) {
+  return wait_events(client_fd, true);
+}
+
+Result<gdb::Waited> GdbTarget::poll_events() {
+  return wait_events(-1, false);
+}
+
+Result<gdb::Waited> GdbTarget::wait_events(int client_fd, bool block) {
   for (;;) {
     if (non_stop_) {
       auto asked = requested_stop();
@@ -1098,13 +1127,13 @@ Result<gdb::Waited> GdbTarget::wait(int client_fd) {
       if (*asked) return gdb::Waited{.stop = **asked};
     }
     const std::span<const int> fds(&client_fd, client_fd < 0 ? 0 : 1);
-    auto got = inferior_->wait_or_poll(fds, -1);
+    auto got = block ? inferior_->wait_or_poll(fds, -1) : inferior_->poll_event();
     if (!got && got.error().code() == ErrorCode::kIntr) return std::unexpected(got.error());
     if (!got) {
       requeue_held();
       return std::unexpected(got.error());
     }
-    if (!*got) return gdb::Waited{};  // the client spoke
+    if (!*got) return gdb::Waited{};  // the client spoke (blocking), or nothing yet
     auto stop = on_event(**got);
     // The session may have followed a fork, an exec, a mapping.
     publish_plan();

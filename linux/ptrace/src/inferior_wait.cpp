@@ -312,20 +312,8 @@ Result<std::optional<Event>> Inferior::wait_or_poll(std::span<const int> fds, in
     // The notification first, then the statuses: a SIGCHLD arriving after the waitpid keeps the
     // signalfd readable, so none is missed.
     ignore_error(drain_signal_fd(*sigfd), "only a wake-up: the waitpid below is the answer");
-    bool idle = false;
-    auto ev = next_event(false, idle);
-    if (!ev) return ev;
-    if (*ev) return ev;
-    if (!idle) continue;  // a status that made no event
-    // No status: a leader may have ended while other threads of its group run on (its zombie
-    // reports nothing until they are gone, its SIGCHLD may have come with another's status).
-    for (pid_t leader : drop_ended_leaders()) {
-      Event gone;
-      gone.kind = EventKind::kLeaderEnded;
-      gone.tid = leader;
-      queued_.push_back(gone);
-    }
-    if (!queued_.empty()) continue;
+    auto ev = poll_event();
+    if (!ev || *ev) return ev;
     if (!spun) {
       // Polled for a while first, as wait_any does (the rings can wait that long).
       spun = true;
@@ -357,6 +345,37 @@ Result<std::optional<Event>> Inferior::wait_or_poll(std::span<const int> fds, in
     const bool fd_ready =
         std::any_of(revents->begin() + 1, revents->end(), [](short r) { return r != 0; });
     if (fd_ready || (*revents)[0] == 0) return std::optional<Event>();
+  }
+}
+
+Result<int> Inferior::status_fd() {
+  return sigchld_fd();
+}
+
+Result<void> Inferior::drain_status_fd() {
+  auto sigfd = sigchld_fd();
+  if (!sigfd) return std::unexpected(sigfd.error());
+  auto drained = drain_signal_fd(*sigfd);
+  if (!drained) return std::unexpected(drained.error());
+  return {};
+}
+
+Result<std::optional<Event>> Inferior::poll_event() {
+  for (;;) {
+    bool idle = false;
+    auto ev = next_event(false, idle);
+    if (!ev) return ev;
+    if (*ev) return ev;
+    if (!idle) continue;  // a status that made no event
+    // No status: a leader may have ended while other threads of its group run on (its zombie
+    // reports nothing until they are gone, its SIGCHLD may have come with another's status).
+    for (pid_t leader : drop_ended_leaders()) {
+      Event gone;
+      gone.kind = EventKind::kLeaderEnded;
+      gone.tid = leader;
+      queued_.push_back(gone);
+    }
+    if (queued_.empty()) return std::optional<Event>();
   }
 }
 

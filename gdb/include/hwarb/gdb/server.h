@@ -25,7 +25,8 @@
 //     `set debug-format`, `help`).
 //  7. Extended mode: '!', vRun, vAttach, R, vKill/k/D that leave the server with no process
 //     ('?' W00, qfThreadInfo empty, packets that need a process E01), QDisableRandomization,
-//     QEnvironment*.
+//     QEnvironment*. With multiprocess+, a vRun or vAttach while a process lives adds one beside
+//     it (gdb's add-inferior); without, it answers E16 (EBUSY).
 //  8. Non-stop mode (QNonStop:1, announced as QNonStop+): vCont's actions act per thread (c/s
 //     resume a stopped thread, a running one runs on; t stops a running one, reported with
 //     signal 0) and are answered OK; each stop is queued and the first one sent as a %Stop
@@ -194,8 +195,9 @@ class Server {
   // the last one.
   std::string on_stop(const StopEvent& stop);
   std::string stop_reason(const StopEvent& stop);
-  // Non-stop mode: every thread is stopped (a start, an attach, QNonStop:1).
-  void all_stopped();
+  // Non-stop mode: every thread is stopped (a start, an attach, QNonStop:1), or every thread of
+  // `process` (one added beside the others).
+  void all_stopped(Tid process = 0);
   Result<std::optional<ServerEnd>> finish(ServerEnd::How how);
   // `running`: the client went away while the process ran.
   Result<ServerEnd> client_gone(bool running);
@@ -206,11 +208,12 @@ class Server {
   Result<void> drop_process(ServerEnd::How how);
   // The protocol's state of a process, as with none.
   void forget_process();
-  // After the target started or attached a process: its stop reply.
-  std::string took_process();
+  // After the target started (`spawned`) or attached `process`: its stop reply. `added`: beside
+  // processes that live on (their state is kept).
+  std::string took_process(Tid process, bool spawned, bool added);
   // The reply to a start or an attach (vRun, vAttach): the error, or the new process's stop,
   // whose thread becomes the general one (non-stop mode: OK to an attach).
-  Served taken(Result<void> r, bool attached = false);
+  Served taken(Result<Tid> r, bool attached, bool added);
   bool running() const { return target_.has_process() && !exited_; }
   bool disabled(const std::string& name) const;
 

@@ -246,11 +246,14 @@ class Target {
 
   // Extended mode: can_start() false: start/attach answer EOPNOTSUPP before anything else.
   // start(argv): argv[0] empty runs the last program started (or the embedder's); restart()
-  // runs the last program again with its arguments (nothing when there is none).
+  // runs the last program again with its arguments (nothing when there is none). Both give the
+  // new process's id. Called while a process is there (gdb's second inferior, multiprocess+
+  // only), they add the new process beside it: threads() then lists every process's threads,
+  // and each call naming a thread or a process is that process's.
   virtual bool can_start() const = 0;
-  virtual Result<void> start(std::vector<std::string> argv) = 0;
+  virtual Result<Tid> start(std::vector<std::string> argv) = 0;
   virtual Result<void> restart() = 0;
-  virtual Result<void> attach(Tid pid) = 0;
+  virtual Result<Tid> attach(Tid pid) = 0;
   virtual void set_disable_randomization(bool on) = 0;
   virtual void set_startup_with_shell(bool on) = 0;  // through $SHELL -c 'exec ...', or not
   // The directory the next program starts in ("": the server's own), as `set cwd` in gdb.

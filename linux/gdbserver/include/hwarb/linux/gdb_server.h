@@ -184,6 +184,23 @@ class GdbTarget final : public gdb::Target {
   Result<std::optional<gdb::StopEvent>> resume(
       const std::vector<gdb::ResumeAction>& actions) override;
   Result<gdb::Waited> wait(int client_fd) override;
+  // One turn of wait() without sleeping (for GdbInferiors, which sleeps for several targets):
+  // a stop, or none (nothing ready, or events that made no stop).
+  Result<gdb::Waited> poll_events();
+  // All-stop mode: every thread stopped, nothing reported (another process's stop is being
+  // reported: gdbserver stops every process then). Events that come meanwhile stay queued.
+  Result<void> halt();
+  // Whether `tid` is a thread of this target's processes; whether `process` is one of them.
+  bool owns_thread(gdb::Tid tid) const;
+  bool owns_process(gdb::Tid process) const;
+  // The process ended and its end was reported (W/X): the target only waits to be dropped.
+  bool ended() const { return inferior_ != nullptr && exited_; }
+  // No process left to serve: none yet, its end reported, or detached or killed whole.
+  bool gone() const { return inferior_ == nullptr || exited_ || !inferior_->alive(); }
+  // A thread of it runs (resumed, not stopped yet).
+  bool runs() const { return inferior_ != nullptr && !exited_ && !running_threads().empty(); }
+  const std::optional<GdbLaunch>& launch() const { return launch_; }
+  const std::vector<std::string>& last_program() const { return last_program_; }
   Result<gdb::StopEvent> interrupt() override;
   Result<void> set_non_stop(bool on) override;
   Result<void> interrupt_process() override;
@@ -192,9 +209,9 @@ class GdbTarget final : public gdb::Target {
   Result<void> kill_process(gdb::Tid process) override;
   Result<gdb::ServerEnd> drop_process(gdb::ServerEnd::How how) override;
   bool can_start() const override { return launch_.has_value(); }
-  Result<void> start(std::vector<std::string> argv) override;
+  Result<gdb::Tid> start(std::vector<std::string> argv) override;
   Result<void> restart() override;
-  Result<void> attach(gdb::Tid pid) override;
+  Result<gdb::Tid> attach(gdb::Tid pid) override;
   void set_disable_randomization(bool on) override { launch_->inferior.disable_aslr = on; }
   void set_startup_with_shell(bool on) override { launch_->startup_with_shell = on; }
   // A leading ~ is the server's $HOME, as gdbserver expands it.
@@ -326,6 +343,7 @@ class GdbTarget final : public gdb::Target {
   Result<gdb::ServerEnd> finish_once(gdb::ServerEnd::How how);
   // Every watch of the session rebuilt (one taken out and put back): a followed fork is left
   // unwatched, its pages and bytes as the program made them (WatchSession's contract).
+  Result<gdb::Waited> wait_events(int client_fd, bool block);
   Result<void> rebuild_watches();
   // `infos` (removed from the session) inserted again, the client's watches renumbered to them.
   Result<void> insert_again(const std::vector<WatchInfo>& infos);
@@ -409,6 +427,172 @@ class GdbTarget final : public gdb::Target {
   std::optional<Error> watchdog_error_;
 };
 
+// gdb::Target over several processes at once (gdb's inferiors on one extended-remote
+// connection): a GdbTarget per process the client started or attached (each with its Inferior
+// and WatchSession, its forked children among them). The first target stays for the life of the
+// server (it holds the launch settings and the host files); a vRun or vAttach while a process
+// lives (multiprocess+) adds a target beside it, which goes once its process has ended and that
+// end was reported, or once it is detached or killed.
+//  1. A call naming a thread or a process goes to the target that has it; one naming neither
+//     (host files, os data, the launch settings) to the first.
+//  2. All-stop mode: a resume's actions go to the targets they name (a wildcard to every one,
+//     pPID.-1 to PID's); a target named by none stays stopped. A stop of one target stops the
+//     others (GdbTarget::halt), as gdbserver stops every process; an interrupt is reported by
+//     the first target with a running thread.
+//  3. The wait: with one target, its own wait. With more, Inferior::status_fd() is drained,
+//     each target polled once (GdbTarget::poll_events), then the server sleeps on that fd and
+//     the client's: no status is missed (see Inferior::poll_event). All-stop: only the targets
+//     the last resume named are polled.
+//  4. A process's end is reported with the others remaining (StopEvent::remains); a no-resumed
+//     stop (N) only once no target has a thread running.
+// Thread-safety: none, as GdbTarget.
+class GdbInferiors final : public gdb::Target {
+ public:
+  GdbInferiors(Inferior& inferior, WatchSession& session, GdbConnection& connection);
+  explicit GdbInferiors(GdbConnection& connection);
+  ~GdbInferiors() override;
+
+  void launch_with(GdbLaunch launch) { first().launch_with(std::move(launch)); }
+  const std::optional<Error>& watchdog_error() const;
+
+  bool has_process() const override;
+  gdb::Tid pid() const override { return live().pid(); }
+  bool spawned() const override { return live().spawned(); }
+  std::vector<gdb::Tid> threads() const override;
+  gdb::Tid group_of(gdb::Tid tid) const override { return of_thread(tid).group_of(tid); }
+  gdb::Tid process_of(gdb::Tid tid) const override { return of_thread(tid).process_of(tid); }
+  bool is_stopped(gdb::Tid tid) const override { return of_thread(tid).is_stopped(tid); }
+  void set_features(const gdb::ClientFeatures& features, bool announced) override;
+  void set_catch_syscalls(std::optional<std::set<long>> numbers) override;
+  void set_event_log(std::function<void(const std::string&)> log) override;
+  Result<x86::Regs> general_registers(gdb::Tid tid) override {
+    return of_thread(tid).general_registers(tid);
+  }
+  Result<gdb::Registers> read_registers(gdb::Tid tid, bool ext) override {
+    return of_thread(tid).read_registers(tid, ext);
+  }
+  Result<void> write_registers(gdb::Tid tid, const gdb::Registers& now,
+                               const gdb::Registers& before) override {
+    return of_thread(tid).write_registers(tid, now, before);
+  }
+  Result<std::vector<std::uint8_t>> read_memory(gdb::Tid process, std::uint64_t addr,
+                                                std::uint64_t len) override {
+    return of_process(process).read_memory(process, addr, len);
+  }
+  Result<void> write_memory(gdb::Tid process, std::uint64_t addr,
+                            const std::vector<std::uint8_t>& bytes) override {
+    return of_process(process).write_memory(process, addr, bytes);
+  }
+  Result<void> insert_point(gdb::Tid process, gdb::PointType type, std::uint64_t addr,
+                            std::uint64_t len, gdb::PointAgent agent) override {
+    return of_process(process).insert_point(process, type, addr, len, std::move(agent));
+  }
+  Result<void> remove_point(gdb::Tid process, gdb::PointType type, std::uint64_t addr,
+                            std::uint64_t len) override {
+    return of_process(process).remove_point(process, type, addr, len);
+  }
+  Result<std::optional<gdb::StopEvent>> resume(
+      const std::vector<gdb::ResumeAction>& actions) override;
+  Result<gdb::Waited> wait(int client_fd) override;
+  Result<gdb::StopEvent> interrupt() override;
+  Result<void> set_non_stop(bool on) override;
+  Result<void> interrupt_process() override;
+  Result<gdb::ServerEnd> finish(gdb::ServerEnd::How how) override;
+  Result<void> detach_process(gdb::Tid process) override;
+  Result<void> kill_process(gdb::Tid process) override;
+  Result<gdb::ServerEnd> drop_process(gdb::ServerEnd::How how) override;
+  bool can_start() const override { return targets_.front()->can_start(); }
+  Result<gdb::Tid> start(std::vector<std::string> argv) override;
+  Result<void> restart() override;
+  Result<gdb::Tid> attach(gdb::Tid pid) override;
+  void set_disable_randomization(bool on) override { first().set_disable_randomization(on); }
+  void set_startup_with_shell(bool on) override { first().set_startup_with_shell(on); }
+  void set_working_directory(const std::string& dir) override {
+    first().set_working_directory(dir);
+  }
+  void reset_environment() override { first().reset_environment(); }
+  void set_environment(const std::string& name_value) override {
+    first().set_environment(name_value);
+  }
+  void unset_environment(const std::string& name) override { first().unset_environment(name); }
+  Result<std::string> auxv(gdb::Tid process) override { return of_process(process).auxv(process); }
+  Result<std::string> libraries_svr4(gdb::Tid process, bool without_main_lm) override {
+    return of_process(process).libraries_svr4(process, without_main_lm);
+  }
+  Result<std::string> exec_file(gdb::Tid process) override {
+    return of_process(process).exec_file(process);
+  }
+  Result<std::string> siginfo(gdb::Tid tid) override { return of_thread(tid).siginfo(tid); }
+  Result<std::size_t> write_siginfo(gdb::Tid tid, std::uint64_t offset,
+                                    std::string_view data) override {
+    return of_thread(tid).write_siginfo(tid, offset, data);
+  }
+  std::string thread_name(gdb::Tid tid) override { return of_thread(tid).thread_name(tid); }
+  Result<gdb::OsData> os_data(const std::string& name) override { return first().os_data(name); }
+  Result<gdb::MemoryRegion> memory_region(std::uint64_t addr) override {
+    return live().memory_region(addr);
+  }
+  Result<std::uint64_t> tls_address(gdb::Tid tid, std::uint64_t offset, std::uint64_t lm) override {
+    return of_thread(tid).tls_address(tid, offset, lm);
+  }
+  std::string describe_watches() override;
+  std::string describe_slots() override { return live().describe_slots(); }
+  Result<int> open_file(const std::string& path, unsigned flags, unsigned mode) override {
+    return first().open_file(path, flags, mode);
+  }
+  bool has_file(int fd) const override { return targets_.front()->has_file(fd); }
+  Result<void> close_file(int fd) override { return first().close_file(fd); }
+  Result<std::size_t> pread_file(int fd, std::uint64_t offset,
+                                 std::vector<std::uint8_t>& out) override {
+    return first().pread_file(fd, offset, out);
+  }
+  Result<std::size_t> pwrite_file(int fd, std::uint64_t offset, std::string_view data) override {
+    return first().pwrite_file(fd, offset, data);
+  }
+  Result<gdb::FileStatus> stat_file(int fd) override { return first().stat_file(fd); }
+  Result<void> unlink_file(const std::string& path) override { return first().unlink_file(path); }
+  Result<std::string> read_link(const std::string& path) override {
+    return first().read_link(path);
+  }
+  void close_files() override { first().close_files(); }
+  void served() override;
+
+ private:
+  GdbTarget& first() { return *targets_.front(); }
+  // The target with a live process that comes first (the first target when none has one).
+  GdbTarget& live() const;
+  GdbTarget& of_thread(gdb::Tid tid) const;
+  GdbTarget& of_process(gdb::Tid process) const;
+  // A new target for another process, set up as the first (features, catch syscall, log, mode).
+  std::unique_ptr<GdbTarget> another();
+  // Whether a process lives beside the first target's (or the first has none).
+  bool several() const { return targets_.size() > 1; }
+  // All-stop: every target but `except` stopped (a stop of `except` is reported).
+  Result<void> halt_others(const GdbTarget* except);
+  // The targets (not the first) whose process ended and was reported, or was let go: dropped.
+  void drop_ended();
+  // A stop of `from` as the server gets it: an end with other processes left says so; a
+  // no-resumed stop while another target runs is none.
+  Result<std::optional<gdb::StopEvent>> reported(GdbTarget& from, gdb::StopEvent stop);
+  Result<gdb::Waited> wait_several(int client_fd);
+  // finish or drop_process: `end_one` of every target, the others first; the first's end.
+  Result<gdb::ServerEnd> end_each(const std::function<Result<gdb::ServerEnd>(GdbTarget&)>& end_one);
+
+  GdbConnection& connection_;
+  std::vector<std::unique_ptr<GdbTarget>> targets_;
+  gdb::ClientFeatures features_;
+  bool announced_ = false;
+  std::optional<std::set<long>> caught_;
+  std::function<void(const std::string&)> log_;
+  bool non_stop_ = false;
+  // All-stop: the targets the last resume named. Only they are waited for: a target left
+  // stopped keeps its queued events (a breakpoint hit the halt found) until it is resumed, as a
+  // thread left stopped keeps its own (gdb stepping one thread over a breakpoint must hear from
+  // that thread alone).
+  std::set<const GdbTarget*> resumed_;
+  bool resumed(const GdbTarget& t) const { return non_stop_ || resumed_.contains(&t); }
+};
+
 class GdbServer {
  public:
   GdbServer(Inferior& inferior, WatchSession& session, int in_fd, int out_fd);
@@ -424,12 +608,12 @@ class GdbServer {
 
   Result<GdbServerEnd> serve() { return server_->serve(); }
 
-  // GdbTarget::watchdog_error.
+  // GdbTarget::watchdog_error (the first of the targets').
   const std::optional<Error>& watchdog_error() const { return target_->watchdog_error(); }
 
  private:
   std::unique_ptr<GdbConnection> connection_;
-  std::unique_ptr<GdbTarget> target_;
+  std::unique_ptr<GdbInferiors> target_;
   std::unique_ptr<gdb::Server> server_;
 };
 

@@ -279,6 +279,15 @@ class Inferior {
   // traced program sees its usual mask). kIntr when a handled signal (SIGINT) interrupts the
   // wait, as for wait(). Events queued by wait_for/stop_all come first.
   Result<std::optional<Event>> wait_or_poll(std::span<const int> fds, int timeout_ms);
+  // For a caller that waits for several Inferiors at once (a debugger with several processes):
+  // status_fd() is the signalfd wait_or_poll sleeps on (readable when a child's status may have
+  // changed; the same for every Inferior of the process), drain_status_fd() empties it, and
+  // poll_event() is one turn of wait_or_poll without sleeping and without draining it: the next
+  // event, or nullopt when none is ready. Drained first, then each Inferior polled, then a sleep
+  // on the fd: a status that arrives after the drain keeps the fd readable, so none is missed.
+  static Result<int> status_fd();
+  static Result<void> drain_status_fd();
+  Result<std::optional<Event>> poll_event();
   // For a caller that runs its own wait loop (a debugger that owns waitpid): take_queued()
   // returns the events the Inferior already holds (queued by stop_all, wait_for, requeue, or
   // statuses its own waits read for other threads), one per call, nullopt when there is none;
