@@ -64,6 +64,16 @@ std::string hex_text(std::string_view text) {
 Server::Server(Target& target, Connection& connection) : target_(target), connection_(connection) {
   if (target_.has_process()) {
     last_thread_ = target_.pid();
+    if (!target_.spawned()) {
+      // Attached from the command line (--attach): its stop is no signal (gdbserver's T00), and
+      // in non-stop mode '?' tells the main thread's alone; the others' stops are told at the
+      // vCont;t that names them, as gdbserver tells them (gdb stops each one so).
+      last_signal_ = 0;
+      for (Tid t : target_.threads()) {
+        if (t != last_thread_) untold_.insert(t);
+      }
+      status_tells_untold_ = false;
+    }
     last_stop_ = stop_reply(last_signal_, last_thread_, last_reason_);
   } else {
     last_stop_ = "W00";
@@ -137,6 +147,7 @@ void Server::forget_process() {
   notifications_.clear();
   stopped_.clear();
   untold_.clear();
+  status_tells_untold_ = true;
   last_stop_ = "W00";
   last_thread_ = 0;
   g_thread_ = 0;
@@ -701,12 +712,12 @@ Server::Served Server::on(const StartNoAckMode&) {
 
 Server::Served Server::on(const StopReason&) {
   if (!non_stop_ || !running()) return answer(last_stop_);
-  untold_.clear();
+  if (status_tells_untold_) untold_.clear();
   // Every stopped thread's stop, queued after those not taken yet; the first is the reply, the
   // others the replies to vStopped.
   for (Tid t : target_.threads()) {
     auto it = stopped_.find(t);
-    if (it == stopped_.end()) continue;
+    if (it == stopped_.end() || untold_.contains(t)) continue;
     notifications_.push_back(
         Notification{.tid = t, .text = stop_reply(it->second.signal, t, it->second.reason)});
   }

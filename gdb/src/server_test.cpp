@@ -874,6 +874,20 @@ TEST_F(ServerTest, WithMultiprocessAVAttachWhileAProcessLivesAddsIt) {
   EXPECT_EQ(asked(), Calls{"attach 200"});
 }
 
+// A command-line attach (--attach): the stop is no signal (T00), and in non-stop mode '?' tells
+// the main thread's alone; the other thread's is told at the vCont;t that names it, as
+// gdbserver tells them (gdb 13 with target-non-stop fails an assertion on more at '?').
+TEST_F(ServerTest, ACommandLineAttachTellsItsOtherThreadsAtVContT) {
+  target.is_spawned = false;
+  const std::string out = run(
+      {"!", "QNonStop:1", "?", "vStopped", "vCont;t:65", "vStopped", "?", "vStopped", "vStopped"});
+  const std::string main_stop = "T00thread:64;" + kRegs100;
+  const std::string other_stop = "T00thread:65;" + kRegs101;
+  EXPECT_EQ(out, acked("OK") + acked("OK") + acked(main_stop) + acked("OK") + acked("OK") +
+                     notified(other_stop) + acked("OK") + acked(main_stop) + acked(other_stop) +
+                     acked("OK"));
+}
+
 TEST_F(ServerTest, VRunAndVAttachWhereTheTargetStartsNothing) {
   target.process = false;
   const std::string out = run({"vRun;2f62696e2f70726f67", "vAttach;c8", "vAttach;0", "R00"});

@@ -281,6 +281,8 @@ class Server {
   // Stopped threads whose stop the client has not heard of: a non-stop attach's (its vAttach
   // answered OK), told at '?' or at a vCont;t naming them, as gdbserver tells them.
   std::set<Tid> untold_;
+  // Whether '?' tells them (a vAttach's), or leaves them to vCont;t (a command-line attach's).
+  bool status_tells_untold_ = true;
   std::vector<Notification> told_;  // resume_each's, sent after the vCont's OK
 };
 
