@@ -134,6 +134,21 @@ Result<Request> parse_catch_syscalls(std::string_view rest) {
   return CatchSyscalls{std::move(numbers)};
 }
 
+// QProgramSignals:[SIG[;SIG]...] (gdb's numbers, hex; none: no signal is passed).
+Result<Request> parse_program_signals(std::string_view rest) {
+  ProgramSignals out;
+  while (!rest.empty()) {
+    const std::size_t end = rest.find(';');
+    auto sig = parse_hex_u64(rest.substr(0, end));
+    if (!sig || *sig > 1000) {
+      return make_error(ErrorCode::kInval, "QProgramSignals: a signal number in hex expected");
+    }
+    out.signals.insert(static_cast<int>(*sig));
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+  }
+  return out;
+}
+
 // QEnvironmentReset, QEnvironmentHexEncoded:HEX (NAME=VALUE), QEnvironmentUnset:HEX (NAME).
 Result<Request> parse_environment(std::string_view p) {
   if (p == "QEnvironmentReset") return EnvironmentReset{};
@@ -180,6 +195,7 @@ Result<Request> parse_query(std::string_view p) {
   if (p == "qsThreadInfo") return ThreadInfo{false};
   if (p.starts_with("qXfer:")) return parse_xfer(p.substr(6));
   if (p.starts_with("QCatchSyscalls:")) return parse_catch_syscalls(p.substr(15));
+  if (p.starts_with("QProgramSignals:")) return parse_program_signals(p.substr(16));
   if (p == "QThreadSuffixSupported") return ThreadSuffixSupported{};
   if (p.starts_with("QNonStop:") || p.starts_with("QThreadEvents:")) {
     const std::string_view mode = p.substr(p.find(':') + 1);

@@ -146,6 +146,10 @@ TEST(ParseRequest, CatchSyscalls) {
   EXPECT_EQ(parsed<CatchSyscalls>("QCatchSyscalls:1").numbers, std::set<long>{});
   EXPECT_EQ(parsed<CatchSyscalls>("QCatchSyscalls:1;3b;e7").numbers, (std::set<long>{59, 231}));
   EXPECT_EQ(error_of("QCatchSyscalls:2").message(), "QCatchSyscalls: 0 or 1");
+  EXPECT_EQ(parsed<ProgramSignals>("QProgramSignals:").signals, std::set<int>{});
+  EXPECT_EQ(parsed<ProgramSignals>("QProgramSignals:e;1e").signals, (std::set<int>{14, 30}));
+  EXPECT_EQ(error_of("QProgramSignals:e;zz").message(),
+            "QProgramSignals: a signal number in hex expected");
   EXPECT_EQ(error_of("QCatchSyscalls:1,3b").message(), "QCatchSyscalls: ';' expected");
   EXPECT_EQ(error_of("QCatchSyscalls:1;").code(), ErrorCode::kInval);
   EXPECT_EQ(error_of("QCatchSyscalls:1;zz").code(), ErrorCode::kInval);

@@ -73,6 +73,7 @@ Server::Server(Target& target, Connection& connection) : target_(target), connec
         if (t != last_thread_) untold_.insert(t);
       }
       status_tells_untold_ = false;
+      if (auto taking = target_.attach_signal(last_thread_)) last_signal_ = taking->signal;
     }
     last_stop_ = stop_reply(last_signal_, last_thread_, last_reason_);
   } else {
@@ -170,6 +171,9 @@ std::string Server::took_process(Tid process, bool spawned, bool added) {
   // A started program's first stop is its exec's trap; an attached one's, no signal (gdbserver's
   // T00: gdb takes it as the attach's stop, not a SIGTRAP of the program's).
   last_signal_ = spawned ? SIGTRAP : 0;
+  if (!spawned && !non_stop_) {
+    if (auto taking = target_.attach_signal(process)) last_signal_ = taking->signal;
+  }
   last_reason_.clear();
   last_stop_ = stop_reply(last_signal_, last_thread_, last_reason_);
   if (non_stop_) all_stopped(added ? process : 0);
@@ -393,9 +397,14 @@ Result<ServerEnd> Server::serve_packets() {
           }
           break;
         case RspItem::Kind::kInterrupt:
-          // Non-stop mode: as vCtrlC, without its reply. All-stop: the process is stopped.
+          // Non-stop mode: as vCtrlC, without its reply. All-stop: the process is stopped; the
+          // client sent it before our stop reply reached it (a stop it resumes from at once,
+          // such as a breakpoint whose condition gdb finds false): the next resume is
+          // interrupted, as gdbserver's SIGINT to the process is delivered then.
           if (threads_running()) {
             if (auto r = target_.interrupt_process(); !r) return std::unexpected(r.error());
+          } else if (!non_stop_ && running()) {
+            interrupt_ = true;
           }
           break;
         case RspItem::Kind::kBadChecksum:
@@ -686,21 +695,22 @@ Server::Served Server::on(const Supported& s) {
       (last_stop_.starts_with("T") || last_stop_.starts_with("S"))) {
     last_stop_ = stop_reply(last_signal_, last_thread_, last_reason_);
   }
-  return answer("PacketSize=" + hex_u64(kPacketSize) +
-                ";qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:read+;qXfer:threads:read+"
-                ";qXfer:libraries-svr4:read+;qXfer:siginfo:read+;qXfer:siginfo:write+"
-                ";qXfer:osdata:read+"
-                ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+"
-                ";ConditionalBreakpoints+;BreakpointCommands+" +
-                std::string(target_.can_start() ? ";QDisableRandomization+;QEnvironmentHexEncoded+"
-                                                  ";QEnvironmentUnset+;QEnvironmentReset+"
-                                                  ";QStartupWithShell+;QSetWorkingDir+"
-                                                : "") +
-                std::string(error_messages_ ? ";error-message+" : "") +
-                std::string(exec_events_ ? ";exec-events+" : "") +
-                std::string(multiprocess_ ? ";multiprocess+" : "") +
-                std::string(fork_events_ ? ";fork-events+" : "") +
-                std::string(vfork_events_ ? ";vfork-events+" : "") + ";QNonStop+;QThreadEvents+");
+  return answer(
+      "PacketSize=" + hex_u64(kPacketSize) +
+      ";qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:read+;qXfer:threads:read+"
+      ";qXfer:libraries-svr4:read+;qXfer:siginfo:read+;qXfer:siginfo:write+"
+      ";qXfer:osdata:read+"
+      ";QStartNoAckMode+;swbreak+;hwbreak+;vContSupported+;QCatchSyscalls+;QProgramSignals+"
+      ";ConditionalBreakpoints+;BreakpointCommands+" +
+      std::string(target_.can_start() ? ";QDisableRandomization+;QEnvironmentHexEncoded+"
+                                        ";QEnvironmentUnset+;QEnvironmentReset+"
+                                        ";QStartupWithShell+;QSetWorkingDir+"
+                                      : "") +
+      std::string(error_messages_ ? ";error-message+" : "") +
+      std::string(exec_events_ ? ";exec-events+" : "") +
+      std::string(multiprocess_ ? ";multiprocess+" : "") +
+      std::string(fork_events_ ? ";fork-events+" : "") +
+      std::string(vfork_events_ ? ";vfork-events+" : "") + ";QNonStop+;QThreadEvents+");
 }
 
 Server::Served Server::on(const StartNoAckMode&) {
@@ -830,6 +840,15 @@ Server::Served Server::on(const Symbol&) {
 
 Server::Served Server::on(const CatchSyscalls& c) {
   target_.set_catch_syscalls(c.numbers);
+  return answer(std::string("OK"));
+}
+
+Server::Served Server::on(const ProgramSignals& p) {
+  std::set<int> host;
+  for (int sig : p.signals) {
+    if (auto h = host_signal(static_cast<std::uint64_t>(sig)); h && *h > 0) host.insert(*h);
+  }
+  target_.set_program_signals(std::move(host));
   return answer(std::string("OK"));
 }
 
@@ -1342,10 +1361,18 @@ Result<std::string> Server::xfer(const Xfer& x) {
 }
 
 Result<std::string> Server::resume(const std::vector<ResumeAction>& list) {
-  interrupt_ = false;
   auto at_once = target_.resume(list);
   if (!at_once) return std::unexpected(at_once.error());
   if (*at_once) return on_stop(**at_once);  // not the '?' reply: nothing ran
+  const auto interrupted = [&]() -> Result<std::string> {
+    interrupt_ = false;
+    auto stop = target_.interrupt();
+    if (!stop) return std::unexpected(stop.error());
+    stop->tid = thread_for(stop->tid);
+    last_stop_ = on_stop(*stop);
+    return last_stop_;
+  };
+  if (interrupt_) return interrupted();
   for (;;) {
     auto got = target_.wait(connection_.poll_fd());
     if (!got && got.error().code() == ErrorCode::kIntr && connection_.interrupt_requested()) {
@@ -1378,14 +1405,7 @@ Result<std::string> Server::resume(const std::vector<ResumeAction>& list) {
       if (!item) break;
       if (item->kind == RspItem::Kind::kInterrupt) interrupt_ = true;
     }
-    if (interrupt_) {
-      interrupt_ = false;
-      auto stop = target_.interrupt();
-      if (!stop) return std::unexpected(stop.error());
-      stop->tid = thread_for(stop->tid);
-      last_stop_ = on_stop(*stop);
-      return last_stop_;
-    }
+    if (interrupt_) return interrupted();
   }
 }
 

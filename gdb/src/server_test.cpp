@@ -85,7 +85,7 @@ TEST_F(ServerTest, QSupportedAnnouncesWhatTheClientOffered) {
       acked("PacketSize=4000;qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:"
             "read+;qXfer:threads:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;"
             "qXfer:siginfo:write+;qXfer:osdata:read+;QStartNoAckMode+;swbreak+;hwbreak+;"
-            "vContSupported+;QCatchSyscalls+;"
+            "vContSupported+;QCatchSyscalls+;QProgramSignals+;"
             "ConditionalBreakpoints+;BreakpointCommands+;error-message+;exec-events+;multiprocess+;"
             "fork-events+;vfork-events+;QNonStop+;QThreadEvents+"));
   EXPECT_EQ(target.calls, (Calls{"set_features 1110 announced", "finish 2"}));
@@ -425,10 +425,14 @@ TEST_F(ServerTest, CtrlCWhileRunningStopsTheProcess) {
   EXPECT_EQ(asked(), (Calls{"resume c0:0.-1", "wait", "interrupt"}));
 }
 
-TEST_F(ServerTest, CtrlCWhileStoppedIsIgnored) {
+// A Ctrl-C that crossed the stop reply (gdb sent it while it still took the process as running)
+// is kept for the next resume, which it interrupts at once, as gdbserver's SIGINT to the process
+// is delivered then: gdb resuming from a breakpoint whose condition it finds false would else
+// wait for a stop its Ctrl-C never brings.
+TEST_F(ServerTest, CtrlCWhileStoppedInterruptsTheNextResume) {
   connection.input.push_back("\x03");
-  EXPECT_EQ(run({"qC"}), acked("QC64"));
-  EXPECT_EQ(asked(), Calls{});
+  EXPECT_EQ(run({"qC", "vCont;c"}), acked("QC64") + acked("T02thread:64;" + kRegs100));
+  EXPECT_EQ(asked(), (Calls{"resume c0:0.-1", "interrupt"}));
 }
 
 // As gdbserver without --once: a client that goes away while the process is stopped leaves it
@@ -886,6 +890,29 @@ TEST_F(ServerTest, ACommandLineAttachTellsItsOtherThreadsAtVContT) {
   EXPECT_EQ(out, acked("OK") + acked("OK") + acked(main_stop) + acked("OK") + acked("OK") +
                      notified(other_stop) + acked("OK") + acked(main_stop) + acked(other_stop) +
                      acked("OK"));
+}
+
+// An attach into a program taking a signal: the attach's stop is that signal (gdb prints
+// "received signal SIGALRM"), as gdbserver reports it; and so at a command-line attach.
+TEST_F(ServerTest, AnAttachIntoASignalReportsTheSignal) {
+  target.process = false;
+  target.startable = true;
+  target.attach_signo = SIGALRM;
+  const std::string regs = "06:1000fe7f00000000;07:0000fe7f00000000;10:c810400000000000;";
+  EXPECT_EQ(run({"!", "vAttach;c8", "?"}),
+            acked("OK") + acked("T0ethread:c8;" + regs) + acked("T0ethread:c8;" + regs));
+}
+
+TEST_F(ServerTest, ACommandLineAttachIntoASignalReportsTheSignal) {
+  target.is_spawned = false;
+  target.attach_signo = SIGALRM;
+  EXPECT_EQ(run({"?"}), acked("T0ethread:64;" + kRegs100));
+}
+
+// QProgramSignals: gdb's numbers (SIGALRM 14, SIGUSR1 30) as the system's (14, 10).
+TEST_F(ServerTest, ProgramSignalsAreTheSystemsNumbers) {
+  EXPECT_EQ(run({"QProgramSignals:e;1e", "QProgramSignals:"}), acked("OK") + acked("OK"));
+  EXPECT_EQ(asked(), (Calls{"program_signals 10 14", "program_signals"}));
 }
 
 TEST_F(ServerTest, VRunAndVAttachWhereTheTargetStartsNothing) {

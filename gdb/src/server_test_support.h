@@ -48,6 +48,7 @@ class FakeTarget final : public Target {
   // The process: one (pid 100) with threads 100 and 101 unless a test says otherwise.
   bool process = true;
   bool is_spawned = true;
+  int attach_signo = 0;  // attach_signal's (0: none)
   bool startable = false;
   Tid first = 100;
   std::vector<Tid> thread_list{100, 101};
@@ -226,6 +227,19 @@ class FakeTarget final : public Target {
     first = pid;
     thread_list = {pid};
     return pid;
+  }
+  std::optional<StopEvent> attach_signal(Tid process) override {
+    if (attach_signo == 0) return std::nullopt;
+    StopEvent stop;
+    stop.kind = StopEvent::Kind::kSignal;
+    stop.tid = process;
+    stop.signal = attach_signo;
+    return stop;
+  }
+  void set_program_signals(std::set<int> signals) override {
+    std::string line = "program_signals";
+    for (int s : signals) line += " " + std::to_string(s);
+    calls.push_back(line);
   }
   void set_disable_randomization(bool on) override {
     calls.push_back(std::string("disable_randomization ") + (on ? "1" : "0"));

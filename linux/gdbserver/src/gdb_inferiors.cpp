@@ -84,6 +84,11 @@ void GdbInferiors::set_catch_syscalls(std::optional<std::set<long>> numbers) {
   for (auto& t : targets_) t->set_catch_syscalls(numbers);
 }
 
+void GdbInferiors::set_program_signals(std::set<int> signals) {
+  program_signals_ = signals;
+  for (auto& t : targets_) t->set_program_signals(signals);
+}
+
 void GdbInferiors::set_event_log(std::function<void(const std::string&)> log) {
   log_ = log;
   for (auto& t : targets_) t->set_event_log(log);
@@ -103,6 +108,7 @@ std::unique_ptr<GdbTarget> GdbInferiors::another() {
   if (first().launch()) t->launch_with(*first().launch());
   t->set_features(features_, announced_);
   t->set_catch_syscalls(caught_);
+  if (program_signals_) t->set_program_signals(*program_signals_);
   if (log_) t->set_event_log(log_);
   ignore_error(t->set_non_stop(non_stop_), "a target without a process stops nothing");
   return t;

@@ -390,6 +390,24 @@ Result<gdb::Tid> GdbTarget::attach(gdb::Tid pid) {
   return pid;
 }
 
+std::optional<gdb::StopEvent> GdbTarget::attach_signal(gdb::Tid process) {
+  if (inferior_ == nullptr || non_stop_) return std::nullopt;
+  // The attach's stop_all queued the signal-delivery stop its main thread was in: taken as the
+  // attach's stop, reported to the client (delivered if it resumes with it).
+  std::optional<StopEvent> stop;
+  std::vector<Event> keep;
+  for (Event& ev : inferior_->discard_queued(process)) {
+    if (!stop && ev.kind == EventKind::kSignal && ev.signal != SIGSTOP && ev.signal != SIGTRAP) {
+      stop = stop_of(Kind::kSignal, process, ev.signal);
+      pending_signal_[process] = ev.signal;
+      continue;
+    }
+    keep.push_back(std::move(ev));
+  }
+  for (auto ev = keep.rbegin(); ev != keep.rend(); ++ev) inferior_->requeue(*ev);
+  return stop;
+}
+
 void GdbTarget::publish_plan() {
   if (session_ == nullptr) return;
   // The process, stopped by the watchdog even without int3s (a step's trap pending at the
@@ -460,6 +478,7 @@ Result<gdb::ServerEnd> GdbTarget::finish_once(gdb::ServerEnd::How how) {
     // A spawned program the client detached from runs on after the server ends.
     if (inferior_->spawned()) ignore_error(inferior_->outlive_tracer(), "the detach goes on");
     // Signals reported to the client and not yet delivered go with the detach.
+    requeue_program_signals(0);
     if (auto r = inferior_->detach(); !r) return std::unexpected(r.error());
     end.how = how;
     return end;
@@ -862,6 +881,27 @@ Result<void> GdbTarget::flush_removed() {
     watches_.erase(it);
   }
   return {};
+}
+
+void GdbTarget::requeue_program_signals(gdb::Tid process) {
+  for (const auto& [tid, sig] : pending_signal_) {
+    const bool passed =
+        program_signals_ ? program_signals_->contains(sig) : sig != SIGTRAP && sig != SIGINT;
+    if (!passed || !inferior_->is_stopped(tid)) continue;
+    if (process != 0 && inferior_->group_of(tid) != process) continue;
+    // Its stop reported, the signal not delivered by a resume yet: queued again, the Inferior's
+    // detach delivers it (from the thread's signal-delivery stop, or raised for it).
+    const auto queued = inferior_->queued_events();
+    const bool there = std::any_of(queued.begin(), queued.end(), [&](const Event& e) {
+      return e.tid == tid && e.kind == EventKind::kSignal;
+    });
+    if (there) continue;
+    Event ev;
+    ev.kind = EventKind::kSignal;
+    ev.tid = tid;
+    ev.signal = sig;
+    inferior_->requeue(ev);
+  }
 }
 
 void GdbTarget::requeue_held() {
@@ -1457,6 +1497,7 @@ Result<void> GdbTarget::detach_stopped(gdb::Tid process) {
   // A spawned program the client detached from runs on after the server ends.
   if (first && inferior_->spawned())
     ignore_error(inferior_->outlive_tracer(), "the detach goes on");
+  requeue_program_signals(process);
   if (auto r = inferior_->detach_process(process); !r) return r;
   forked_.erase(process);
   if (first) forked_.erase(inferior_->pid());  // the child that took its place

@@ -86,6 +86,9 @@ struct TlsAddress {  // qGetTLSAddr:THREAD,OFFSET,LM
 struct CatchSyscalls {  // QCatchSyscalls:0 (nullopt) | :1[;NR]... (empty: every call)
   std::optional<std::set<long>> numbers;
 };
+struct ProgramSignals {  // QProgramSignals:[SIG[;SIG]...] (gdb's signal numbers, hex)
+  std::set<int> signals;
+};
 struct ThreadSuffixSupported {};   // QThreadSuffixSupported (lldb)
 struct ListThreadsInStopReply {};  // QListThreadsInStopReply (lldb)
 struct DisableRandomization {      // QDisableRandomization:0|1
@@ -218,15 +221,14 @@ struct HostFile {
 
 struct Unsupported {};  // the empty reply
 
-using Request =
-    std::variant<Supported, StartNoAckMode, StopReason, ExtendedMode, CurrentThread, Attached,
-                 ThreadInfo, Xfer, XferWrite, Monitor, HostInfo, ProcessInfo, WatchpointSupportInfo,
-                 MemoryRegionInfo, Symbol, TlsAddress, CatchSyscalls, ThreadSuffixSupported,
-                 ListThreadsInStopReply, DisableRandomization, StartupWithShell, SetWorkingDir,
-                 EnvironmentReset, EnvironmentSet, EnvironmentUnset, SelectThread, ThreadAlive,
-                 ReadRegisters, WriteRegisters, ReadRegister, WriteRegister, ReadMemory,
-                 WriteMemory, Point, Continue, VCont, VContQuery, NonStop, ThreadEvents, Stopped,
-                 CtrlC, Run, Attach, VKill, Detach, Kill, Restart, HostFile, Unsupported>;
+using Request = std::variant<
+    Supported, StartNoAckMode, StopReason, ExtendedMode, CurrentThread, Attached, ThreadInfo, Xfer,
+    XferWrite, Monitor, HostInfo, ProcessInfo, WatchpointSupportInfo, MemoryRegionInfo, Symbol,
+    TlsAddress, CatchSyscalls, ProgramSignals, ThreadSuffixSupported, ListThreadsInStopReply,
+    DisableRandomization, StartupWithShell, SetWorkingDir, EnvironmentReset, EnvironmentSet,
+    EnvironmentUnset, SelectThread, ThreadAlive, ReadRegisters, WriteRegisters, ReadRegister,
+    WriteRegister, ReadMemory, WriteMemory, Point, Continue, VCont, VContQuery, NonStop,
+    ThreadEvents, Stopped, CtrlC, Run, Attach, VKill, Detach, Kill, Restart, HostFile, Unsupported>;
 
 Result<Request> parse_request(std::string_view packet);
 

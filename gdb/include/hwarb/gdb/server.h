@@ -16,7 +16,8 @@
 //     in gdb's numbering, gdb_signals.h, or Linux's once the client asked qHostInfo, as lldb
 //     does) with thread:, watch:/rwatch:/awatch:ADDR, swbreak:, hwbreak:, fork:/vfork:,
 //     vforkdone:, exec:, syscall_entry:/syscall_return:; W/X when the process ends. Ctrl-C
-//     (0x03) while it runs stops it (the target's interrupt()).
+//     (0x03) while it runs stops it (the target's interrupt()); one that crossed a stop reply
+//     interrupts the next resume. QProgramSignals (the signals a detach delivers, target.h).
 //  4. Z0-Z4/z0-z4 (Z0/Z1 with ConditionalBreakpoints+ conditions: agent_expr.h); an error of
 //     the target answers E NN (E.text with error-message+).
 //  5. Host I/O (vFile setfs/open/pread/pwrite/fstat/close/unlink/readlink).
@@ -138,6 +139,7 @@ class Server {
   Served on(const TlsAddress& t);
   Served on(const Symbol&);
   Served on(const CatchSyscalls& c);
+  Served on(const ProgramSignals& p);
   Served on(const ThreadSuffixSupported&);
   Served on(const ListThreadsInStopReply&);
   Served on(const DisableRandomization& d);
@@ -246,7 +248,7 @@ class Server {
   bool fork_events_ = false;   // fork-events+ (with multiprocess+)
   bool vfork_events_ = false;  // vfork-events+ (with multiprocess+)
   std::string last_sent_;      // for a '-' from the client
-  bool interrupt_ = false;     // 0x03 seen while running
+  bool interrupt_ = false;     // 0x03 seen while running (or crossing a stop reply: pending)
   std::string last_stop_;      // the reply to '?'
   std::string osdata_name_;    // the table of osdata_, the qXfer:osdata document being read
   std::string osdata_;

@@ -200,6 +200,10 @@ class Target {
   virtual void set_features(const ClientFeatures& features, bool announced) = 0;
   // `catch syscall` (nullopt: off; empty: every call).
   virtual void set_catch_syscalls(std::optional<std::set<long>> numbers) = 0;
+  // QProgramSignals: the signals (the system's numbers) the client passes to the program. A
+  // detach delivers such a signal that a thread's stop reported and no resume delivered yet, as
+  // gdbserver does; before the client says, every signal but SIGTRAP and SIGINT (gdb's default).
+  virtual void set_program_signals(std::set<int> signals) = 0;
   // Where the target's event log goes (`monitor set debug`); empty: nowhere.
   virtual void set_event_log(std::function<void(const std::string&)> log) = 0;
 
@@ -254,6 +258,11 @@ class Target {
   virtual Result<Tid> start(std::vector<std::string> argv) = 0;
   virtual Result<void> restart() = 0;
   virtual Result<Tid> attach(Tid pid) = 0;
+  // All-stop: the stop an attach found `process` in, when its main thread was taking a signal of
+  // its own then (the program's, not the attach's stop): the attach's stop is reported as that
+  // signal, as gdbserver reports it, and the signal is delivered if the client resumes with it.
+  // nullopt: the usual attach stop (no signal).
+  virtual std::optional<StopEvent> attach_signal(Tid process) = 0;
   virtual void set_disable_randomization(bool on) = 0;
   virtual void set_startup_with_shell(bool on) = 0;  // through $SHELL -c 'exec ...', or not
   // The directory the next program starts in ("": the server's own), as `set cwd` in gdb.

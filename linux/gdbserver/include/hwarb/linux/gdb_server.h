@@ -166,6 +166,9 @@ class GdbTarget final : public gdb::Target {
   bool is_stopped(gdb::Tid tid) const override { return inferior_->is_stopped(tid); }
   void set_features(const gdb::ClientFeatures& features, bool announced) override;
   void set_catch_syscalls(std::optional<std::set<long>> numbers) override;
+  void set_program_signals(std::set<int> signals) override {
+    program_signals_ = std::move(signals);
+  }
   void set_event_log(std::function<void(const std::string&)> log) override {
     log_ = std::move(log);
   }
@@ -212,6 +215,7 @@ class GdbTarget final : public gdb::Target {
   Result<gdb::Tid> start(std::vector<std::string> argv) override;
   Result<void> restart() override;
   Result<gdb::Tid> attach(gdb::Tid pid) override;
+  std::optional<gdb::StopEvent> attach_signal(gdb::Tid process) override;
   void set_disable_randomization(bool on) override { launch_->inferior.disable_aslr = on; }
   void set_startup_with_shell(bool on) override { launch_->startup_with_shell = on; }
   // A leading ~ is the server's $HOME, as gdbserver expands it.
@@ -340,6 +344,9 @@ class GdbTarget final : public gdb::Target {
   std::optional<gdb::StopEvent> stepped_watch(pid_t tid) const;
   // The signal events a resume held for the threads it left stopped, queued again.
   void requeue_held();
+  // Before a detach (of `process`, 0: every one): each signal a stop reported and no resume
+  // delivered yet, when the client passes it (QProgramSignals), queued for the detach to deliver.
+  void requeue_program_signals(gdb::Tid process);
   Result<gdb::ServerEnd> finish_once(gdb::ServerEnd::How how);
   // Every watch of the session rebuilt (one taken out and put back): a followed fork is left
   // unwatched, its pages and bytes as the program made them (WatchSession's contract).
@@ -415,6 +422,7 @@ class GdbTarget final : public gdb::Target {
   std::set<pid_t> forked_;  // child processes reported by fork/vfork stops, still traced
   // `catch syscall` (QCatchSyscalls): nullopt off; the system calls to report (empty: all).
   std::optional<std::set<long>> caught_;
+  std::optional<std::set<int>> program_signals_;  // QProgramSignals (nullopt: not told)
   // The thread of the last exec stop, while it has not run since (0: none): its execve's return
   // is still to report to a client that catches it.
   pid_t execve_return_ = 0;
@@ -464,6 +472,7 @@ class GdbInferiors final : public gdb::Target {
   bool is_stopped(gdb::Tid tid) const override { return of_thread(tid).is_stopped(tid); }
   void set_features(const gdb::ClientFeatures& features, bool announced) override;
   void set_catch_syscalls(std::optional<std::set<long>> numbers) override;
+  void set_program_signals(std::set<int> signals) override;
   void set_event_log(std::function<void(const std::string&)> log) override;
   Result<x86::Regs> general_registers(gdb::Tid tid) override {
     return of_thread(tid).general_registers(tid);
@@ -505,6 +514,9 @@ class GdbInferiors final : public gdb::Target {
   Result<gdb::Tid> start(std::vector<std::string> argv) override;
   Result<void> restart() override;
   Result<gdb::Tid> attach(gdb::Tid pid) override;
+  std::optional<gdb::StopEvent> attach_signal(gdb::Tid process) override {
+    return of_process(process).attach_signal(process);
+  }
   void set_disable_randomization(bool on) override { first().set_disable_randomization(on); }
   void set_startup_with_shell(bool on) override { first().set_startup_with_shell(on); }
   void set_working_directory(const std::string& dir) override {
@@ -583,6 +595,7 @@ class GdbInferiors final : public gdb::Target {
   gdb::ClientFeatures features_;
   bool announced_ = false;
   std::optional<std::set<long>> caught_;
+  std::optional<std::set<int>> program_signals_;
   std::function<void(const std::string&)> log_;
   bool non_stop_ = false;
   // All-stop: the targets the last resume named. Only they are waited for: a target left
