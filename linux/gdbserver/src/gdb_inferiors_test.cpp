@@ -3,11 +3,13 @@
 #include "hwarb/linux/gdb_server.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -116,6 +118,31 @@ TEST_F(GdbInferiorsTest, EachProcessIsReadAndKilledOnItsOwn) {
   EXPECT_EQ(end.kind, StopEvent::Kind::kExited);
   EXPECT_EQ(end.process, *first);
   EXPECT_FALSE(end.remains);
+}
+
+// A thread the server stopped for the client (Ctrl-C here) shows gdbserver's siginfo: a SIGSTOP
+// from the server (tgkill), not the kernel's record of a PTRACE_INTERRUPT stop (SIGTRAP, event
+// code), which gdb cannot tell from a trap of the program's.
+TEST_F(GdbInferiorsTest, AThreadTheServerStoppedShowsASigstopFromTheServer) {
+  auto pid = target.start(std::vector<std::string>{testing::program("spin")});
+  if (!pid && testing::refused(pid.error())) {
+    GTEST_SKIP() << testing::skip_reason("tracing a child", pid.error());
+  }
+  ASSERT_TRUE(pid) << pid.error().to_string();
+  auto r = target.resume(std::vector<ResumeAction>{ResumeAction{.kind = 'c', .tid = -1}});
+  ASSERT_TRUE(r) << r.error().to_string();
+  auto stop = target.interrupt();
+  ASSERT_TRUE(stop) << stop.error().to_string();
+  EXPECT_EQ(stop->signal, SIGINT);
+  auto bytes = target.siginfo(*pid);
+  ASSERT_TRUE(bytes) << bytes.error().to_string();
+  ASSERT_EQ(bytes->size(), sizeof(siginfo_t));
+  siginfo_t info{};
+  std::memcpy(&info, bytes->data(), sizeof info);
+  EXPECT_EQ(info.si_signo, SIGSTOP);
+  EXPECT_EQ(info.si_code, SI_TKILL);
+  EXPECT_EQ(info.si_pid, ::getpid());
+  ASSERT_TRUE(target.kill_process(*pid));
 }
 
 }  // namespace

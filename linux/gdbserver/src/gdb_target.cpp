@@ -1,5 +1,6 @@
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -662,6 +663,15 @@ Result<std::string> GdbTarget::siginfo(gdb::Tid tid) {
   // PTRACE_GETSIGINFO's x86-64 Linux layout, 128 bytes.
   siginfo_t info{};
   if (auto r = ptrace_getsiginfo(tid, info); !r) return std::unexpected(r.error());
+  if (info.si_signo == SIGTRAP && (info.si_code >> 8) == PTRACE_EVENT_STOP) {
+    // A thread the server stopped (PTRACE_INTERRUPT: the attach, another thread's stop): shown
+    // as gdbserver's, which stops threads with SIGSTOP from the server (tgkill).
+    info = siginfo_t{};
+    info.si_signo = SIGSTOP;
+    info.si_code = SI_TKILL;
+    info.si_pid = own_pid();
+    info.si_uid = own_uid();
+  }
   return std::string(reinterpret_cast<const char*>(&info), sizeof info);
 }
 

@@ -214,6 +214,10 @@ pid_t own_pid() {
   return ::getpid();
 }
 
+uid_t own_uid() {
+  return ::getuid();
+}
+
 Result<std::vector<int>> cpu_affinity(pid_t pid) {
   cpu_set_t set;
   CPU_ZERO(&set);

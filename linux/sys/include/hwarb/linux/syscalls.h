@@ -80,6 +80,8 @@ Result<void> send_signal(pid_t pid, int signal);
 Result<void> send_thread_signal(pid_t tgid, pid_t tid, int signal);
 // getpid(2): the calling process's id.
 [[nodiscard]] pid_t own_pid();
+// getuid(2): the calling process's real user id.
+[[nodiscard]] uid_t own_uid();
 
 // sched_getaffinity(2): the CPUs thread `pid` (0: the calling thread) may run on, ascending
 // (CPUs below CPU_SETSIZE = 1024).
