@@ -18,7 +18,8 @@
 #  syscall `catch syscall write` (entry and return), then `catch syscall` (any: exit_group)
 #          on tests/programs/hello.c (QCatchSyscalls); and `catch syscall write` again with a
 #          64-byte watch of a page set (the software path's system-call stops: checked on its
-#          own).
+#          own), and with a watch of the environment strings on the stack (the single-step
+#          method, whose steps would run the call without its stops).
 #  vexec   `set follow-fork-mode child` on a vforked child that execs prog_hello: gdb detaches
 #          the parent after the child's exec (an exec event of the followed child) and stops at
 #          main of the new image.
@@ -132,6 +133,14 @@ for mode in "" "--software"; do
   expect "$tmp/wsyscall$m.out" '^Catchpoint 3 \(returned from syscall write\)' "$m: catch syscall under a software watch: its return"
   expect "$tmp/wsyscall$m.out" '^\[Inferior 1 \(process [0-9]+\) exited normally\]' "$m: catch syscall under a software watch: the program's end"
   expect "$tmp/wsyscall$m.err" '^hello$' "$m: catch syscall under a software watch: the program's output"
+  # And under the single-step method: a watch of the environment strings, on the stack, is
+  # stepped instruction by instruction, and a step would run the write without its stops.
+  run "ssyscall$m" "$hwarb gdbserver $mode --stdio --" "$P/prog_hello" 'break main' continue \
+    'watch -l *(char (*)[64])environ[0]' 'catch syscall write' continue continue delete continue
+  expect "$tmp/ssyscall$m.out" '^Catchpoint 3 \(call to syscall write\)' "$m: catch syscall under the single-step method: the call"
+  expect "$tmp/ssyscall$m.out" '^Catchpoint 3 \(returned from syscall write\)' "$m: catch syscall under the single-step method: its return"
+  expect "$tmp/ssyscall$m.out" '^\[Inferior 1 \(process [0-9]+\) exited normally\]' "$m: catch syscall under the single-step method: the program's end"
+  expect "$tmp/ssyscall$m.err" '^hello$' "$m: catch syscall under the single-step method: the program's output"
   expect "$tmp/vexec$m.out" '^\[Detaching vfork parent process [0-9]+ after child exec\]' \
     "$m: follow-fork-mode child: the vforked child's exec"
   expect "$tmp/vexec$m.out" 'hit Breakpoint 1, main \(\) at .*hello\.c' "$m: the exec'd image's main"

@@ -430,8 +430,8 @@ void GdbTarget::served() {
   publish_plan();
 }
 
-Resume GdbTarget::run_mode() const {
-  const Resume mode = session_->resume_mode();
+Resume GdbTarget::run_mode(pid_t tid) const {
+  const Resume mode = session_->resume_mode(tid);
   return caught_ && mode == Resume::kCont ? Resume::kSyscall : mode;
 }
 
@@ -990,7 +990,7 @@ Result<void> GdbTarget::with_all_stopped(const std::function<Result<void>()>& ch
     // Only what ran before (a forked child that came meanwhile waits for its fork's stop).
     if (!running.contains(t) || !inferior_->is_stopped(t) || inferior_->has_queued(t)) continue;
     // The session's way of running may have changed with the watches.
-    if (auto r = inferior_->resume(t, stepping(t) ? Resume::kStep : run_mode());
+    if (auto r = inferior_->resume(t, stepping(t) ? Resume::kStep : run_mode(t));
         !r && r.error().code() != ErrorCode::kSrch) {
       return r;
     }
@@ -1021,7 +1021,7 @@ Result<std::optional<StopEvent>> GdbTarget::resume_each(
     }
     if (step) begin_step(a.tid);
     pending_signal_.erase(a.tid);
-    if (auto r = inferior_->resume(a.tid, step ? Resume::kStep : run_mode(), a.signal);
+    if (auto r = inferior_->resume(a.tid, step ? Resume::kStep : run_mode(a.tid), a.signal);
         !r && r.error().code() != ErrorCode::kSrch) {
       return std::unexpected(r.error());
     }
@@ -1084,7 +1084,6 @@ Result<std::optional<StopEvent>> GdbTarget::resume(const std::vector<gdb::Resume
   if (auto r = flush_removed(); !r) return std::unexpected(r.error());
   stepping_ = 0;
   session_->set_stepping(0);
-  const Resume mode = run_mode();
   // Each thread an action names must exist: else nothing is resumed (and nothing would stop).
   const std::vector<pid_t> threads = inferior_->threads();
   for (const gdb::ResumeAction& a : list) {
@@ -1150,7 +1149,7 @@ Result<std::optional<StopEvent>> GdbTarget::resume(const std::vector<gdb::Resume
     }
     if (step) begin_step(tid);
     pending_signal_.erase(tid);
-    if (auto r = inferior_->resume(tid, step ? Resume::kStep : mode, it->signal);
+    if (auto r = inferior_->resume(tid, step ? Resume::kStep : run_mode(tid), it->signal);
         !r && r.error().code() != ErrorCode::kSrch) {
       return fail(r.error());
     }
@@ -1388,7 +1387,7 @@ Result<void> GdbTarget::run_as_asked(pid_t tid) {
     asked.step = true;
   }
   if (asked.step) begin_step(tid);
-  const Resume how = asked.step ? Resume::kStep : run_mode();
+  const Resume how = asked.step ? Resume::kStep : run_mode(tid);
   if (auto r = inferior_->resume(tid, how, asked.signal);
       !r && r.error().code() != ErrorCode::kSrch) {
     return r;
@@ -1857,7 +1856,7 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
     // a child the session follows (it held it for the client's decision).
     if (auto r = run_as_asked(ev.tid); !r) return std::unexpected(r.error());
     if (v->handled && inferior_->is_stopped(ev.child)) {
-      if (auto r = inferior_->resume(ev.child, run_mode());
+      if (auto r = inferior_->resume(ev.child, run_mode(ev.child));
           !r && r.error().code() != ErrorCode::kSrch) {
         return std::unexpected(r.error());
       }
@@ -1895,7 +1894,7 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
     return Stop(*stop);
   }
   if (v->handled && !v->caller) return Stop();
-  const Resume mode = run_mode();
+  const Resume mode = run_mode(ev.tid);
   Result<void> step;
   switch (ev.kind) {
     case EventKind::kExited:
@@ -2003,7 +2002,8 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
                        "a gone child has no int3");
         }
       }
-      step = ev.vfork ? inferior_->resume(ev.child, mode) : inferior_->release(ev.child);
+      step =
+          ev.vfork ? inferior_->resume(ev.child, run_mode(ev.child)) : inferior_->release(ev.child);
       break;
 
     case EventKind::kSyscallEnter:

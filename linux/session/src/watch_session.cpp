@@ -1136,6 +1136,10 @@ Resume WatchSession::resume_mode() const {
   return state_->soft ? state_->soft->resume_mode() : Resume::kCont;
 }
 
+Resume WatchSession::resume_mode(pid_t tid) const {
+  return state_->soft ? state_->soft->resume_mode(tid) : Resume::kCont;
+}
+
 void WatchSession::drop_own_stops(pid_t process) {
   State& s = *state_;
   const auto of_process = [&](pid_t tid) { return s.inferior->process_of(tid) == process; };

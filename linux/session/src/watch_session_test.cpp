@@ -142,7 +142,7 @@ Result<OwnLoop> own_loop(Inferior& inf, WatchSession& session,
       out.caught.push_back((ev->kind == EventKind::kSyscallEnter ? "enter " : "exit ") +
                            std::to_string(ev->syscall));
       out.caught_running = out.caught_running || !inf.is_stopped(ev->tid);
-      if (auto r = inf.resume(ev->tid, session.resume_mode()); !r) {
+      if (auto r = inf.resume(ev->tid, session.resume_mode(ev->tid)); !r) {
         return std::unexpected(r.error());
       }
       continue;
@@ -314,6 +314,28 @@ TEST(WatchSession, TheCallersCaughtSystemCallsStopUnderTheSoftwarePath) {
   EXPECT_EQ(loop->status, 5);
   EXPECT_EQ(out.text(), "near=1000 far=106\n");
   EXPECT_EQ(of(loop->hits, near->id).size(), 7u);
+  const std::string write = std::to_string(SYS_write);
+  EXPECT_EQ(loop->caught, (std::vector<std::string>{"enter " + write, "exit " + write}));
+  EXPECT_FALSE(loop->caught_running) << "a caught call's thread must be left stopped";
+}
+
+// The same under the single-step method (a watch of the stack): a step would run the caught call
+// without its stops; the session's per-thread resume mode runs it from entry to exit instead.
+TEST(WatchSession, TheCallersCaughtSystemCallsStopUnderTheSingleStepMethod) {
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("stackvar")}), out);
+  const pid_t pid = inf->pid();
+  auto regs = inf->get_regs(pid);
+  ASSERT_TRUE(regs) << regs.error().to_string();
+  WatchSession session(*inf, software_only());
+  session.set_caller_syscalls(std::set<long>{SYS_write});
+  auto stack = session.insert({.addr = regs->rsp - 8192, .len = 4, .access = kWatchWrite});
+  ASSERT_TRUE(stack) << stack.error().to_string();
+  ASSERT_EQ(session.resume_mode(), Resume::kStep) << session.describe();
+  auto loop = own_loop(*inf, session);
+  ASSERT_TRUE(loop) << loop.error().to_string();
+  EXPECT_EQ(loop->status, 0);
+  EXPECT_TRUE(out.text().starts_with("addr=0x")) << out.text();
   const std::string write = std::to_string(SYS_write);
   EXPECT_EQ(loop->caught, (std::vector<std::string>{"enter " + write, "exit " + write}));
   EXPECT_FALSE(loop->caught_running) << "a caught call's thread must be left stopped";

@@ -427,6 +427,17 @@ bool SoftWatch::page_protected(std::uint64_t addr) const {
   return pages_.contains(page_of(addr));
 }
 
+Resume SoftWatch::resume_mode(pid_t tid) const {
+  const Resume mode = resume_mode();
+  if (mode != Resume::kStep) return mode;
+  if (in_caught_call_.contains(tid)) return Resume::kSyscall;
+  const auto it = step_.find(tid);
+  if (it != step_.end() && it->second.syscall && caller_catches(it->second.call)) {
+    return Resume::kSyscall;
+  }
+  return mode;
+}
+
 Resume SoftWatch::resume_mode() const {
   if (ended_) return Resume::kCont;
   if (single_step_) return Resume::kStep;
@@ -595,6 +606,7 @@ Result<bool> SoftWatch::handle(const Event& ev, std::vector<WatchHit>& hits) {
       open_.erase(ev.tid);
       step_.erase(ev.tid);
       rep_.erase(ev.tid);
+      in_caught_call_.erase(ev.tid);
       return false;
     case EventKind::kExited:
     case EventKind::kKilled:
@@ -947,6 +959,11 @@ Result<bool> SoftWatch::on_trap(const Event& ev, std::vector<WatchHit>& hits) {
 
 Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
   const pid_t tid = ev.tid;
+  // Single-step method: the entry of a caught call its step was turned into (resume_mode(tid)).
+  if (single_step_) {
+    const auto step = step_.find(tid);
+    if (step != step_.end() && step->second.syscall) in_caught_call_.insert(tid);
+  }
   if (open_.contains(tid)) {
     // A restarted call: its pages are still open.
     if (auto r = after_syscall_stop(tid, ev.syscall, Resume::kSyscall); !r) {
@@ -1088,9 +1105,17 @@ Result<bool> SoftWatch::on_syscall_enter(const Event& ev) {
 
 Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<WatchHit>& hits) {
   const pid_t tid = ev.tid;
+  if (in_caught_call_.erase(tid) != 0 && step_.contains(tid)) {
+    // Single-step method: the call's exit ends the step of its instruction: its hits (what the
+    // call wrote), then the next instruction's check, as at a step's trap.
+    const std::size_t hits_before = hits.size();
+    if (auto r = step_hits(tid, hits); !r) return std::unexpected(r.error());
+    if (auto r = prepare_step(tid); !r) return std::unexpected(r.error());
+    if (stop_at_hits_ && hits.size() > hits_before) return true;  // stopped after the call
+  }
   auto it = open_.find(tid);
   if (it == open_.end()) {
-    if (auto r = after_syscall_stop(tid, ev.syscall, resume_mode()); !r) {
+    if (auto r = after_syscall_stop(tid, ev.syscall, resume_mode(tid)); !r) {
       return std::unexpected(r.error());
     }
     return true;
@@ -1150,7 +1175,7 @@ Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<WatchHit>& 
       ++p_it;
     }
   }
-  if (auto r = after_syscall_stop(tid, ev.syscall, resume_mode()); !r) {
+  if (auto r = after_syscall_stop(tid, ev.syscall, resume_mode(tid)); !r) {
     return std::unexpected(r.error());
   }
   return true;
@@ -1243,6 +1268,7 @@ Result<void> SoftWatch::prepare_step(pid_t tid) {
   auto insn = inferior_->decode_at(regs->rip, inferior_->process_of(tid));
   if (insn) {
     check.syscall = insn->branch == x86::BranchKind::kSyscall;
+    if (check.syscall) check.call = static_cast<long>(regs->rax);
     // A REP string instruction runs one iteration per step: the step's operands are one
     // iteration's (none when rcx is 0).
     check.rep = x86::is_rep_string(*insn);
@@ -1310,7 +1336,8 @@ Result<bool> SoftWatch::on_step(pid_t tid, std::vector<WatchHit>& hits) {
       add_hit(hits, i, tid, ip, ip, kWatchExec, {}, {}, "");
     }
   }
-  if (auto r = inferior_->resume(tid, Resume::kStep); !r) return std::unexpected(r.error());
+  // A system call the caller catches runs from its entry stop to its exit stop.
+  if (auto r = inferior_->resume(tid, resume_mode(tid)); !r) return std::unexpected(r.error());
   return true;
 }
 

@@ -356,9 +356,9 @@ class GdbTarget final : public gdb::Target {
   Result<void> insert_again(const std::vector<WatchInfo>& infos);
   // The client's watch `from` is the session's `to` now.
   void renumber(WatchId from, WatchId to);
-  // How a thread runs on when the client does not step it: the session's way, through system
-  // call stops while `catch syscall` is on.
-  Resume run_mode() const;
+  // How thread `tid` runs on when the client does not step it: the session's way for it,
+  // through system-call stops while `catch syscall` is on.
+  Resume run_mode(pid_t tid) const;
   void take_process(Inferior&& inferior);
   // The Inferior's fork handling as the client's events want it: the parents held at their
   // fork (and a vfork's end), and followed children kept traced across their execs.

@@ -234,6 +234,9 @@ class WatchSession {
 
   Result<StopVerdict> handle(const Event& event);
   Resume resume_mode() const;
+  // resume_mode() for thread `tid` (SoftWatch::resume_mode(tid): a system call the caller
+  // catches, under the single-step method, runs from its entry stop to its exit stop).
+  Resume resume_mode(pid_t tid) const;
   // The caller single-steps thread `tid` (0: none; set before each resume). A fault of the
   // software path that the stepped instruction takes then ends the step there: the thread stays
   // stopped after the instruction (StopVerdict::stopped, with no hits when the instruction

@@ -154,6 +154,10 @@ class SoftWatch {
   // method is not single-step or the thread had no step prepared.
   Result<void> finish_step(pid_t tid, std::vector<WatchHit>& hits);
   Resume resume_mode() const;
+  // resume_mode() for thread `tid`: under the single-step method, kSyscall for a thread whose
+  // next instruction is a system call the caller catches, and for one inside such a call, so
+  // that its entry and exit stop (a step would run the call without either).
+  Resume resume_mode(pid_t tid) const;
   Result<void> disarm();
   // The thread disarm() prefers for its mprotect calls (as SoftWatchOptions::inject_in).
   void inject_in(pid_t tid) { inject_in_ = tid; }
@@ -240,6 +244,7 @@ class SoftWatch {
     std::vector<std::pair<std::size_t, unsigned>> ranges;  // range, access
     std::vector<std::vector<std::uint8_t>> before;
     bool syscall = false;
+    long call = -1;    // a system call: its number (rax before it)
     bool rep = false;  // a REP string instruction: one iteration per step
     // An XSAVE-family instruction: its area and registers, for what it wrote (x86/xsave.h).
     x86::XsaveForm xsave = x86::XsaveForm::kNone;
@@ -309,6 +314,9 @@ class SoftWatch {
   std::map<pid_t, StepCheck> step_;                // single-step method, per thread
   std::set<pid_t> caller_steps_;                   // see set_caller_steps()
   std::optional<std::set<long>> caller_syscalls_;  // see set_caller_syscalls()
+  // Single-step method: threads inside a system call the caller catches, run from its entry
+  // stop to its exit stop (resume_mode(tid)); the exit completes the instruction's step.
+  std::set<pid_t> in_caught_call_;
   std::map<pid_t, std::map<std::size_t, RepProgress>> rep_;  // per thread, per range
   std::set<pid_t> trap_steps_;             // threads stepping over an int3's original instruction
   std::set<pid_t> unwatched_;              // processes whose new image could not be watched
