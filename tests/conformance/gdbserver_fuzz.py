@@ -13,8 +13,8 @@ may legitimately change the program: a write is only sent when the server must r
 malformed packet, an unmapped address, a register number out of range).
 
 Then the snapshot must be unchanged, every watch/breakpoint the server accepted is removed, and
-`vCont;c` (repeated over watch stops, `vCont;C<sig>` over a signal of the program's own) must end
-in W07 with "total=936" on stderr. Every packet must get its answer within 5 s ('-' for a bad
+`vCont;c` (repeated over watch stops and the SIGINT stop a 0x03 sent while stopped makes at the
+next resume, `vCont;C<sig>` over a signal of the program's own) must end in W07 with "total=936" on stderr. Every packet must get its answer within 5 s ('-' for a bad
 checksum in ack mode; the reply once acks are off, as gdbserver uses such a packet anyway), no
 garbage packet may resume the program or be accepted where it must be refused, and the server
 must exit 0 when the client closes its input.
@@ -24,8 +24,9 @@ Every fifth round instead closes the connection while the program runs (a slow w
 
 Before the rounds (in both modes), extended mode packet by packet, without garbage:
 `HWARB gdbserver --multi --stdio` with no program answers '!', '?' (W00), vRun (without any
-program: E; PROG ARGS: T05; while one runs: E; an empty PROG: the last program with new
-arguments), vAttach (pid 0 or while one runs: E), vKill (OK, the process gone, W00 after),
+program: E; PROG ARGS: T05; while one runs: T05, a second process beside it (multiprocess+),
+which vKill ends; an empty PROG: the last program with new arguments), vAttach (pid 0, or a
+process already debugged: E), vKill (OK, the process gone, W00 after),
 D (OK, the program runs on to its output), k (no reply; the server stays), R (no reply; the
 last program runs again) as gdbserver does.
 
@@ -725,7 +726,10 @@ def run_to_end(srv, stats, stale_ok, watched=None):
             raise Failure("a watch/breakpoint stop after every one was removed: %r" % reply[:80])
         if time.monotonic() > deadline or stops > 20000:
             raise Failure("no W07 after %d stops" % stops)
-        reply = srv.request("vCont;c" if sig == "05" else "vCont;C" + sig, 30)
+        # SIGINT (02) is the stop a 0x03 asked for (one sent while stopped interrupts the next
+        # resume, as a Ctrl-C crossing a stop reply does): not the program's, not passed on, as
+        # gdb's `handle SIGINT nopass`.
+        reply = srv.request("vCont;c" if sig in ("05", "02") else "vCont;C" + sig, 30)
 
 
 def round_normal(args, rnd, rng, log, stats, e_entry, syms, log_stderr):
@@ -856,8 +860,16 @@ def extended_packets(hwarb, prog, software):
         want("QDisableRandomization:1", lambda r: r == "OK", "QDisableRandomization")
         first = pid_of(want("vRun;%s;%s" % (hexs(prog), hexs("3")), lambda r: r.startswith("T05"),
                             "vRun PROG 3"))
-        want("vRun;%s" % hexs(prog), lambda r: r.startswith("E"), "vRun while one runs")
-        want("vAttach;%x" % first, lambda r: r.startswith("E"), "vAttach while one runs")
+        # With multiprocess+, another vRun adds a process beside the first (gdb's inferior 2);
+        # an attach to a process already debugged is refused.
+        beside = pid_of(want("vRun;%s" % hexs(prog), lambda r: r.startswith("T05"),
+                             "vRun while one runs (a second process)"))
+        if beside == first:
+            raise Failure("the second vRun gave the first process's pid")
+        want("vAttach;%x" % first, lambda r: r.startswith("E"), "vAttach of a process debugged")
+        want("vKill;%x" % beside, lambda r: r == "OK", "vKill of the second process")
+        if program_alive(beside):
+            raise Failure("the killed second process %d is still there" % beside)
         want("vKill;%x" % first, lambda r: r == "OK", "vKill")
         want("?", lambda r: r == "W00", "no process after vKill")
         if program_alive(first):
