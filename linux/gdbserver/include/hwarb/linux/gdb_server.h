@@ -198,8 +198,12 @@ class GdbTarget final : public gdb::Target {
   bool owns_process(gdb::Tid process) const;
   // The process ended and its end was reported (W/X): the target only waits to be dropped.
   bool ended() const { return inferior_ != nullptr && exited_; }
-  // No process left to serve: none yet, its end reported, or detached or killed whole.
-  bool gone() const { return inferior_ == nullptr || exited_ || !inferior_->alive(); }
+  // No process left to serve: none yet, its end reported, or detached or killed whole (an end
+  // read but not reported yet, still queued, is still to serve).
+  bool gone() const {
+    return inferior_ == nullptr || exited_ ||
+           (!inferior_->alive() && inferior_->queued_events().empty() && held_.empty());
+  }
   // A thread of it runs (resumed, not stopped yet).
   bool runs() const { return inferior_ != nullptr && !exited_ && !running_threads().empty(); }
   const std::optional<GdbLaunch>& launch() const { return launch_; }
