@@ -191,6 +191,13 @@ Result<Inferior> Inferior::attach(pid_t pid, const InferiorOptions& options) {
       if (auto seized = ptrace_seize(tid, static_cast<std::uint64_t>(kOptions)); !seized) {
         // Exited meanwhile.
         if (seized.error().code() == ErrorCode::kSrch && !inferior.threads_.empty()) continue;
+        // Created by a thread seized already: traced by us through its creator's
+        // PTRACE_O_TRACECLONE (its clone event announces it). A program that makes threads
+        // all the time has some so between the listing and the seize.
+        if (seized.error().code() == ErrorCode::kPerm && !inferior.threads_.empty()) {
+          auto tracer = tracer_of(tid);
+          if (!tracer || *tracer == own_pid()) continue;  // ours, or gone
+        }
         return std::unexpected(seized.error());
       }
       inferior.threads_[tid] = Thread{};

@@ -795,6 +795,38 @@ TEST(Inferior, AttachStopsARunningProcessAndDetachLetsItRun) {
   ::close(pipefd[0]);
 }
 
+// An attach to a program that makes threads all the time: a thread its creator's clone made
+// after the creator was seized is traced already (PTRACE_O_TRACECLONE), and its seize fails with
+// EPERM; that is no failure of the attach. 20 attaches and detaches, the program ends normally.
+TEST(InferiorAttach, AProgramThatMakesThreadsAllTheTimeIsAttachedEveryTime) {
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::dup2(pipefd[1], 1);
+    const std::string path = program("thread_churn");
+    ::execl(path.c_str(), path.c_str(), "4", "200000", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(pipefd[1]);
+  ::usleep(50000);
+  int attached = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto inf = Inferior::attach(child);
+    EXPECT_TRUE(inf) << "attach " << i << ": " << inf.error().to_string();
+    if (!inf) continue;
+    ++attached;
+    EXPECT_TRUE(inf->detach());
+  }
+  EXPECT_EQ(attached, 20);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the program ended by itself";
+  ::close(pipefd[0]);
+}
+
 // The embedding program's own children are its own: an Inferior's waits (wait() through a
 // multi-threaded program, a forking one, wait_or_poll, kill()) leave their statuses for its own
 // waitpid, one that ended before the Inferior ran and one that ends while it waits.
