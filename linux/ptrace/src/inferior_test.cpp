@@ -758,17 +758,27 @@ TEST(Inferior, ResumeAllLeavesWhatAQueuedEventHoldsStopped) {
   });
 }
 
+// tests/programs' NAME with ARGS, a child of the test's own (not traced), its standard output
+// to `out_fd`: its pid (-1: no fork).
+pid_t run_untraced(const char* name, std::vector<std::string> args, int out_fd) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::dup2(out_fd, 1);
+    std::string path = program(name);
+    std::vector<char*> argv{path.data()};
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(path.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return child;
+}
+
 TEST(Inferior, AttachStopsARunningProcessAndDetachLetsItRun) {
   int pipefd[2];
   ASSERT_EQ(::pipe(pipefd), 0);
-  const pid_t child = ::fork();
+  const pid_t child = run_untraced("spin", {}, pipefd[1]);
   ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::dup2(pipefd[1], 1);
-    const std::string path = program("spin");
-    ::execl(path.c_str(), path.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
   ::close(pipefd[1]);
   char ready[6] = {};
   ASSERT_EQ(::read(pipefd[0], ready, 6), 6);
@@ -801,14 +811,8 @@ TEST(Inferior, AttachStopsARunningProcessAndDetachLetsItRun) {
 TEST(InferiorAttach, AProgramThatMakesThreadsAllTheTimeIsAttachedEveryTime) {
   int pipefd[2];
   ASSERT_EQ(::pipe(pipefd), 0);
-  const pid_t child = ::fork();
+  const pid_t child = run_untraced("thread_churn", {"4", "200000"}, pipefd[1]);
   ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::dup2(pipefd[1], 1);
-    const std::string path = program("thread_churn");
-    ::execl(path.c_str(), path.c_str(), "4", "200000", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
   ::close(pipefd[1]);
   ::usleep(50000);
   int attached = 0;
