@@ -59,6 +59,12 @@ const char* event_kind_name(EventKind kind) {
 }
 
 constexpr int kSiKernel = 0x80;  // SI_KERNEL: the SIGTRAP of an int3
+
+// A SIGTRAP of an int3: ours, or the program's own.
+bool is_int3_trap(const Event& ev) {
+  return ev.kind == EventKind::kSignal && ev.signal == SIGTRAP && ev.code == kSiKernel;
+}
+
 constexpr std::uint8_t kInt3 = 0xCC;
 constexpr int kSignalCheckMs = 100;  // how often a wait for the client looks at the signal flag
 
@@ -395,18 +401,15 @@ std::optional<gdb::StopEvent> GdbTarget::attach_signal(gdb::Tid process) {
   if (inferior_ == nullptr || non_stop_) return std::nullopt;
   // The attach's stop_all queued the signal-delivery stop its main thread was in: taken as the
   // attach's stop, reported to the client (delivered if it resumes with it).
-  std::optional<StopEvent> stop;
-  std::vector<Event> keep;
-  for (Event& ev : inferior_->discard_queued(process)) {
-    if (!stop && ev.kind == EventKind::kSignal && ev.signal != SIGSTOP && ev.signal != SIGTRAP) {
-      stop = stop_of(Kind::kSignal, process, ev.signal);
-      pending_signal_[process] = ev.signal;
-      continue;
-    }
-    keep.push_back(std::move(ev));
-  }
-  for (auto ev = keep.rbegin(); ev != keep.rend(); ++ev) inferior_->requeue(*ev);
-  return stop;
+  const std::vector<Event> taken = take_queued(
+      process,
+      [](const Event& ev) {
+        return ev.kind == EventKind::kSignal && ev.signal != SIGSTOP && ev.signal != SIGTRAP;
+      },
+      1);
+  if (taken.empty()) return std::nullopt;
+  pending_signal_[process] = taken.front().signal;
+  return stop_of(Kind::kSignal, process, taken.front().signal);
 }
 
 void GdbTarget::publish_plan() {
@@ -901,7 +904,7 @@ void GdbTarget::requeue_program_signals(gdb::Tid process) {
     if (process != 0 && inferior_->group_of(tid) != process) continue;
     // Its stop reported, the signal not delivered by a resume yet: queued again, the Inferior's
     // detach delivers it (from the thread's signal-delivery stop, or raised for it).
-    const auto queued = inferior_->queued_events();
+    const auto& queued = inferior_->queued_events();
     const bool there = std::any_of(queued.begin(), queued.end(), [&](const Event& e) {
       return e.tid == tid && e.kind == EventKind::kSignal;
     });
@@ -1361,20 +1364,24 @@ Result<void> GdbTarget::rewind_queued_traps() {
   return {};
 }
 
-void GdbTarget::drop_rewound_traps() {
-  for (const auto& [tid, addr] : rewound_) {
-    bool dropped = false;
-    std::vector<Event> keep;
-    for (Event& ev : inferior_->discard_queued(tid)) {
-      if (!dropped && ev.kind == EventKind::kSignal && ev.signal == SIGTRAP &&
-          ev.code == kSiKernel) {
-        dropped = true;
-        continue;
-      }
+std::vector<Event> GdbTarget::take_queued(pid_t tid, const std::function<bool(const Event&)>& which,
+                                          std::size_t limit) {
+  std::vector<Event> taken;
+  std::vector<Event> keep;
+  for (Event& ev : inferior_->discard_queued(tid)) {
+    if (taken.size() < limit && which(ev)) {
+      taken.push_back(std::move(ev));
+    } else {
       keep.push_back(std::move(ev));
     }
-    for (auto ev = keep.rbegin(); ev != keep.rend(); ++ev) inferior_->requeue(*ev);
   }
+  // requeue puts an event first: the last one back first keeps their order.
+  for (auto ev = keep.rbegin(); ev != keep.rend(); ++ev) inferior_->requeue(*ev);
+  return taken;
+}
+
+void GdbTarget::drop_rewound_traps() {
+  for (const auto& [tid, addr] : rewound_) (void)take_queued(tid, is_int3_trap, 1);
   rewound_.clear();
 }
 
@@ -1458,13 +1465,7 @@ Result<void> GdbTarget::detach_stopped(gdb::Tid process) {
   for (pid_t t : inferior_->threads()) {
     if (inferior_->group_of(t) != process || !rewound_.contains(t)) continue;
     rewound_.erase(t);
-    std::vector<Event> keep;
-    for (Event& e : inferior_->discard_queued(t)) {
-      if (e.kind != EventKind::kSignal || e.signal != SIGTRAP || e.code != kSiKernel) {
-        keep.push_back(std::move(e));
-      }
-    }
-    for (auto e = keep.rbegin(); e != keep.rend(); ++e) inferior_->requeue(*e);
+    (void)take_queued(t, is_int3_trap);
   }
   // A vfork child's int3s are its parent's (one memory); a forked child's or the first
   // process's go now.
@@ -1806,16 +1807,7 @@ pid_t GdbTarget::pick_reported(pid_t tid, std::uint64_t at) {
   if (chosen == tid) return tid;
   // The chosen thread's trap is taken out of the queue (its stop is the one reported); `tid`'s
   // is held in its place, as if a stop_all had queued it.
-  std::vector<Event> keep;
-  bool taken = false;
-  for (Event& ev : inferior_->discard_queued(chosen)) {
-    if (!taken && ev.kind == EventKind::kSignal && ev.signal == SIGTRAP && ev.code == kSiKernel) {
-      taken = true;
-      continue;
-    }
-    keep.push_back(std::move(ev));
-  }
-  for (auto ev = keep.rbegin(); ev != keep.rend(); ++ev) inferior_->requeue(*ev);
+  (void)take_queued(chosen, is_int3_trap, 1);
   Event held;
   held.kind = EventKind::kSignal;
   held.tid = tid;

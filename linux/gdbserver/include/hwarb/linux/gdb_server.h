@@ -340,6 +340,10 @@ class GdbTarget final : public gdb::Target {
   Result<void> rewind_queued_traps();
   // The queued int3 traps of rewound_ threads are dropped (the int3s are being taken out).
   void drop_rewound_traps();
+  // Takes out of thread `tid`'s queued events those `which` selects (at most `limit`), the
+  // others queued again in their order: the ones taken, oldest first.
+  std::vector<Event> take_queued(pid_t tid, const std::function<bool(const Event&)>& which,
+                                 std::size_t limit = SIZE_MAX);
   // Runs a thread whose held event was dropped as the last resume asked (deferred_).
   Result<void> run_as_asked(pid_t tid);
   // Records the memory operands of the instruction `tid` is about to step (stepped_watch).
