@@ -177,35 +177,72 @@ Result<Inferior> Inferior::attach(pid_t pid, const InferiorOptions& options) {
   }
   Inferior inferior(pid, false);
   inferior.set_spin(options.spin_us);
-  // Seize until no thread appears unseized: a thread created between the listing and the seize
-  // of its creator is caught by the next listing (or by TRACECLONE once the creator is seized).
-  for (bool more = true; more;) {
-    more = false;
+  // Three cases for a listed thread not seized yet:
+  //  1. it is seized now. Its creator may have been seized inside clone(), after the kernel
+  //     decided the new thread goes untraced and before it joined the listing: the listing is
+  //     made again once every seized thread is stopped (no clone is in progress then), until
+  //     one finds no thread unseized;
+  //  2. its seize fails with ESRCH: it exited meanwhile (the process did if it is the leader).
+  //     Its creator was not seized in time either, so the thread it may have made before its
+  //     end is untraced: a program whose threads each make the next and end (a chain) keeps one
+  //     untraced thread alive at any time, and the listing is made again until a link of the
+  //     chain is seized;
+  //  3. its seize fails with EPERM: traced by us already (a clone made it after its creator
+  //     was seized; its creator's clone event announces it), or exiting (the kernel refuses an
+  //     exiting thread: it leaves the listing soon, and the listing is made again), or traced
+  //     by another debugger (the attach fails).
+  constexpr int kExitingRetries = 1000;
+  constexpr int kListings = 100000;
+  std::map<pid_t, int> exiting;
+  int listings = 0;
+  bool opened = false;
+  for (bool stopped = false;;) {
+    if (++listings > kListings) {
+      return make_error(ErrorCode::kAgain, "pid: " + std::to_string(pid) +
+                                               " makes threads faster than they can be seized");
+    }
     auto tids = list_threads(pid);
     if (!tids) {
       if (inferior.threads_.empty()) return std::unexpected(tids.error());
-      break;
+      if (stopped) break;
     }
-    for (pid_t tid : *tids) {
+    bool again = false;
+    for (pid_t tid : tids ? *tids : std::vector<pid_t>{}) {
       if (inferior.threads_.contains(tid)) continue;
-      if (auto seized = ptrace_seize(tid, static_cast<std::uint64_t>(kOptions)); !seized) {
-        // Exited meanwhile.
-        if (seized.error().code() == ErrorCode::kSrch && !inferior.threads_.empty()) continue;
-        // Created by a thread seized already: traced by us through its creator's
-        // PTRACE_O_TRACECLONE (its clone event announces it). A program that makes threads
-        // all the time has some so between the listing and the seize.
-        if (seized.error().code() == ErrorCode::kPerm && !inferior.threads_.empty()) {
-          auto tracer = tracer_of(tid);
-          if (!tracer || *tracer == own_pid()) continue;  // ours, or gone
-        }
-        return std::unexpected(seized.error());
+      auto seized = ptrace_seize(tid, static_cast<std::uint64_t>(kOptions));
+      if (seized) {  // case 1
+        inferior.threads_[tid] = Thread{};
+        again = true;
+        continue;
       }
-      inferior.threads_[tid] = Thread{};
-      more = true;
+      const ErrorCode code = seized.error().code();
+      if (code == ErrorCode::kSrch && tid != pid) {  // case 2
+        again = true;
+        continue;
+      }
+      if (code == ErrorCode::kPerm && tid != pid) {  // case 3
+        auto tracer = tracer_of(tid);
+        if (!tracer || *tracer == own_pid()) continue;
+        if (*tracer == 0 && ++exiting[tid] < kExitingRetries) {
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+          again = true;
+          continue;
+        }
+      }
+      return std::unexpected(seized.error());
     }
+    if (again) {
+      stopped = false;
+      continue;
+    }
+    if (stopped) break;
+    if (!opened) {
+      if (auto mem = inferior.open_mem(); !mem) return std::unexpected(mem.error());
+      opened = true;
+    }
+    if (auto s = inferior.stop_all(); !s) return std::unexpected(s.error());
+    stopped = true;
   }
-  if (auto mem = inferior.open_mem(); !mem) return std::unexpected(mem.error());
-  if (auto s = inferior.stop_all(); !s) return std::unexpected(s.error());
   return inferior;
 }
 

@@ -1,6 +1,7 @@
 // Tests of Inferior on real processes (tests/programs): spawn and exit, memory, registers,
 // injected system calls from every kind of stop, threads, forks, attach and detach.
 #include "hwarb/linux/inferior.h"
+#include "hwarb/linux/proc_maps.h"
 #include "test_programs.h"
 
 #include <fcntl.h>
@@ -805,30 +806,53 @@ TEST(Inferior, AttachStopsARunningProcessAndDetachLetsItRun) {
   ::close(pipefd[0]);
 }
 
-// An attach to a program that makes threads all the time: a thread its creator's clone made
-// after the creator was seized is traced already (PTRACE_O_TRACECLONE), and its seize fails with
-// EPERM; that is no failure of the attach. 20 attaches and detaches, the program ends normally.
-TEST(InferiorAttach, AProgramThatMakesThreadsAllTheTimeIsAttachedEveryTime) {
+// Attaches to a program that makes threads all the time, 40 times, each followed by a detach:
+// every attach succeeds, and once attached every thread of the program is ours (an untraced
+// one would die of the first breakpoint it ran into). The program is killed at the end, having
+// run on through all of it.
+void attach_again_and_again(const std::vector<std::string>& args) {
   int pipefd[2];
   ASSERT_EQ(::pipe(pipefd), 0);
-  const pid_t child = run_untraced("thread_churn", {"4", "200000"}, pipefd[1]);
+  const pid_t child = run_untraced("thread_churn", args, pipefd[1]);
   ASSERT_GE(child, 0);
   ::close(pipefd[1]);
   ::usleep(50000);
   int attached = 0;
-  for (int i = 0; i < 20; ++i) {
+  int untraced = 0;
+  constexpr int kAttaches = 40;
+  for (int i = 0; i < kAttaches; ++i) {
     auto inf = Inferior::attach(child);
     EXPECT_TRUE(inf) << "attach " << i << ": " << inf.error().to_string();
     if (!inf) continue;
     ++attached;
+    auto tids = list_threads(child);
+    ASSERT_TRUE(tids);
+    for (pid_t tid : *tids) {
+      auto tracer = tracer_of(tid);
+      if (tracer && *tracer != ::getpid()) ++untraced;
+    }
     EXPECT_TRUE(inf->detach());
   }
-  EXPECT_EQ(attached, 20);
+  EXPECT_EQ(attached, kAttaches);
+  EXPECT_EQ(untraced, 0) << "threads left untraced by an attach";
   ::kill(child, SIGKILL);
   int status = 0;
   ::waitpid(child, &status, 0);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the program ended by itself";
   ::close(pipefd[0]);
+}
+
+// Creators that make and join threads: a thread a clone made after its creator was seized is
+// traced already (PTRACE_O_TRACECLONE) and its seize fails with EPERM, and a creator seized
+// inside its clone makes an untraced thread that shows in the listing only after the seize.
+TEST(InferiorAttach, AProgramThatMakesThreadsAllTheTimeIsAttachedEveryTime) {
+  attach_again_and_again({"4", "200000"});
+}
+
+// Chains of threads, each making the next and ending: a listed thread is often gone at its
+// seize (ESRCH), and the one its creator left is new to the listing.
+TEST(InferiorAttach, ChainsOfThreadsThatMakeTheNextAndEndAreAttachedWhole) {
+  attach_again_and_again({"4", "100000000", "chain"});
 }
 
 // The embedding program's own children are its own: an Inferior's waits (wait() through a
