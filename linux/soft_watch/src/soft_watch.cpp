@@ -245,6 +245,15 @@ Result<SoftWatch> SoftWatch::arm(Inferior& inferior, std::vector<WatchRange> ran
   return w;
 }
 
+bool SoftWatch::open_for_other_call(pid_t tid, std::uint64_t page) const {
+  const pid_t process = inferior_->process_of(tid);
+  return std::any_of(open_.begin(), open_.end(), [&](const auto& entry) {
+    const auto& [other, call] = entry;
+    return other != tid && inferior_->process_of(other) == process &&
+           std::find(call.pages.begin(), call.pages.end(), page) != call.pages.end();
+  });
+}
+
 Result<void> SoftWatch::protect(pid_t tid, std::uint64_t page, int prot, std::uint64_t count) {
   auto r = inferior_->inject_syscall(
       tid, SYS_mprotect, {page, count * kPage, static_cast<std::uint64_t>(prot), 0, 0, 0});
@@ -863,6 +872,7 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
     }
     if (alive) {
       for (std::uint64_t p : open) {
+        if (open_for_other_call(tid, p)) continue;
         if (auto r = protect(tid, p, pages_[p].protection); !r) return std::unexpected(r.error());
       }
     }
@@ -1148,7 +1158,10 @@ Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<WatchHit>& 
     add_hit(hits, i, tid, st.ip, ranges_[i].addr, access, std::move(st.before[i]), std::move(*now),
             name);
   }
+  // A page another thread's call still has open stays open: that call's exit protects it (a
+  // futex word beside a watched variable, waited on by several threads at once).
   for (std::uint64_t p : st.pages) {
+    if (open_for_other_call(tid, p)) continue;
     if (auto r = protect(tid, p, pages_[p].protection); !r) return std::unexpected(r.error());
   }
   if (st.effect_nr == SYS_munmap || st.effect_nr == SYS_mmap || st.effect_nr == SYS_mremap) {
@@ -1169,8 +1182,10 @@ Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<WatchHit>& 
         }
       }
       p_it->second.protection = watched_protection(st.effect_prot, access);
-      if (auto r = protect(tid, p_it->first, p_it->second.protection); !r) {
-        return std::unexpected(r.error());
+      if (!open_for_other_call(tid, p_it->first)) {
+        if (auto r = protect(tid, p_it->first, p_it->second.protection); !r) {
+          return std::unexpected(r.error());
+        }
       }
       ++p_it;
     }

@@ -275,6 +275,23 @@ TEST(SoftWatch, FutexCallsOnTheWatchedPageRunAsUnwatchedAndCountExactly) {
   }
 }
 
+// The same with a read-write watch: the page is inaccessible, so each futex call on it runs with
+// the page open, and several threads' calls overlap. One call's exit leaves the page open while
+// another's has it open (else the other call fails with EFAULT and glibc aborts the program).
+TEST(SoftWatch, OverlappingFutexCallsOnAnInaccessibleWatchedPageEachRunWithItOpen) {
+  Capture out;
+  auto inf = Inferior::spawn({program("futex_counter"), "8", "2000"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf);
+  const Symbol counter = symbol(inf->pid(), "counter");
+  auto watch = SoftWatch::arm(*inf, {{counter.address, 8, kWatchRead | kWatchWrite, 0}});
+  ASSERT_TRUE(watch) << watch.error().to_string();
+  Outcome got = run(*inf, *watch);
+  EXPECT_EQ(got.end.kind, EventKind::kExited) << "killed by signal " << got.end.signal;
+  EXPECT_EQ(got.end.status, 0);
+  EXPECT_EQ(out.text(), "counter=16000\n");
+  EXPECT_GE(watch->stats().syscalls_opened, 1u);
+}
+
 // A forked child is followed: its writes are hits too (its own tid), and both processes run as
 // unwatched (the parent waits for the child's exit status 3).
 TEST(SoftWatch, AForkedChildIsFollowedAndItsWritesAreHits) {

@@ -258,6 +258,9 @@ class SoftWatch {
 
   SoftWatch(Inferior& inferior, std::vector<WatchRange> ranges);
   Result<void> protect(pid_t tid, std::uint64_t page, int prot, std::uint64_t count = 1);
+  // Whether `page` of tid's process is open for another thread's system call (open_): it stays
+  // open until the last such call's exit protects it again.
+  bool open_for_other_call(pid_t tid, std::uint64_t page) const;
   Result<bool> on_fault(const Event& ev, std::vector<WatchHit>& hits);
   Result<bool> on_trap(const Event& ev, std::vector<WatchHit>& hits);
   Result<bool> on_syscall_enter(const Event& ev);
