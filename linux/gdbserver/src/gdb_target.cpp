@@ -1111,9 +1111,11 @@ Result<std::optional<StopEvent>> GdbTarget::resume(const std::vector<gdb::Resume
   std::size_t going = 0;  // threads resumed, or with an event to report
   resumed_.clear();
   deferred_.clear();
-  // Signals already held for threads this resume leaves stopped (queued by a stop_all) wait
-  // until those threads run: gdb stepping one thread over a breakpoint must hear from that thread
-  // only (else gdb 13 fails an assertion in finish_step_over). They are queued again however
+  // Signals and system-call stops already held for threads this resume leaves stopped (queued
+  // by a stop_all) wait until those threads run: gdb stepping one thread over a breakpoint must
+  // hear from that thread only (else gdb 13 fails an assertion in finish_step_over), and a
+  // system-call stop the session handles itself (a software watch's check of the call) would
+  // run its thread on, into a watch hit gdb did not let it reach. They are queued again however
   // this resume ends, in their order (held_). Other events (exits, forks the client does not
   // take as events, new threads) are handled as they come: none of them is a stop of the thread.
   requeue_held();
@@ -1133,7 +1135,9 @@ Result<std::optional<StopEvent>> GdbTarget::resume(const std::vector<gdb::Resume
         const bool fork_stop =
             (ev.kind == EventKind::kFork && (ev.vfork ? vfork_events_ : fork_events_)) ||
             (ev.kind == EventKind::kVforkDone && vfork_events_);
-        if (ev.kind == EventKind::kSignal || fork_stop) {
+        const bool syscall_stop =
+            ev.kind == EventKind::kSyscallEnter || ev.kind == EventKind::kSyscallExit;
+        if (ev.kind == EventKind::kSignal || fork_stop || syscall_stop) {
           held_.push_back(std::move(ev));
         } else {
           inferior_->requeue(ev);
@@ -2008,6 +2012,11 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
         stop.syscall = ev.syscall;
         if (auto r = stop_others(ev.tid); !r) return std::unexpected(r.error());
         return Stop(stop);
+      }
+      // A stop held while the thread was left stopped: it runs now as the client asked.
+      if (deferred_.contains(ev.tid)) {
+        step = run_as_asked(ev.tid);
+        break;
       }
       step = inferior_->resume(ev.tid, stepping(ev.tid) ? Resume::kStep : mode);
       break;
