@@ -23,7 +23,9 @@
 //     protected page (or whose known buffer overlaps one: read/write-like calls by their
 //     (buffer, length) arguments, readv/writev/preadv/pwritev(2) by their iovec arrays and
 //     sendmsg/recvmsg by their msghdr's name, iovecs and control buffer, read from the tracee)
-//     runs with those pages open, so its result is exactly what it would be without hwarb;
+//     runs with those pages open (until the last such call of any thread ends, several
+//     threads' futex calls on one page overlapping), so its result is exactly what it would be
+//     without hwarb;
 //     afterwards kernel writes are reported as hits naming the system call: a read-like call of
 //     a known buffer wrote the first bytes of it that its result counts, whatever they held
 //     before (one hit per call, as the hardware sees each copy); any other call wrote what
