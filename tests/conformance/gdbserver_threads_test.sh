@@ -20,7 +20,13 @@
 #           over, and under --software the futex calls on the watched page run with it open
 #           (one thread's call ending must not protect it under another's: the program would
 #           abort, "The futex facility returned an unexpected error code"). The only stop is
-#           main's read of `calls`, 4000.
+#           main's read of `calls`, 4000;
+#  hbreak   `hbreak *ADDR` of the C library's printf at the program's first instruction, before
+#           the loader maps the library (ADDR from a first session: addresses do not change
+#           with randomization off): a debug register takes any address, so gdbserver accepts
+#           it; hwarb without a free register plants its int3 when the library is mapped (and
+#           again over the text the loader maps over the range it reserved). It stops in
+#           printf, then the program ends as usual.
 # shellcheck source=gdb_test_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/gdb_test_lib.sh" "$@"
 prog=$P/prog_gdb_threads
@@ -92,5 +98,16 @@ for s in "${servers[@]}"; do
   count "$tmp/twatch-$s.out" 'internal-error|received signal' 0 "$s: thread watch: no gdb error, no signal"
   expect "$tmp/twatch-$s.out" '^Value = 4000$' "$s: thread watch: main's read of calls"
   expect "$tmp/twatch-$s.out" 'already hit 4000 times' "$s: thread watch: every breakpoint hit passed"
+
+  args=count gdb_run "where-$s" "$s" 'break main' continue 'print/x (long)&printf' kill
+  at=$(sed -n 's/^\$1 = \(0x[0-9a-f]*\)$/\1/p' "$tmp/where-$s.out")
+  if [[ -z $at ]]; then
+    miss "$tmp/where-$s.out" "$s: hbreak: printf's address"
+  else
+    args=count gdb_run "hbreak-$s" "$s" "hbreak *$at" continue 'info breakpoints' continue
+    expect "$tmp/hbreak-$s.out" '^Breakpoint 1, .*printf' "$s: hbreak before the library is mapped: the stop in printf"
+    expect "$tmp/hbreak-$s.out" 'exited normally' "$s: hbreak before the library is mapped: the program's end"
+    expect "$tmp/hbreak-$s.err" '^calls=4000$' "$s: hbreak before the library is mapped: the program's output"
+  fi
 done
 exit $fail

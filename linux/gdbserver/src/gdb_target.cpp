@@ -336,6 +336,7 @@ Result<gdb::ServerEnd> GdbTarget::drop_process(gdb::ServerEnd::How how) {
   forked_.clear();
   execve_return_ = 0;
   int3_.clear();
+  unplanted_.clear();
   watches_.clear();
   removed_.clear();
   watch_type_.clear();
@@ -435,7 +436,8 @@ void GdbTarget::served() {
 
 Resume GdbTarget::run_mode(pid_t tid) const {
   const Resume mode = session_->resume_mode(tid);
-  return caught_ && mode == Resume::kCont ? Resume::kSyscall : mode;
+  const bool mappings = unplanted_.contains(inferior_->process_of(tid));
+  return (caught_ || mappings) && mode == Resume::kCont ? Resume::kSyscall : mode;
 }
 
 Result<gdb::ServerEnd> GdbTarget::finish(gdb::ServerEnd::How how) {
@@ -473,6 +475,7 @@ Result<gdb::ServerEnd> GdbTarget::finish_once(gdb::ServerEnd::How how) {
     }
   }
   int3_.clear();
+  unplanted_.clear();
   // Nothing of the target's for the watchdog once the session's changes are undone too.
   session_->set_caller_plan({});
   Result<void> undone = session_->uninstall();
@@ -808,14 +811,26 @@ Result<void> GdbTarget::insert_point(gdb::Tid process, gdb::PointType point, std
     (software ? bp.software_agent : bp.hardware_agent) = std::move(agent);
     return {};
   };
+  // A hardware breakpoint as an int3: on memory not mapped yet, planted when it is (a debug
+  // register would take the address as it is).
+  const auto plant_hardware = [&]() -> Result<void> {
+    auto planted = plant(false);
+    if (planted) return planted;
+    auto maps = read_maps(process);
+    if (!maps || find_mapping(*maps, addr)) return planted;
+    unplanted_[process][addr] = std::move(agent);
+    return {};
+  };
   if (type == '0') return plant(true);
   // Another process than the first (a forked child the client keeps): int3s only; its watches
   // are not served (taken as placed, so that the client's bookkeeping goes on).
-  if (process != inferior_->pid()) return type == '1' ? plant(false) : Result<void>();
+  if (process != inferior_->pid()) return type == '1' ? plant_hardware() : Result<void>();
   WatchSpec spec{.addr = addr, .len = len, .access = kWatchWrite};
   // A hardware breakpoint with conditions or commands is an int3: they are evaluated at its
   // trap.
-  if (type == '1' && (!agent.conditions.empty() || !agent.commands.empty())) return plant(false);
+  if (type == '1' && (!agent.conditions.empty() || !agent.commands.empty())) {
+    return plant_hardware();
+  }
   if (type == '1') {
     spec.len = 1;
     spec.access = kWatchExec;
@@ -841,7 +856,7 @@ Result<void> GdbTarget::insert_point(gdb::Tid process, gdb::PointType point, std
     return r;
   }
   if (!info) {
-    if (type == '1') return plant(false);
+    if (type == '1') return plant_hardware();
     return std::unexpected(info.error());
   }
   watches_[key] = info->id;
@@ -852,6 +867,12 @@ Result<void> GdbTarget::insert_point(gdb::Tid process, gdb::PointType point, std
 Result<void> GdbTarget::remove_point(gdb::Tid process, gdb::PointType point, std::uint64_t addr,
                                      std::uint64_t len) {
   const char type = static_cast<char>(point);
+  if (type == '1') {
+    if (auto it = unplanted_.find(process); it != unplanted_.end() && it->second.erase(addr)) {
+      if (it->second.empty()) unplanted_.erase(it);
+      return {};
+    }
+  }
   if (type == '0' || type == '1') {
     Int3Map& int3s = int3_[process];
     auto it = int3s.find(addr);
@@ -893,6 +914,71 @@ Result<void> GdbTarget::flush_removed() {
     watch_type_.erase(it->second);
     watches_.erase(it);
   }
+  return {};
+}
+
+Result<void> GdbTarget::follow_mappings(pid_t process, long nr) {
+  if (nr != SYS_mmap && nr != SYS_mremap && nr != SYS_munmap) return {};
+  auto pending = unplanted_.find(process);
+  auto planted = int3_.find(process);
+  const bool hardware_planted =
+      planted != int3_.end() &&
+      std::any_of(planted->second.begin(), planted->second.end(),
+                  [](const auto& entry) { return entry.second.hardware; });
+  if (pending == unplanted_.end() && !hardware_planted) return {};
+  auto maps = read_maps(process);
+  if (!maps) return {};  // the process is gone: its end follows
+  // 1. A planted hardware-only int3 whose memory went away: unplanted again; one whose memory a
+  //    new mapping replaced (the loader maps a library's text over the range it reserved):
+  //    planted again over the new bytes. (A software one is gdb's to insert again, as
+  //    gdbserver leaves it.)
+  if (planted != int3_.end()) {
+    for (auto it = planted->second.begin(); it != planted->second.end();) {
+      Breakpoint& bp = it->second;
+      if (!bp.hardware || bp.software) {
+        ++it;
+        continue;
+      }
+      std::uint8_t now = 0;
+      if (!find_mapping(*maps, it->first) ||
+          !inferior_->read_memory(it->first, std::span(&now, 1), process)) {
+        unplanted_[process][it->first] = std::move(bp.hardware_agent);
+        it = planted->second.erase(it);
+        continue;
+      }
+      if (now != kInt3) {
+        bp.original = now;
+        if (auto r = inferior_->write_memory(it->first, std::span<const std::uint8_t>(&kInt3, 1),
+                                             process);
+            !r) {
+          return r;
+        }
+      }
+      ++it;
+    }
+  }
+  // 2. An unplanted one whose address is mapped now: its int3.
+  pending = unplanted_.find(process);
+  if (pending == unplanted_.end()) return {};
+  for (auto it = pending->second.begin(); it != pending->second.end();) {
+    const std::uint64_t addr = it->first;
+    std::uint8_t original = 0;
+    if (!find_mapping(*maps, addr) ||
+        !inferior_->read_memory(addr, std::span(&original, 1), process)) {
+      ++it;
+      continue;
+    }
+    if (auto r = inferior_->write_memory(addr, std::span<const std::uint8_t>(&kInt3, 1), process);
+        !r) {
+      return r;
+    }
+    Breakpoint& bp = int3_[process][addr];
+    bp.original = original;
+    bp.hardware = true;
+    bp.hardware_agent = std::move(it->second);
+    it = pending->second.erase(it);
+  }
+  if (pending->second.empty()) unplanted_.erase(pending);
   return {};
 }
 
@@ -1190,6 +1276,13 @@ Result<gdb::Waited> GdbTarget::wait_events(int client_fd, bool block) {
       return std::unexpected(got.error());
     }
     if (!*got) return gdb::Waited{};  // the client spoke (blocking), or nothing yet
+    // Before anything resumes the thread: memory a call mapped gets its breakpoints first.
+    if (const Event& ev = **got; ev.kind == EventKind::kSyscallExit) {
+      if (auto r = follow_mappings(inferior_->process_of(ev.tid), ev.syscall); !r) {
+        requeue_held();
+        return std::unexpected(r.error());
+      }
+    }
     auto stop = on_event(**got);
     // The session may have followed a fork, an exec, a mapping.
     publish_plan();
@@ -1410,6 +1503,7 @@ Result<StopEvent> GdbTarget::exec_stop(pid_t tid, bool running) {
   // A new image: the int3s went with the old one (gdb's removals must not write the old bytes
   // into the new code), and so did the threads and their held traps and signals.
   int3_.erase(inferior_->process_of(tid));
+  unplanted_.erase(inferior_->process_of(tid));
   lifted_.clear();
   rewound_.clear();
   pending_signal_.clear();
@@ -1488,6 +1582,7 @@ Result<void> GdbTarget::detach_stopped(gdb::Tid process) {
           "a gone process has no int3");
     }
     int3_.erase(process);
+    unplanted_.erase(process);
   }
   const bool first = process == inferior_->pid();
   // The first process goes while a forked child stays (follow-fork-mode child): the session's
@@ -1567,7 +1662,10 @@ Result<void> GdbTarget::kill_stopped(gdb::Tid process) {
   // The leader last: its end is reported once the others are reaped.
   std::stable_partition(tids.begin(), tids.end(), [&](pid_t t) { return t != process; });
   forked_.erase(process);
-  if (inferior_->process_of(process) == process) int3_.erase(process);
+  if (inferior_->process_of(process) == process) {
+    int3_.erase(process);
+    unplanted_.erase(process);
+  }
   if (auto r = send_signal(process, SIGKILL); !r) return r;
   for (pid_t t : tids) {
     for (int i = 0; i < 16; ++i) {
@@ -1901,6 +1999,7 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
       stop.status = ev.status;
       if (multiprocess_) {
         int3_.erase(ev.tid);
+        unplanted_.erase(ev.tid);
         if (inferior_->adopt_followed()) {
           // A forked child the client keeps goes on: it is the first process now, stopped as
           // gdbserver stops every process at a stop it reports.
@@ -1922,6 +2021,7 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
       if (ev.kind == EventKind::kThreadExit && forked_.erase(ev.tid) != 0) {
         // The end of a forked child the client keeps (the last of its threads).
         int3_.erase(ev.tid);
+        unplanted_.erase(ev.tid);
         StopEvent stop = stop_of(ev.signal == 0 ? Kind::kExited : Kind::kKilled, 0, ev.signal);
         stop.process = ev.tid;
         stop.status = ev.status;

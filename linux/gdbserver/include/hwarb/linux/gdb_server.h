@@ -277,6 +277,10 @@ class GdbTarget final : public gdb::Target {
   };
 
   Result<void> flush_removed();
+  // unplanted_ after a system call that may have mapped or unmapped memory (`nr`, at its exit
+  // stop, in `process`): each address now mapped gets its int3; each planted hardware-only int3
+  // whose memory is gone goes back to unplanted_.
+  Result<void> follow_mappings(pid_t process, long nr);
   // Non-stop mode: resume() of explicit threads, and the stop of a thread the client asked to
   // stop (vCont;t) once it is stopped (nullopt: none yet).
   Result<std::optional<gdb::StopEvent>> resume_each(const std::vector<gdb::ResumeAction>& list);
@@ -436,6 +440,12 @@ class GdbTarget final : public gdb::Target {
   pid_t execve_return_ = 0;
   // The int3s planted, per process (thread group; a vfork child writes its parent's memory).
   std::map<pid_t, Int3Map> int3_;
+  // Hardware breakpoints taken as int3s on addresses no mapping holds yet (a library not loaded,
+  // gdb's `hbreak *0`), per process, with their conditions: a debug register takes any address,
+  // so the Z1 is accepted and its int3 planted at the mmap or mremap that maps the address. A
+  // munmap of a planted one takes it back here. While there are any, the process's threads run
+  // with system-call stops (run_mode), for those calls' exits.
+  std::map<pid_t, std::map<std::uint64_t, gdb::PointAgent>> unplanted_;
   std::map<WatchKey, WatchId> watches_;
   std::set<WatchKey> removed_;  // z packets not applied yet (flush_removed)
   std::map<WatchId, char> watch_type_;
