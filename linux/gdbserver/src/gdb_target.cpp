@@ -1238,6 +1238,9 @@ Result<std::optional<StopEvent>> GdbTarget::resume(const std::vector<gdb::Resume
     set_step_range(*it, tid);
     if (inferior_->has_queued(tid)) {  // its event comes first
       deferred_[tid] = Asked{.step = step, .signal = it->signal};
+      // The session steps it on from a system-call stop it handles itself (a software watch's
+      // check of the call), as run_as_asked does from any other.
+      if (step) begin_step(tid);
       continue;
     }
     if (step) begin_step(tid);

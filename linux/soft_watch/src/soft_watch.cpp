@@ -1123,9 +1123,11 @@ Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<WatchHit>& 
     if (auto r = prepare_step(tid); !r) return std::unexpected(r.error());
     if (stop_at_hits_ && hits.size() > hits_before) return true;  // stopped after the call
   }
+  // The caller's step from the call's stop goes on from its exit stop.
+  const Resume after = caller_steps_.contains(tid) ? Resume::kStep : resume_mode(tid);
   auto it = open_.find(tid);
   if (it == open_.end()) {
-    if (auto r = after_syscall_stop(tid, ev.syscall, resume_mode(tid)); !r) {
+    if (auto r = after_syscall_stop(tid, ev.syscall, after); !r) {
       return std::unexpected(r.error());
     }
     return true;
@@ -1190,7 +1192,7 @@ Result<bool> SoftWatch::on_syscall_exit(const Event& ev, std::vector<WatchHit>& 
       ++p_it;
     }
   }
-  if (auto r = after_syscall_stop(tid, ev.syscall, resume_mode(tid)); !r) {
+  if (auto r = after_syscall_stop(tid, ev.syscall, after); !r) {
     return std::unexpected(r.error());
   }
   return true;

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -290,6 +291,50 @@ TEST(SoftWatch, OverlappingFutexCallsOnAnInaccessibleWatchedPageEachRunWithItOpe
   EXPECT_EQ(got.end.status, 0);
   EXPECT_EQ(out.text(), "counter=16000\n");
   EXPECT_GE(watch->stats().syscalls_opened, 1u);
+}
+
+// A thread the caller steps while a system-call stop of it is still to handle (a debugger's
+// step of a thread that a stop of every thread left at a call's stop): the watch handles the
+// call as usual, then steps the thread on from the call's exit stop, so the next stop of the
+// thread is the step's trap one instruction after the call, not a later fault or call.
+TEST(SoftWatch, ACallerStepFromASystemCallStopEndsOneInstructionAfterTheCall) {
+  Capture out;
+  auto inf = Inferior::spawn({program("futex_counter"), "3", "20000"}, {.stdout_fd = out.fd()});
+  ASSERT_TRUE(inf);
+  const Symbol counter = symbol(inf->pid(), "counter");
+  auto watch = SoftWatch::arm(*inf, {{counter.address, 8, kWatchWrite, 0}});
+  ASSERT_TRUE(watch) << watch.error().to_string();
+  ASSERT_TRUE(inf->resume_all(watch->resume_mode()));
+  std::vector<WatchHit> hits;
+  pid_t stepper = 0;
+  bool exited_call = false;
+  std::optional<Event> after;
+  for (int n = 0; n < 1'000'000 && !after; ++n) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    ASSERT_NE(ev->kind, EventKind::kExited) << "no futex call of a second thread was seen";
+    if (stepper == 0 && ev->kind == EventKind::kSyscallEnter && ev->syscall == SYS_futex &&
+        ev->tid != inf->pid()) {
+      stepper = ev->tid;
+      watch->set_caller_steps({stepper});
+    }
+    if (ev->tid == stepper && exited_call) {
+      after = *ev;
+      break;
+    }
+    if (ev->tid == stepper && ev->kind == EventKind::kSyscallExit) exited_call = true;
+    auto mine = watch->handle(*ev, hits);
+    ASSERT_TRUE(mine) << mine.error().to_string();
+    if (*mine) continue;
+    if (ev->kind == EventKind::kSignal) {
+      ASSERT_TRUE(inf->resume(ev->tid, watch->resume_mode(), ev->signal));
+    } else if (ev->kind != EventKind::kThreadExit) {
+      ASSERT_TRUE(inf->resume(ev->tid, watch->resume_mode()));
+    }
+  }
+  ASSERT_TRUE(after) << "the stepped thread never left its call";
+  EXPECT_EQ(after->kind, EventKind::kSignal) << "event kind " << static_cast<int>(after->kind);
+  EXPECT_EQ(after->signal, SIGTRAP) << "a step's trap, not a fault of the program running on";
 }
 
 // A forked child is followed: its writes are hits too (its own tid), and both processes run as

@@ -165,7 +165,10 @@ class SoftWatch {
   void inject_in(pid_t tid) { inject_in_ = tid; }
   // The threads the caller single-steps itself (a debugger's step): the single-step method's
   // trap of one of them ends the caller's step too, so handle() takes its hits and leaves the
-  // thread stopped (true), as after a hit with stop_at_hits, instead of stepping it on.
+  // thread stopped (true), as after a hit with stop_at_hits, instead of stepping it on. One
+  // whose step began at a system-call stop (its entry or exit stop was still to handle) is
+  // stepped on from the call's exit stop: it stops after the instruction that follows the call,
+  // as a step from inside a call does.
   void set_caller_steps(std::set<pid_t> threads) { caller_steps_ = std::move(threads); }
   // The system calls the caller stops at itself (a debugger's `catch syscall`; an empty set:
   // every call; nullopt: none). The watch's own stop at the entry or the exit of one of them is
