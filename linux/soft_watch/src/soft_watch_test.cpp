@@ -41,6 +41,23 @@ struct Outcome {
   Event end;
 };
 
+// An event the watcher did not take, passed through: its thread resumed (a signal delivered),
+// an ended thread or process left as it is.
+void pass_through(Inferior& inf, const SoftWatch& watch, const Event& ev) {
+  switch (ev.kind) {
+    case EventKind::kExited:
+    case EventKind::kKilled:
+    case EventKind::kThreadExit:
+      break;
+    case EventKind::kSignal:
+      EXPECT_TRUE(inf.resume(ev.tid, watch.resume_mode(), ev.signal));
+      break;
+    default:
+      EXPECT_TRUE(inf.resume(ev.tid, watch.resume_mode()));
+      break;
+  }
+}
+
 // The event loop a user of SoftWatch writes: the watcher first, then pass-through.
 Outcome run(Inferior& inf, SoftWatch& watch) {
   Outcome out;
@@ -53,20 +70,11 @@ Outcome run(Inferior& inf, SoftWatch& watch) {
     EXPECT_TRUE(mine) << mine.error().to_string();
     if (!mine) return out;
     if (*mine) continue;
-    switch (ev->kind) {
-      case EventKind::kExited:
-      case EventKind::kKilled:
-        out.end = *ev;
-        return out;
-      case EventKind::kThreadExit:
-        break;
-      case EventKind::kSignal:
-        EXPECT_TRUE(inf.resume(ev->tid, watch.resume_mode(), ev->signal));
-        break;
-      default:
-        EXPECT_TRUE(inf.resume(ev->tid, watch.resume_mode()));
-        break;
+    if (ev->kind == EventKind::kExited || ev->kind == EventKind::kKilled) {
+      out.end = *ev;
+      return out;
     }
+    pass_through(inf, watch, *ev);
   }
 }
 
@@ -325,12 +333,7 @@ TEST(SoftWatch, ACallerStepFromASystemCallStopEndsOneInstructionAfterTheCall) {
     if (ev->tid == stepper && ev->kind == EventKind::kSyscallExit) exited_call = true;
     auto mine = watch->handle(*ev, hits);
     ASSERT_TRUE(mine) << mine.error().to_string();
-    if (*mine) continue;
-    if (ev->kind == EventKind::kSignal) {
-      ASSERT_TRUE(inf->resume(ev->tid, watch->resume_mode(), ev->signal));
-    } else if (ev->kind != EventKind::kThreadExit) {
-      ASSERT_TRUE(inf->resume(ev->tid, watch->resume_mode()));
-    }
+    if (!*mine) pass_through(*inf, *watch, *ev);
   }
   ASSERT_TRUE(after) << "the stepped thread never left its call";
   EXPECT_EQ(after->kind, EventKind::kSignal) << "event kind " << static_cast<int>(after->kind);

@@ -8,8 +8,8 @@
 //    /proc/PID/task until no thread appears unseized, and once more with every seized thread
 //    stopped, so that no thread made meanwhile stays untraced) and interrupts them all; it
 //    returns with all threads stopped. A program that makes threads faster than they can be
-//    seized for 100000 listings is EAGAIN naming `pid`. Both use PTRACE_SEIZE with TRACECLONE, TRACEFORK, TRACEVFORK,
-//    TRACEEXEC and TRACESYSGOOD (plus EXITKILL for spawned processes, so a dying hwarb takes its
+//    seized for 100000 listings is EAGAIN naming `pid`. Both use PTRACE_SEIZE with TRACECLONE,
+//    TRACEFORK, TRACEVFORK, TRACEEXEC and TRACESYSGOOD (plus EXITKILL for spawned processes, so a dying hwarb takes its
 //    child with it). An exec stop is left by one single-step (execve's return would overwrite
 //    any injected call's registers), so a spawned process and a kExec report stop after the new
 //    image's first instruction. Errors: EPERM naming `pid` with the reason (ptrace_scope, another
