@@ -14,13 +14,13 @@
 #           stop interrupts the first `next`, and the step trap it left behind is no SIGTRAP
 #           reported to gdb at the following `next`;
 #  twatch   a watch of the main thread alone (`awatch calls thread 1`) while four threads take
-#           a mutex beside `calls` and pass a breakpoint gdb ignores 4000 times: gdb steps each
+#           a mutex beside `calls` 250 times each and pass a breakpoint gdb ignores 1000 times: gdb steps each
 #           thread over the breakpoint with the others stopped (a stop of another thread then
 #           fails gdb's finish_step_over assertion), the other threads' hits are gdb's to pass
 #           over, and under --software the futex calls on the watched page run with it open
 #           (one thread's call ending must not protect it under another's: the program would
 #           abort, "The futex facility returned an unexpected error code"). The only stop is
-#           main's read of `calls`, 4000;
+#           main's read of `calls`, 1000;
 #  hbreak   `hbreak *ADDR` of the C library's printf at the program's first instruction, before
 #           the loader maps the library (ADDR from a first session: addresses do not change
 #           with randomization off): a debug register takes any address, so gdbserver accepts
@@ -93,11 +93,11 @@ for s in "${servers[@]}"; do
   count "$tmp/next-$s.out" 'SIGTRAP' 0 "$s: next in two threads at one breakpoint: no spurious SIGTRAP"
   expect "$tmp/next-$s.out" 'hit Breakpoint 1, bumper' "$s: next in two threads at one breakpoint: the breakpoint"
 
-  args=count gdb_run "twatch-$s" "$s" 'awatch calls thread 1' 'break counted' 'ignore 2 4000' \
+  args='count 250' gdb_run "twatch-$s" "$s" 'awatch calls thread 1' 'break counted' 'ignore 2 1000' \
     continue 'info breakpoints' kill
   count "$tmp/twatch-$s.out" 'internal-error|received signal' 0 "$s: thread watch: no gdb error, no signal"
-  expect "$tmp/twatch-$s.out" '^Value = 4000$' "$s: thread watch: main's read of calls"
-  expect "$tmp/twatch-$s.out" 'already hit 4000 times' "$s: thread watch: every breakpoint hit passed"
+  expect "$tmp/twatch-$s.out" '^Value = 1000$' "$s: thread watch: main's read of calls"
+  expect "$tmp/twatch-$s.out" 'already hit 1000 times' "$s: thread watch: every breakpoint hit passed"
 
   args=count gdb_run "where-$s" "$s" 'break main' continue 'print/x (long)&printf' kill
   at=$(sed -n 's/^\$1 = \(0x[0-9a-f]*\)$/\1/p' "$tmp/where-$s.out")

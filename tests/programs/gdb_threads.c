@@ -4,9 +4,9 @@
 //                           "traps=N", exits N.
 //   prog_gdb_threads bump   two threads (main and one more) count up forever on the line
 //                           marked bump_line, each its own counter.
-//   prog_gdb_threads count  four threads each call counted(who, n) for n = 0..999 (who: the
-//                           thread's index 0-3); main joins them, prints "calls=N" (N the
-//                           calls counted, 4000) and exits 0.
+//   prog_gdb_threads count [R]  four threads each call counted(who, n) for n = 0..R-1
+//                           (default R 1000; who: the thread's index 0-3); main joins them,
+//                           prints "calls=N" (N the calls counted, 4R) and exits 0.
 //   prog_gdb_threads spin   two threads spin until killed (SIGALRM ends a run left behind
 //                           after 5 minutes): spinner 0 counts spins[0] up; spinner 1
 //                           counts spins[1] up and, every 2^20 spins, calls tick() and adds
@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -47,8 +48,10 @@ __attribute__((noinline)) void counted(int who, int n) {
   pthread_mutex_unlock(&calls_lock);
 }
 
+static int rounds = 1000;
+
 static void* counter(void* arg) {
-  for (int n = 0; n < 1000; ++n) counted((int)(long)arg, n);
+  for (int n = 0; n < rounds; ++n) counted((int)(long)arg, n);
   return arg;
 }
 
@@ -93,6 +96,7 @@ int main(int argc, char** argv) {
     return traps;
   }
   if (strcmp(mode, "count") == 0) {
+    if (argc > 2) rounds = atoi(argv[2]);
     pthread_t ids[4];
     for (long i = 0; i < 4; ++i) pthread_create(&ids[i], NULL, counter, (void*)i);
     for (int i = 0; i < 4; ++i) pthread_join(ids[i], NULL);
