@@ -27,6 +27,18 @@
 #           it; hwarb without a free register plants its int3 when the library is mapped (and
 #           again over the text the loader maps over the range it reserved). It stops in
 #           printf, then the program ends as usual.
+#  masked   `watch counter` of a worker thread that blocks every signal (SIGTRAP too) and adds
+#           to it five times, 50 ms apart: a debug register's trap is forced on the thread, so
+#           gdbserver stops at each add; a perf breakpoint's SIGTRAP is held by the mask, and
+#           hwarb takes it from the hit's ring sample. Five stops, values 1 to 5. hwarb leaves
+#           the program's SIGTRAP handler and mask as it set them; the kernel's forced trap
+#           under gdbserver resets the handler to the default and unblocks SIGTRAP in the
+#           worker (what the program prints says so).
+#  clone    a breakpoint whose condition is false (evaluated by the server) on the `syscall`
+#           instruction of the C library's clone3, under pthread_create: the server steps the
+#           thread over it, and the step's clone stop announces the new thread before the
+#           step's trap comes. The step ends in the trap, which is the server's own: the next
+#           stop is the first thread's breakpoint in counted(), with no SIGTRAP to gdb.
 # shellcheck source=gdb_test_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/gdb_test_lib.sh" "$@"
 prog=$P/prog_gdb_threads
@@ -59,6 +71,17 @@ count() {  # count FILE REGEX N DESCRIPTION
   n=$(grep -cE -- "$2" "$1")
   [[ $n -eq $3 ]] || miss "$1" "$4: $n lines match '$2', expected $3"
 }
+
+# A breakpoint, its condition false, on the first `syscall` instruction from the stop on.
+cat >"$tmp/syscall-bp.gdb" <<'EOF2'
+python
+frame = gdb.selected_frame()
+for insn in frame.architecture().disassemble(frame.pc(), count=40):
+    if insn['asm'].split()[0] == 'syscall':
+        gdb.execute('break *%d if main == 0' % insn['addr'])
+        break
+end
+EOF2
 
 # gdb's `interrupt` a second after the `continue` that follows (gdb batch mode has no ^C).
 cat >"$tmp/interrupt.gdb" <<'EOF2'
@@ -98,6 +121,25 @@ for s in "${servers[@]}"; do
   count "$tmp/twatch-$s.out" 'internal-error|received signal' 0 "$s: thread watch: no gdb error, no signal"
   expect "$tmp/twatch-$s.out" '^Value = 1000$' "$s: thread watch: main's read of calls"
   expect "$tmp/twatch-$s.out" 'already hit 1000 times' "$s: thread watch: every breakpoint hit passed"
+
+  args='count 2' gdb_run "clone-$s" "$s" 'break main' continue 'break __clone3' continue delete \
+    "source $tmp/syscall-bp.gdb" 'break counted' continue 'info breakpoints' kill
+  count "$tmp/clone-$s.out" 'SIGTRAP' 0 "$s: a false condition on clone3's syscall: no SIGTRAP"
+  expect "$tmp/clone-$s.out" '^Breakpoint 3 at ' "$s: a false condition on clone3's syscall: the breakpoint"
+  expect "$tmp/clone-$s.out" 'hit Breakpoint 4, counted' "$s: a false condition on clone3's syscall: the next stop"
+
+  gdb_batch "$s" "$P/prog_masked_worker 5 50000" "$tmp/masked-$s.out" "$tmp/masked-$s.err" \
+    'break main' continue 'watch counter' continue continue continue continue continue continue
+  count "$tmp/masked-$s.out" '^New value = [1-5]$' 5 "$s: a thread that blocks SIGTRAP: a stop at each add"
+  expect "$tmp/masked-$s.out" '^New value = 5$' "$s: a thread that blocks SIGTRAP: the last add"
+  expect "$tmp/masked-$s.out" 'exited normally' "$s: a thread that blocks SIGTRAP: the program's end"
+  if [[ $s == gdbserver ]]; then
+    expect "$tmp/masked-$s.err" '^counter=5 handler=changed worker-blocks-trap=no$' \
+      "$s: a thread that blocks SIGTRAP: the forced trap's changes to the handler and mask"
+  else
+    expect "$tmp/masked-$s.err" '^counter=5 handler=own worker-blocks-trap=yes$' \
+      "$s: a thread that blocks SIGTRAP: the program's handler and mask untouched"
+  fi
 
   args=count gdb_run "where-$s" "$s" 'break main' continue 'print/x (long)&printf' kill
   at=$(sed -n 's/^\$1 = \(0x[0-9a-f]*\)$/\1/p' "$tmp/where-$s.out")

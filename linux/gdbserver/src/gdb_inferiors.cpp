@@ -254,8 +254,13 @@ Result<gdb::Waited> GdbInferiors::wait_several(int client_fd) {
       if (!stop) return std::unexpected(stop.error());
       if (*stop) return gdb::Waited{.stop = **stop};
     }
+    // A target with hardware watches looks for held hits between events (GdbTarget::wait).
+    const bool looks = std::any_of(targets_.begin(), targets_.end(), [&](const auto& t) {
+      return t->has_process() && !t->ended() && resumed(*t) && t->looks_for_blocked_hits();
+    });
     const std::array<int, 2> fds{*status_fd, client_fd};
-    auto ready = poll_in_once(std::span<const int>(fds.data(), client_fd < 0 ? 1 : 2), -1);
+    auto ready = poll_in_once(std::span<const int>(fds.data(), client_fd < 0 ? 1 : 2),
+                              looks ? GdbTarget::kBlockedHitLookMs : -1);
     if (!ready) {
       if (ready.error().code() == ErrorCode::kIntr) {
         return make_error(ErrorCode::kIntr, "pid: interrupted");

@@ -1265,18 +1265,43 @@ Result<gdb::Waited> GdbTarget::poll_events() {
 }
 
 Result<gdb::Waited> GdbTarget::wait_events(int client_fd, bool block) {
+  bool ring_woke = false;
   for (;;) {
     if (non_stop_) {
       auto asked = requested_stop();
       if (!asked) return std::unexpected(asked.error());
       if (*asked) return gdb::Waited{.stop = **asked};
     }
+    // Hits of threads that block SIGTRAP are looked for when a hardware hit's ring woke the
+    // wait, and every kBlockedHitLookMs while threads run: their stops are queued first, and
+    // this wait takes them.
+    const bool looks = session_->has_hardware_watches();
+    if (looks &&
+        (std::exchange(ring_woke, false) || std::chrono::steady_clock::now() - last_look_ >=
+                                                std::chrono::milliseconds(kBlockedHitLookMs))) {
+      ignore_error(session_->surface_blocked_hits(), "the next look tries again");
+      last_look_ = std::chrono::steady_clock::now();
+    }
     const std::span<const int> fds(&client_fd, client_fd < 0 ? 0 : 1);
-    auto got = block ? inferior_->wait_or_poll(fds, -1) : inferior_->poll_event();
+    std::vector<int> wake(fds.begin(), fds.end());
+    if (looks && block) {
+      const std::vector<int> rings = session_->wake_fds();
+      wake.insert(wake.end(), rings.begin(), rings.end());
+    }
+    auto got = block ? inferior_->wait_or_poll(wake, looks ? kBlockedHitLookMs : -1)
+                     : inferior_->poll_event();
     if (!got && got.error().code() == ErrorCode::kIntr) return std::unexpected(got.error());
     if (!got) {
       requeue_held();
       return std::unexpected(got.error());
+    }
+    if (!*got && block && looks) {
+      // The client spoke, a ring woke the wait, or the look's time came.
+      ring_woke = true;
+      if (fds.empty()) continue;
+      auto ready = poll_in_once(fds, 0);
+      if (!ready) return std::unexpected(ready.error());
+      if ((*ready)[0] == 0) continue;
     }
     if (!*got) return gdb::Waited{};  // the client spoke (blocking), or nothing yet
     // Before anything resumes the thread: memory a call mapped gets its breakpoints first.

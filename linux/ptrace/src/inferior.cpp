@@ -535,11 +535,10 @@ bool Inferior::signal_due_after_sigreturn(pid_t tid) {
   // The queued signals first (process-directed ones, the usual flood of timers and kill, then
   // the thread's): most returns have none, and that is the whole cost then.
   std::uint64_t queued = 0;
-  for (const auto flags : {static_cast<std::uint32_t>(PTRACE_PEEKSIGINFO_SHARED), 0U}) {
-    __ptrace_peeksiginfo_args args{.off = 0, .flags = flags, .nr = 8};
-    siginfo_t infos[8];
-    const long n = ::ptrace(PTRACE_PEEKSIGINFO, tid, &args, infos);
-    for (long i = 0; i < n; ++i) {
+  for (const bool shared : {true, false}) {
+    std::array<siginfo_t, 8> infos{};
+    auto n = ptrace_peeksiginfo(tid, shared, infos);
+    for (std::size_t i = 0; n && i < *n; ++i) {
       const int sig = infos[i].si_signo;
       if (sig >= 1 && sig <= 64) queued |= 1ULL << (sig - 1);
     }
@@ -670,7 +669,13 @@ namespace {
 
 // Signals pending for the thread (its own and the process's) and not blocked by it, from
 // /proc/PID/task/TID/status (bit n-1 for signal n).
-Result<std::uint64_t> deliverable_signals(pid_t pid, pid_t tid) {
+// The signals pending for thread `tid` of process `pid` (its own and its process's) and the
+// ones it blocks, from /proc/PID/task/TID/status.
+struct SignalState {
+  std::uint64_t pending = 0;
+  std::uint64_t blocked = 0;
+};
+Result<SignalState> signal_state(pid_t pid, pid_t tid) {
   const std::string path =
       "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/status";
   std::ifstream in(path);
@@ -689,10 +694,76 @@ Result<std::uint64_t> deliverable_signals(pid_t pid, pid_t tid) {
       pending |= bits;
     }
   }
-  return pending & ~blocked;
+  return SignalState{pending, blocked};
+}
+
+Result<std::uint64_t> deliverable_signals(pid_t pid, pid_t tid) {
+  auto state = signal_state(pid, tid);
+  if (!state) return std::unexpected(state.error());
+  return state->pending & ~state->blocked;
+}
+
+// Pending and blocked: held back until the thread unblocks them.
+Result<std::uint64_t> held_signals(pid_t pid, pid_t tid) {
+  auto state = signal_state(pid, tid);
+  if (!state) return std::unexpected(state.error());
+  return state->pending & state->blocked;
 }
 
 }  // namespace
+
+Result<std::optional<Event>> Inferior::surface_blocked(pid_t tid, int signal, int code) {
+  const std::uint64_t bit = std::uint64_t{1} << (signal - 1);
+  Thread* t = thread(tid);
+  if (t == nullptr) return make_error(ErrorCode::kSrch, "tid: no " + tid_text(tid));
+  // Cases, each leaving the thread as it was:
+  //  1. stopped other than in an interrupt's stop, with an event queued, or asleep for its vfork
+  //     child: not ours to resume;
+  //  2. /proc says the signal is not both pending and blocked (the common case: one file read);
+  //  3. running, it stops for an event of its own before the interrupt (queued for wait());
+  //  4. no entry of the thread's own queue is (signal, code): the program's own signal.
+  const bool was_stopped = t->stopped;
+  if ((was_stopped && (t->stop != StopKind::kEvent || has_queued(tid))) || t->vfork_wait != 0 ||
+      t->last == Resume::kStep) {
+    return std::nullopt;
+  }
+  auto held = held_signals(thread_group_of(tid), tid);
+  if (!held) return std::unexpected(held.error());
+  if ((*held & bit) == 0) return std::nullopt;
+  if (!was_stopped) {
+    auto stopped = stop_threads(-1, tid);
+    if (!stopped) return std::unexpected(stopped.error());
+    if (stopped->empty()) return std::nullopt;
+  }
+  std::array<siginfo_t, 32> infos{};
+  auto n = ptrace_peeksiginfo(tid, false, infos);
+  if (!n) return std::unexpected(n.error());
+  const bool ours = std::any_of(infos.begin(), infos.begin() + *n, [&](const siginfo_t& info) {
+    return info.si_signo == signal && info.si_code == code;
+  });
+  // A thread stopped for this is resumed as it was last; one found stopped, with a plain
+  // continue (the caller resumes it from its signal-delivery stop as it would have from the
+  // interrupt's).
+  const Resume how = was_stopped ? Resume::kCont : t->last;
+  if (!ours) {
+    if (!was_stopped) {
+      if (auto r = resume(tid, how); !r) return std::unexpected(r.error());
+    }
+    return std::nullopt;
+  }
+  auto mask = ptrace_getsigmask(tid);
+  if (!mask) return std::unexpected(mask.error());
+  if (auto r = ptrace_setsigmask(tid, *mask & ~bit); !r) return std::unexpected(r.error());
+  t->step_mask = *mask;  // put back at the next stop, before anything else
+  if (auto r = resume(tid, how); !r) return std::unexpected(r.error());
+  auto ev = wait_for(tid);
+  if (!ev) return std::unexpected(ev.error());
+  if (ev->kind != EventKind::kSignal || ev->signal != signal) {
+    requeue(*ev);  // it ended, or another signal came first: the caller's; the check runs again
+    return std::nullopt;
+  }
+  return std::optional<Event>(*ev);
+}
 
 Result<std::vector<Event>> Inferior::surface_pending(pid_t tid, std::uint64_t mask) {
   std::vector<Event> out;
@@ -718,7 +789,7 @@ Result<std::vector<Event>> Inferior::surface_pending(pid_t tid, std::uint64_t ma
   return out;
 }
 
-Result<std::vector<pid_t>> Inferior::stop_threads(pid_t except) {
+Result<std::vector<pid_t>> Inferior::stop_threads(pid_t except, pid_t only) {
   // PTRACE_INTERRUPT asks for one trap, and the kernel clears the request at *any* trap of the
   // thread (ptrace_stop: "any trap clears pending STOP trap"). Four cases for a thread we wait
   // for:
@@ -748,6 +819,7 @@ Result<std::vector<pid_t>> Inferior::stop_threads(pid_t except) {
     std::vector<pid_t> waiting;
     for (auto& [tid, t] : threads_) {
       if (tid == except || t.stopped || t.vfork_wait != 0) continue;
+      if (only != 0 && tid != only) continue;
       auto sent = interrupt(tid);
       if (!sent) return std::unexpected(sent.error());
       if (*sent) waiting.push_back(tid);

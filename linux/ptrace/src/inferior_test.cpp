@@ -2,6 +2,7 @@
 // injected system calls from every kind of stop, threads, forks, attach and detach.
 #include "hwarb/linux/inferior.h"
 #include "hwarb/linux/proc_maps.h"
+#include "hwarb/linux/syscalls.h"
 #include "test_programs.h"
 
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -967,6 +969,51 @@ TEST(Inferior, WaitOrPollWakesForEventsReadableDescriptorsAndTimeouts) {
   EXPECT_EQ((*got)->signal, SIGUSR1);
   ::close(pipefd[0]);
   ::close(pipefd[1]);
+}
+
+// A signal that the running thread blocks waits in its queue: surface_blocked stops the thread
+// and makes it take the signal when its si_code is the one asked for, the program's mask kept; a
+// signal of another code, or none, leaves the thread running as it was.
+TEST(Inferior, ABlockedSignalOfTheCodeAskedForSurfacesAndTheMaskStays) {
+  auto inf = Inferior::spawn({program("spin"), std::to_string(SIGUSR1)},
+                             {.stdout_fd = ::open("/dev/null", O_WRONLY)});
+  ASSERT_TRUE(inf) << inf.error().to_string();
+  const pid_t pid = inf->pid();
+  ASSERT_TRUE(inf->resume_all(Resume::kCont));
+  ::usleep(20'000);  // past its sigprocmask
+  auto none = inf->surface_blocked(pid, SIGUSR1, SI_TKILL);
+  ASSERT_TRUE(none) << none.error().to_string();
+  EXPECT_FALSE(*none);
+  EXPECT_FALSE(inf->is_stopped(pid));
+  ASSERT_EQ(::syscall(SYS_tgkill, pid, pid, SIGUSR1), 0);
+  ::usleep(10'000);
+  auto other = inf->surface_blocked(pid, SIGUSR1, SI_QUEUE);
+  ASSERT_TRUE(other) << other.error().to_string();
+  EXPECT_FALSE(*other);
+  EXPECT_FALSE(inf->is_stopped(pid));
+  auto got = inf->surface_blocked(pid, SIGUSR1, SI_TKILL);
+  ASSERT_TRUE(got) << got.error().to_string();
+  ASSERT_TRUE(*got);
+  EXPECT_EQ((*got)->kind, EventKind::kSignal);
+  EXPECT_EQ((*got)->signal, SIGUSR1);
+  EXPECT_EQ((*got)->code, SI_TKILL);
+  EXPECT_TRUE(inf->is_stopped(pid));
+  // Taken out of the queue, and the program's mask as it set it.
+  auto mask = ptrace_getsigmask(pid);
+  ASSERT_TRUE(mask) << mask.error().to_string();
+  EXPECT_NE(*mask & (1ull << (SIGUSR1 - 1)), 0u);
+  std::array<siginfo_t, 4> queued{};
+  auto n = ptrace_peeksiginfo(pid, false, queued);
+  ASSERT_TRUE(n) << n.error().to_string();
+  EXPECT_EQ(*n, 0u);
+  // Resumed without it, the program runs on, and on after the detach.
+  ASSERT_TRUE(inf->resume(pid, Resume::kCont));
+  ASSERT_TRUE(inf->detach());
+  ::usleep(20'000);
+  int status = 0;
+  EXPECT_EQ(::waitpid(pid, &status, WNOHANG), 0);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
 }
 
 // A signal raised while a thread is stopped is pending, not reported: surface_pending makes it

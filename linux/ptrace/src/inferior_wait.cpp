@@ -392,7 +392,14 @@ Result<Event> Inferior::wait_for(pid_t tid) {
     if (!status) return std::unexpected(status.error());
     auto ev = translate(tid, *status);
     if (!ev) return std::unexpected(ev.error());
-    if (*ev) return **ev;
+    if (!*ev) continue;
+    // A clone stop of `tid` (a step over a clone's syscall) tells of the new thread: its event,
+    // queued for wait(); `tid` itself goes on (translate resumed it as it was).
+    if ((*ev)->tid != tid) {
+      queued_.push_back(**ev);
+      continue;
+    }
+    return **ev;
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -416,6 +417,13 @@ Result<bool> HardWatchEngine::on_hit(const Event& ev, bool resume) {
   auto regs = inferior_.get_regs(ev.tid);
   if (!regs) return std::unexpected(regs.error());
   const std::uint64_t time = since(start_);
+  std::optional<std::uint64_t> late;  // surface_blocked_hits: the sample's ip
+  if (auto it = late_ip_.find(ev.tid); it != late_ip_.end()) {
+    late = it->second;
+    late_ip_.erase(it);
+  } else {
+    handled_.insert({ev.tid, regs->rip});  // its sample, for surface_blocked_hits
+  }
   // One gathered read (one system call) of the instruction bytes before the stop, for the
   // accessor (none near address 0), and of the value of every range the hit touched; each
   // part alone where that fails (a part unreadable, or a page the software path protects).
@@ -474,7 +482,21 @@ Result<bool> HardWatchEngine::on_hit(const Event& ev, bool resume) {
     // writes only. An instruction that cannot be found is both (never guessed from the values).
     const bool write_only = piece.type == BpType::kW;
     h.access = write_only ? kWatchWrite : kWatchRead | kWatchWrite;
-    if (auto acc = accessor(process, p, code, *regs, w)) {
+    if (late) {
+      // Held while the program blocked SIGTRAP: the registers are no longer the access's; its
+      // instruction is the one that ends at the sample's ip, its access what its operands say.
+      h.ip = *late;
+      if (auto start = start_before(process, p, *late)) {
+        h.ip = *start;
+        if (auto insn = inferior_.decode_at(*start, process); insn && !write_only) {
+          unsigned access = 0;
+          for (const x86::MemOperand& m : insn->mem) {
+            if (!m.stack) access |= static_cast<unsigned>(m.access);
+          }
+          if (access != 0) h.access = access;
+        }
+      }
+    } else if (auto acc = accessor(process, p, code, *regs, w)) {
       h.ip = acc->ip;
       if (!write_only) h.access = acc->access;
     }
@@ -490,6 +512,73 @@ Result<bool> HardWatchEngine::on_hit(const Event& ev, bool resume) {
   if (!resume || (stop_at_hits_ && reported)) return true;  // the caller resumes it
   if (auto r = inferior_.resume(ev.tid, Resume::kCont); !r) return std::unexpected(r.error());
   return true;
+}
+
+Result<std::size_t> HardWatchEngine::surface_blocked_hits() {
+  // The threads to look at: those with samples since the last look (every hit writes one, with
+  // its stop or without), those a look could not take then, and every thread when the rings
+  // dropped samples (a blocked hit's among them, perhaps).
+  // A sample whose stop on_hit took since the last look (the same thread and ip) is that hit's.
+  // Each sample is written before its stop comes, so an entry left unmatched is a stop whose
+  // sample an earlier look drained: dropped now.
+  std::map<pid_t, std::uint64_t> first_ip;  // a thread's first sample this time: its hit's ip
+  std::uint64_t lost = 0;
+  for (auto& [task, watch] : watches_) {
+    auto hits = watch.poll(0);
+    if (!hits) return std::unexpected(hits.error());
+    for (const PerfHit& h : *hits) {
+      if (auto it = handled_.find({h.tid, h.ip}); it != handled_.end()) {
+        handled_.erase(it);
+        continue;
+      }
+      first_ip.try_emplace(h.tid, h.ip);
+    }
+    lost += watch.lost();
+  }
+  handled_.clear();
+  std::set<pid_t> look = std::exchange(recheck_, {});
+  for (const auto& [tid, ip] : first_ip) look.insert(tid);
+  if (lost != lost_seen_) {
+    lost_seen_ = lost;
+    for (pid_t tid : inferior_.threads()) look.insert(tid);
+  }
+  std::size_t surfaced = 0;
+  const std::vector<pid_t> threads = inferior_.threads();
+  for (pid_t tid : look) {
+    if (!std::binary_search(threads.begin(), threads.end(), tid)) continue;  // gone
+    if (inferior_.is_stopped(tid)) {
+      recheck_.insert(tid);  // its stopper resumes it; looked at again then
+      continue;
+    }
+    auto ev = inferior_.surface_blocked(tid, SIGTRAP, kTrapPerf);
+    if (!ev) {
+      if (ev.error().code() == ErrorCode::kSrch) continue;
+      return std::unexpected(ev.error());
+    }
+    if (!*ev) {
+      // Nothing held, or the thread stopped for something else first: a thread with samples
+      // whose hit is still held is found by /proc the next time too.
+      if (inferior_.has_queued(tid)) recheck_.insert(tid);
+      continue;
+    }
+    if (auto ip = first_ip.find(tid); ip != first_ip.end()) late_ip_[tid] = ip->second;
+    inferior_.requeue(**ev);
+    ++surfaced;
+  }
+  return surfaced;
+}
+
+std::vector<int> HardWatchEngine::wake_fds() const {
+  std::vector<int> fds;
+  for (const auto& [task, watch] : watches_) {
+    const std::vector<int> ring = watch.ring_fds();
+    fds.insert(fds.end(), ring.begin(), ring.end());
+  }
+  return fds;
+}
+
+void HardWatchEngine::tick() {
+  ignore_error(surface_blocked_hits(), "a look that fails is made again at the next tick");
 }
 
 Result<void> HardWatchEngine::finish() {
@@ -545,6 +634,13 @@ Result<void> HardWatchEngine::close(std::vector<Taken>* taken) {
         inferior_.requeue(ev);
       }
     }
+    // One held by a thread that blocks SIGTRAP would kill the program when it unblocks it.
+    auto held = inferior_.surface_blocked(tid, SIGTRAP, kTrapPerf);
+    if (!held) {
+      if (held.error().code() != ErrorCode::kSrch && first) first = std::unexpected(held.error());
+      continue;
+    }
+    if (*held) take(**held, false);
   }
   return first;
 }

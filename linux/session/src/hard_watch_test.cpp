@@ -345,6 +345,62 @@ TEST(HardWatchEngine, ReportsEveryWriteWithItsInstructionAddressAndValues) {
   EXPECT_EQ(out.text(), "sum=100\n");
 }
 
+// A thread that blocks every signal: a hit's SIGTRAP is queued, not delivered, and the thread
+// runs on. Each add is surfaced from its ring sample (the adds are 20 ms apart here): every one
+// is a hit of the worker, with its values, and the program sees nothing of it (its handler and
+// its mask as it set them, and no SIGTRAP).
+TEST(HardWatchEngine, HitsOfAThreadThatBlocksSigtrapAreTakenFromTheRings) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("masked_worker"), "5", "20000"}), out);
+  const Symbol counter = symbol(inf->pid(), "counter");
+  const std::vector<WatchRange> ranges = {{counter.address, 8, kWatchWrite, 0}};
+  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
+  Collector seen;
+  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  ASSERT_EQ(seen.hits.size(), 5u);
+  for (std::size_t i = 0; i < seen.hits.size(); ++i) {
+    SCOPED_TRACE(i);
+    const WatchHit& h = seen.hits[i];
+    EXPECT_NE(h.tid, inf->pid());  // the worker's
+    EXPECT_EQ(h.access, kWatchWrite);
+    EXPECT_EQ(value_of(h.old_value), i);
+    EXPECT_EQ(value_of(h.new_value), i + 1);
+  }
+  EXPECT_TRUE(end->exited);
+  EXPECT_EQ(end->status, 0);
+  EXPECT_EQ(out.text(), "counter=5 handler=own worker-blocks-trap=yes\n");
+}
+
+// The same worker without pauses: the hits come faster than a thread can be stopped, so a
+// surfaced hit stands for those before its stop; at least one is seen, each one's value is above
+// the last, and the program is unharmed (its held SIGTRAPs are taken, never delivered to it).
+TEST(HardWatchEngine, AThreadThatBlocksSigtrapAndHitsFastRunsOnUnharmed) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("masked_worker"), "20000"}), out);
+  const Symbol counter = symbol(inf->pid(), "counter");
+  const std::vector<WatchRange> ranges = {{counter.address, 8, kWatchWrite, 0}};
+  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
+  Collector seen;
+  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
+  auto end = run_target(*inf, engine);
+  ASSERT_TRUE(end) << end.error().to_string();
+  EXPECT_FALSE(seen.hits.empty());
+  std::uint64_t last = 0;
+  for (const WatchHit& h : seen.hits) {
+    const std::uint64_t value = value_of(h.new_value);
+    EXPECT_GT(value, last);
+    EXPECT_LE(value, 20000u);
+    last = value;
+  }
+  EXPECT_TRUE(end->exited);
+  EXPECT_EQ(end->status, 0);
+  EXPECT_EQ(out.text(), "counter=20000 handler=own worker-blocks-trap=yes\n");
+}
+
 TEST(HardWatchEngine, CodeRewrittenAtTheSameAddressIsDecodedAgain) {
   HITS_OR_SKIP();
   Capture out;

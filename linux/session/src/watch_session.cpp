@@ -1190,6 +1190,19 @@ std::string WatchSession::describe() const {
   return out;
 }
 
+Result<std::size_t> WatchSession::surface_blocked_hits() {
+  if (!state_->hard) return std::size_t{0};
+  return state_->hard->surface_blocked_hits();
+}
+
+std::vector<int> WatchSession::wake_fds() const {
+  return state_->hard ? state_->hard->wake_fds() : std::vector<int>{};
+}
+
+bool WatchSession::has_hardware_watches() const {
+  return state_->hard != nullptr;
+}
+
 std::size_t WatchSession::perf_events() const {
   return state_->perf_events;
 }

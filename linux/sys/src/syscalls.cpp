@@ -625,6 +625,18 @@ Result<void> ptrace_getsiginfo(pid_t pid, siginfo_t& info) {
   return {};
 }
 
+Result<std::size_t> ptrace_peeksiginfo(pid_t pid, bool shared, std::span<siginfo_t> out) {
+  __ptrace_peeksiginfo_args args{};
+  args.off = 0;
+  args.flags = shared ? PTRACE_PEEKSIGINFO_SHARED : 0;
+  args.nr = static_cast<std::int32_t>(out.size());
+  const long n = ::ptrace(PTRACE_PEEKSIGINFO, pid, &args, out.data());
+  if (n < 0) {
+    return sys_fail<std::size_t>(errno, "pid", "PTRACE_PEEKSIGINFO of " + pid_text(pid));
+  }
+  return static_cast<std::size_t>(n);
+}
+
 Result<void> ptrace_setsiginfo(pid_t pid, const siginfo_t& info) {
   if (raw_ptrace(PTRACE_SETSIGINFO, pid, 0, reinterpret_cast<std::uintptr_t>(&info)) != 0) {
     return sys_fail(errno, "pid", "PTRACE_SETSIGINFO of " + pid_text(pid));

@@ -198,6 +198,12 @@ class GdbTarget final : public gdb::Target {
   bool owns_process(gdb::Tid process) const;
   // The process ended and its end was reported (W/X): the target only waits to be dropped.
   bool ended() const { return inferior_ != nullptr && exited_; }
+  // While threads run, a wait looks every kBlockedHitLookMs for hits held by threads that block
+  // SIGTRAP (WatchSession::surface_blocked_hits) when this is true (hardware watches are in).
+  static constexpr int kBlockedHitLookMs = 100;
+  bool looks_for_blocked_hits() const {
+    return session_ != nullptr && session_->has_hardware_watches();
+  }
   // No process left to serve: none yet, its end reported, or detached or killed whole (an end
   // read but not reported yet, still queued, is still to serve).
   bool gone() const {
@@ -363,6 +369,7 @@ class GdbTarget final : public gdb::Target {
   // Every watch of the session rebuilt (one taken out and put back): a followed fork is left
   // unwatched, its pages and bytes as the program made them (WatchSession's contract).
   Result<gdb::Waited> wait_events(int client_fd, bool block);
+  std::chrono::steady_clock::time_point last_look_{};  // wait_events' last look for held hits
   Result<void> rebuild_watches();
   // `infos` (removed from the session) inserted again, the client's watches renumbered to them.
   Result<void> insert_again(const std::vector<WatchInfo>& infos);

@@ -9,11 +9,11 @@
 //    stopped, so that no thread made meanwhile stays untraced) and interrupts them all; it
 //    returns with all threads stopped. A program that makes threads faster than they can be
 //    seized for 100000 listings is EAGAIN naming `pid`. Both use PTRACE_SEIZE with TRACECLONE,
-//    TRACEFORK, TRACEVFORK, TRACEEXEC and TRACESYSGOOD (plus EXITKILL for spawned processes, so a dying hwarb takes its
-//    child with it). An exec stop is left by one single-step (execve's return would overwrite
-//    any injected call's registers), so a spawned process and a kExec report stop after the new
-//    image's first instruction. Errors: EPERM naming `pid` with the reason (ptrace_scope, another
-//    tracer), ENOENT naming `command`, ESRCH naming `pid`.
+//    TRACEFORK, TRACEVFORK, TRACEEXEC and TRACESYSGOOD (plus EXITKILL for spawned processes, so a
+//    dying hwarb takes its child with it). An exec stop is left by one single-step (execve's return
+//    would overwrite any injected call's registers), so a spawned process and a kExec report stop
+//    after the new image's first instruction. Errors: EPERM naming `pid` with the reason
+//    (ptrace_scope, another tracer), ENOENT naming `command`, ESRCH naming `pid`.
 //  - Threads created later are traced from their first instruction: wait() reports kNewThread
 //    with the new thread stopped; the creating thread is resumed by the Inferior as it was last
 //    resumed. Forked processes are reported as kFork with the child stopped (its own mm; the
@@ -299,7 +299,8 @@ class Inferior {
   // Inferior's records of its threads stay exact, as if wait() had read the status.
   Result<std::optional<Event>> take_queued();
   Result<std::optional<Event>> take_status(pid_t tid, int status);
-  // The next event of thread `tid` only (events of other threads stay queued for wait()).
+  // The next event of thread `tid` only (events of other threads stay queued for wait(), among
+  // them the new thread that a clone of `tid`'s announces: `tid` runs on to its own next event).
   Result<Event> wait_for(pid_t tid);
   // Interrupts every running thread except `except` and waits until all are stopped; other
   // events that arrive meanwhile are queued for wait(). Returns the threads it stopped with its
@@ -325,6 +326,20 @@ class Inferior {
   // /proc/PID/task/TID/status; ESRCH when the thread is gone. Other events that arrive meanwhile
   // are queued for wait().
   Result<std::vector<Event>> surface_pending(pid_t tid, std::uint64_t mask);
+  // A signal of hwarb's that the program blocks: running thread `tid` has `signal` with si_code
+  // `code` in its own queue while its mask blocks it (a perf breakpoint's SIGTRAP raised while
+  // the program blocks SIGTRAP: the kernel queues it, and the thread runs on). The thread is
+  // interrupted, the signal unblocked for one resume (its mask put back at the next stop, before
+  // anything else) and the thread resumed as before: the signal-delivery stop that follows at
+  // once is returned, the thread stopped in it. A thread found stopped by an interrupt (stop_all)
+  // with no event queued is taken the same way, without the interrupt; it is left in the
+  // signal-delivery stop, to be resumed without the signal. nullopt, the thread left as it was,
+  // when it is stopped otherwise (its stopper's to resume) or stepping, when
+  // /proc/PID/task/TID/status shows
+  // no such signal pending and blocked (one file read: the common case), when it stops for an
+  // event of its own first (queued for wait()), or when no queued entry is (signal, code) (the
+  // program's own: PTRACE_PEEKSIGINFO). ESRCH naming `tid` when it is no thread here.
+  Result<std::optional<Event>> surface_blocked(pid_t tid, int signal, int code);
   // Puts an event back at the front of the queue (a caller that read it with wait_for but
   // leaves it to the main loop).
   void requeue(const Event& event) { queued_.push_front(event); }
@@ -404,7 +419,8 @@ class Inferior {
   // One step of wait(): a queued event, or one waitpid (blocking or not) translated; nullopt
   // when the status made no event, or (idle set) when no status was ready.
   Result<std::optional<Event>> next_event(bool block, bool& idle);
-  Result<std::vector<pid_t>> stop_threads(pid_t except);
+  // `only` not 0: that thread alone (stop_thread).
+  Result<std::vector<pid_t>> stop_threads(pid_t except, pid_t only = 0);
   Result<int> wait_stop(pid_t tid);
   // The status of `tid` that a wait for another kept in raw_queue_, taken out (nullopt: none).
   std::optional<int> take_raw(pid_t tid);

@@ -70,6 +70,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -151,6 +152,24 @@ class HardWatchEngine final : public Engine {
   Resume resume_mode() const override { return Resume::kCont; }
   Result<void> finish() override;
   bool done() const override { return observer_.done(); }
+  // surface_blocked_hits(), its errors ignored (the next tick looks again).
+  void tick() override;
+  bool wants_wakeups() const override { return true; }
+  // The rings' descriptors: readable at each hit (held or not), so a loop that waits on them
+  // looks at once.
+  std::vector<int> wake_fds() const override;
+  // Hits of threads that block SIGTRAP. A hit's SIGTRAP is then queued, not delivered: the
+  // thread runs on, and further hits while it stays queued raise nothing (a second SIGTRAP is not
+  // queued). The rings still get a sample of each hit; this drains them, and each running thread
+  // that wrote one (or every thread, when the rings dropped samples) and holds a perf SIGTRAP
+  // blocked is stopped and made to take it (Inferior::surface_blocked): its signal-delivery stop
+  // is put at the front of the Inferior's queue, for the caller's next wait to hand to handle()
+  // as any hit. That hit is late: its ip is the instruction that ends at the first sample's ip
+  // (its access is what that instruction's operands say), its new value the range's value at
+  // the late stop; hits between it and the stop are one. A thread stopped at the look is looked
+  // at again the next time. Returns how many stops were queued. Called between events (tick():
+  // at most every 100 ms under run_target; a debugger's wait loop likewise).
+  Result<std::size_t> surface_blocked_hits();
   // A fork (non-vfork kFork event) of a watched process, for a caller that follows and resumes
   // the child itself (a session whose software path follows it too): the child gets breakpoints
   // of its own and its values are read, as handle() does, but it is neither followed nor resumed.
@@ -230,6 +249,12 @@ class HardWatchEngine final : public Engine {
   std::map<pid_t, PerfWatch> watches_;
   std::map<pid_t, Process> processes_;  // the watched processes (Inferior::process_of)
   bool stop_at_hits_ = false;
+  // surface_blocked_hits: threads to look at again, the rings' drops seen so far, and the
+  // sample ip of each surfaced hit (taken by its on_hit); the stops on_hit took since.
+  std::set<pid_t> recheck_;
+  std::set<std::pair<pid_t, std::uint64_t>> handled_;  // (thread, ip) of hits on_hit took
+  std::uint64_t lost_seen_ = 0;
+  std::unordered_map<pid_t, std::uint64_t> late_ip_;
 };
 
 // One count of HardCountEngine: range `id`'s hits by thread (or forked process) `tid`.

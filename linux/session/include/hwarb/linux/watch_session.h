@@ -257,6 +257,17 @@ class WatchSession {
   // delivered their signals. Every other event stays queued, in its order.
   void drop_own_stops(pid_t process);
 
+  // Hits of threads that block SIGTRAP, which the hardware path's breakpoints cannot stop
+  // (HardWatchEngine::surface_blocked_hits): each such thread is stopped and its hit's stop put
+  // at the front of the Inferior's queue, for the caller's next wait to hand to handle(). A
+  // caller calls it between events while threads run, at most every 100 ms or so
+  // (has_hardware_watches(): only then is there anything to look for). How many were queued.
+  Result<std::size_t> surface_blocked_hits();
+  [[nodiscard]] bool has_hardware_watches() const;
+  // Descriptors readable at each hardware hit (the perf rings): a caller that waits on them too
+  // looks for held hits at once rather than at its next 100 ms.
+  [[nodiscard]] std::vector<int> wake_fds() const;
+
   // "2 debug registers" / "page protection (1 page)" / "2 debug registers + int3": how the
   // watches are taken now; empty without watches.
   std::string describe() const;
@@ -327,6 +338,11 @@ class WatchSessionEngine final : public Engine {
   Resume resume_mode() const override { return session_.resume_mode(); }
   Result<void> finish() override { return session_.uninstall(); }
   bool done() const override { return observer_.done(); }
+  void tick() override {
+    ignore_error(session_.surface_blocked_hits(), "the next tick looks again");
+  }
+  bool wants_wakeups() const override { return session_.has_hardware_watches(); }
+  std::vector<int> wake_fds() const override { return session_.wake_fds(); }
   int yieldable_registers() const override { return session_.yieldable_registers(); }
   // session.yield_registers(who), the moved watch's new placement told as a note of its own.
   Result<int> yield_registers(const std::string& who) override;

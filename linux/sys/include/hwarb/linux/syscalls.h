@@ -254,6 +254,10 @@ Result<void> ptrace_getsiginfo(pid_t pid, siginfo_t& info);
 // PTRACE_SETSIGINFO: the siginfo the tracee's signal-delivery-stop delivers when resumed with
 // info.si_signo. ESRCH naming `pid`; EINVAL naming `pid` in a stop without one (a group-stop).
 Result<void> ptrace_setsiginfo(pid_t pid, const siginfo_t& info);
+// PTRACE_PEEKSIGINFO: up to out.size() of the signals queued for stopped tracee `pid`, oldest
+// first, without taking them: its own queue, or its process's (`shared`). Returns how many were
+// copied. ESRCH naming `pid`.
+Result<std::size_t> ptrace_peeksiginfo(pid_t pid, bool shared, std::span<siginfo_t> out);
 // PTRACE_GETSIGMASK / PTRACE_SETSIGMASK: the tracee thread's blocked-signal mask (bit n-1 for
 // signal n; SIGKILL and SIGSTOP cannot be blocked: the kernel drops them). ESRCH naming `pid`.
 Result<std::uint64_t> ptrace_getsigmask(pid_t pid);
