@@ -719,13 +719,19 @@ Result<std::optional<Event>> Inferior::surface_blocked(pid_t tid, int signal, in
   // Cases, each leaving the thread as it was:
   //  1. stopped other than in an interrupt's stop, with an event queued, or asleep for its vfork
   //     child: not ours to resume;
-  //  2. /proc says the signal is not both pending and blocked (the common case: one file read);
+  //  2. a stop of its own waits to be read (the common case: a hit's stop that comes right
+  //     after its ring sample), or /proc says the signal is not both pending and blocked;
   //  3. running, it stops for an event of its own before the interrupt (queued for wait());
   //  4. no entry of the thread's own queue is (signal, code): the program's own signal.
   const bool was_stopped = t->stopped;
   if ((was_stopped && (t->stop != StopKind::kEvent || has_queued(tid))) || t->vfork_wait != 0 ||
       t->last == Resume::kStep) {
     return std::nullopt;
+  }
+  if (!was_stopped) {
+    auto waiting = has_wait_status(tid);
+    if (!waiting) return std::unexpected(waiting.error());
+    if (*waiting || has_queued(tid)) return std::nullopt;
   }
   auto held = held_signals(thread_group_of(tid), tid);
   if (!held) return std::unexpected(held.error());

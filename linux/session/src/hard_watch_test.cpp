@@ -346,13 +346,13 @@ TEST(HardWatchEngine, ReportsEveryWriteWithItsInstructionAddressAndValues) {
 }
 
 // A thread that blocks every signal: a hit's SIGTRAP is queued, not delivered, and the thread
-// runs on. Each add is surfaced from its ring sample (the adds are 20 ms apart here): every one
-// is a hit of the worker, with its values, and the program sees nothing of it (its handler and
-// its mask as it set them, and no SIGTRAP).
+// runs on. Each add is surfaced from its ring sample (the adds are 150 ms apart here, more than
+// run_target's 100 ms between looks): every one is a hit of the worker, with its values, and the
+// program sees nothing of it (its handler and its mask as it set them, and no SIGTRAP).
 TEST(HardWatchEngine, HitsOfAThreadThatBlocksSigtrapAreTakenFromTheRings) {
   HITS_OR_SKIP();
   Capture out;
-  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("masked_worker"), "5", "20000"}), out);
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("masked_worker"), "5", "150000"}), out);
   const Symbol counter = symbol(inf->pid(), "counter");
   const std::vector<WatchRange> ranges = {{counter.address, 8, kWatchWrite, 0}};
   OPEN_OR_SKIP(perf, inf->pid(), ranges, true);

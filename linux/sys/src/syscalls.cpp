@@ -292,6 +292,15 @@ Result<pid_t> peek_wait(bool nohang) {
   return info.si_pid;
 }
 
+Result<bool> has_wait_status(pid_t pid) {
+  siginfo_t info;
+  std::memset(&info, 0, sizeof info);
+  if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | __WALL | WNOWAIT | WNOHANG) != 0) {
+    return sys_fail<bool>(errno, "pid", "waitid(P_PID " + pid_text(pid) + ", WNOWAIT)");
+  }
+  return info.si_pid != 0;
+}
+
 Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len, BpType type) {
   perf_event_attr attr;
   std::memset(&attr, 0, sizeof attr);

@@ -200,7 +200,7 @@ class GdbTarget final : public gdb::Target {
   bool ended() const { return inferior_ != nullptr && exited_; }
   // While threads run, a wait looks every kBlockedHitLookMs for hits held by threads that block
   // SIGTRAP (WatchSession::surface_blocked_hits) when this is true (hardware watches are in).
-  static constexpr int kBlockedHitLookMs = 100;
+  static constexpr int kBlockedHitLookMs = 10;
   bool looks_for_blocked_hits() const {
     return session_ != nullptr && session_->has_hardware_watches();
   }

@@ -108,6 +108,8 @@ struct PerfWatchOptions {
   // access: a ptrace tracer sees the thread stopped with the value just written. The events are
   // then inherited by new threads only (inherit_thread), never by forked processes, which no
   // tracer may be there to take the SIGTRAPs (a caller that follows a fork opens the child's own).
+  // The rings still get every sample, but wake a poller only when half full (the stops are the
+  // news; a caller drains them from time to time: HardWatchEngine::surface_blocked_hits).
   bool sigtrap = false;
 };
 

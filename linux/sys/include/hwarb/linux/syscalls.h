@@ -129,6 +129,9 @@ Result<WaitEvent> wait_once(pid_t pid, bool nohang);
 // reaps the status. EINTR is returned, not retried (kIntr naming `pid`), as for wait_once; ECHILD
 // naming `pid` when there is no child or tracee at all.
 Result<pid_t> peek_wait(bool nohang);
+// Whether child or tracee `pid` has a status to report now, without reaping it: waitid(P_PID,
+// WEXITED | __WALL | WNOWAIT | WNOHANG). ECHILD naming `pid` when it is none of ours.
+Result<bool> has_wait_status(pid_t pid);
 
 // perf_event_open(2) of a PERF_TYPE_BREAKPOINT event on thread `pid` (cpu -1: wherever it runs),
 // with the attributes Linux's hw_breakpoint_init gives a user breakpoint: pinned, sample_period
