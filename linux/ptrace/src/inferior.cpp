@@ -667,10 +667,8 @@ std::vector<Event> Inferior::discard_queued(pid_t tid) {
 
 namespace {
 
-// Signals pending for the thread (its own and the process's) and not blocked by it, from
-// /proc/PID/task/TID/status (bit n-1 for signal n).
 // The signals pending for thread `tid` of process `pid` (its own and its process's) and the
-// ones it blocks, from /proc/PID/task/TID/status.
+// ones it blocks, from /proc/PID/task/TID/status (bit n-1 for signal n).
 struct SignalState {
   std::uint64_t pending = 0;
   std::uint64_t blocked = 0;
@@ -697,6 +695,7 @@ Result<SignalState> signal_state(pid_t pid, pid_t tid) {
   return SignalState{pending, blocked};
 }
 
+// Pending and not blocked: delivered at the thread's next return to user mode.
 Result<std::uint64_t> deliverable_signals(pid_t pid, pid_t tid) {
   auto state = signal_state(pid, tid);
   if (!state) return std::unexpected(state.error());
