@@ -60,7 +60,7 @@ std::optional<Wanted> wanted_by(const BreakpointRequest& request) {
 // the kernel's answer itself.
 bool register_left(pid_t tid) {
   constexpr std::uint64_t kSomeUserAddress = 0x10000;
-  auto trial = perf_breakpoint_open(tid, kSomeUserAddress, 1, BpType::kW);
+  auto trial = perf_breakpoint_reserve(tid, kSomeUserAddress, 1, BpType::kW);
   return trial || trial.error().code() != ErrorCode::kNoSpc;
 }
 

@@ -185,10 +185,10 @@ Result<RunResult> run_target(Inferior& inferior, Engine& engine) {
     ignore_error(leave(false), "the first error is the one reported");
     return std::unexpected(error);
   };
-  // A spawned program that asks for a debug register gets one of the engine's
-  // (register_yield.h).
+  // A spawned program that asks for a debug register gets one of the engine's, and its
+  // breakpoint requests are seen while the engine holds any (register_yield.h).
   std::optional<RegisterYield> yield;
-  if (spawned && engine.yieldable_registers() > 0 && !inferior.threads().empty()) {
+  if (spawned && engine.held_registers() > 0 && !inferior.threads().empty()) {
     auto armed = RegisterYield::arm(inferior, inferior.threads().front());
     if (armed) {
       yield.emplace(std::move(*armed));

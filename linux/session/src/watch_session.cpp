@@ -923,6 +923,14 @@ int WatchSession::yieldable_registers() const {
   return n;
 }
 
+int WatchSession::held_registers() const {
+  int n = 0;
+  for (const Watch& w : state_->watches) {
+    if (w.info.placement == Placement::kHardware) n += w.info.registers;
+  }
+  return n;
+}
+
 int WatchSession::registers_given_up() const {
   return state_->yielded_registers;
 }

@@ -301,7 +301,10 @@ Result<bool> has_wait_status(pid_t pid) {
   return info.si_pid != 0;
 }
 
-Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len, BpType type) {
+namespace {
+
+Result<Fd> open_breakpoint(pid_t pid, std::uint64_t addr, std::uint64_t len, BpType type,
+                           bool disabled) {
   perf_event_attr attr;
   std::memset(&attr, 0, sizeof attr);
   attr.type = PERF_TYPE_BREAKPOINT;
@@ -311,6 +314,7 @@ Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len
   attr.bp_len = len;
   attr.sample_period = 1;
   attr.pinned = 1;
+  attr.disabled = disabled ? 1 : 0;
   attr.exclude_kernel = 1;
   long fd = -1;
   do {
@@ -325,6 +329,16 @@ Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len
                             pid_text(pid));
   }
   return Fd(static_cast<int>(fd));
+}
+
+}  // namespace
+
+Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len, BpType type) {
+  return open_breakpoint(pid, addr, len, type, false);
+}
+
+Result<Fd> perf_breakpoint_reserve(pid_t pid, std::uint64_t addr, std::uint64_t len, BpType type) {
+  return open_breakpoint(pid, addr, len, type, true);
 }
 
 Result<Fd> open_file(const std::string& path) {

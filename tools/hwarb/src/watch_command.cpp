@@ -634,6 +634,9 @@ class CountThenWatch final : public native::Engine {
   int yieldable_registers() const override {
     return watch_ ? watch_->yieldable_registers() : counting_.registers();
   }
+  int held_registers() const override {
+    return watch_ ? watch_->held_registers() : counting_.registers();
+  }
   Result<int> yield_registers(const std::string& who) override {
     if (watch_) return watch_->yield_registers(who);
     const int held = counting_.registers();

@@ -13,8 +13,16 @@
 //     again — until a trial opens or the engine has nothing left to give.
 //  4. T is not hwarb's, or nothing is left to give: the call runs, and the kernel answers it as
 //     it would without hwarb.
-// The requesting thread, stopped in case 3 in the middle of its call, makes the call again when
-// resumed (the kernel restarts it), and that second request finds its register.
+// A hold is what the program sees of hwarb even when nothing can be given (case 4): the calling
+// thread sleeps in the filter and is scheduled in again just before its call runs. Without the
+// hold, a program that opened a breakpoint of its own while hwarb's were armed in the same thread
+// had hwarb miss that thread's next accesses in about 1 run in 150 here (a KVM guest, other
+// processes keeping both CPUs busy: 5 of 800 runs of 300 writes lost 66 to 194 of them, and the
+// breakpoint event counted none of those); held, none in 800 runs. So run_target arms a spawned
+// program whenever the engine holds registers, movable or not. Case 2's trial is a disabled
+// breakpoint: it holds a slot without being written to T's debug registers. The requesting thread,
+// stopped in case 3 in the middle of its call, makes the call again when resumed (the kernel
+// restarts it), and that second request finds its register.
 //
 // Contract:
 //  - arm() needs a spawned process with thread `tid` stopped; it installs the request filter in

@@ -92,6 +92,10 @@ class Engine {
   // Debug registers the engine holds and could give up to the program (register_yield.h): a
   // spawned program is armed for the yield when this is above 0 as run_target starts.
   virtual int yieldable_registers() const { return 0; }
+  // Debug registers the engine holds now, whether or not it could give them up. A spawned
+  // program is armed for the yield when this is above 0 as run_target starts: its breakpoint
+  // requests are then seen (register_yield.h, case 5) even where none can be given.
+  virtual int held_registers() const { return 0; }
   // Gives up the registers of one hardware watch, which goes on in software; `who` took them
   // (every thread stopped). The registers freed; 0 when there is nothing left to give.
   virtual Result<int> yield_registers(const std::string& who) {
@@ -114,6 +118,7 @@ class ForwardingEngine : public Engine {
   bool wants_wakeups() const override { return engine_.wants_wakeups(); }
   bool done() const override { return engine_.done(); }
   int yieldable_registers() const override { return engine_.yieldable_registers(); }
+  int held_registers() const override { return engine_.held_registers(); }
   Result<int> yield_registers(const std::string& who) override {
     return engine_.yield_registers(who);
   }

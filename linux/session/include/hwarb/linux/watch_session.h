@@ -288,6 +288,8 @@ class WatchSession {
   // 3). Every thread stopped (EBUSY naming `threads`); all or nothing. The watch moved, nullopt
   // when there was none.
   Result<std::optional<WatchInfo>> yield_registers(const std::string& who);
+  // Debug registers held by hardware watches, movable or not.
+  [[nodiscard]] int held_registers() const;
   // Debug registers given up so far.
   [[nodiscard]] int registers_given_up() const;
 
@@ -344,6 +346,7 @@ class WatchSessionEngine final : public Engine {
   bool wants_wakeups() const override { return session_.has_hardware_watches(); }
   std::vector<int> wake_fds() const override { return session_.wake_fds(); }
   int yieldable_registers() const override { return session_.yieldable_registers(); }
+  int held_registers() const override { return session_.held_registers(); }
   // session.yield_registers(who), the moved watch's new placement told as a note of its own.
   Result<int> yield_registers(const std::string& who) override;
 

@@ -140,6 +140,11 @@ Result<bool> has_wait_status(pid_t pid);
 // left for the task), EINVAL/EOPNOTSUPP (`attr`: address, len or type refused), ESRCH (`pid`),
 // EACCES/EPERM (`pid`: not allowed), ENOENT/ENODEV (`attr`: no breakpoint PMU).
 Result<Fd> perf_breakpoint_open(pid_t pid, std::uint64_t addr, std::uint64_t len, BpType type);
+// The same breakpoint, created disabled: it holds its slot (the kernel reserves a breakpoint's
+// slot when it creates the event) but is never written to the thread's debug registers — a
+// trial of whether a slot is left that leaves the registers of a running thread alone. Errors
+// as perf_breakpoint_open's.
+Result<Fd> perf_breakpoint_reserve(pid_t pid, std::uint64_t addr, std::uint64_t len, BpType type);
 
 // open(2) of `path` read-only and close-on-exec. The kernel's errno naming `file` (ENOENT,
 // EACCES, ...), the message "file: open <path>: <ERRNAME> (<text>)".
