@@ -30,6 +30,12 @@
 #    there (both stopped at main: gdb's inferiors 1 and 2 on one connection, multiprocess+),
 #    `watch counter` in inferior 2 alone, two hits (0 -> 1, 1 -> 2), `delete`, `continue` it to
 #    its exit (7) while inferior 1 stays at main, then `inferior 1` and `continue` to its exit.
+#  G (interrupt): a ticker runs under gdb (inferior 1, held at main), `add-inferior`, `inferior 2`,
+#    `attach` a second ticker (its own process group, as a terminal's job), `set
+#    schedule-multiple on`, `continue`; a Ctrl-C (SIGINT to gdb) stops the process the server
+#    last started or attached — gdbserver's SIGINT goes to that one — so gdb's current inferior
+#    is 2, and the `detach` that follows lets the attached ticker go (it runs on to its end);
+#    `inferior 1`, `kill`.
 #  Then `disconnect`, and a second gdb connects to the same server (it stays with --multi) and
 #  says `monitor exit`, which ends it (exit 0).
 # gdb's whole output of A and C, normalised (process ids, addresses, paths, library lines), must equal
@@ -107,6 +113,28 @@ c_cmds=('set architecture i386' 'set architecture auto'
 f_cmds=('break main' run add-inferior 'inferior 2' "set remote exec-file $prog" "file $prog" run
         'info inferiors' 'watch counter' continue continue delete continue 'inferior 1'
         'info threads' continue 'info inferiors')
+# g_session NAME PORT: session G; gdb's output to NAME-g.out.
+g_session() {
+  local name=$1 port=$2 gdb_pid
+  rm -f "$tmp/$name-g.tick" "$tmp/$name-g.tick1"
+  setsid "$ticker" "$tmp/$name-g.tick" 400 0 20000 >"$tmp/$name-g.ticker" 2>&1 &
+  local tick=$!
+  for _ in $(seq 200); do [[ -s $tmp/$name-g.tick ]] && break; sleep 0.02; done
+  gdb -nx -batch -ex 'set remotetimeout 30' -ex 'set confirm off' -ex 'set pagination off' \
+    -ex 'set width 0' -ex "target extended-remote 127.0.0.1:$port" \
+    -ex "set remote exec-file $ticker" -ex "file $ticker" -ex 'break main' \
+    -ex "run $tmp/$name-g.tick1 400 0 20000" -ex add-inferior -ex 'inferior 2' \
+    -ex "file $ticker" -ex "attach $tick" -ex 'set schedule-multiple on' -ex continue \
+    -ex 'info inferiors' -ex detach -ex 'inferior 1' -ex kill >"$tmp/$name-g.out" 2>&1 &
+  gdb_pid=$!
+  # The ticker run under gdb writes its pid file once `continue` let it past main.
+  for _ in $(seq 600); do [[ -s $tmp/$name-g.tick1 ]] && break; sleep 0.05; done
+  sleep 0.3
+  kill -INT "$gdb_pid"
+  timeout 60 tail --pid="$gdb_pid" -f /dev/null || { bad "$name: session G: gdb did not end"; kill -9 "$gdb_pid"; }
+  wait "$gdb_pid"
+  ticker_ended "$name-g" "$tick"
+}
 # session NAME SERVER...: the server on 127.0.0.1 (any port), sessions A and B, the second client.
 session() {
   local name=$1 port server tick rc
@@ -126,6 +154,7 @@ session() {
     -ex "target extended-remote 127.0.0.1:$port" -ex "set remote exec-file $prog" -ex "file $prog" \
     -ex 'break main' -ex run -ex 'info threads' -ex kill >"$tmp/$name-d.out" 2>&1
   gdb_session "$name-f" "$port" 0 "${f_cmds[@]}"
+  g_session "$name" "$port"
   gdb_session "$name-e1" "$port" 0 'break main' run disconnect
   gdb_session "$name-e2" "$port" 0 'info inferiors' continue
   timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' \
@@ -140,6 +169,9 @@ session() {
   normalise "$tmp/$name-d.out" >"$tmp/$name-d.story"
   normalise "$tmp/$name-e2.out" >"$tmp/$name-e2.story"
   normalise "$tmp/$name-f.out" >"$tmp/$name-f.story"
+  normalise "$tmp/$name-g.out" >"$tmp/$name-g.story"
+  grep -q '^\[Inferior 2 (process [0-9]*) detached\]$' "$tmp/$name-g.out" ||
+    bad "$name: session G: the detach after the interrupt did not let the attached process go: $(grep -m2 -E 'detached|SIGINT|rror' "$tmp/$name-g.out")"
   grep -q 'exited with code 07' "$tmp/$name-e2.out" ||
     bad "$name: session E: the second client did not continue the kept process to its exit: $(tail -2 "$tmp/$name-e2.out")"
   grep -qx "$HOME" "$tmp/$name.prog" ||
@@ -192,6 +224,7 @@ for mode in "" "--software"; do
     differs "$m-c" gdbserver-c && bad "$m: session C differs from gdbserver's (- gdbserver, + hwarb) above"
     differs "$m-d" gdbserver-d && bad "$m: session D differs from gdbserver's (- gdbserver, + hwarb) above"
     differs "$m-e2" gdbserver-e2 && bad "$m: session E differs from gdbserver's (- gdbserver, + hwarb) above"
+    differs "$m-g" gdbserver-g && bad "$m: session G differs from gdbserver's (- gdbserver, + hwarb) above"
     if grep -q '^Old value' "$tmp/gdbserver-f.out"; then
       differs "$m-f" gdbserver-f && bad "$m: session F differs from gdbserver's (- gdbserver, + hwarb) above"
     else

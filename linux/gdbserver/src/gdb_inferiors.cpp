@@ -116,19 +116,28 @@ std::unique_ptr<GdbTarget> GdbInferiors::another() {
 
 Result<gdb::Tid> GdbInferiors::start(std::vector<std::string> argv) {
   GdbTarget& head = first();
-  if (head.gone()) return head.start(std::move(argv));
+  if (head.gone()) {
+    auto pid = head.start(std::move(argv));
+    if (pid) signalled_ = &head;
+    return pid;
+  }
   // A process lives: the new one comes beside it. An empty PROG is the last one run.
   if (argv[0].empty() && !head.last_program().empty()) argv[0] = head.last_program()[0];
   auto t = another();
   auto pid = t->start(std::move(argv));
   if (!pid) return pid;
+  signalled_ = t.get();
   targets_.push_back(std::move(t));
   return pid;
 }
 
 Result<gdb::Tid> GdbInferiors::attach(gdb::Tid pid) {
   GdbTarget& head = first();
-  if (head.gone()) return head.attach(pid);
+  if (head.gone()) {
+    auto attached = head.attach(pid);
+    if (attached) signalled_ = &head;
+    return attached;
+  }
   for (const auto& t : targets_) {
     if (t->owns_process(pid)) {
       return make_error(ErrorCode::kBusy,
@@ -138,6 +147,7 @@ Result<gdb::Tid> GdbInferiors::attach(gdb::Tid pid) {
   auto t = another();
   auto attached = t->attach(pid);
   if (!attached) return attached;
+  signalled_ = t.get();
   targets_.push_back(std::move(t));
   return attached;
 }
@@ -153,6 +163,7 @@ void GdbInferiors::drop_ended() {
       ignore_error((*it)->drop_process(gdb::ServerEnd::How::kKilled),
                    "a process that is gone leaves nothing to undo");
       resumed_.erase(it->get());
+      if (signalled_ == it->get()) signalled_ = nullptr;
       it = targets_.erase(it);
     } else {
       ++it;
@@ -273,12 +284,16 @@ Result<gdb::Waited> GdbInferiors::wait_several(int client_fd) {
 
 Result<StopEvent> GdbInferiors::interrupt() {
   if (!several()) return first().interrupt();
+  // As gdbserver, which sends its SIGINT to the process it last started or attached (its
+  // signal_pid): that process stops first, and gdb's current inferior becomes its — what a
+  // `detach` right after the interrupt then detaches. Else the first resumed one.
   GdbTarget* chosen = nullptr;
   for (auto& t : targets_) {
-    if (t->runs() && resumed(*t)) {
-      chosen = t.get();
-      break;
-    }
+    if (t.get() == signalled_ && t->runs() && resumed(*t)) chosen = t.get();
+  }
+  for (auto& t : targets_) {
+    if (chosen != nullptr) break;
+    if (t->runs() && resumed(*t)) chosen = t.get();
   }
   if (chosen == nullptr) chosen = &live();
   auto stop = chosen->interrupt();
@@ -288,6 +303,9 @@ Result<StopEvent> GdbInferiors::interrupt() {
 }
 
 Result<void> GdbInferiors::interrupt_process() {
+  for (auto& t : targets_) {
+    if (t.get() == signalled_ && t->runs()) return t->interrupt_process();
+  }
   for (auto& t : targets_) {
     if (t->runs()) return t->interrupt_process();
   }

@@ -617,6 +617,9 @@ class GdbInferiors final : public gdb::Target {
 
   GdbConnection& connection_;
   std::vector<std::unique_ptr<GdbTarget>> targets_;
+  // The target whose process was last started (vRun) or attached (vAttach): an all-stop
+  // interrupt stops it first (interrupt()). Null before either, or once that target is dropped.
+  const GdbTarget* signalled_ = nullptr;
   gdb::ClientFeatures features_;
   bool announced_ = false;
   std::optional<std::set<long>> caught_;
