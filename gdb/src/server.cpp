@@ -1372,6 +1372,8 @@ Result<std::string> Server::resume(const std::vector<ResumeAction>& list) {
     last_stop_ = on_stop(*stop);
     return last_stop_;
   };
+  // A Ctrl-C the target owes a process this resume leaves stopped waits for that process.
+  if (interrupt_ && target_.owe_interrupt()) interrupt_ = false;
   if (interrupt_) return interrupted();
   for (;;) {
     auto got = target_.wait(connection_.poll_fd());
@@ -1405,6 +1407,7 @@ Result<std::string> Server::resume(const std::vector<ResumeAction>& list) {
       if (!item) break;
       if (item->kind == RspItem::Kind::kInterrupt) interrupt_ = true;
     }
+    if (interrupt_ && target_.owe_interrupt()) interrupt_ = false;
     if (interrupt_) return interrupted();
   }
 }

@@ -422,7 +422,20 @@ TEST_F(ServerTest, CtrlCWhileRunningStopsTheProcess) {
   connection.input.push_back("\x03");
   const std::string out = run({"?"});
   EXPECT_EQ(out, acked("T02thread:64;" + kRegs100) + acked("T02thread:64;" + kRegs100));
-  EXPECT_EQ(asked(), (Calls{"resume c0:0.-1", "wait", "interrupt"}));
+  EXPECT_EQ(asked(), (Calls{"resume c0:0.-1", "wait", "owe_interrupt", "interrupt"}));
+}
+
+// A Ctrl-C the target owes a process that this resume leaves stopped (gdbserver's SIGINT waits in
+// the process it last started or attached): no interrupt now; the resume's own stop is reported.
+TEST_F(ServerTest, ACtrlCOwedToAStoppedProcessWaitsForTheResumesOwnStop) {
+  target.owes = true;
+  target.quiet_waits = 1;
+  target.stops = {stop_of(StopEvent::Kind::kSignal, 101)};
+  connection.input.push_back(rsp_frame("vCont;c:p64.-1"));
+  connection.input.push_back("\x03");
+  const std::string out = run({});
+  EXPECT_EQ(asked(), (Calls{"resume c0:100.-1", "wait", "owe_interrupt", "wait"}));
+  EXPECT_NE(out.find("T05thread:65;"), std::string::npos) << out;
 }
 
 // A Ctrl-C that crossed the stop reply (gdb sent it while it still took the process as running)
@@ -432,7 +445,17 @@ TEST_F(ServerTest, CtrlCWhileRunningStopsTheProcess) {
 TEST_F(ServerTest, CtrlCWhileStoppedInterruptsTheNextResume) {
   connection.input.push_back("\x03");
   EXPECT_EQ(run({"qC", "vCont;c"}), acked("QC64") + acked("T02thread:64;" + kRegs100));
-  EXPECT_EQ(asked(), (Calls{"resume c0:0.-1", "interrupt"}));
+  EXPECT_EQ(asked(), (Calls{"resume c0:0.-1", "owe_interrupt", "interrupt"}));
+}
+
+TEST_F(ServerTest, ACrossingCtrlCOwedToAStoppedProcessLetsTheNextResumeRun) {
+  target.owes = true;
+  target.stops = {stop_of(StopEvent::Kind::kSignal, 101)};
+  connection.input.push_back("\x03");
+  EXPECT_EQ(run({"qC", "vCont;c"}),
+            acked("QC64") +
+                acked("T05thread:65;06:1000fe7f00000000;07:0000fe7f00000000;10:6510400000000000;"));
+  EXPECT_EQ(asked(), (Calls{"resume c0:0.-1", "owe_interrupt", "wait"}));
 }
 
 // As gdbserver without --once: a client that goes away while the process is stopped leaves it

@@ -57,7 +57,8 @@ class FakeTarget final : public Target {
   std::map<std::uint64_t, std::uint8_t> memory;  // readable bytes
   std::deque<StopEvent> stops;                   // what wait() returns, in order
   int quiet_waits = 0;                           // waits that give the client's input first
-  std::map<std::string, Error> fail;             // a request's name -> its error
+  bool owes = false;  // owe_interrupt()'s answer: the Ctrl-C waits for another process
+  std::map<std::string, Error> fail;  // a request's name -> its error
   std::vector<std::string> calls;
   std::vector<std::vector<AgentExpr>> conditions;  // of each insert_point
   std::vector<std::vector<AgentExpr>> commands;    // of each insert_point
@@ -176,6 +177,10 @@ class FakeTarget final : public Target {
     stop.tid = first;
     stop.signal = SIGINT;
     return stop;
+  }
+  bool owe_interrupt() override {
+    calls.push_back("owe_interrupt");
+    return owes;
   }
   Result<void> set_non_stop(bool on) override {
     calls.push_back(std::string("non_stop ") + (on ? "1" : "0"));

@@ -36,6 +36,10 @@
 #    last started or attached — gdbserver's SIGINT goes to that one — so gdb's current inferior
 #    is 2, and the `detach` that follows lets the attached ticker go (it runs on to its end);
 #    `inferior 1`, `kill`.
+#  H (an interrupt owed): as G, but `inferior 1` and `continue` it alone (a short ticker): the
+#    Ctrl-C during it is owed to the attached process, which the continue does not run —
+#    gdbserver's SIGINT waits in that process — so inferior 1 runs to its exit; `inferior 2`,
+#    `continue` then stops at once with SIGINT, and `detach` lets it go.
 #  Then `disconnect`, and a second gdb connects to the same server (it stays with --multi) and
 #  says `monitor exit`, which ends it (exit 0).
 # gdb's whole output of A and C, normalised (process ids, addresses, paths, library lines), must equal
@@ -135,6 +139,23 @@ g_session() {
   wait "$gdb_pid"
   ticker_ended "$name-g" "$tick"
 }
+# h_session NAME PORT: session H; gdb's output to NAME-h.out. A python timer in gdb sends gdb the
+# SIGINT 0.4 s into the continue (the run ticker lasts 1 s).
+h_session() {
+  local name=$1 port=$2
+  rm -f "$tmp/$name-h.tick"
+  setsid "$ticker" "$tmp/$name-h.tick" 400 0 20000 >"$tmp/$name-h.ticker" 2>&1 &
+  local tick=$!
+  for _ in $(seq 200); do [[ -s $tmp/$name-h.tick ]] && break; sleep 0.02; done
+  local ctrl_c='python import threading, os, signal; threading.Timer(0.4, lambda: os.kill(os.getpid(), signal.SIGINT)).start()'
+  timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' -ex 'set confirm off' \
+    -ex 'set pagination off' -ex 'set width 0' -ex "target extended-remote 127.0.0.1:$port" \
+    -ex "set remote exec-file $ticker" -ex "file $ticker" -ex 'break main' \
+    -ex "run $tmp/$name-h.tick1 50 0 20000" -ex add-inferior -ex 'inferior 2' -ex "file $ticker" \
+    -ex "attach $tick" -ex 'inferior 1' -ex "$ctrl_c" -ex continue -ex 'info inferiors' \
+    -ex 'inferior 2' -ex continue -ex 'info inferiors' -ex detach >"$tmp/$name-h.out" 2>&1
+  ticker_ended "$name-h" "$tick"
+}
 # session NAME SERVER...: the server on 127.0.0.1 (any port), sessions A and B, the second client.
 session() {
   local name=$1 port server tick rc
@@ -155,6 +176,7 @@ session() {
     -ex 'break main' -ex run -ex 'info threads' -ex kill >"$tmp/$name-d.out" 2>&1
   gdb_session "$name-f" "$port" 0 "${f_cmds[@]}"
   g_session "$name" "$port"
+  h_session "$name" "$port"
   gdb_session "$name-e1" "$port" 0 'break main' run disconnect
   gdb_session "$name-e2" "$port" 0 'info inferiors' continue
   timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' \
@@ -170,6 +192,10 @@ session() {
   normalise "$tmp/$name-e2.out" >"$tmp/$name-e2.story"
   normalise "$tmp/$name-f.out" >"$tmp/$name-f.story"
   normalise "$tmp/$name-g.out" >"$tmp/$name-g.story"
+  normalise "$tmp/$name-h.out" >"$tmp/$name-h.story"
+  grep -q '^\[Inferior 1 (process [0-9]*) exited normally\]$' "$tmp/$name-h.out" &&
+    grep -q '^Thread 2.1 .* received signal SIGINT' "$tmp/$name-h.out" ||
+    bad "$name: session H: the owed Ctrl-C did not wait for the attached process: $(grep -m2 -E 'SIGINT|exited|rror' "$tmp/$name-h.out")"
   grep -q '^\[Inferior 2 (process [0-9]*) detached\]$' "$tmp/$name-g.out" ||
     bad "$name: session G: the detach after the interrupt did not let the attached process go: $(grep -m2 -E 'detached|SIGINT|rror' "$tmp/$name-g.out")"
   grep -q 'exited with code 07' "$tmp/$name-e2.out" ||
@@ -225,6 +251,7 @@ for mode in "" "--software"; do
     differs "$m-d" gdbserver-d && bad "$m: session D differs from gdbserver's (- gdbserver, + hwarb) above"
     differs "$m-e2" gdbserver-e2 && bad "$m: session E differs from gdbserver's (- gdbserver, + hwarb) above"
     differs "$m-g" gdbserver-g && bad "$m: session G differs from gdbserver's (- gdbserver, + hwarb) above"
+    differs "$m-h" gdbserver-h && bad "$m: session H differs from gdbserver's (- gdbserver, + hwarb) above"
     if grep -q '^Old value' "$tmp/gdbserver-f.out"; then
       differs "$m-f" gdbserver-f && bad "$m: session F differs from gdbserver's (- gdbserver, + hwarb) above"
     else

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 
 #include "hwarb/linux/gdb_server.h"
 #include "hwarb/linux/syscalls.h"
@@ -117,6 +118,7 @@ std::unique_ptr<GdbTarget> GdbInferiors::another() {
 Result<gdb::Tid> GdbInferiors::start(std::vector<std::string> argv) {
   GdbTarget& head = first();
   if (head.gone()) {
+    if (interrupt_owed_ == &head) interrupt_owed_ = nullptr;  // owed to a process now gone
     auto pid = head.start(std::move(argv));
     if (pid) signalled_ = &head;
     return pid;
@@ -134,6 +136,7 @@ Result<gdb::Tid> GdbInferiors::start(std::vector<std::string> argv) {
 Result<gdb::Tid> GdbInferiors::attach(gdb::Tid pid) {
   GdbTarget& head = first();
   if (head.gone()) {
+    if (interrupt_owed_ == &head) interrupt_owed_ = nullptr;
     auto attached = head.attach(pid);
     if (attached) signalled_ = &head;
     return attached;
@@ -164,6 +167,7 @@ void GdbInferiors::drop_ended() {
                    "a process that is gone leaves nothing to undo");
       resumed_.erase(it->get());
       if (signalled_ == it->get()) signalled_ = nullptr;
+      if (interrupt_owed_ == it->get()) interrupt_owed_ = nullptr;
       it = targets_.erase(it);
     } else {
       ++it;
@@ -241,6 +245,14 @@ Result<std::optional<StopEvent>> GdbInferiors::resume(
     if (*r) return reported(*t, **r);
   }
   if (resumed_.empty()) return make_error(ErrorCode::kInval, "vCont: the actions resume no thread");
+  if (interrupt_owed_ != nullptr && resumed(*interrupt_owed_)) {
+    // The SIGINT a Ctrl-C owed this process (owe_interrupt) is taken as it runs.
+    GdbTarget* owed = std::exchange(interrupt_owed_, nullptr);
+    auto stop = owed->interrupt();
+    if (!stop) return std::unexpected(stop.error());
+    if (auto r = halt_others(owed); !r) return std::unexpected(r.error());
+    return std::optional<StopEvent>(*stop);
+  }
   return std::optional<StopEvent>();
 }
 
@@ -300,6 +312,17 @@ Result<StopEvent> GdbInferiors::interrupt() {
   if (!stop) return stop;
   if (auto r = halt_others(chosen); !r) return std::unexpected(r.error());
   return stop;
+}
+
+bool GdbInferiors::owe_interrupt() {
+  if (!several() || non_stop_ || signalled_ == nullptr || resumed_.empty()) return false;
+  for (auto& t : targets_) {
+    if (t.get() != signalled_) continue;
+    if (!t->has_process() || t->gone() || resumed(*t)) return false;
+    interrupt_owed_ = t.get();
+    return true;
+  }
+  return false;
 }
 
 Result<void> GdbInferiors::interrupt_process() {

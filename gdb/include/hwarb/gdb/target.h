@@ -233,6 +233,12 @@ class Target {
   virtual Result<std::optional<StopEvent>> resume(const std::vector<ResumeAction>& actions) = 0;
   virtual Result<Waited> wait(int client_fd) = 0;
   virtual Result<StopEvent> interrupt() = 0;
+  // All-stop Ctrl-C with several processes: true when the interrupt is owed to a process that
+  // the current resume leaves stopped — gdbserver's SIGINT, sent to the process it last started
+  // or attached, waits in that process until it runs. The target then reports that process's
+  // SIGINT stop as soon as a resume runs it, and the server waits on for this resume's stops.
+  // False (the default): the server calls interrupt() now.
+  virtual bool owe_interrupt() { return false; }
   // Non-stop mode on or off (see the contract); EOPNOTSUPP where the target has none.
   virtual Result<void> set_non_stop(bool on) = 0;
   // vCtrlC (non-stop mode): the process gets SIGINT, as from its terminal; the stop of the

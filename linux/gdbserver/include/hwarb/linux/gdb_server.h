@@ -529,6 +529,7 @@ class GdbInferiors final : public gdb::Target {
       const std::vector<gdb::ResumeAction>& actions) override;
   Result<gdb::Waited> wait(int client_fd) override;
   Result<gdb::StopEvent> interrupt() override;
+  bool owe_interrupt() override;
   Result<void> set_non_stop(bool on) override;
   Result<void> interrupt_process() override;
   Result<gdb::ServerEnd> finish(gdb::ServerEnd::How how) override;
@@ -620,6 +621,9 @@ class GdbInferiors final : public gdb::Target {
   // The target whose process was last started (vRun) or attached (vAttach): an all-stop
   // interrupt stops it first (interrupt()). Null before either, or once that target is dropped.
   const GdbTarget* signalled_ = nullptr;
+  // signalled_ when a Ctrl-C came while no resume ran it (owe_interrupt): its next resume stops
+  // it at once with that SIGINT.
+  GdbTarget* interrupt_owed_ = nullptr;
   gdb::ClientFeatures features_;
   bool announced_ = false;
   std::optional<std::set<long>> caught_;
