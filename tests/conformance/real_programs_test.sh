@@ -118,6 +118,17 @@ if wanted masked_step; then
     bad "masked_step: the program saw its SIGTRAP handling changed: $(cat "$tmp/ms.prog")"
   grep -qE 'counter:w +all +0 +500 ' "$tmp/ms" || bad "masked_step: count: $(grep all "$tmp/ms")"
 fi
+# The same worker in hardware mode, writing as fast as it can and ending long before hwarb's next
+# look: no SIGTRAP of hwarb's ever reaches it (it blocks them to its end), so each write is
+# known from its perf ring sample alone. Every one is a hit, and the program sees nothing.
+if wanted masked_hard && [[ ${#modes[@]} -gt 1 ]]; then
+  watched --hardware "$tmp/mh" watch --json counter:w -- "$P/prog_masked_worker" 300
+  [[ $rc -eq 0 ]] || bad "masked_hard: hwarb exit $rc: $(tail -3 "$tmp/mh.err")"
+  grep -qx 'counter=300 handler=own worker-blocks-trap=yes' "$tmp/mh.prog" ||
+    bad "masked_hard: the program saw its SIGTRAP handling changed: $(cat "$tmp/mh.prog")"
+  n=$(grep -c '"event":"hit"' "$tmp/mh")
+  [[ $n -eq 300 ]] || bad "masked_hard: $n hits, expected 300"
+fi
 # A forked child that outlives the watched process: let go with every change undone (it writes
 # the watched page afterwards and must not die); the parent's N writes are hits.
 if wanted outlive; then

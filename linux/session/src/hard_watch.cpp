@@ -331,6 +331,14 @@ Result<bool> HardWatchEngine::handle(const Event& ev) {
     case EventKind::kExec:
       return on_exec(ev.tid);
     case EventKind::kThreadExit:
+      // Samples of the thread that no stop took are hits, reported while its process can still
+      // be read (surface_blocked_hits, case 3).
+      if (auto drained = drain_rings(); drained) {
+        if (auto it = pending_.find(ev.tid); it != pending_.end()) {
+          report_samples(ev.tid, it->second, true);
+          pending_.erase(it);
+        }
+      }
       // A vfork child, or a followed process's leader (the last of its threads): its breakpoints
       // go with it.
       if (ev.tid != inferior_.pid()) {
@@ -417,12 +425,25 @@ Result<bool> HardWatchEngine::on_hit(const Event& ev, bool resume) {
   auto regs = inferior_.get_regs(ev.tid);
   if (!regs) return std::unexpected(regs.error());
   const std::uint64_t time = since(start_);
-  std::optional<std::uint64_t> late;  // surface_blocked_hits: the sample's ip
-  if (auto it = late_ip_.find(ev.tid); it != late_ip_.end()) {
-    late = it->second;
-    late_ip_.erase(it);
-  } else {
-    handled_.insert({ev.tid, regs->rip});  // its sample, for surface_blocked_hits
+  // This stop takes its thread's samples so far (surface_blocked_hits, case 2); its own sample,
+  // if not drained yet, is matched at the next look (case 1).
+  std::vector<PerfHit> samples;
+  if (auto kept = pending_.find(ev.tid); kept != pending_.end()) {
+    samples = std::move(kept->second);
+    pending_.erase(kept);
+  }
+  std::optional<std::uint64_t> late;  // a held hit surfaced: its sample's ip
+  if (surfaced_.erase(ev.tid) > 0) {
+    // Each held hit but the last is reported from its sample; the last is this stop's.
+    late = regs->rip;
+    if (!samples.empty()) {
+      late = samples.back().ip;
+      samples.pop_back();
+      report_samples(ev.tid, samples, false);
+    }
+  } else if (std::none_of(samples.begin(), samples.end(),
+                          [&](const PerfHit& h) { return h.ip == regs->rip; })) {
+    handled_.insert({ev.tid, regs->rip});
   }
   // One gathered read (one system call) of the instruction bytes before the stop, for the
   // accessor (none near address 0), and of the value of every range the hit touched; each
@@ -483,19 +504,7 @@ Result<bool> HardWatchEngine::on_hit(const Event& ev, bool resume) {
     const bool write_only = piece.type == BpType::kW;
     h.access = write_only ? kWatchWrite : kWatchRead | kWatchWrite;
     if (late) {
-      // Held while the program blocked SIGTRAP: the registers are no longer the access's; its
-      // instruction is the one that ends at the sample's ip, its access what its operands say.
-      h.ip = *late;
-      if (auto start = start_before(process, p, *late)) {
-        h.ip = *start;
-        if (auto insn = inferior_.decode_at(*start, process); insn && !write_only) {
-          unsigned access = 0;
-          for (const x86::MemOperand& m : insn->mem) {
-            if (!m.stack) access |= static_cast<unsigned>(m.access);
-          }
-          if (access != 0) h.access = access;
-        }
-      }
+      place_late(process, p, *late, write_only, h);  // held while the program blocked SIGTRAP
     } else if (auto acc = accessor(process, p, code, *regs, w)) {
       h.ip = acc->ip;
       if (!write_only) h.access = acc->access;
@@ -514,14 +523,72 @@ Result<bool> HardWatchEngine::on_hit(const Event& ev, bool resume) {
   return true;
 }
 
-Result<std::size_t> HardWatchEngine::surface_blocked_hits() {
-  // The threads to look at: those with samples since the last look (every hit writes one, with
-  // its stop or without), those a look could not take then, and every thread when the rings
-  // dropped samples (a blocked hit's among them, perhaps).
-  // A sample whose stop on_hit took since the last look (the same thread and ip) is that hit's.
-  // Each sample is written before its stop comes, so an entry left unmatched is a stop whose
-  // sample an earlier look drained: dropped now.
-  std::map<pid_t, std::uint64_t> first_ip;  // a thread's first sample this time: its hit's ip
+void HardWatchEngine::place_late(pid_t process, Process& p, std::uint64_t end, bool write_only,
+                                 WatchHit& h) {
+  // The instruction is the one that ends at the sample's ip, its access what its operands say.
+  h.ip = end;
+  auto start = start_before(process, p, end);
+  if (!start) return;
+  h.ip = *start;
+  if (write_only) return;
+  if (auto insn = inferior_.decode_at(*start, process)) {
+    unsigned access = 0;
+    for (const x86::MemOperand& m : insn->mem) {
+      if (!m.stack) access |= static_cast<unsigned>(m.access);
+    }
+    if (access != 0) h.access = access;
+  }
+}
+
+void HardWatchEngine::report_samples(pid_t tid, const std::vector<PerfHit>& samples, bool values) {
+  const std::uint64_t start_ns = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(start_.time_since_epoch()).count());
+  for (const PerfHit& s : samples) {
+    const pid_t process = s.pid != 0 ? s.pid : inferior_.process_of(tid);
+    auto found = processes_.find(process);
+    if (found == processes_.end()) continue;
+    Process& p = found->second;
+    std::vector<bool> seen(ranges_.size(), false);
+    for (const HwPiece& piece : pieces_) {
+      if (s.addr < piece.addr || s.addr >= piece.addr + piece.len || seen[piece.expr]) continue;
+      seen[piece.expr] = true;
+      const WatchRange& w = ranges_[piece.expr];
+      WatchHit h;
+      h.id = w.id;
+      h.tid = tid;
+      h.time_ns = s.time_ns > start_ns ? s.time_ns - start_ns : 0;
+      h.addr = s.addr;
+      if (w.access == kWatchExec) {
+        h.ip = w.addr;
+        h.access = kWatchExec;
+        observer_.hit(h);
+        continue;
+      }
+      const bool write_only = piece.type == BpType::kW;
+      h.access = write_only ? kWatchWrite : kWatchRead | kWatchWrite;
+      place_late(process, p, s.ip, write_only, h);
+      h.access &= w.access;
+      if (h.access == 0) continue;
+      // Values where they tell: the range read now against what was last reported (the first
+      // such hit of a range, unless the process is gone); none for the others.
+      if (!values) {
+        observer_.hit(h);
+        continue;
+      }
+      std::vector<std::uint8_t> now(w.len);
+      if (!inferior_.read_memory(w.addr, now, process)) now.clear();
+      std::vector<std::uint8_t>& shadow = p.shadow[piece.expr];
+      if (!now.empty() && !shadow.empty() && now != shadow) {
+        h.old_value = shadow;
+        h.new_value = now;
+      }
+      if (!now.empty()) shadow = std::move(now);
+      observer_.hit(h);
+    }
+  }
+}
+
+Result<std::uint64_t> HardWatchEngine::drain_rings() {
   std::uint64_t lost = 0;
   for (auto& [task, watch] : watches_) {
     auto hits = watch.poll(0);
@@ -531,39 +598,71 @@ Result<std::size_t> HardWatchEngine::surface_blocked_hits() {
         handled_.erase(it);
         continue;
       }
-      first_ip.try_emplace(h.tid, h.ip);
+      pending_[h.tid].push_back(h);
     }
     lost += watch.lost();
   }
-  handled_.clear();
+  handled_.clear();  // stops whose samples the rings dropped
+  return lost;
+}
+
+Result<std::size_t> HardWatchEngine::surface_blocked_hits() {
+  // Samples and stops. Every hit writes a sample, before its stop comes (if one comes):
+  //  1. a sample whose stop on_hit took since the last look (the same thread and ip, handled_)
+  //     is that hit's: dropped;
+  //  2. any other is kept in pending_ until a stop of its thread takes it (on_hit: a stop takes
+  //     every sample of its thread so far, held hits merged into it) — its own stop still on
+  //     its way, or a hit held by a thread that blocks SIGTRAP;
+  //  3. the thread ended first: each of its kept samples is a hit no stop will bring, reported
+  //     from the sample (report_samples).
+  // The threads to look at: those with kept samples, those a look could not take then, and
+  // every thread when the rings dropped samples (a blocked hit's among them, perhaps).
+  auto lost = drain_rings();
+  if (!lost) return std::unexpected(lost.error());
   std::set<pid_t> look = std::exchange(recheck_, {});
-  for (const auto& [tid, ip] : first_ip) look.insert(tid);
-  if (lost != lost_seen_) {
-    lost_seen_ = lost;
+  for (const auto& [tid, samples] : pending_) look.insert(tid);
+  if (*lost != lost_seen_) {
+    lost_seen_ = *lost;
     for (pid_t tid : inferior_.threads()) look.insert(tid);
   }
   std::size_t surfaced = 0;
   const std::vector<pid_t> threads = inferior_.threads();
+  const auto ended = [&](pid_t tid) {
+    auto it = pending_.find(tid);
+    if (it == pending_.end()) return;
+    report_samples(tid, it->second, true);
+    pending_.erase(it);
+  };
   for (pid_t tid : look) {
-    if (!std::binary_search(threads.begin(), threads.end(), tid)) continue;  // gone
+    if (!std::binary_search(threads.begin(), threads.end(), tid)) {
+      ended(tid);
+      continue;
+    }
     if (inferior_.is_stopped(tid)) {
       recheck_.insert(tid);  // its stopper resumes it; looked at again then
       continue;
     }
     auto ev = inferior_.surface_blocked(tid, SIGTRAP, kTrapPerf);
     if (!ev) {
-      if (ev.error().code() == ErrorCode::kSrch) continue;
+      if (ev.error().code() == ErrorCode::kSrch) {
+        ended(tid);
+        continue;
+      }
       return std::unexpected(ev.error());
     }
     if (!*ev) {
-      // Nothing held, or the thread stopped for something else first: a thread with samples
-      // whose hit is still held is found by /proc the next time too.
+      // Nothing held (a stop on its way, or none), or the thread stopped for something else
+      // first: a thread whose hit is still held is found by /proc the next time too.
       if (inferior_.has_queued(tid)) recheck_.insert(tid);
       continue;
     }
-    if (auto ip = first_ip.find(tid); ip != first_ip.end()) late_ip_[tid] = ip->second;
+    surfaced_.insert(tid);
     inferior_.requeue(**ev);
     ++surfaced;
+  }
+  if (surfaced > 0) {
+    // Hits of the surfaced threads between the drain above and their stops: their samples too.
+    if (auto more = drain_rings(); !more) return std::unexpected(more.error());
   }
   return surfaced;
 }
@@ -592,6 +691,8 @@ Result<std::vector<HardWatchEngine::Taken>> HardWatchEngine::finish_taking_hits(
 }
 
 Result<void> HardWatchEngine::close(std::vector<Taken>* taken) {
+  // The rings' last samples first: those of threads that ended are hits no stop will bring.
+  ignore_error(surface_blocked_hits(), "a held hit is looked for once more below");
   watches_.clear();  // the breakpoints go; hits already queued for a thread are taken below
   Result<void> first;
   const auto take = [&](const Event& ev, bool queued) {

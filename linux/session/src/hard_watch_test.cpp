@@ -374,9 +374,10 @@ TEST(HardWatchEngine, HitsOfAThreadThatBlocksSigtrapAreTakenFromTheRings) {
   EXPECT_EQ(out.text(), "counter=5 handler=own worker-blocks-trap=yes\n");
 }
 
-// The same worker without pauses: the hits come faster than a thread can be stopped, so a
-// surfaced hit stands for those before its stop; at least one is seen, each one's value is above
-// the last, and the program is unharmed (its held SIGTRAPs are taken, never delivered to it).
+// The same worker without pauses: the hits come faster than a thread can be stopped. Each is
+// reported from its ring sample (at most 20000: a ring that fills drops samples); those with
+// values (the one a surfaced stop reports) rise, the others have none, and the program is
+// unharmed (its held SIGTRAPs are taken, never delivered to it).
 TEST(HardWatchEngine, AThreadThatBlocksSigtrapAndHitsFastRunsOnUnharmed) {
   HITS_OR_SKIP();
   Capture out;
@@ -389,8 +390,13 @@ TEST(HardWatchEngine, AThreadThatBlocksSigtrapAndHitsFastRunsOnUnharmed) {
   auto end = run_target(*inf, engine);
   ASSERT_TRUE(end) << end.error().to_string();
   EXPECT_FALSE(seen.hits.empty());
+  EXPECT_LE(seen.hits.size(), 20000u);
   std::uint64_t last = 0;
   for (const WatchHit& h : seen.hits) {
+    EXPECT_NE(h.tid, inf->pid());  // the worker's
+    EXPECT_EQ(h.access, kWatchWrite);
+    EXPECT_EQ(h.old_value.empty(), h.new_value.empty());
+    if (h.new_value.empty()) continue;
     const std::uint64_t value = value_of(h.new_value);
     EXPECT_GT(value, last);
     EXPECT_LE(value, 20000u);

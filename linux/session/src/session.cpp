@@ -252,10 +252,12 @@ Result<RunResult> run_target(Inferior& inferior, Engine& engine) {
       case EventKind::kExited:
         result.exited = true;
         result.status = ev.status;
+        engine.tick();  // the last look: hits of threads that ended unstopped (perf rings)
         return ended();
       case EventKind::kKilled:
         result.exited = true;
         result.signal = ev.signal;
+        engine.tick();
         return ended();
       case EventKind::kThreadExit:
       case EventKind::kLeaderEnded:

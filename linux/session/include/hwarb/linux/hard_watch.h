@@ -164,11 +164,16 @@ class HardWatchEngine final : public Engine {
   // that wrote one (or every thread, when the rings dropped samples) and holds a perf SIGTRAP
   // blocked is stopped and made to take it (Inferior::surface_blocked): its signal-delivery stop
   // is put at the front of the Inferior's queue, for the caller's next wait to hand to handle()
-  // as any hit. That hit is late: its ip is the instruction that ends at the first sample's ip
-  // (its access is what that instruction's operands say), its new value the range's value at
-  // the late stop; hits between it and the stop are one. A thread stopped at the look is looked
-  // at again the next time. Returns how many stops were queued. Called between events (tick():
-  // at most every 100 ms under run_target; a debugger's wait loop likewise).
+  // as any hit. Every sample of the thread up to that stop is a hit (handle()): each but the
+  // last reported from its sample (its ip the instruction that ends at the sample's ip, its
+  // access what that instruction's operands say, no values), the last with the stop's values
+  // (its new value the range's at the late stop). A thread stopped at the look is looked at
+  // again the next time. A thread that ended with samples no stop of it took (it blocked SIGTRAP
+  // to its end, or was killed between an access and its stop) has each reported the same way,
+  // with the range's value read then for the first where it changed (handle() of its kThreadExit,
+  // or a look that finds it gone). Returns how many stops were queued. Called between events
+  // (tick(): at most every 100 ms under run_target, and once as the process ends; a debugger's
+  // wait loop likewise) and by finish() and finish_taking_hits() before the rings go.
   Result<std::size_t> surface_blocked_hits();
   // A fork (non-vfork kFork event) of a watched process, for a caller that follows and resumes
   // the child itself (a session whose software path follows it too): the child gets breakpoints
@@ -235,6 +240,16 @@ class HardWatchEngine final : public Engine {
   // Where the instruction that ends at `end` starts, decoding forwards from its function's
   // symbol (cached per end); nullopt without a symbol or when no instruction ends there.
   std::optional<std::uint64_t> start_before(pid_t process, Process& p, std::uint64_t end);
+  // A hit known from its ring sample only (late: the registers are no longer the access's): `h`'s
+  // ip and access from the instruction that ends at `end` (the sample's ip).
+  void place_late(pid_t process, Process& p, std::uint64_t end, bool write_only, WatchHit& h);
+  // The rings' samples since the last drain into pending_, but those of stops on_hit took
+  // (handled_); the samples the rings dropped so far.
+  Result<std::uint64_t> drain_rings();
+  // Samples of thread `tid` no stop took, reported as hits (surface_blocked_hits): with
+  // `values`, the range read now where it changed since the last report (a thread that ended);
+  // without, none (held hits before the one a surfaced stop reports).
+  void report_samples(pid_t tid, const std::vector<PerfHit>& samples, bool values);
   std::optional<Accessor> accessor(pid_t process, Process& p, std::span<const std::uint8_t> code,
                                    const x86::Regs& regs, const WatchRange& w);
 
@@ -252,9 +267,10 @@ class HardWatchEngine final : public Engine {
   // surface_blocked_hits: threads to look at again, the rings' drops seen so far, and the
   // sample ip of each surfaced hit (taken by its on_hit); the stops on_hit took since.
   std::set<pid_t> recheck_;
-  std::set<std::pair<pid_t, std::uint64_t>> handled_;  // (thread, ip) of hits on_hit took
+  std::multiset<std::pair<pid_t, std::uint64_t>> handled_;  // (thread, ip) of hits on_hit took
   std::uint64_t lost_seen_ = 0;
-  std::unordered_map<pid_t, std::uint64_t> late_ip_;
+  std::set<pid_t> surfaced_;  // threads whose queued stop is a held hit surfaced
+  std::map<pid_t, std::vector<PerfHit>> pending_;  // samples no stop took yet, by thread
 };
 
 // One count of HardCountEngine: range `id`'s hits by thread (or forked process) `tid`.

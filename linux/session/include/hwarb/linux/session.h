@@ -78,7 +78,8 @@ class Engine {
   virtual Resume resume_mode() const = 0;
   // Undoes every change to the tracee; all threads are stopped.
   virtual Result<void> finish() = 0;
-  // Called between events at most every 100 ms (progress, polling); default none. An engine
+  // Called between events at most every 100 ms (progress, polling), and once as the process
+  // ends, before finish(); default none. An engine
   // with wake_fds() is also called when one of them is readable and every 100 ms without events.
   virtual void tick() {}
   // Descriptors (perf rings) whose POLLIN must wake the loop while the threads run.
