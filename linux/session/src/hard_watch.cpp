@@ -741,7 +741,10 @@ Result<void> HardWatchEngine::close(std::vector<Taken>* taken) {
       if (held.error().code() != ErrorCode::kSrch && first) first = std::unexpected(held.error());
       continue;
     }
-    if (*held) take(**held, false);
+    if (*held) {
+      surfaced_.insert(tid);  // its samples name its hits (on_hit)
+      take(**held, false);
+    }
   }
   return first;
 }
