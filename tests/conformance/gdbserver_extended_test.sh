@@ -40,6 +40,13 @@
 #    Ctrl-C during it is owed to the attached process, which the continue does not run —
 #    gdbserver's SIGINT waits in that process — so inferior 1 runs to its exit; `inferior 2`,
 #    `continue` then stops at once with SIGINT, and `detach` lets it go.
+#  I (a breakpoint storm, then detach): gdb with target-non-stop on runs `prog_gdb_threads bump
+#    10` (inferior 1: ten threads counting up forever), attaches another (inferior 2), sets a
+#    breakpoint on their counting line whose condition is false (`if 0`, evaluated by the
+#    server; a location in each process), `continue &` with schedule-multiple, `info threads` twice while the threads keep
+#    hitting it, and `detach`es inferior 2: every request is answered in time (no "Ignoring
+#    packet error" or reply taken for another), and the detached program runs on (a trap of
+#    the removed breakpoint left queued would kill it).
 #  Then `disconnect`, and a second gdb connects to the same server (it stays with --multi) and
 #  says `monitor exit`, which ends it (exit 0).
 # gdb's whole output of A and C, normalised (process ids, addresses, paths, library lines), must equal
@@ -156,6 +163,36 @@ h_session() {
     -ex 'inferior 2' -ex continue -ex 'info inferiors' -ex detach >"$tmp/$name-h.out" 2>&1
   ticker_ended "$name-h" "$tick"
 }
+# i_session NAME PORT: session I; gdb's output to NAME-i.out.
+i_session() {
+  local name=$1 port=$2 threads=$P/prog_gdb_threads
+  local line
+  line=$(grep -n 'bump_line \*/' "$(dirname "${BASH_SOURCE[0]}")/../programs/gdb_threads.c" | cut -d: -f1)
+  "$threads" bump 10 >"$tmp/$name-i.prog" 2>&1 &
+  local bump=$!
+  sleep 0.3
+  timeout 120 gdb -nx -batch -ex 'set remotetimeout 10' -ex 'set confirm off' \
+    -ex 'set pagination off' -ex 'maint set target-non-stop on' -ex 'set schedule-multiple on' \
+    -ex "target extended-remote 127.0.0.1:$port" -ex "set remote exec-file $threads" \
+    -ex "file $threads" -ex 'break main' -ex 'run bump 10' \
+    -ex add-inferior -ex 'inferior 2' -ex "file $threads" -ex "attach $bump" \
+    -ex 'set breakpoint condition-evaluation target' -ex "break gdb_threads.c:$line if 0" \
+    -ex 'continue &' -ex 'shell sleep 2' -ex 'info threads' -ex 'shell sleep 1' \
+    -ex 'info threads' -ex detach -ex 'inferior 1' -ex kill >"$tmp/$name-i.out" 2>&1
+  if grep -qE 'Ignoring packet error|Unknown remote|Invalid remote reply' "$tmp/$name-i.out"; then
+    bad "$name: session I: a request was not answered in time: $(grep -m1 -E 'Ignoring packet error|Unknown remote|Invalid remote reply' "$tmp/$name-i.out")"
+  fi
+  grep -q '^\[Inferior 2 (process [0-9]*) detached\]$' "$tmp/$name-i.out" ||
+    bad "$name: session I: no detach: $(grep -m2 -E 'detached|rror' "$tmp/$name-i.out")"
+  sleep 0.5
+  if kill -0 "$bump" 2>/dev/null; then
+    kill "$bump"
+    wait "$bump" 2>/dev/null
+  else
+    wait "$bump"
+    bad "$name: session I: the detached program ended (status $?)"
+  fi
+}
 # session NAME SERVER...: the server on 127.0.0.1 (any port), sessions A and B, the second client.
 session() {
   local name=$1 port server tick rc
@@ -177,6 +214,7 @@ session() {
   gdb_session "$name-f" "$port" 0 "${f_cmds[@]}"
   g_session "$name" "$port"
   h_session "$name" "$port"
+  i_session "$name" "$port"
   gdb_session "$name-e1" "$port" 0 'break main' run disconnect
   gdb_session "$name-e2" "$port" 0 'info inferiors' continue
   timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' \

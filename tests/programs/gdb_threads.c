@@ -2,8 +2,8 @@
 //   prog_gdb_threads trap   main handles SIGTRAP (on_trap counts it) and starts one thread
 //                           that calls worker_started and ends; main joins it, prints
 //                           "traps=N", exits N.
-//   prog_gdb_threads bump   two threads (main and one more) count up forever on the line
-//                           marked bump_line, each its own counter.
+//   prog_gdb_threads bump [N]  N threads (default 2: main and one more; at most 16) count up
+//                           forever on the line marked bump_line, each its own counter.
 //   prog_gdb_threads count [R]  four threads each call counted(who, n) for n = 0..R-1
 //                           (default R 1000; who: the thread's index 0-3); main joins them,
 //                           prints "calls=N" (N the calls counted, 4R) and exits 0.
@@ -21,7 +21,8 @@
 #include <unistd.h>
 
 static volatile int traps;
-static volatile unsigned counters[2];
+enum { kBumpers = 16 };
+static volatile unsigned counters[kBumpers];
 
 __attribute__((noinline)) void on_trap(int sig) {
   (void)sig;
@@ -110,7 +111,9 @@ int main(int argc, char** argv) {
     pthread_join(ids[0], NULL);
   }
   if (strcmp(mode, "bump") == 0) {
-    pthread_create(&id, NULL, bumper, (void*)1L);
+    const long n = argc > 2 ? strtol(argv[2], NULL, 10) : 2;
+    if (n < 1 || n > kBumpers) return 2;
+    for (long i = 1; i < n; ++i) pthread_create(&id, NULL, bumper, (void*)i);
     bumper((void*)0L);
   }
   return 2;

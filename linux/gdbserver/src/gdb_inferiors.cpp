@@ -270,7 +270,7 @@ Result<gdb::Waited> GdbInferiors::wait_several(int client_fd) {
     for (std::size_t i = 0; i < targets_.size(); ++i) {
       GdbTarget& t = *targets_[i];
       if (!t.has_process() || t.ended() || !resumed(t)) continue;
-      auto got = t.poll_events();
+      auto got = t.poll_events(client_fd);
       if (!got) return got;
       if (!got->stop) continue;
       auto stop = reported(t, *got->stop);

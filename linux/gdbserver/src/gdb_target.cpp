@@ -1260,8 +1260,8 @@ Result<gdb::Waited> GdbTarget::wait(int client_fd) {
   return wait_events(client_fd, true);
 }
 
-Result<gdb::Waited> GdbTarget::poll_events() {
-  return wait_events(-1, false);
+Result<gdb::Waited> GdbTarget::poll_events(int client_fd) {
+  return wait_events(client_fd, false);
 }
 
 Result<gdb::Waited> GdbTarget::wait_events(int client_fd, bool block) {
@@ -1481,7 +1481,16 @@ Result<void> GdbTarget::rewind_queued_traps() {
       if (regs.error().code() == ErrorCode::kSrch) continue;  // gone: its exit follows
       return std::unexpected(regs.error());
     }
-    if (!int3_[inferior_->process_of(ev.tid)].contains(regs->rip - 1)) continue;  // the program's
+    // An int3 of ours, or one taken out since it was hit (its trap no stop any more: the
+    // instruction runs for real, as on_breakpoint_trap does); else the program's.
+    const std::uint64_t at = regs->rip - 1;
+    if (!int3_[inferior_->process_of(ev.tid)].contains(at)) {
+      std::uint8_t byte = 0;
+      if (!lifted_.contains(at) || !inferior_->read_memory(at, std::span(&byte, 1)) ||
+          byte == kInt3) {
+        continue;
+      }
+    }
     regs->rip -= 1;
     if (auto r = inferior_->set_regs(ev.tid, *regs); !r) return r;
     rewound_[ev.tid] = regs->rip;
@@ -1586,6 +1595,18 @@ Result<void> GdbTarget::detach_process(gdb::Tid process) {
 Result<void> GdbTarget::detach_stopped(gdb::Tid process) {
   if (auto r = inferior_->stop_all(); !r) return std::unexpected(r.error());
   if (auto r = flush_removed(); !r) return r;
+  // A thread that hit an int3 just as stop_all interrupted it holds that SIGTRAP pending, not
+  // reported yet (its interrupt's stop came first): each is made to surface and queued, for the
+  // rewind below to take as the others.
+  for (pid_t t : inferior_->threads()) {
+    if (inferior_->group_of(t) != process) continue;
+    auto surfaced = inferior_->surface_pending(t, std::uint64_t{1} << (SIGTRAP - 1));
+    if (!surfaced) {
+      if (surfaced.error().code() == ErrorCode::kSrch) continue;
+      return std::unexpected(surfaced.error());
+    }
+    for (auto it = surfaced->rbegin(); it != surfaced->rend(); ++it) inferior_->requeue(*it);
+  }
   // Its held int3 traps are no signals of the program (delivered, they would kill it).
   if (auto r = rewind_queued_traps(); !r) return r;
   for (pid_t t : inferior_->threads()) {

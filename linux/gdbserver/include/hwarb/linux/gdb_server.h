@@ -188,8 +188,9 @@ class GdbTarget final : public gdb::Target {
       const std::vector<gdb::ResumeAction>& actions) override;
   Result<gdb::Waited> wait(int client_fd) override;
   // One turn of wait() without sleeping (for GdbInferiors, which sleeps for several targets):
-  // a stop, or none (nothing ready, or events that made no stop).
-  Result<gdb::Waited> poll_events();
+  // a stop, or none (nothing ready, or events that made no stop). Between two events that made
+  // no stop it returns as soon as `client_fd` (-1: none) has input, as wait() does.
+  Result<gdb::Waited> poll_events(int client_fd = -1);
   // All-stop mode: every thread stopped, nothing reported (another process's stop is being
   // reported: gdbserver stops every process then). Events that come meanwhile stay queued.
   Result<void> halt();
@@ -475,7 +476,8 @@ class GdbTarget final : public gdb::Target {
 //  3. The wait: with one target, its own wait. With more, Inferior::status_fd() is drained,
 //     each target polled once (GdbTarget::poll_events), then the server sleeps on that fd and
 //     the client's: no status is missed (see Inferior::poll_event). All-stop: only the targets
-//     the last resume named are polled.
+//     the last resume named are polled. A target whose threads keep making events that stop
+//     nothing (false conditions) yields to the client as soon as it speaks.
 //  4. A process's end is reported with the others remaining (StopEvent::remains); a no-resumed
 //     stop (N) only once no target has a thread running.
 // Thread-safety: none, as GdbTarget.
