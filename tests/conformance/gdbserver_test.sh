@@ -229,6 +229,9 @@ fi
 gdb_run mon "" 'break main' continue 'watch counter' 'watch -l *(char(*)[64])&counter' continue \
   'monitor watches' 'monitor slots' 'monitor help' 'monitor set remote-debug 1' 'p counter' \
   'monitor set remote-debug 0' 'monitor set debug 0' 'monitor' 'monitor exit' 'info registers rip'
+# gdb may end before the server it started over the pipe has written its last line (it ends the
+# program and takes its watches down first): that line is waited for, at most 20 s.
+for _ in $(seq 200); do grep -q '^hwarb gdbserver: the client went away' "$tmp/mon.err" && break; sleep 0.1; done
 cat "$tmp/mon.out" "$tmp/mon.err" >"$tmp/mon.all"
 expect "$tmp/mon.all" '^The following monitor commands are supported:' "monitor help: the list"
 expect "$tmp/mon.all" '^Protocol debug output enabled\.' "monitor set remote-debug 1: answered"
