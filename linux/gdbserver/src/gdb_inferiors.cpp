@@ -299,14 +299,7 @@ Result<StopEvent> GdbInferiors::interrupt() {
   // As gdbserver, which sends its SIGINT to the process it last started or attached (its
   // signal_pid): that process stops first, and gdb's current inferior becomes its — what a
   // `detach` right after the interrupt then detaches. Else the first resumed one.
-  GdbTarget* chosen = nullptr;
-  for (auto& t : targets_) {
-    if (t.get() == signalled_ && t->runs() && resumed(*t)) chosen = t.get();
-  }
-  for (auto& t : targets_) {
-    if (chosen != nullptr) break;
-    if (t->runs() && resumed(*t)) chosen = t.get();
-  }
+  GdbTarget* chosen = signalled_first([&](const GdbTarget& t) { return t.runs() && resumed(t); });
   if (chosen == nullptr) chosen = &live();
   auto stop = chosen->interrupt();
   if (!stop) return stop;
@@ -315,24 +308,28 @@ Result<StopEvent> GdbInferiors::interrupt() {
 }
 
 bool GdbInferiors::owe_interrupt() {
-  if (!several() || non_stop_ || signalled_ == nullptr || resumed_.empty()) return false;
-  for (auto& t : targets_) {
-    if (t.get() != signalled_) continue;
-    if (!t->has_process() || t->gone() || resumed(*t)) return false;
-    interrupt_owed_ = t.get();
-    return true;
-  }
-  return false;
+  if (!several() || non_stop_ || resumed_.empty()) return false;
+  GdbTarget* t = signalled_first([&](const GdbTarget& s) {
+    return &s == signalled_ && s.has_process() && !s.gone() && !resumed(s);
+  });
+  if (t == nullptr) return false;
+  interrupt_owed_ = t;
+  return true;
 }
 
 Result<void> GdbInferiors::interrupt_process() {
+  GdbTarget* t = signalled_first([](const GdbTarget& s) { return s.runs(); });
+  return t != nullptr ? t->interrupt_process() : live().interrupt_process();
+}
+
+GdbTarget* GdbInferiors::signalled_first(const std::function<bool(const GdbTarget&)>& which) {
   for (auto& t : targets_) {
-    if (t.get() == signalled_ && t->runs()) return t->interrupt_process();
+    if (t.get() == signalled_ && which(*t)) return t.get();
   }
   for (auto& t : targets_) {
-    if (t->runs()) return t->interrupt_process();
+    if (which(*t)) return t.get();
   }
-  return live().interrupt_process();
+  return nullptr;
 }
 
 Result<gdb::ServerEnd> GdbInferiors::end_each(

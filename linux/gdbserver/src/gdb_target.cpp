@@ -1484,18 +1484,17 @@ Result<void> GdbTarget::rewind_queued_traps() {
     // An int3 of ours, or one taken out since it was hit (its trap no stop any more: the
     // instruction runs for real, as on_breakpoint_trap does); else the program's.
     const std::uint64_t at = regs->rip - 1;
-    if (!int3_[inferior_->process_of(ev.tid)].contains(at)) {
-      std::uint8_t byte = 0;
-      if (!lifted_.contains(at) || !inferior_->read_memory(at, std::span(&byte, 1)) ||
-          byte == kInt3) {
-        continue;
-      }
-    }
+    if (!int3_[inferior_->process_of(ev.tid)].contains(at) && !lifted_int3(at)) continue;
     regs->rip -= 1;
     if (auto r = inferior_->set_regs(ev.tid, *regs); !r) return r;
     rewound_[ev.tid] = regs->rip;
   }
   return {};
+}
+
+bool GdbTarget::lifted_int3(std::uint64_t at) {
+  std::uint8_t byte = 0;
+  return lifted_.contains(at) && inferior_->read_memory(at, std::span(&byte, 1)) && byte != kInt3;
 }
 
 std::vector<Event> GdbTarget::take_queued(pid_t tid, const std::function<bool(const Event&)>& which,
@@ -1757,9 +1756,7 @@ Result<GdbTarget::Trap> GdbTarget::on_breakpoint_trap(const Event& ev) {
       // The trap of an int3 of ours taken out since it was hit (the kernel held its SIGTRAP
       // behind a stop_all's interrupt): the instruction is run for real, as the thread was asked
       // to run. An int3 of the program's own is still in its text.
-      std::uint8_t byte = 0;
-      if (lifted_.contains(regs->rip - 1) &&
-          inferior_->read_memory(regs->rip - 1, std::span(&byte, 1)) && byte != kInt3) {
+      if (lifted_int3(regs->rip - 1)) {
         regs->rip -= 1;
         if (auto r = inferior_->set_regs(ev.tid, *regs); !r) return std::unexpected(r.error());
         if (auto r = run_as_asked(ev.tid); !r) return std::unexpected(r.error());

@@ -333,12 +333,7 @@ Result<bool> HardWatchEngine::handle(const Event& ev) {
     case EventKind::kThreadExit:
       // Samples of the thread that no stop took are hits, reported while its process can still
       // be read (surface_blocked_hits, case 3).
-      if (auto drained = drain_rings(); drained) {
-        if (auto it = pending_.find(ev.tid); it != pending_.end()) {
-          report_samples(ev.tid, it->second, true);
-          pending_.erase(it);
-        }
-      }
+      if (drain_rings()) report_ended(ev.tid);
       // A vfork child, or a followed process's leader (the last of its threads): its breakpoints
       // go with it.
       if (ev.tid != inferior_.pid()) {
@@ -588,6 +583,13 @@ void HardWatchEngine::report_samples(pid_t tid, const std::vector<PerfHit>& samp
   }
 }
 
+void HardWatchEngine::report_ended(pid_t tid) {
+  auto it = pending_.find(tid);
+  if (it == pending_.end()) return;
+  report_samples(tid, it->second, true);
+  pending_.erase(it);
+}
+
 Result<std::uint64_t> HardWatchEngine::drain_rings() {
   std::uint64_t lost = 0;
   for (auto& [task, watch] : watches_) {
@@ -627,15 +629,9 @@ Result<std::size_t> HardWatchEngine::surface_blocked_hits() {
   }
   std::size_t surfaced = 0;
   const std::vector<pid_t> threads = inferior_.threads();
-  const auto ended = [&](pid_t tid) {
-    auto it = pending_.find(tid);
-    if (it == pending_.end()) return;
-    report_samples(tid, it->second, true);
-    pending_.erase(it);
-  };
   for (pid_t tid : look) {
     if (!std::binary_search(threads.begin(), threads.end(), tid)) {
-      ended(tid);
+      report_ended(tid);
       continue;
     }
     if (inferior_.is_stopped(tid)) {
@@ -645,7 +641,7 @@ Result<std::size_t> HardWatchEngine::surface_blocked_hits() {
     auto ev = inferior_.surface_blocked(tid, SIGTRAP, kTrapPerf);
     if (!ev) {
       if (ev.error().code() == ErrorCode::kSrch) {
-        ended(tid);
+        report_ended(tid);
         continue;
       }
       return std::unexpected(ev.error());

@@ -418,6 +418,9 @@ class GdbTarget final : public gdb::Target {
   std::set<pid_t> stepped_;
   std::uint64_t pick_state_ = 0x9e3779b97f4a7c15ULL;  // pick_reported's generator
   std::set<std::uint64_t> lifted_;  // addresses of int3s of ours taken out (on_breakpoint_trap)
+  // An int3 of ours at `at` taken out since a thread hit it (lifted_, and the text there is no
+  // int3 any more: one of the program's own would be): that trap is no stop.
+  bool lifted_int3(std::uint64_t at);
   std::map<pid_t, int> pending_signal_;  // reported to the client, delivered if it resumes with it
   // Threads a resume asked to run that held an event first (queued by a stop_all), with what
   // the resume asked: each runs once its event is handled, if the event did not resume it or
@@ -616,6 +619,9 @@ class GdbInferiors final : public gdb::Target {
   Result<std::optional<gdb::StopEvent>> reported(GdbTarget& from, gdb::StopEvent stop);
   Result<gdb::Waited> wait_several(int client_fd);
   // finish or drop_process: `end_one` of every target, the others first; the first's end.
+  // The target whose process was last started or attached (signalled_) when `which` holds for
+  // it, else the first for which it holds; null when none (gdbserver's signal_pid first).
+  GdbTarget* signalled_first(const std::function<bool(const GdbTarget&)>& which);
   Result<gdb::ServerEnd> end_each(const std::function<Result<gdb::ServerEnd>(GdbTarget&)>& end_one);
 
   GdbConnection& connection_;

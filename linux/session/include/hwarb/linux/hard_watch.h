@@ -250,6 +250,8 @@ class HardWatchEngine final : public Engine {
   // `values`, the range read now where it changed since the last report (a thread that ended);
   // without, none (held hits before the one a surfaced stop reports).
   void report_samples(pid_t tid, const std::vector<PerfHit>& samples, bool values);
+  // Thread `tid` ended: its kept samples reported (with values) and forgotten.
+  void report_ended(pid_t tid);
   std::optional<Accessor> accessor(pid_t process, Process& p, std::span<const std::uint8_t> code,
                                    const x86::Regs& regs, const WatchRange& w);
 
