@@ -139,6 +139,12 @@ std::optional<RspItem> RspReader::next() {
   return item;
 }
 
+bool RspReader::take_interrupts() {
+  const auto before = items_.size();
+  std::erase_if(items_, [](const RspItem& i) { return i.kind == RspItem::Kind::kInterrupt; });
+  return items_.size() != before;
+}
+
 std::string to_hex(std::span<const std::uint8_t> bytes) {
   std::string out;
   out.reserve(bytes.size() * 2);

@@ -81,6 +81,22 @@ Server::Server(Target& target, Connection& connection) : target_(target), connec
   }
 }
 
+void Server::set_options(ServerOptions options) {
+  options_ = std::move(options);
+  remote_debug_ = options_.remote_debug;
+  debug_timestamps_ = options_.debug_timestamps;
+  if (options_.debug != debug_) set_debug(options_.debug);
+}
+
+void Server::set_debug(bool on) {
+  debug_ = on;
+  if (debug_) {
+    target_.set_event_log([this](const std::string& line) { debug_line(line); });
+  } else {
+    target_.set_event_log(nullptr);
+  }
+}
+
 void Server::connect() {
   reader_ = RspReader();
   ack_ = true;
@@ -397,6 +413,7 @@ Result<ServerEnd> Server::serve_packets() {
           }
           break;
         case RspItem::Kind::kInterrupt:
+          if (remote_debug_) debug_line("remote: received Ctrl-C");
           // Non-stop mode: as vCtrlC, without its reply. All-stop: the process is stopped; the
           // client sent it before our stop reply reached it (a stop it resumes from at once,
           // such as a breakpoint whose condition gdb finds false): the next resume is
@@ -563,12 +580,7 @@ Server::Served Server::monitor(const std::string& command) {
   } else if (command == "help") {
     text = help;
   } else if (command == "set debug 1" || command == "set debug 0") {
-    debug_ = command.back() == '1';
-    if (debug_) {
-      target_.set_event_log([this](const std::string& line) { debug_line(line); });
-    } else {
-      target_.set_event_log(nullptr);
-    }
+    set_debug(command.back() == '1');
     text = debug_ ? "Debug output enabled.\n" : "Debug output disabled.\n";
   } else if (command == "set remote-debug 1" || command == "set remote-debug 0") {
     remote_debug_ = command.back() == '1';
@@ -627,6 +639,7 @@ Server::Served Server::resumed(Result<std::string> stop) {
   // gdb takes the stopped thread as the general one after a stop (record_currthread) and
   // sends no Hg for it: so does the server.
   if (stop) g_thread_ = last_thread_;
+  if (!stop && debug_) debug_line("resume: " + stop.error().to_string());
   return answer(std::move(stop));
 }
 
@@ -1367,13 +1380,27 @@ Result<std::string> Server::resume(const std::vector<ResumeAction>& list) {
   const auto interrupted = [&]() -> Result<std::string> {
     interrupt_ = false;
     auto stop = target_.interrupt();
-    if (!stop) return std::unexpected(stop.error());
+    if (!stop) {
+      if (debug_) debug_line("interrupt: " + stop.error().to_string());
+      return std::unexpected(stop.error());
+    }
     stop->tid = thread_for(stop->tid);
     last_stop_ = on_stop(*stop);
     return last_stop_;
   };
+  // A Ctrl-C the client sent right after the resume may have come in the same read as the resume
+  // packet: it is not in the connection any more, for the wait to see.
+  if (reader_.take_interrupts()) {
+    if (remote_debug_) debug_line("remote: received Ctrl-C");
+    interrupt_ = true;
+  }
   // A Ctrl-C the target owes a process this resume leaves stopped waits for that process.
-  if (interrupt_ && target_.owe_interrupt()) interrupt_ = false;
+  const auto owed = [&] {
+    if (!interrupt_ || !target_.owe_interrupt()) return;
+    if (debug_) debug_line("interrupt: owed to a process the resume left stopped");
+    interrupt_ = false;
+  };
+  owed();
   if (interrupt_) return interrupted();
   for (;;) {
     auto got = target_.wait(connection_.poll_fd());
@@ -1405,9 +1432,12 @@ Result<std::string> Server::resume(const std::vector<ResumeAction>& list) {
     for (;;) {
       auto item = reader_.next();
       if (!item) break;
-      if (item->kind == RspItem::Kind::kInterrupt) interrupt_ = true;
+      if (item->kind == RspItem::Kind::kInterrupt) {
+        if (remote_debug_) debug_line("remote: received Ctrl-C");
+        interrupt_ = true;
+      }
     }
-    if (interrupt_ && target_.owe_interrupt()) interrupt_ = false;
+    owed();
     if (interrupt_) return interrupted();
   }
 }

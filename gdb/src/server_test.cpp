@@ -425,6 +425,15 @@ TEST_F(ServerTest, CtrlCWhileRunningStopsTheProcess) {
   EXPECT_EQ(asked(), (Calls{"resume c0:0.-1", "wait", "owe_interrupt", "interrupt"}));
 }
 
+// A Ctrl-C that came in the same read as the resume before it (a loaded server reads late): the
+// wait does not find it in the connection, yet it stops the process at once.
+TEST_F(ServerTest, CtrlCReadWithTheResumeStopsTheProcess) {
+  connection.input.push_back(rsp_frame("vCont;c") + "\x03");
+  const std::string out = run({});
+  EXPECT_EQ(out, acked("T02thread:64;" + kRegs100));
+  EXPECT_EQ(asked(), (Calls{"resume c0:0.-1", "owe_interrupt", "interrupt"}));
+}
+
 // A Ctrl-C the target owes a process that this resume leaves stopped (gdbserver's SIGINT waits in
 // the process it last started or attached): no interrupt now; the resume's own stop is reported.
 TEST_F(ServerTest, ACtrlCOwedToAStoppedProcessWaitsForTheResumesOwnStop) {
@@ -698,6 +707,28 @@ TEST_F(ServerTest, MonitorExitAndUnknownCommands) {
 TEST_F(ServerTest, MonitorSetDebugTurnsTheTargetsEventLogOnAndOff) {
   run({"qRcmd,7365742064656275672031", "qRcmd,7365742064656275672030"});
   EXPECT_EQ(asked(), (Calls{"event_log on", "event_log off"}));
+}
+
+TEST_F(ServerTest, DebugOptionsLogFromTheStart) {
+  // gdbserver's --debug --remote-debug --debug-format=timestamp: the event log is on before the
+  // first packet, and every packet is logged, timed.
+  options.debug = true;
+  options.remote_debug = true;
+  options.debug_timestamps = true;
+  run({"qC"});
+  ASSERT_FALSE(target.calls.empty());
+  EXPECT_EQ(target.calls.front(), "event_log on");
+  ASSERT_GE(connection.logged.size(), 2u);
+  EXPECT_NE(connection.logged[0].find("hwarb gdbserver: remote: received qC"), std::string::npos)
+      << connection.logged[0];
+  EXPECT_TRUE(connection.logged[0].find_first_not_of("0123456789.") > 10) << connection.logged[0];
+  EXPECT_NE(connection.logged[1].find("remote: sending "), std::string::npos);
+}
+
+TEST_F(ServerTest, NoDebugOptionsLogNothing) {
+  run({"qC"});
+  EXPECT_TRUE(connection.logged.empty());
+  EXPECT_EQ(asked(), Calls{});
 }
 
 // Queries of the process and host I/O.

@@ -165,6 +165,23 @@ refused '--attach: give exactly one PID' --attach 127.0.0.1:0 1 2
 refused "after COMM and -p or -t" 127.0.0.1:0 -p 1 /bin/true
 refused 'contradicts' --disable-randomization --no-disable-randomization 127.0.0.1:0 /bin/true
 refused "is not a number from 0 to 65535" 127.0.0.1:99999 /bin/true
+refused "--debug-format: EINVAL: 'often' is not all, none or timestamp" --debug-format=often \
+  127.0.0.1:0 /bin/true
+refused "--debug-file: ENOENT" --debug-file="$tmp/no/such/dir/log" 127.0.0.1:0 /bin/true
+
+# 5b. gdbserver's debugging options: --debug and --remote-debug log the events and the packets
+# (each line timed with --debug-format=timestamp) to --debug-file, not among the program's
+# output or the server's own lines; the session is the same as without them.
+timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' \
+  -ex "target remote | $hwarb gdbserver --debug --remote-debug --event-loop-debug --debug-format=timestamp --debug-file=$tmp/debug.log stdio $P/prog_hello" \
+  -ex continue >"$tmp/debug.gdb" 2>"$tmp/debug.err"
+grep -q 'exited normally' "$tmp/debug.gdb" || bad "--debug: gdb: $(tail -3 "$tmp/debug.gdb")"
+grep -qx hello "$tmp/debug.err" || bad "--debug: program output '$(cat "$tmp/debug.err")'"
+grep -q 'remote:' "$tmp/debug.err" && bad "--debug: packets logged on stderr, not in --debug-file"
+grep -aqE '^[0-9]+\.[0-9]{6} hwarb gdbserver: remote: received vCont;c' "$tmp/debug.log" ||
+  bad "--debug-file: no timed vCont;c in: $(head -3 "$tmp/debug.log")"
+grep -aqE '^[0-9]+\.[0-9]{6} hwarb gdbserver: [^r]' "$tmp/debug.log" ||
+  bad "--debug-file: no event lines in: $(head -3 "$tmp/debug.log")"
 
 # 6. gdbserver's --selftest: the words of a gdbserver built without its unit tests (which gdb's
 # testsuite takes as "unsupported"), exit 0, nothing started; Debian's gdbserver says the same.

@@ -7,7 +7,8 @@
 # `target` must stay exact: hwarb gives its register up (its watch moves to software, with a
 # note naming the thread that took it). In software mode hwarb holds no register: nothing is
 # given up and the counts are as exact. Insisting on hardware (--hardware), hwarb gives nothing up
-# but still holds the program's requests, and its count stays exact.
+# but still holds the program's requests, and its count stays exact. The same under
+# `hwarb gdbserver`, with gdb's watchpoint.
 set -uo pipefail
 hwarb=$1
 P=$2
@@ -98,6 +99,69 @@ if [[ $hits == true ]]; then
 else
   skip_case hits "watch --hardware beside the program's breakpoints" \
     "this machine does not deliver breakpoint hits"
+fi
+
+# `hwarb gdbserver`: gdb watches `target` and the program opens its 4 breakpoints. The server
+# holds the program's requests from the first watch that takes a register, gives that register up
+# (the watch goes on in software) and gdb still stops at each of the 5 writes; under Debian's
+# gdbserver, whose watchpoint keeps its debug register, the program's 4th breakpoint is refused.
+gdb_session() {  # gdb_session OUT SERVER... : gdb over stdio with SERVER and prog_self_watch
+  local out=$1
+  shift
+  timeout 120 gdb -nx -batch -ex 'set confirm off' \
+    -ex "target remote | $* $P/prog_self_watch 5 4" -ex 'break main' -ex continue \
+    -ex 'watch -l target' -ex continue -ex 'monitor slots' -ex 'monitor watches' \
+    -ex continue -ex continue -ex continue -ex continue -ex continue "$P/prog_self_watch" \
+    >"$out" 2>&1
+}
+for mode in "" --software; do
+  m=${mode:-default}
+  if [[ -z $mode && $hits == false ]]; then
+    skip_case hits "gdbserver's register yield in the default mode" \
+      "this machine does not deliver breakpoint hits"
+    continue
+  fi
+  gdb_session "$tmp/gdb" "$hwarb" gdbserver $mode -
+  got=$(grep -c "breakpoint counted 5 of 5" "$tmp/gdb")
+  [[ $got -eq 4 ]] || bad "gdbserver $m: the program's breakpoints: $got of 4 counted 5: $(grep -E 'counted|perf_event' "$tmp/gdb")"
+  for v in 1 2 3 4 5; do
+    grep -qx "New value = $v" "$tmp/gdb" || bad "gdbserver $m: gdb missed the write of $v"
+  done
+  grep -q 'exited normally' "$tmp/gdb" || bad "gdbserver $m: $(tail -3 "$tmp/gdb")"
+  if [[ -z $mode ]]; then
+    grep -q "breakpoint requests: held until served; registers given up to it: 1" "$tmp/gdb" ||
+      bad "gdbserver $m: monitor slots: $(grep 'breakpoint requests' "$tmp/gdb")"
+    grep -qE "software: gave its 1 debug register up to thread [0-9]+'s perf_event_open" "$tmp/gdb" ||
+      bad "gdbserver $m: monitor watches: $(grep -A1 'watchpoint(s)' "$tmp/gdb")"
+  else
+    grep -q "breakpoint requests: not held (no watchpoint holds a register yet)" "$tmp/gdb" ||
+      bad "gdbserver $m: monitor slots: $(grep 'breakpoint requests' "$tmp/gdb")"
+  fi
+done
+if [[ $hits == true ]] && command -v gdbserver >/dev/null; then
+  gdb_session "$tmp/ref" gdbserver -
+  echo "register_yield_test: under Debian's gdbserver the program says: $(grep -E 'perf_event_open|counted' "$tmp/ref" | head -1)"
+fi
+
+# A child the client let go asks for its breakpoints while gdb has the parent stopped at a
+# prompt: the server serves the request meanwhile (it waits for the client), so the child ends
+# as it would under gdbserver, before the parent goes on; the parent's watch stops gdb at each
+# of its own 3 writes.
+if [[ $hits == true ]]; then
+  timeout 120 gdb -nx -batch -ex 'set confirm off' \
+    -ex "target remote | $hwarb gdbserver - $P/prog_self_watch 3 4 fork" -ex 'break main' \
+    -ex continue -ex 'watch -l target' -ex 'break parent_stop' -ex continue -ex 'shell sleep 2' \
+    -ex continue -ex continue -ex continue -ex continue "$P/prog_self_watch" >"$tmp/fork" 2>&1
+  grep -q "child ended before the parent went on: yes" "$tmp/fork" ||
+    bad "gdbserver, a child let go: its request waited for the parent: $(grep -E 'child ended|counted' "$tmp/fork")"
+  got=$(grep -c "breakpoint counted 3 of 3" "$tmp/fork")
+  [[ $got -eq 4 ]] || bad "gdbserver, a child let go: $got of 4 breakpoints counted 3"
+  for v in 1 2 3; do
+    grep -qx "New value = $v" "$tmp/fork" || bad "gdbserver, a child let go: gdb missed the parent's write of $v"
+  done
+else
+  skip_case hits "gdbserver serving a child's request while the parent is stopped" \
+    "this machine does not deliver breakpoint hits (no register is held, nothing is armed)"
 fi
 
 [[ $retries -gt 0 ]] && echo "register_yield_test: $retries run(s) made again after a short count"

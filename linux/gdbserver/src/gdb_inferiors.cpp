@@ -281,9 +281,13 @@ Result<gdb::Waited> GdbInferiors::wait_several(int client_fd) {
     const bool looks = std::any_of(targets_.begin(), targets_.end(), [&](const auto& t) {
       return t->has_process() && !t->ended() && resumed(*t) && t->looks_for_blocked_hits();
     });
-    const std::array<int, 2> fds{*status_fd, client_fd};
-    auto ready = poll_in_once(std::span<const int>(fds.data(), client_fd < 0 ? 1 : 2),
-                              looks ? GdbTarget::kBlockedHitLookMs : -1);
+    // Each target's program requests (GdbTarget::request_fd) wake the sleep too: the next turn's
+    // poll_events serves them.
+    std::vector<int> fds{*status_fd, client_fd < 0 ? *status_fd : client_fd};
+    for (const auto& t : targets_) {
+      if (t->request_fd() >= 0) fds.push_back(t->request_fd());
+    }
+    auto ready = poll_in_once(fds, looks ? GdbTarget::kBlockedHitLookMs : -1);
     if (!ready) {
       if (ready.error().code() == ErrorCode::kIntr) {
         return make_error(ErrorCode::kIntr, "pid: interrupted");
@@ -292,6 +296,21 @@ Result<gdb::Waited> GdbInferiors::wait_several(int client_fd) {
     }
     if (client_fd >= 0 && (*ready)[1] != 0) return gdb::Waited{};  // the client spoke
   }
+}
+
+std::vector<int> GdbInferiors::request_fds() const {
+  std::vector<int> fds;
+  for (const auto& t : targets_) {
+    if (t->request_fd() >= 0) fds.push_back(t->request_fd());
+  }
+  return fds;
+}
+
+Result<void> GdbInferiors::serve_requests() {
+  for (auto& t : targets_) {
+    if (auto r = t->serve_requests(); !r) return r;
+  }
+  return {};
 }
 
 Result<StopEvent> GdbInferiors::interrupt() {

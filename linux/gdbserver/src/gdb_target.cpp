@@ -65,6 +65,12 @@ bool is_int3_trap(const Event& ev) {
   return ev.kind == EventKind::kSignal && ev.signal == SIGTRAP && ev.code == kSiKernel;
 }
 
+// A SIGTRAP of a single step (or of an int3 the step ran into).
+bool is_step_trap(const Event& ev) {
+  return ev.kind == EventKind::kSignal && ev.signal == SIGTRAP &&
+         (ev.code == TRAP_TRACE || ev.code == TRAP_BRKPT);
+}
+
 constexpr std::uint8_t kInt3 = 0xCC;
 constexpr int kSignalCheckMs = 100;  // how often a wait for the client looks at the signal flag
 
@@ -177,7 +183,8 @@ bool GdbConnection::interrupt_requested() const {
 }
 
 void GdbConnection::log(const std::string& line) {
-  ignore_error(write_all(STDERR_FILENO, line), "a refused log line has nowhere to go");
+  ignore_error(write_all(log_fd_ ? log_fd_.get() : STDERR_FILENO, line),
+               "a refused log line has nowhere to go");
 }
 
 int GdbConnection::output_fd() const {
@@ -211,10 +218,16 @@ Result<gdb::Connection::Read> GdbConnection::read(bool block, std::string& out) 
   // between the check and a blocking read would otherwise go unnoticed until the client spoke).
   while (block) {
     if (native::interrupt_requested()) return Read::kInterrupted;
-    auto ready = poll_in_once(in, kSignalCheckMs);
+    std::vector<int> fds{in_fd_};
+    if (meanwhile_fds_) {
+      const std::vector<int> more = meanwhile_fds_();
+      fds.insert(fds.end(), more.begin(), more.end());
+    }
+    auto ready = poll_in_once(fds, kSignalCheckMs);
     if (!ready && ready.error().code() == ErrorCode::kIntr) continue;
     if (!ready) return std::unexpected(ready.error());
     if ((*ready)[0] != 0) break;
+    if (std::any_of(ready->begin() + 1, ready->end(), [](short r) { return r != 0; })) meanwhile_();
   }
   auto n = read_some(in_fd_, buf);
   if (block) client_spin_.record(Clock::now() - begin);
@@ -236,18 +249,32 @@ Result<gdb::Connection::Read> GdbConnection::read(bool block, std::string& out) 
 GdbServer::GdbServer(Inferior& inferior, WatchSession& session, int in_fd, int out_fd)
     : connection_(std::make_unique<GdbConnection>(in_fd, out_fd, inferior.spin_max())),
       target_(std::make_unique<GdbInferiors>(inferior, session, *connection_)),
-      server_(std::make_unique<gdb::Server>(*target_, *connection_)) {}
+      server_(std::make_unique<gdb::Server>(*target_, *connection_)) {
+  serve_requests_meanwhile();
+}
 
 GdbServer::GdbServer(int in_fd, int out_fd)
     : connection_(std::make_unique<GdbConnection>(in_fd, out_fd, std::chrono::nanoseconds(0))),
       target_(std::make_unique<GdbInferiors>(*connection_)),
-      server_(std::make_unique<gdb::Server>(*target_, *connection_)) {}
+      server_(std::make_unique<gdb::Server>(*target_, *connection_)) {
+  serve_requests_meanwhile();
+}
+
+void GdbServer::serve_requests_meanwhile() {
+  // A request that cannot be served (its thread gone meanwhile) is tried again at the next.
+  connection_->serve_meanwhile([this] { return target_->request_fds(); },
+                               [this] { ignore_error(target_->serve_requests(), "served again"); });
+}
 
 GdbServer::~GdbServer() = default;
 
 void GdbServer::launch_with(GdbLaunch launch) {
-  server_->set_options(gdb::ServerOptions{
-      .multi = launch.multi, .once = launch.once, .disabled_packets = launch.disabled_packets});
+  server_->set_options(gdb::ServerOptions{.multi = launch.multi,
+                                          .once = launch.once,
+                                          .disabled_packets = launch.disabled_packets,
+                                          .debug = launch.debug,
+                                          .remote_debug = launch.remote_debug,
+                                          .debug_timestamps = launch.debug_timestamps});
   target_->launch_with(std::move(launch));
 }
 
@@ -318,6 +345,8 @@ Result<gdb::ServerEnd> GdbTarget::drop_process(gdb::ServerEnd::How how) {
   requeue_held();
   session_ = nullptr;
   inferior_ = nullptr;
+  requests_.reset();  // the continuer serves the filter from now on
+  requests_error_.reset();
   own_session_.reset();
   own_inferior_.reset();
   stepping_ = 0;
@@ -428,6 +457,69 @@ void GdbTarget::publish_plan() {
   if (!watchdog_error_ && session_->watchdog_error()) watchdog_error_ = session_->watchdog_error();
 }
 
+// The session as RegisterYield's engine: a watch's registers given up to the program, and a
+// thread the yield stopped run on as the target runs it (a step of the client's as a step; one
+// whose own event came meanwhile keeps it queued, for the target's wait).
+class GdbTarget::YieldEngine final : public Engine {
+ public:
+  explicit YieldEngine(GdbTarget& target) : target_(target) {}
+  Result<bool> handle(const Event& event) override {
+    (void)event;
+    return false;
+  }
+  Resume resume_mode() const override { return target_.session_->resume_mode(); }
+  Result<void> finish() override { return {}; }
+  int yieldable_registers() const override { return target_.session_->yieldable_registers(); }
+  int held_registers() const override { return target_.session_->held_registers(); }
+  Result<int> yield_registers(const std::string& who) override {
+    const int before = target_.session_->yieldable_registers();
+    auto moved = target_.session_->yield_registers(who);
+    if (!moved) return std::unexpected(moved.error());
+    if (!*moved) return 0;
+    if (target_.log_)
+      target_.log_("watch " + std::to_string(static_cast<std::size_t>((*moved)->id)) +
+                   " now software: " + (*moved)->why);
+    return before - target_.session_->yieldable_registers();
+  }
+  Result<void> resume_stopped(Inferior& inferior, pid_t tid) override {
+    if (!inferior.is_stopped(tid) || inferior.has_queued(tid)) return {};
+    return inferior.resume(tid, target_.stepping(tid) ? Resume::kStep : target_.run_mode(tid));
+  }
+
+ private:
+  GdbTarget& target_;
+};
+
+void GdbTarget::arm_requests() {
+  if (requests_ || requests_error_ || inferior_ == nullptr || !inferior_->spawned() ||
+      session_->held_registers() == 0) {
+    return;
+  }
+  // A stopped thread of the first process makes the injected call (its leader when it can).
+  pid_t tid = 0;
+  for (pid_t t : inferior_->threads()) {
+    if (inferior_->process_of(t) != inferior_->pid() || !inferior_->is_stopped(t)) continue;
+    if (tid == 0 || t == inferior_->pid()) tid = t;
+  }
+  if (tid == 0) return;  // none stopped now: the next watch tries again
+  auto armed = RegisterYield::arm(*inferior_, tid);
+  if (!armed) {
+    requests_error_ = armed.error();
+    if (log_) log_("the program's breakpoint requests are not held: " + armed.error().to_string());
+    return;
+  }
+  requests_.emplace(std::move(*armed));
+}
+
+Result<void> GdbTarget::serve_requests() {
+  if (!requests_ || inferior_ == nullptr) return {};
+  YieldEngine engine(*this);
+  const int before = requests_->yielded();
+  auto served = requests_->serve(*inferior_, engine);
+  if (requests_->yielded() != before) publish_plan();
+  return served;
+}
+
 void GdbTarget::served() {
   // Breakpoints and watches the packet changed, to the session's watchdog (a failure is kept in
   // watchdog_error_; the packet's answer stands).
@@ -463,10 +555,12 @@ Result<gdb::ServerEnd> GdbTarget::finish_once(gdb::ServerEnd::How how) {
   if (auto r = inferior_->stop_all(); !r && r.error().code() != ErrorCode::kSrch) {
     return std::unexpected(r.error());
   }
-  // The traps of int3s about to go are no signals of the program: delivered at the detach they
-  // would kill it.
+  // The traps of int3s about to go, and of the server's own steps, are no signals of the
+  // program: delivered at the detach they would kill it.
+  if (auto r = surface_traps(inferior_->threads()); !r) return std::unexpected(r.error());
   if (auto r = rewind_queued_traps(); !r) return std::unexpected(r.error());
   drop_rewound_traps();
+  drop_own_step_traps(0);
   for (const auto& [process, int3s] : int3_) {
     for (const auto& [addr, bp] : int3s) {
       ignore_error(
@@ -535,6 +629,16 @@ std::string GdbTarget::describe_slots() {
   out += "\n";
   if (o.cpu_accesses)
     out += "software watchpoints: the CPU makes each access (" + o.cpu_accesses_why + ")\n";
+  out += "the program's own breakpoint requests: ";
+  if (requests_) {
+    out += "held until served; registers given up to it: " + std::to_string(requests_->yielded()) +
+           "\n";
+  } else if (requests_error_) {
+    out += "not held (" + requests_error_->to_string() + ")\n";
+  } else {
+    out += inferior_->spawned() ? "not held (no watchpoint holds a register yet)\n"
+                                : "not held (an attached process is never given a filter)\n";
+  }
   return out;
 }
 
@@ -850,6 +954,7 @@ Result<void> GdbTarget::insert_point(gdb::Tid process, gdb::PointType point, std
   if (auto r = with_all_stopped([&]() -> Result<void> {
         if (auto f = flush_removed(); !f) return f;
         info = session_->insert(spec);
+        if (info) arm_requests();
         return {};
       });
       !r) {
@@ -1288,6 +1393,14 @@ Result<gdb::Waited> GdbTarget::wait_events(int client_fd, bool block) {
       const std::vector<int> rings = session_->wake_fds();
       wake.insert(wake.end(), rings.begin(), rings.end());
     }
+    if (requests_) {
+      // The program's breakpoint requests are served between events (it waits in each).
+      if (auto r = serve_requests(); !r) {
+        requeue_held();
+        return std::unexpected(r.error());
+      }
+      if (block) wake.push_back(requests_->listener());
+    }
     auto got = block ? inferior_->wait_or_poll(wake, looks ? kBlockedHitLookMs : -1)
                      : inferior_->poll_event();
     if (!got && got.error().code() == ErrorCode::kIntr) return std::unexpected(got.error());
@@ -1295,9 +1408,9 @@ Result<gdb::Waited> GdbTarget::wait_events(int client_fd, bool block) {
       requeue_held();
       return std::unexpected(got.error());
     }
-    if (!*got && block && looks) {
-      // The client spoke, a ring woke the wait, or the look's time came.
-      ring_woke = true;
+    if (!*got && block && (looks || requests_)) {
+      // The client spoke, a ring or a request woke the wait, or the look's time came.
+      ring_woke = looks;
       if (fds.empty()) continue;
       auto ready = poll_in_once(fds, 0);
       if (!ready) return std::unexpected(ready.error());
@@ -1513,6 +1626,17 @@ std::vector<Event> GdbTarget::take_queued(pid_t tid, const std::function<bool(co
   return taken;
 }
 
+void GdbTarget::drop_own_step_traps(gdb::Tid process) {
+  for (auto it = stepped_.begin(); it != stepped_.end();) {
+    if (process != 0 && inferior_->group_of(*it) != process) {
+      ++it;
+      continue;
+    }
+    (void)take_queued(*it, is_step_trap, 1);
+    it = stepped_.erase(it);
+  }
+}
+
 void GdbTarget::drop_rewound_traps() {
   for (const auto& [tid, addr] : rewound_) (void)take_queued(tid, is_int3_trap, 1);
   rewound_.clear();
@@ -1597,15 +1721,11 @@ Result<void> GdbTarget::detach_stopped(gdb::Tid process) {
   // A thread that hit an int3 just as stop_all interrupted it holds that SIGTRAP pending, not
   // reported yet (its interrupt's stop came first): each is made to surface and queued, for the
   // rewind below to take as the others.
+  std::vector<pid_t> its;
   for (pid_t t : inferior_->threads()) {
-    if (inferior_->group_of(t) != process) continue;
-    auto surfaced = inferior_->surface_pending(t, std::uint64_t{1} << (SIGTRAP - 1));
-    if (!surfaced) {
-      if (surfaced.error().code() == ErrorCode::kSrch) continue;
-      return std::unexpected(surfaced.error());
-    }
-    for (auto it = surfaced->rbegin(); it != surfaced->rend(); ++it) inferior_->requeue(*it);
+    if (inferior_->group_of(t) == process) its.push_back(t);
   }
+  if (auto r = surface_traps(its); !r) return r;
   // Its held int3 traps are no signals of the program (delivered, they would kill it).
   if (auto r = rewind_queued_traps(); !r) return r;
   for (pid_t t : inferior_->threads()) {
@@ -1613,6 +1733,8 @@ Result<void> GdbTarget::detach_stopped(gdb::Tid process) {
     rewound_.erase(t);
     (void)take_queued(t, is_int3_trap);
   }
+  // So is the trap of a step the server asked and did not report (a Ctrl-C's stop came first).
+  drop_own_step_traps(process);
   // A vfork child's int3s are its parent's (one memory); a forked child's or the first
   // process's go now.
   const bool vfork_child = inferior_->process_of(process) != process;
@@ -1915,8 +2037,7 @@ Result<void> GdbTarget::step_over(pid_t tid, std::uint64_t at) {
   }
   if (!ev) {
     if (ev.error().code() != ErrorCode::kSrch) return std::unexpected(ev.error());
-  } else if (ev->kind == EventKind::kSignal && ev->signal == SIGTRAP &&
-             (ev->code == TRAP_TRACE || ev->code == TRAP_BRKPT)) {
+  } else if (is_step_trap(*ev)) {
     if (auto r = run_as_asked(tid); !r) return r;
   } else {
     inferior_->requeue(*ev);  // handled by the main loop, as any event of the thread
@@ -2107,9 +2228,7 @@ Result<std::optional<StopEvent>> GdbTarget::on_event(const Event& ev) {
         if (!trap) return std::unexpected(trap.error());
         if (trap->ours) return trap->stop;
       }
-      const bool step_trap =
-          ev.signal == SIGTRAP && (ev.code == TRAP_TRACE || ev.code == TRAP_BRKPT);
-      if (step_trap && !stepping(ev.tid) && stepped_.erase(ev.tid) != 0) {
+      if (is_step_trap(ev) && !stepping(ev.tid) && stepped_.erase(ev.tid) != 0) {
         // The trap of a step asked before the client resumed the thread otherwise (another
         // thread's stop held it): not reported, as gdbserver does not report it either.
         if (auto r = run_as_asked(ev.tid); !r) return std::unexpected(r.error());

@@ -140,9 +140,9 @@ Result<void> RegisterYield::serve(Inferior& inferior, Engine& engine) {
       auto stopped = inferior.stop_all();
       if (!stopped) return std::unexpected(stopped.error());
       auto freed = engine.yield_registers(wanted->who);
-      const Resume how = engine.resume_mode();
       for (pid_t t : *stopped) {
-        if (auto r = inferior.resume(t, how); !r && r.error().code() != ErrorCode::kSrch) {
+        if (auto r = engine.resume_stopped(inferior, t);
+            !r && r.error().code() != ErrorCode::kSrch) {
           return r;
         }
       }

@@ -39,8 +39,10 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "commands.h"
+#include "hwarb/linux/files.h"
 #include "hwarb/linux/gdb_server.h"
 #include "hwarb/linux/probe.h"
 #include "hwarb/linux/session.h"
@@ -72,6 +74,11 @@ struct ServerArgs {
   std::vector<std::string> wrapper_words;  // gdbserver's --wrapper WRAPPER... -- (main.cpp)
   std::string disable_packets;             // gdbserver's --disable-packet=OPT1[,OPT2...]
   std::set<std::string> disabled;
+  bool debug = false;             // gdbserver's --debug: the server's events on standard error
+  bool remote_debug = false;      // gdbserver's --remote-debug: the packets too
+  bool event_loop_debug = false;  // gdbserver's --event-loop-debug: accepted; hwarb logs no more
+  std::string debug_file;         // gdbserver's --debug-file=FILE: the log lines go there
+  std::string debug_format;       // gdbserver's --debug-format=all|none|timestamp
   TargetOptions target;
   std::vector<std::string> rest;  // what follows COMM (gdbserver's form)
 };
@@ -98,15 +105,22 @@ Result<std::pair<std::string, std::uint16_t>> parse_where(const std::string& whe
   return std::pair{where.substr(0, colon), static_cast<std::uint16_t>(n.value)};
 }
 
+// gdbserver's OPT1[,OPT2...] option values, word by word.
+std::vector<std::string> comma_list(std::string_view list) {
+  std::vector<std::string> words;
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    words.emplace_back(list.substr(0, comma));
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+  }
+  return words;
+}
+
 // gdbserver's form onto the target options: PROG ARGS after COMM, or --attach PID. A usage
 // error naming the field when both forms, or neither, give the target.
 Result<void> take_gdbserver_form(ServerArgs& args) {
   // gdbserver's --disable-packet: its names, "threads" for the four thread packets.
-  std::string_view list = args.disable_packets;
-  while (!list.empty()) {
-    const std::size_t comma = list.find(',');
-    const std::string name(list.substr(0, comma));
-    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+  for (const std::string& name : comma_list(args.disable_packets)) {
     if (name == "threads") {
       args.disabled.insert({"vCont", "Tthread", "qC", "qfThreadInfo"});
     } else if (name == "vCont" || name == "T" || name == "Tthread" || name == "qC" ||
@@ -211,6 +225,26 @@ int run_server(ServerArgs& args) {
 
   native::WatchSessionOptions options = watch_options(args.software);
   options.stop_at_hits = true;
+  bool debug_timestamps = false;
+  if (!args.debug_format.empty()) {
+    // A comma-separated list, as gdbserver takes it.
+    for (const std::string& word : comma_list(args.debug_format)) {
+      if (word == "all" || word == "timestamp") {
+        debug_timestamps = true;
+      } else if (word == "none") {
+        debug_timestamps = false;
+      } else {
+        return fail("--debug-format: EINVAL: '" + word + "' is not all, none or timestamp",
+                    kExitUsage);
+      }
+    }
+  }
+  native::Fd debug_log;
+  if (!args.debug_file.empty()) {
+    auto f = native::create_file(args.debug_file);
+    if (!f) return fail("--debug-file: " + f.error().to_string(), kExitUsage);
+    debug_log = std::move(*f);
+  }
 
   // Listen before the program starts: a port in use is the user's error, with nothing run.
   native::Fd listener;
@@ -271,7 +305,11 @@ int run_server(ServerArgs& args) {
                        .watches = options,
                        .multi = args.multi,
                        .once = args.once || args.stdio,
-                       .disabled_packets = args.disabled});
+                       .disabled_packets = args.disabled,
+                       .debug = args.debug,
+                       .remote_debug = args.remote_debug,
+                       .debug_timestamps = debug_timestamps});
+  if (debug_log) server->log_to(std::move(debug_log));
   // The session guards an attached program with its watchdog (which the target gives its int3s
   // too): a failure to start it is told.
   if (session && session->guard_error()) {
@@ -375,6 +413,19 @@ CommandRunner setup_gdbserver(CLI::App& app) {
                 "'exec PROG ARGS'`, every character special to the shell escaped (the default)");
   sub->add_flag("--no-startup-with-shell", args->without_shell,
                 "run each program directly, without a shell (gdb: set startup-with-shell off)");
+  sub->add_flag("--debug", args->debug,
+                "gdbserver's option: log the server's events on standard error (as `monitor set "
+                "debug 1`)");
+  sub->add_flag("--remote-debug", args->remote_debug,
+                "gdbserver's option: log the packets too (as `monitor set remote-debug 1`)");
+  sub->add_flag("--event-loop-debug", args->event_loop_debug,
+                "gdbserver's option: accepted; hwarb's log has no more to say");
+  sub->add_option("--debug-file", args->debug_file,
+                  "gdbserver's option: the log lines go to FILE (made or truncated) instead of "
+                  "standard error");
+  sub->add_option("--debug-format", args->debug_format,
+                  "gdbserver's option: all, none or timestamp (each log line prefixed with the "
+                  "time)");
   add_target_options(*sub, args->target);
   // gdbserver's form: everything after COMM is the program and its own arguments.
   sub->prefix_command();

@@ -64,6 +64,9 @@ class RspReader {
  public:
   void feed(std::string_view bytes);
   [[nodiscard]] std::optional<RspItem> next();
+  // Takes every interrupt (0x03) parsed and not taken yet out of the items, the others left in
+  // their order; whether there was one. (A Ctrl-C read in one read with the resume before it.)
+  [[nodiscard]] bool take_interrupts();
 
  private:
   enum class State { kIdle, kPayload, kSum1, kSum2, kSkip };

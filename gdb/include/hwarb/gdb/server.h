@@ -82,13 +82,19 @@ struct ServerOptions {
   // gdbserver's --disable-packet (for gdb's testsuite): "vCont" (vCont packets unknown), "T"
   // (stop replies S, not T), "Tthread" (no thread: in them), "qC", "qfThreadInfo" (unknown).
   std::set<std::string> disabled_packets;
+  // gdbserver's --debug, --remote-debug and --debug-format=timestamp: what `monitor set debug
+  // 1`, `monitor set remote-debug 1` and `monitor set debug-format timestamp` turn on, from the
+  // start (Connection::log takes the lines).
+  bool debug = false;
+  bool remote_debug = false;
+  bool debug_timestamps = false;
 };
 
 class Server {
  public:
   Server(Target& target, Connection& connection);
 
-  void set_options(ServerOptions options) { options_ = std::move(options); }
+  void set_options(ServerOptions options);
   // A new client on the connection after serve() returned with end.serving: the connection's
   // state (acknowledgments, the features of qSupported) starts afresh, the process stays.
   void connect();
@@ -101,6 +107,7 @@ class Server {
   // Reads what the client sent into reader_ (blocking when `block`); false at end of input.
   Result<bool> receive(bool block);
   void debug_line(const std::string& text);
+  void set_debug(bool on);
   Result<void> write_raw(std::string_view bytes);
   Result<ServerEnd> serve_packets();
 

@@ -73,7 +73,9 @@
 #include "hwarb/gdb/agent_expr.h"
 #include "hwarb/gdb/server.h"
 #include "hwarb/gdb/target.h"
+#include "hwarb/linux/fd.h"
 #include "hwarb/linux/inferior.h"
+#include "hwarb/linux/register_yield.h"
 #include "hwarb/linux/spin_window.h"
 #include "hwarb/linux/watch_session.h"
 #include "hwarb/x86/insn.h"
@@ -96,6 +98,10 @@ struct GdbLaunch {
   bool once = false;   // gdbserver's --once: a disconnect ends the server even so
   // gdbserver's --disable-packet (gdb::ServerOptions::disabled_packets).
   std::set<std::string> disabled_packets;
+  // gdbserver's --debug, --remote-debug, --debug-format=timestamp (gdb::ServerOptions).
+  bool debug = false;
+  bool remote_debug = false;
+  bool debug_timestamps = false;
 };
 
 // gdbserver's way of starting a program: `wrapper` (none: the program itself) with `argv`
@@ -130,7 +136,16 @@ class GdbConnection final : public gdb::Connection {
   bool lost() const override { return client_lost_; }
   bool interrupt_requested() const override;
   int poll_fd() const override { return in_fd_; }
+  // The server's log lines (`monitor set debug 1`): to standard error, or to `fd` once given
+  // one (gdbserver's --debug-file; the connection owns it then).
   void log(const std::string& line) override;
+  void log_to(Fd fd) { log_fd_ = std::move(fd); }
+  // While a blocking read waits for the client, `serve` runs whenever one of the descriptors
+  // `fds` returns has input (the program's breakpoint requests, GdbTarget::request_fd).
+  void serve_meanwhile(std::function<std::vector<int>()> fds, std::function<void()> serve) {
+    meanwhile_fds_ = std::move(fds);
+    meanwhile_ = std::move(serve);
+  }
   // Where the server's own output goes (an agent-style dprintf's text): standard output, as
   // gdbserver's, or standard error when standard output is the connection (stdio).
   int output_fd() const;
@@ -139,7 +154,10 @@ class GdbConnection final : public gdb::Connection {
   int in_fd_;
   int out_fd_;
   SpinWindow client_spin_;
-  bool client_lost_ = false;  // a read or write of the connection failed
+  bool client_lost_ = false;                         // a read or write of the connection failed
+  Fd log_fd_;                                        // none: standard error
+  std::function<std::vector<int>()> meanwhile_fds_;  // see serve_meanwhile
+  std::function<void()> meanwhile_;
 };
 
 // gdb::Target over an Inferior and a WatchSession (the caller's, or its own once a start or an
@@ -211,6 +229,14 @@ class GdbTarget final : public gdb::Target {
     return inferior_ == nullptr || exited_ ||
            (!inferior_->alive() && inferior_->queued_events().empty() && held_.empty());
   }
+  // The program's own requests for debug registers (register_yield.h): a spawned process is
+  // armed as the first watch takes a register (its perf_event_open and ptrace writes of debug
+  // registers are then held until served, so that hwarb gives a watch's registers up to it and
+  // no access is missed while the program's breakpoint is installed). The listener to poll (-1:
+  // not armed), and the service of every request pending now (between events, or while the
+  // server waits for the client: a thread of a process the client let go asks too).
+  int request_fd() const { return requests_ ? requests_->listener() : -1; }
+  Result<void> serve_requests();
   // A thread of it runs (resumed, not stopped yet).
   bool runs() const { return inferior_ != nullptr && !exited_ && !running_threads().empty(); }
   const std::optional<GdbLaunch>& launch() const { return launch_; }
@@ -351,6 +377,9 @@ class GdbTarget final : public gdb::Target {
   Result<void> rewind_queued_traps();
   // The queued int3 traps of rewound_ threads are dropped (the int3s are being taken out).
   void drop_rewound_traps();
+  // The queued trap of each stepped_ thread of `process` (0: every one) is dropped: the step was
+  // the server's, its trap no signal of the program (a detach would deliver it: SIGTRAP).
+  void drop_own_step_traps(gdb::Tid process);
   // Takes out of thread `tid`'s queued events those `which` selects (at most `limit`), the
   // others queued again in their order: the ones taken, oldest first.
   std::vector<Event> take_queued(pid_t tid, const std::function<bool(const Event&)>& which,
@@ -385,6 +414,10 @@ class GdbTarget final : public gdb::Target {
   void follow_children();
   // The process and its int3 bytes to the session's watchdog (WatchSession::set_caller_plan).
   void publish_plan();
+  // Arms requests_ once the session holds a register in a spawned process (every thread
+  // stopped); a failure is kept in requests_error_ (told by `monitor slots`), not retried.
+  void arm_requests();
+  class YieldEngine;
 
   GdbConnection& connection_;
   // The process served (nullptr: none, in extended mode) and its session: the caller's, or
@@ -393,6 +426,8 @@ class GdbTarget final : public gdb::Target {
   WatchSession* session_ = nullptr;
   std::unique_ptr<Inferior> own_inferior_;
   std::unique_ptr<WatchSession> own_session_;
+  std::optional<RegisterYield> requests_;  // see request_fd()
+  std::optional<Error> requests_error_;    // why the process could not be armed
   std::optional<GdbLaunch> launch_;
   // The program and arguments of the last vRun (gdbserver's program_path and program_args).
   std::vector<std::string> last_program_;
@@ -492,6 +527,9 @@ class GdbInferiors final : public gdb::Target {
 
   void launch_with(GdbLaunch launch) { first().launch_with(std::move(launch)); }
   const std::optional<Error>& watchdog_error() const;
+  // Every target's program requests (GdbTarget::request_fd, serve_requests).
+  std::vector<int> request_fds() const;
+  Result<void> serve_requests();
 
   bool has_process() const override;
   gdb::Tid pid() const override { return live().pid(); }
@@ -655,6 +693,8 @@ class GdbServer {
 
   // Extended mode's vRun and vAttach (without this they answer E NN).
   void launch_with(GdbLaunch launch);
+  // gdbserver's --debug-file: the log lines go to `fd` (GdbConnection::log_to).
+  void log_to(Fd fd) { connection_->log_to(std::move(fd)); }
   // A new client on in_fd/out_fd after serve() returned with end.serving: the connection's
   // state (acknowledgments, the features of qSupported) starts afresh, the process stays.
   void connect(int in_fd, int out_fd);
@@ -665,6 +705,9 @@ class GdbServer {
   const std::optional<Error>& watchdog_error() const { return target_->watchdog_error(); }
 
  private:
+  // The program's breakpoint requests served while the server waits for the client too.
+  void serve_requests_meanwhile();
+
   std::unique_ptr<GdbConnection> connection_;
   std::unique_ptr<GdbInferiors> target_;
   std::unique_ptr<gdb::Server> server_;

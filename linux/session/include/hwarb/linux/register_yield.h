@@ -9,8 +9,9 @@
 //     program's call will find a register too: the trial is closed, the call runs.
 //  3. The trial finds none (ENOSPC) and T is a thread hwarb watches with registers: every thread
 //     is stopped, the engine gives up one hardware watch (it goes on in software, with a note
-//     naming who took its registers), the stopped threads are resumed, and case 2 is tried
-//     again — until a trial opens or the engine has nothing left to give.
+//     naming who took its registers), the stopped threads are resumed as the engine runs them
+//     (Engine::resume_stopped), and case 2 is tried again — until a trial opens or the engine
+//     has nothing left to give.
 //  4. T is not hwarb's, or nothing is left to give: the call runs, and the kernel answers it as
 //     it would without hwarb.
 // A hold is what the program sees of hwarb even when nothing can be given (case 4): the calling
@@ -19,7 +20,8 @@
 // had hwarb miss that thread's next accesses in about 1 run in 150 here (a KVM guest, other
 // processes keeping both CPUs busy: 5 of 800 runs of 300 writes lost 66 to 194 of them, and the
 // breakpoint event counted none of those); held, none in 800 runs. So run_target arms a spawned
-// program whenever the engine holds registers, movable or not. Case 2's trial is a disabled
+// program whenever the engine holds registers, movable or not, and `hwarb gdbserver` arms one as
+// its first watch takes a register (GdbTarget::request_fd). Case 2's trial is a disabled
 // breakpoint: it holds a slot without being written to T's debug registers. The requesting thread,
 // stopped in case 3 in the middle of its call, makes the call again when resumed (the kernel
 // restarts it), and that second request finds its register.

@@ -105,6 +105,11 @@ class Engine {
   }
   // A remark about the run as a whole (e.g. that the program could not be armed for the yield).
   virtual void note(const std::string& text) { (void)text; }
+  // Resumes a thread the yield stopped (register_yield.h, case 3), as the engine runs it now:
+  // by default with resume_mode(). ESRCH when it is gone.
+  virtual Result<void> resume_stopped(Inferior& inferior, pid_t tid) {
+    return inferior.resume(tid, resume_mode());
+  }
 };
 
 // An Engine that passes everything to another: a wrapper overrides only what it adds.
@@ -124,6 +129,9 @@ class ForwardingEngine : public Engine {
     return engine_.yield_registers(who);
   }
   void note(const std::string& text) override { engine_.note(text); }
+  Result<void> resume_stopped(Inferior& inferior, pid_t tid) override {
+    return engine_.resume_stopped(inferior, tid);
+  }
 
  protected:
   Engine& engine_;
