@@ -164,6 +164,36 @@ else
     "this machine does not deliver breakpoint hits (no register is held, nothing is armed)"
 fi
 
+# A program gdb detaches from asks for its breakpoints while the server (--multi) waits for its
+# next client: the server's own continuer serves the request, and the program ends as it would.
+if [[ $hits == true ]]; then
+  "$hwarb" gdbserver --multi 127.0.0.1:0 "$P/prog_self_watch" 5 4 >"$tmp/multi.prog" 2>"$tmp/multi.srv" &
+  srv=$!
+  port=
+  for _ in $(seq 600); do
+    port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/multi.srv")
+    [[ -n $port ]] && break
+    sleep 0.05
+  done
+  timeout 120 gdb -nx -batch -ex 'set confirm off' -ex "target extended-remote 127.0.0.1:$port" \
+    -ex 'break main' -ex continue -ex 'watch -l target' -ex 'break watch_self' -ex continue \
+    -ex 'monitor slots' -ex detach "$P/prog_self_watch" >"$tmp/multi.gdb" 2>&1
+  grep -q "breakpoint requests: held until served" "$tmp/multi.gdb" ||
+    bad "gdbserver --multi: requests not held before the detach: $(grep 'breakpoint requests' "$tmp/multi.gdb")"
+  for _ in $(seq 200); do
+    [[ $(grep -c "breakpoint counted 5 of 5" "$tmp/multi.prog") -eq 4 ]] && break
+    sleep 0.05
+  done
+  got=$(grep -c "breakpoint counted 5 of 5" "$tmp/multi.prog")
+  [[ $got -eq 4 ]] ||
+    bad "gdbserver --multi, detached: $got of 4 breakpoints counted within 10 s: $(cat "$tmp/multi.prog")"
+  kill "$srv" 2>/dev/null
+  wait "$srv" 2>/dev/null
+else
+  skip_case hits "a detached program's requests while gdbserver --multi waits for a client" \
+    "this machine does not deliver breakpoint hits (no register is held, nothing is armed)"
+fi
+
 [[ $retries -gt 0 ]] && echo "register_yield_test: $retries run(s) made again after a short count"
 [[ $fail -eq 0 ]] && echo "register_yield_test: all cases passed"
 exit $fail

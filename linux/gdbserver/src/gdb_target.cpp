@@ -511,6 +511,13 @@ void GdbTarget::arm_requests() {
   requests_.emplace(std::move(*armed));
 }
 
+void GdbTarget::release_requests() {
+  if (!requests_) return;
+  requests_.reset();  // the continuer serves the filter from now on
+  requests_error_ = Error(ErrorCode::kSrch,
+                          "the process was let go; its filter is served by a process of hwarb's");
+}
+
 Result<void> GdbTarget::serve_requests() {
   if (!requests_ || inferior_ == nullptr) return {};
   YieldEngine engine(*this);
@@ -570,8 +577,11 @@ Result<gdb::ServerEnd> GdbTarget::finish_once(gdb::ServerEnd::How how) {
   }
   int3_.clear();
   unplanted_.clear();
-  // Nothing of the target's for the watchdog once the session's changes are undone too.
+  // Nothing of the target's for the watchdog once the session's changes are undone too; the
+  // program's breakpoint requests are the continuer's to serve (the server may wait for a client
+  // for long).
   session_->set_caller_plan({});
+  release_requests();
   Result<void> undone = session_->uninstall();
   const bool keep = how == gdb::ServerEnd::How::kDetached ||
                     (how != gdb::ServerEnd::How::kKilled && !inferior_->spawned());
@@ -1777,6 +1787,9 @@ Result<void> GdbTarget::detach_stopped(gdb::Tid process) {
   if (first && inferior_->spawned())
     ignore_error(inferior_->outlive_tracer(), "the detach goes on");
   requeue_program_signals(process);
+  // The first process goes: its breakpoint requests (and those of children that inherited its
+  // filter) are the continuer's to serve; a forked child's watches take no register.
+  if (first) release_requests();
   if (auto r = inferior_->detach_process(process); !r) return r;
   forked_.erase(process);
   if (first) forked_.erase(inferior_->pid());  // the child that took its place

@@ -417,6 +417,8 @@ class GdbTarget final : public gdb::Target {
   // Arms requests_ once the session holds a register in a spawned process (every thread
   // stopped); a failure is kept in requests_error_ (told by `monitor slots`), not retried.
   void arm_requests();
+  // Hands requests_ over to its continuer (the first process let go), never armed again.
+  void release_requests();
   class YieldEngine;
 
   GdbConnection& connection_;
