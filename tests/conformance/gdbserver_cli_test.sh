@@ -147,6 +147,35 @@ for server in gdbserver "$hwarb gdbserver"; do
   grep -qx hello "$tmp/$name.prog" || bad "reconnect ($server): program output '$(cat "$tmp/$name.prog")'"
 done
 
+# 4d. A signal to a server waiting for its next client (the last one disconnected with a watch
+# set in an attached program): it ends as with a client (exit 0, "interrupted"), the program let
+# go unharmed, its watch and int3s gone.
+"$P/prog_ticker" "$tmp/term.pid" 3000 0 1000 >"$tmp/term.out" 2>&1 &
+ticker=$!
+for _ in $(seq 200); do [[ -s $tmp/term.pid ]] && break; sleep 0.05; done
+"$hwarb" gdbserver --multi --attach 127.0.0.1:0 "$ticker" >/dev/null 2>"$tmp/term.srv" &
+srv=$!
+port=
+for _ in $(seq 600); do
+  port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/term.srv")
+  [[ -n $port ]] && break
+  sleep 0.05
+done
+timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' -ex 'set confirm off' \
+  -ex "target extended-remote 127.0.0.1:$port" -ex 'watch -l ticks' -ex continue -ex disconnect \
+  "$P/prog_ticker" >"$tmp/term.gdb" 2>&1
+for _ in $(seq 200); do grep -q 'waiting for the next one' "$tmp/term.srv" && break; sleep 0.05; done
+kill -TERM "$srv"
+wait "$srv"
+rc=$?
+[[ $rc -eq 0 ]] || bad "SIGTERM while waiting for a client: exit $rc: $(tail -2 "$tmp/term.srv")"
+grep -q 'hwarb gdbserver: interrupted' "$tmp/term.srv" ||
+  bad "SIGTERM while waiting for a client: $(tail -2 "$tmp/term.srv")"
+wait "$ticker"
+rc=$?
+[[ $rc -eq 0 ]] && grep -qx 'ticks=3000' "$tmp/term.out" ||
+  bad "SIGTERM while waiting for a client: the program exited $rc: $(cat "$tmp/term.out")"
+
 # 5. Usage errors: exit 2, a message naming the field, and no program started.
 refused() {  # refused TEXT ARGS...: `hwarb gdbserver ARGS` exits 2 saying TEXT
   local text=$1

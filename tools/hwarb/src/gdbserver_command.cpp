@@ -327,6 +327,13 @@ int run_server(ServerArgs& args) {
                   << "\n";
       }
       auto accepted = native::accept_one(listener.get());
+      if (!accepted && accepted.error().code() == ErrorCode::kIntr &&
+          native::interrupt_requested()) {
+        // SIGINT, SIGTERM or SIGHUP while no client is connected: the server ends as it does
+        // with one (the process is let go as the last client left it, by the destructors).
+        end = native::GdbServerEnd{.how = native::GdbServerEnd::How::kInterrupted};
+        break;
+      }
       if (!accepted) {
         end = std::unexpected(accepted.error());
         break;
