@@ -1435,6 +1435,12 @@ Result<gdb::Waited> GdbTarget::wait_events(int client_fd, bool block) {
       }
     }
     auto stop = on_event(**got);
+    if (!stop && stop.error().code() == ErrorCode::kSrch) {
+      // A thread the event's handling stopped or read was killed meanwhile (ESRCH: its process
+      // is ending, by exit_group or SIGKILL): no stop to report; the exit events follow.
+      if (log_) log_("event: " + stop.error().to_string());
+      stop = std::optional<StopEvent>();
+    }
     // The session may have followed a fork, an exec, a mapping.
     publish_plan();
     if (!stop) {

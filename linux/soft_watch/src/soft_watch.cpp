@@ -540,7 +540,28 @@ void SoftWatch::add_hit(std::vector<WatchHit>& hits, std::size_t range, pid_t ti
   hits.push_back(std::move(hit));
 }
 
+Result<void> SoftWatch::resume_others(const std::vector<pid_t>& others) {
+  for (pid_t other : others) {
+    // ESRCH: killed in its stop (the process is ending); its exit event follows.
+    if (auto r = inferior_->resume_as_before(other); !r && r.error().code() != ErrorCode::kSrch) {
+      return r;
+    }
+  }
+  return {};
+}
+
 Result<bool> SoftWatch::handle(const Event& ev, std::vector<WatchHit>& hits) {
+  auto handled = handle_event(ev, hits);
+  // ESRCH from the ptrace calls on the event's stopped thread: the process is being killed (its
+  // exit_group or a SIGKILL took the thread out of its stop). The event is done with; the exit
+  // events follow.
+  if (!handled && handled.error().code() == ErrorCode::kSrch) {
+    return true;
+  }
+  return handled;
+}
+
+Result<bool> SoftWatch::handle_event(const Event& ev, std::vector<WatchHit>& hits) {
   if (ended_) return false;
   const bool live = ev.kind == EventKind::kSignal || ev.kind == EventKind::kSyscallEnter ||
                     ev.kind == EventKind::kSyscallExit || ev.kind == EventKind::kNewThread ||
@@ -876,9 +897,7 @@ Result<SoftWatch::Completed> SoftWatch::complete_fault(const Event& ev,
         if (auto r = protect(tid, p, pages_[p].protection); !r) return std::unexpected(r.error());
       }
     }
-    for (pid_t other : others) {
-      if (auto r = inferior_->resume_as_before(other); !r) return std::unexpected(r.error());
-    }
+    if (auto r = resume_others(others); !r) return std::unexpected(r.error());
     ++stats_.stepped;
     if (!alive) return Completed{};
     // A signal instead of the step's trap: the instruction faulted (on the program's own
@@ -956,9 +975,7 @@ Result<bool> SoftWatch::on_trap(const Event& ev, std::vector<WatchHit>& hits) {
     }
   }
   if (after->kind != EventKind::kSignal) inferior_->requeue(*after);
-  for (pid_t other : others) {
-    if (auto r = inferior_->resume_as_before(other); !r) return std::unexpected(r.error());
-  }
+  if (auto r = resume_others(others); !r) return std::unexpected(r.error());
   if (resume_thread) {
     if (auto r = inferior_->resume(tid, resume_mode(), pass_signal); !r) {
       return std::unexpected(r.error());

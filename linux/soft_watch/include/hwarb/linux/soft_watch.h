@@ -58,7 +58,8 @@
 //    protected so far are restored).
 //  - handle() takes each event of the Inferior; it returns true when the event was the
 //    watcher's (the thread is then resumed by it), false when the caller should handle it
-//    (signals of the program: pass them through; exits). Hits are appended to `hits`.
+//    (signals of the program: pass them through; exits). Hits are appended to `hits`. A thread
+//    killed in its stop (ESRCH: the process is ending) makes the event done with, not an error.
 //  - complete_fault() is handle() for a thread's fault on a protected page (the event must be
 //    one handle() would take as such: SIGSEGV, SEGV_ACCERR, on a watched page) for a caller that
 //    stops the thread after a hit (VirtualTracee): the instruction is completed and its hits
@@ -266,6 +267,10 @@ class SoftWatch {
   // Whether `page` of tid's process is open for another thread's system call (open_): it stays
   // open until the last such call's exit protects it again.
   bool open_for_other_call(pid_t tid, std::uint64_t page) const;
+  // The threads a step stopped run on as before (a thread killed meanwhile is skipped).
+  Result<void> resume_others(const std::vector<pid_t>& others);
+  // handle() but for a thread the process's end took away meanwhile.
+  Result<bool> handle_event(const Event& ev, std::vector<WatchHit>& hits);
   Result<bool> on_fault(const Event& ev, std::vector<WatchHit>& hits);
   Result<bool> on_trap(const Event& ev, std::vector<WatchHit>& hits);
   Result<bool> on_syscall_enter(const Event& ev);
