@@ -451,6 +451,13 @@ Result<ServerEnd> Server::serve_packets() {
       if (!*waited) return *gone_;
       continue;
     }
+    if (debug_ && non_stop_ && running()) {
+      std::string line = "non-stop: no thread runs; threads:";
+      for (Tid t : target_.threads()) {
+        line += " " + std::to_string(t) + (stopped_.contains(t) ? "(stopped)" : "");
+      }
+      debug_line(line);
+    }
     auto more = receive(true);
     if (!more) return std::unexpected(more.error());
     if (!*more) return client_gone(false);
@@ -459,6 +466,7 @@ Result<ServerEnd> Server::serve_packets() {
 
 bool Server::threads_running() const {
   if (!non_stop_ || !running()) return false;
+  if (target_.end_due()) return true;  // its end is still to come: waited for
   for (Tid t : target_.threads()) {
     if (!stopped_.contains(t)) return true;
   }

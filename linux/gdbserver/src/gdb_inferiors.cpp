@@ -298,6 +298,10 @@ Result<gdb::Waited> GdbInferiors::wait_several(int client_fd) {
   }
 }
 
+bool GdbInferiors::end_due() const {
+  return std::any_of(targets_.begin(), targets_.end(), [](const auto& t) { return t->end_due(); });
+}
+
 std::vector<int> GdbInferiors::request_fds() const {
   std::vector<int> fds;
   for (const auto& t : targets_) {

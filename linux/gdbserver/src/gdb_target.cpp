@@ -1216,6 +1216,7 @@ Result<std::optional<StopEvent>> GdbTarget::resume_each(
     set_step_range(a);
     if (!step && steps_.erase(a.tid) != 0) session_->set_stepping(steps_);
     if (inferior_->has_queued(a.tid)) {  // its event comes first
+      if (log_) log_("resume: thread " + std::to_string(a.tid) + " deferred behind its event");
       deferred_[a.tid] = Asked{.step = step, .signal = a.signal};
       if (step) {
         steps_.insert(a.tid);

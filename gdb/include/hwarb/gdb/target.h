@@ -194,6 +194,9 @@ class Target {
   virtual Tid group_of(Tid tid) const = 0;
   virtual Tid process_of(Tid tid) const = 0;
   virtual bool is_stopped(Tid tid) const = 0;
+  // A process whose threads are all gone from threads() has yet to report its end (its leader
+  // ended while other threads were still exiting): a non-stop wait must go on for it.
+  virtual bool end_due() const { return false; }
 
   // The client's features: at its qSupported (announced: a process's forks are then held for
   // their events, as the features say) and at a new connection (none yet, forks as they were).

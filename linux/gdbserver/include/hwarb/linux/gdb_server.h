@@ -182,6 +182,9 @@ class GdbTarget final : public gdb::Target {
   gdb::Tid group_of(gdb::Tid tid) const override { return inferior_->group_of(tid); }
   gdb::Tid process_of(gdb::Tid tid) const override { return inferior_->process_of(tid); }
   bool is_stopped(gdb::Tid tid) const override { return inferior_->is_stopped(tid); }
+  bool end_due() const override {
+    return inferior_ != nullptr && !exited_ && inferior_->exit_due();
+  }
   void set_features(const gdb::ClientFeatures& features, bool announced) override;
   void set_catch_syscalls(std::optional<std::set<long>> numbers) override;
   void set_program_signals(std::set<int> signals) override {
@@ -540,6 +543,7 @@ class GdbInferiors final : public gdb::Target {
   gdb::Tid group_of(gdb::Tid tid) const override { return of_thread(tid).group_of(tid); }
   gdb::Tid process_of(gdb::Tid tid) const override { return of_thread(tid).process_of(tid); }
   bool is_stopped(gdb::Tid tid) const override { return of_thread(tid).is_stopped(tid); }
+  bool end_due() const override;
   void set_features(const gdb::ClientFeatures& features, bool announced) override;
   void set_catch_syscalls(std::optional<std::set<long>> numbers) override;
   void set_program_signals(std::set<int> signals) override;
