@@ -168,6 +168,7 @@ void Server::forget_process() {
   last_stop_ = "W00";
   last_thread_ = 0;
   g_thread_ = 0;
+  g_process_ = 0;
   c_thread_ = 0;
   exited_ = false;
 }
@@ -296,6 +297,7 @@ std::string Server::on_stop(const StopEvent& ev) {
     } else if (ev.tid != 0) {
       // A forked child the client keeps is the first process now.
       g_thread_ = c_thread_ = 0;
+      g_process_ = 0;
       last_thread_ = ev.tid;
     } else {
       last_thread_ = -1;  // none: the first thread there is
@@ -369,7 +371,15 @@ std::string Server::thread_id(Tid tid) const {
 }
 
 Tid Server::general_process() const {
-  return target_.process_of(thread_for(g_thread_));
+  const Tid t = thread_for(g_thread_);
+  if (g_process_ > 0 && target_.group_of(t) != g_process_) {
+    // The Hg thread ended since (gdb names a process for memory as pPID.0, and the thread the
+    // server took for it may exit before the access): memory is still that process's.
+    for (Tid other : target_.threads()) {
+      if (target_.group_of(other) == g_process_) return target_.process_of(other);
+    }
+  }
+  return target_.process_of(t);
 }
 
 bool Server::others_than(Tid process) const {
@@ -646,7 +656,10 @@ Server::Served Server::resumed(Result<std::string> stop) {
   if (gone_) return gone_;
   // gdb takes the stopped thread as the general one after a stop (record_currthread) and
   // sends no Hg for it: so does the server.
-  if (stop) g_thread_ = last_thread_;
+  if (stop) {
+    g_thread_ = last_thread_;
+    g_process_ = 0;
+  }
   if (!stop && debug_) debug_line("resume: " + stop.error().to_string());
   return answer(std::move(stop));
 }
@@ -931,9 +944,17 @@ Server::Served Server::on(const SelectThread& h) {
     t = *in;
   }
   if (t > 0 && std::find(threads.begin(), threads.end(), t) == threads.end()) {
-    return answer(make_error(ErrorCode::kSrch, "thread: no such thread"));
+    // A leader that ended while its threads run on (main's pthread_exit) is no thread here any
+    // more, but gdbserver still lists it, and gdb selects it for its process's memory: another
+    // thread of the process stands for it.
+    const auto in = std::find_if(threads.begin(), threads.end(), [&](Tid x) {
+      return h.process > 0 && t == h.process && target_.group_of(x) == h.process;
+    });
+    if (in == threads.end()) return answer(make_error(ErrorCode::kSrch, "thread: no such thread"));
+    t = *in;
   }
   (h.general ? g_thread_ : c_thread_) = t;
+  if (h.general) g_process_ = t > 0 ? target_.group_of(t) : 0;
   return answer(std::string("OK"));
 }
 
@@ -1134,6 +1155,7 @@ Server::Served Server::taken(Result<Tid> r, bool attached, bool added) {
   }
   const std::string stop = took_process(*r, !attached, added);
   g_thread_ = last_thread_;
+  g_process_ = 0;
   // Non-stop mode: an attach's stops are the client's to ask for ('?' or vCont;t), as gdbserver
   // answers.
   if (attached && non_stop_) {
@@ -1162,6 +1184,7 @@ std::optional<Result<std::string>> Server::leave_one(std::optional<Tid> process,
   if (!r) return std::unexpected(r.error());
   last_thread_ = thread_for(last_thread_);
   g_thread_ = c_thread_ = 0;
+  g_process_ = 0;
   return std::string("OK");
 }
 

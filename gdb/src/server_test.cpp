@@ -696,6 +696,18 @@ TEST_F(ServerTest, DetachAndKillOfOneProcessOfSeveral) {
   EXPECT_EQ(end.how, ServerEnd::How::kDetached);
 }
 
+// A leader that ended while its threads run on (pthread_exit in main) is not among the threads;
+// gdb still selects it for its process's memory (Hgp200.200): another thread of that process
+// stands for it, never a thread of another process.
+TEST_F(ServerTest, HgOfAnEndedLeaderSelectsItsProcess) {
+  target.thread_list = {100, 101, 201};
+  target.group[201] = 200;
+  const std::string out = run({"qSupported:multiprocess+", "Hgpc8.c8", "m1000,1", "Hgpc8.12c"});
+  EXPECT_NE(out.find(acked("OK")), std::string::npos) << out;
+  EXPECT_TRUE(out.ends_with(acked("E03"))) << out;  // a thread that was never there
+  EXPECT_EQ(asked(), Calls{"read_memory 200 1000 1"});
+}
+
 TEST_F(ServerTest, MonitorExitAndUnknownCommands) {
   const std::string out = run({"qRcmd,68656c70", "qRcmd,626f677573", "qRcmd,65786974", "qC"});
   EXPECT_NE(out.find(acked("OK")), std::string::npos);

@@ -262,9 +262,10 @@ class Server {
   Tid last_thread_ = 0;        // the thread of the last stop
   int last_signal_ = SIGTRAP;  // the last stop's signal and reason, for '?' again
   std::string last_reason_;
-  Tid g_thread_ = 0;                   // Hg (0: the last stop's)
-  Tid c_thread_ = 0;                   // Hc
-  bool exited_ = false;                // the process ended (W/X sent)
+  Tid g_thread_ = 0;     // Hg (0: the last stop's)
+  Tid g_process_ = 0;    // the process of the Hg thread (0: none named), for memory once it is gone
+  Tid c_thread_ = 0;     // Hc
+  bool exited_ = false;  // the process ended (W/X sent)
   std::optional<ServerEnd> gone_;      // the client went away while the process ran
   std::optional<ServerEnd> finished_;  // finish() has left the process so
   bool interrupted_ = false;           // interrupt_requested() ended the serving
