@@ -283,10 +283,10 @@ Result<gdb::Waited> GdbInferiors::wait_several(int client_fd) {
     });
     // Each target's program requests (GdbTarget::request_fd) wake the sleep too: the next turn's
     // poll_events serves them.
-    std::vector<int> fds{*status_fd, client_fd < 0 ? *status_fd : client_fd};
-    for (const auto& t : targets_) {
-      if (t->request_fd() >= 0) fds.push_back(t->request_fd());
-    }
+    std::vector<int> fds{*status_fd};
+    if (client_fd >= 0) fds.push_back(client_fd);
+    const std::vector<int> requests = request_fds();
+    fds.insert(fds.end(), requests.begin(), requests.end());
     auto ready = poll_in_once(fds, looks ? GdbTarget::kBlockedHitLookMs : -1);
     if (!ready) {
       if (ready.error().code() == ErrorCode::kIntr) {

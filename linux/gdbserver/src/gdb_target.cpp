@@ -482,8 +482,8 @@ class GdbTarget::YieldEngine final : public Engine {
     return before - target_.session_->yieldable_registers();
   }
   Result<void> resume_stopped(Inferior& inferior, pid_t tid) override {
-    if (!inferior.is_stopped(tid) || inferior.has_queued(tid)) return {};
-    return inferior.resume(tid, target_.stepping(tid) ? Resume::kStep : target_.run_mode(tid));
+    (void)inferior;  // the target's own
+    return target_.run_on(tid);
   }
 
  private:
@@ -1192,14 +1192,16 @@ Result<void> GdbTarget::with_all_stopped(const std::function<Result<void>()>& ch
   Result<void> changed = change();
   for (pid_t t : *stopped) {
     // Only what ran before (a forked child that came meanwhile waits for its fork's stop).
-    if (!running.contains(t) || !inferior_->is_stopped(t) || inferior_->has_queued(t)) continue;
-    // The session's way of running may have changed with the watches.
-    if (auto r = inferior_->resume(t, stepping(t) ? Resume::kStep : run_mode(t));
-        !r && r.error().code() != ErrorCode::kSrch) {
-      return r;
-    }
+    if (!running.contains(t)) continue;
+    if (auto r = run_on(t); !r && r.error().code() != ErrorCode::kSrch) return r;
   }
   return changed;
+}
+
+Result<void> GdbTarget::run_on(pid_t tid) {
+  if (!inferior_->is_stopped(tid) || inferior_->has_queued(tid)) return {};
+  // The session's way of running may have changed (the watches, a yield).
+  return inferior_->resume(tid, stepping(tid) ? Resume::kStep : run_mode(tid));
 }
 
 Result<std::optional<StopEvent>> GdbTarget::resume_each(

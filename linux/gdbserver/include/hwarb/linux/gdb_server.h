@@ -331,6 +331,9 @@ class GdbTarget final : public gdb::Target {
   // Runs `change` with every thread stopped (the session's insert and remove need it): in
   // non-stop mode the threads it stopped run on after it, as the session's watches now ask.
   Result<void> with_all_stopped(const std::function<Result<void>()>& change);
+  // A thread stopped meanwhile (a stop_all) runs on as the target runs it: a step of the
+  // client's as a step, else in run_mode; one whose own event came stays stopped with it queued.
+  Result<void> run_on(pid_t tid);
   // detach_process and kill_process with every thread stopped.
   Result<void> detach_stopped(gdb::Tid process);
   Result<void> kill_stopped(gdb::Tid process);
