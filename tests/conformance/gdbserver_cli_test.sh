@@ -14,6 +14,8 @@ fail=0
 trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=../support/skips.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../support/skips.sh"
+# shellcheck source=../support/ports.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/ports.sh"
 bad() {
   echo "FAIL: $*" >&2
   fail=1
@@ -32,12 +34,7 @@ serve() {
   shift
   "$@" >"$tmp/$name.prog" 2>"$tmp/$name.srv" &
   local server=$!
-  for _ in $(seq 600); do
-    port=$(sed -n 's/.*[Ll]istening on port \([0-9]*\).*/\1/p' "$tmp/$name.srv" | head -1)
-    [[ -n $port ]] && break
-    kill -0 "$server" 2>/dev/null || break
-    sleep 0.05
-  done
+  port=$(listening_port "$tmp/$name.srv" "$server")
   if [[ -z $port ]]; then
     bad "$name: no port: $(cat "$tmp/$name.srv")"
     kill -9 "$server" 2>/dev/null
@@ -91,12 +88,7 @@ ticker=$!
 for _ in $(seq 200); do [[ -s $tmp/tick.pid ]] && break; sleep 0.02; done
 "$hwarb" gdbserver --attach 127.0.0.1:0 "$ticker" >/dev/null 2>"$tmp/attach.srv" &
 server=$!
-port=
-for _ in $(seq 600); do
-  port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/attach.srv")
-  [[ -n $port ]] && break
-  sleep 0.05
-done
+port=$(listening_port "$tmp/attach.srv")
 timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' -ex "target remote 127.0.0.1:$port" \
   -ex 'info threads' -ex detach >"$tmp/attach.gdb" 2>&1
 wait "$server"
@@ -129,12 +121,7 @@ for server in gdbserver "$hwarb gdbserver"; do
   name=${name##*/}
   $server 127.0.0.1:0 "$P/prog_hello" >"$tmp/$name.prog" 2>"$tmp/$name.srv" &
   srv=$!
-  port=
-  for _ in $(seq 600); do
-    port=$(sed -n 's/.*[Ll]istening on port \([0-9]*\).*/\1/p' "$tmp/$name.srv" | head -1)
-    [[ -n $port ]] && break
-    sleep 0.05
-  done
+  port=$(listening_port "$tmp/$name.srv")
   timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' -ex 'set confirm off' \
     -ex "target remote 127.0.0.1:$port" -ex 'break main' -ex continue -ex disconnect \
     -ex "target remote 127.0.0.1:$port" -ex 'p $pc' -ex continue "$P/prog_hello" \
@@ -155,12 +142,7 @@ ticker=$!
 for _ in $(seq 200); do [[ -s $tmp/term.pid ]] && break; sleep 0.05; done
 "$hwarb" gdbserver --multi --attach 127.0.0.1:0 "$ticker" >/dev/null 2>"$tmp/term.srv" &
 srv=$!
-port=
-for _ in $(seq 600); do
-  port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/term.srv")
-  [[ -n $port ]] && break
-  sleep 0.05
-done
+port=$(listening_port "$tmp/term.srv")
 timeout 120 gdb -nx -batch -ex 'set remotetimeout 30' -ex 'set confirm off' \
   -ex "target extended-remote 127.0.0.1:$port" -ex 'watch -l ticks' -ex continue -ex disconnect \
   "$P/prog_ticker" >"$tmp/term.gdb" 2>&1

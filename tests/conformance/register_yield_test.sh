@@ -14,6 +14,8 @@ hwarb=$1
 P=$2
 # shellcheck source=cli_test_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/cli_test_lib.sh"
+# shellcheck source=../support/ports.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/ports.sh"
 n=300
 # A KVM guest loses a breakpoint hit now and then (its DR6 status), with or without hwarb: a run
 # in which one of the program's breakpoints counted short is made once more, said and counted at
@@ -169,12 +171,7 @@ fi
 if [[ $hits == true ]]; then
   "$hwarb" gdbserver --multi 127.0.0.1:0 "$P/prog_self_watch" 5 4 >"$tmp/multi.prog" 2>"$tmp/multi.srv" &
   srv=$!
-  port=
-  for _ in $(seq 600); do
-    port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/multi.srv")
-    [[ -n $port ]] && break
-    sleep 0.05
-  done
+  port=$(listening_port "$tmp/multi.srv" "$srv")
   timeout 120 gdb -nx -batch -ex 'set confirm off' -ex "target extended-remote 127.0.0.1:$port" \
     -ex 'break main' -ex continue -ex 'watch -l target' -ex 'break watch_self' -ex continue \
     -ex 'monitor slots' -ex detach "$P/prog_self_watch" >"$tmp/multi.gdb" 2>&1
