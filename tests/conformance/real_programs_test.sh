@@ -36,7 +36,7 @@ fi
 watched() {
   local mode=$1 out=$2 sub=$3
   shift 3
-  timeout -s KILL "$limit" "$hwarb" "$sub" "$mode" -o "$out" "$@" >"$out.prog" 2>"$out.err"
+  settled "$out.err" timeout -s KILL "$limit" "$hwarb" "$sub" "$mode" -o "$out" "$@" >"$out.prog"
   rc=$?
   if [[ $rc -eq 137 ]]; then
     bad "hwarb $sub $mode $*: still running after ${limit}s (killed)"
@@ -121,8 +121,17 @@ fi
 # The same worker in hardware mode, writing as fast as it can and ending long before hwarb's next
 # look: no SIGTRAP of hwarb's ever reaches it (it blocks them to its end), so each write is
 # known from its perf ring sample alone. Every one is a hit, and the program sees nothing.
+# A KVM guest that loses one hit's debug status (about one run in 100 here) makes the kernel force
+# a SIGTRAP on the worker, which resets the program's action and unblocks the signal before any
+# tracer sees it (docs/cli.md): the program then says both changed and the hit is missing. Such a
+# run is made once more, said and counted; a repeat fails.
 if wanted masked_hard && [[ ${#modes[@]} -gt 1 ]]; then
   watched --hardware "$tmp/mh" watch --json counter:w -- "$P/prog_masked_worker" 300
+  if grep -qx 'counter=300 handler=changed worker-blocks-trap=no' "$tmp/mh.prog" &&
+    [[ $(grep -c '"event":"hit"' "$tmp/mh") -eq 299 ]]; then
+    skip_case - "masked_hard, first run" "one hit's debug status lost by the machine (299 hits)"
+    watched --hardware "$tmp/mh" watch --json counter:w -- "$P/prog_masked_worker" 300
+  fi
   [[ $rc -eq 0 ]] || bad "masked_hard: hwarb exit $rc: $(tail -3 "$tmp/mh.err")"
   grep -qx 'counter=300 handler=own worker-blocks-trap=yes' "$tmp/mh.prog" ||
     bad "masked_hard: the program saw its SIGTRAP handling changed: $(cat "$tmp/mh.prog")"
@@ -160,8 +169,8 @@ exact strings 'area+24/8:w' from:writes= "$P/prog_strings"
 if wanted stack; then
   addr=$(env -i PATH=/usr/bin:/bin setarch "$(uname -m)" -R "$P/prog_stackvar" | sed -n 's/^addr=//p')
   for mode in "${modes[@]}"; do
-    env -i PATH=/usr/bin:/bin timeout -s KILL "$limit" "$hwarb" watch "$mode" --json \
-      -o "$tmp/stack$mode.json" "mem:$addr/4:w" -- "$P/prog_stackvar" >"$tmp/stack.prog" 2>"$tmp/stack.err"
+    settled "$tmp/stack.err" env -i PATH=/usr/bin:/bin timeout -s KILL "$limit" "$hwarb" watch \
+      "$mode" --json -o "$tmp/stack$mode.json" "mem:$addr/4:w" -- "$P/prog_stackvar" >"$tmp/stack.prog"
     rc=$?
     [[ $rc -eq 0 ]] || bad "stack ($mode): hwarb exit $rc: $(tail -3 "$tmp/stack.err")"
     grep -q "^addr=$addr\$" "$tmp/stack.prog" || bad "stack ($mode): the program printed $(cat "$tmp/stack.prog")"
@@ -187,8 +196,8 @@ if wanted rseq; then
     skip_case rseq "the rseq page" "glibc registered no rseq area (addr=${addr:-?})"
   else
     for mode in "${modes[@]}"; do
-      env -i PATH=/usr/bin:/bin timeout -s KILL "$limit" "$hwarb" watch "$mode" --json \
-        -o "$tmp/rseq$mode.json" "mem:$addr/4:w" -- "$P/prog_rseq_page" >"$tmp/rseq.prog" 2>"$tmp/rseq.err"
+      settled "$tmp/rseq.err" env -i PATH=/usr/bin:/bin timeout -s KILL "$limit" "$hwarb" watch \
+        "$mode" --json -o "$tmp/rseq$mode.json" "mem:$addr/4:w" -- "$P/prog_rseq_page" >"$tmp/rseq.prog"
       rc=$?
       [[ $rc -eq 0 ]] || bad "rseq ($mode): hwarb exit $rc: $(tail -3 "$tmp/rseq.err")"
       grep -q '"event":"summary".*"target":{"pid":[0-9]*,"exit":0}' "$tmp/rseq$mode.json" ||

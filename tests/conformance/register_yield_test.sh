@@ -95,7 +95,7 @@ if [[ $hits == true ]]; then
   lost=0
   for r in $(seq 20); do
     run_counted 2 "watch --hardware, run $r" watch --hardware target:w -- "$P/prog_self_watch" $n 2
-    grep -qF "$n hits" "$tmp/err" || lost=$((lost + 1))
+    [[ $checks_off -eq 1 ]] || grep -qF "$n hits" "$tmp/err" || lost=$((lost + 1))
   done
   [[ $lost -eq 0 ]] || bad "watch --hardware: $lost of 20 runs missed hits of target: $(tail -1 "$tmp/err")"
 else

@@ -268,12 +268,14 @@ if "$hwarb" probe --json | grep -q '"hits_delivered":true'; then
   run 0 "stat mixed" stat --json near/4:r far/4:w far+8/16:w far+64/16:w -- "$programs/prog_two_pages"
   has "$tmp/out" '"hits":{"near/4:r":1,"far/4:w":6,"far+8/16:w":0,"far+64/16:w":0},"mode":"mixed"' "stat mixed: counts"
 else
+  refusal_wanted=1
   for sub in watch stat; do
     run 1 "$sub --hardware without hits" $sub --hardware target:w -- "$programs/prog_writer" 3
     has "$tmp/err" "--hardware" "$sub --hardware refusal names the flag"
     has "$tmp/err" "hardware" "$sub --hardware refusal says why"
     [[ ! -s $tmp/out ]] || { echo "FAIL: $sub --hardware refused, yet the program ran" >&2; fail=1; }
   done
+  refusal_wanted=0
   skip_case hits "--hardware runs, one register for duplicates" "this machine does not deliver breakpoint hits"
 fi
 

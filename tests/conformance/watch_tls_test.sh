@@ -35,12 +35,12 @@ else
   skip_case hits "every case (--hardware)" "$("$hwarb" probe 2>&1 | grep -m1 'hits delivered')"
 fi
 # tls_run DESCRIPTION ARGS...: run 0 DESCRIPTION ARGS..., but false (a counted skip) when hwarb
-# refused --hardware because its own probe found hits not delivered this time.
+# refused --hardware because its own probe found hits not delivered, run after run (settled).
 tls_run() {
   local what=$1
   shift
   if [[ $mode == --hardware ]]; then
-    "$hwarb" "$@" >"$tmp/out" 2>"$tmp/err" && return 0
+    settled "$tmp/err" "$hwarb" "$@" >"$tmp/out" && return 0
     hardware_withdrawn "$tmp/err" "$what" && return 1
     bad "$what: exit non-zero"
     sed 's/^/  err: /' "$tmp/err" >&2

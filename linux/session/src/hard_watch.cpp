@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "hwarb/base/check.h"
+#include "hwarb/base/format.h"
 #include "hwarb/breakpoints/watchpoint.h"
 #include "hwarb/linux/proc_maps.h"
 #include "hwarb/linux/syscalls.h"
@@ -354,7 +355,18 @@ std::optional<Event> HardWatchEngine::recover(const Event& ev, bool& drop) {
   if (!processes_.contains(inferior_.process_of(ev.tid))) return std::nullopt;
   const auto trap = classify_statusless(inferior_, ev, pieces_);
   if (!trap || trap->kind == StatuslessTrap::Kind::kInt1) return std::nullopt;
-  if (trap->kind == StatuslessTrap::Kind::kStray) {
+  // Said, as it may have harmed the program: the kernel forced its SIGTRAP, and a forced signal
+  // that the thread blocks (or the process ignores) has its action reset to the default and is
+  // unblocked before the stop that shows it here; that is beyond repair from here.
+  const bool stray = trap->kind == StatuslessTrap::Kind::kStray;
+  observer_.note(ranges_[pieces_[trap->piece].expr].id,
+                 "thread " + std::to_string(ev.tid) +
+                     ": the machine lost the status (DR6) of a debug exception at " +
+                     hex(ev.fault_addr) +
+                     (stray ? ", which no access explains (dropped)" : " (its hit recovered)") +
+                     "; if the thread blocked SIGTRAP, the kernel unblocked it and reset the "
+                     "program's SIGTRAP action");
+  if (stray) {
     drop = true;
     return std::nullopt;
   }

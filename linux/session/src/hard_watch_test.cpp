@@ -222,8 +222,12 @@ std::vector<std::uint8_t> bytes_of(std::uint32_t v) {
 class Collector final : public WatchObserver {
  public:
   void hit(const WatchHit& h) override { hits.push_back(h); }
+  void note(std::size_t id, const std::string& text) override {
+    notes.push_back(std::to_string(id) + ": " + text);
+  }
   bool done() const override { return limit != 0 && hits.size() >= limit; }
   std::vector<WatchHit> hits;
+  std::vector<std::string> notes;
   std::size_t limit = 0;
 };
 
@@ -307,6 +311,54 @@ TEST(ClassifyStatusless, TheStoreBeforeItIsALostHitAnInt1TheProgramsAnythingElse
     const int sig = ev->kind == EventKind::kSignal ? ev->signal : 0;
     ASSERT_TRUE(inf->resume(ev->tid, Resume::kCont, sig));
   }
+  EXPECT_EQ(out.text(), "cell=1 traps=1\n");
+}
+
+// The engine given a statusless trap right after a store to the watched `cell` (prog_int1's INT1
+// stop, its rip moved back onto the INT1): the lost hit is reported, with a note saying the
+// machine lost the status; the thread runs the INT1 again, whose trap is the program's own.
+TEST(HardWatchEngine, AStatuslessTrapAfterAStoreIsItsHitAndIsSaid) {
+  HITS_OR_SKIP();
+  Capture out;
+  SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("int1"), "1"}), out);
+  const pid_t pid = inf->pid();
+  const Symbol cell = symbol(pid, "cell");
+  const std::vector<WatchRange> ranges = {{cell.address, 4, kWatchWrite, 7}};
+  OPEN_OR_SKIP(perf, pid, ranges, true);
+  Collector seen;
+  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
+  ASSERT_TRUE(inf->resume(pid, Resume::kCont));
+  int int1_traps = 0;
+  for (;;) {
+    auto ev = inf->wait();
+    ASSERT_TRUE(ev) << ev.error().to_string();
+    if (ev->kind == EventKind::kExited || ev->kind == EventKind::kKilled) break;
+    if (ev->kind == EventKind::kSignal && ev->signal == SIGTRAP && ev->code == 1 &&
+        int1_traps++ == 0) {
+      auto regs = inf->get_regs(pid);
+      ASSERT_TRUE(regs) << regs.error().to_string();
+      regs->rip -= 1;  // back onto the INT1: the instruction before is the store
+      ASSERT_TRUE(inf->set_regs(pid, *regs));
+      Event moved = *ev;
+      moved.fault_addr = regs->rip;
+      auto taken = engine.handle(moved);
+      ASSERT_TRUE(taken) << taken.error().to_string();
+      EXPECT_TRUE(*taken);  // the engine's: resumed by it
+      continue;
+    }
+    auto taken = engine.handle(*ev);
+    ASSERT_TRUE(taken) << taken.error().to_string();
+    if (*taken) continue;
+    const int sig = ev->kind == EventKind::kSignal ? ev->signal : 0;
+    ASSERT_TRUE(inf->resume(ev->tid, Resume::kCont, sig));
+  }
+  EXPECT_EQ(int1_traps, 2);
+  ASSERT_EQ(seen.hits.size(), 2u);  // the store's, and the one recovered from the same store
+  for (const WatchHit& h : seen.hits) EXPECT_EQ(h.id, 7u);
+  ASSERT_EQ(seen.notes.size(), 1u);
+  EXPECT_THAT(seen.notes[0], HasSubstr("7: thread " + std::to_string(pid) +
+                                       ": the machine lost the status (DR6) of a debug exception"));
+  EXPECT_THAT(seen.notes[0], HasSubstr("(its hit recovered)"));
   EXPECT_EQ(out.text(), "cell=1 traps=1\n");
 }
 
