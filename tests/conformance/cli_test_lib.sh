@@ -72,7 +72,7 @@ handles_quietly() {  # handles_quietly PID SIGNUM: as handles, false without a f
 }
 # Some KVM guests lose the breakpoint hits of one probe and deliver every hit of the next: hwarb
 # then refuses --hardware for that one run. delivery_refused tells such a refusal; settled runs a
-# command again (at most 3 runs, 1 s apart) while it is refused so.
+# command again (at most 3 runs, 0.2 s apart) while it is refused so.
 delivery_refused() {  # delivery_refused RC ERRFILE ARGS...: true when ARGS ask for --hardware and
   # hwarb exited 1 because its probe saw breakpoint hits lost (or had no canary to tell)
   local rc=$1 err=$2
@@ -88,9 +88,29 @@ settled() {  # settled ERRFILE COMMAND...: runs COMMAND (stderr to ERRFILE, stdo
     "$@" 2>"$err"
     rc=$?
     [[ $refusal_wanted -eq 0 ]] && delivery_refused "$rc" "$err" "$@" || break
-    [[ $try -lt 3 ]] && sleep 1
+    [[ $try -lt 3 ]] && sleep 0.2
   done
   return "$rc"
+}
+bg_settled() {  # bg_settled OUT ERR COMMAND...: starts COMMAND in the background (stdout to OUT,
+  # stderr to ERR), its pid in `bg_pid`, and waits (at most 20 s) until ERR names hwarb's mode or
+  # COMMAND ended; one that ended refused as delivery_refused tells is started again (at most 3
+  # times, 0.2 s apart). Any other end is left to the caller's wait.
+  local out=$1 err=$2 try state
+  shift 2
+  for try in 1 2 3; do
+    "$@" >"$out" 2>"$err" &
+    bg_pid=$!
+    for _ in $(seq 400); do
+      grep -q ' mode, ' "$err" 2>/dev/null && return 0
+      state=$(awk '{print $3}' "/proc/$bg_pid/stat" 2>/dev/null)
+      [[ $state == Z || -z $state ]] && break
+      sleep 0.05
+    done
+    delivery_refused 1 "$err" "$@" || return 0
+    wait "$bg_pid"
+    [[ $try -lt 3 ]] && sleep 0.2
+  done
 }
 hardware_withdrawn() {  # hardware_withdrawn ERRFILE WHAT: true (a counted skip of WHAT, and
   # --hardware dropped from `modes` when set) when hwarb refused --hardware because this run's

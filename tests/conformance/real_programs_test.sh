@@ -220,9 +220,9 @@ exact alarm_storm 'counter:w' 3000 "$P/prog_alarm_storm" 3000 "${ALARM_US:-100}"
 if wanted job_control; then
   for mode in "${modes[@]}"; do
     rm -f "$tmp/pid"
-    timeout -s KILL "$limit" "$hwarb" stat "$mode" -o "$tmp/jc" ticks:w -- \
-      "$P/prog_ticker" "$tmp/pid" 1500 >"$tmp/jc.prog" 2>"$tmp/jc.err" &
-    watcher=$!
+    bg_settled "$tmp/jc.prog" "$tmp/jc.err" timeout -s KILL "$limit" "$hwarb" stat "$mode" \
+      -o "$tmp/jc" ticks:w -- "$P/prog_ticker" "$tmp/pid" 1500
+    watcher=$bg_pid
     for _ in $(seq 200); do [[ -s $tmp/pid ]] && break; sleep 0.02; done
     pid=$(cat "$tmp/pid" 2>/dev/null)
     sleep 0.3
@@ -257,9 +257,9 @@ if wanted attach_signals; then
       "$P/prog_ticker" "$tmp/pid" 30 0 50000 >"$tmp/tk.prog" 2>&1 &
       target=$!
       for _ in $(seq 200); do [[ -s $tmp/pid ]] && break; sleep 0.02; done
-      timeout -s KILL "$limit" "$hwarb" watch "$mode" --json -o "$tmp/at" ticks:w -p "$target" \
-        >/dev/null 2>"$tmp/at.err" &
-      watcher=$!
+      bg_settled /dev/null "$tmp/at.err" timeout -s KILL "$limit" "$hwarb" watch "$mode" --json \
+        -o "$tmp/at" ticks:w -p "$target"
+      watcher=$bg_pid
       for _ in $(seq 250); do grep -q '"event":"hit"' "$tmp/at" 2>/dev/null && break; sleep 0.01; done
       sleep 0.02
       if [[ $sig == KILL ]]; then
@@ -413,8 +413,8 @@ if wanted detach_vfork; then
         [[ $(readlink "/proc/$target/exe") == */prog_forker ]] && break
         sleep 0.01
       done
-      "$hwarb" watch "$mode" -o /dev/null counter:w -p "$target" >/dev/null 2>"$tmp/lp.err" &
-      watcher=$!
+      bg_settled /dev/null "$tmp/lp.err" "$hwarb" watch "$mode" -o /dev/null counter:w -p "$target"
+      watcher=$bg_pid
       if ! handles_quietly "$watcher" "$([[ $sig == INT ]] && echo 2 || echo 1)"; then
         wait "$watcher"
         bad "detach_vfork round $r ($mode): hwarb: $(cat "$tmp/lp.err")"
