@@ -36,7 +36,7 @@ fi
 watched() {
   local mode=$1 out=$2 sub=$3
   shift 3
-  settled "$out.err" timeout -s KILL "$limit" "$hwarb" "$sub" "$mode" -o "$out" "$@" >"$out.prog"
+  settled "$out.prog" "$out.err" timeout -s KILL "$limit" "$hwarb" "$sub" "$mode" -o "$out" "$@"
   rc=$?
   if [[ $rc -eq 137 ]]; then
     bad "hwarb $sub $mode $*: still running after ${limit}s (killed)"
@@ -169,8 +169,8 @@ exact strings 'area+24/8:w' from:writes= "$P/prog_strings"
 if wanted stack; then
   addr=$(env -i PATH=/usr/bin:/bin setarch "$(uname -m)" -R "$P/prog_stackvar" | sed -n 's/^addr=//p')
   for mode in "${modes[@]}"; do
-    settled "$tmp/stack.err" env -i PATH=/usr/bin:/bin timeout -s KILL "$limit" "$hwarb" watch \
-      "$mode" --json -o "$tmp/stack$mode.json" "mem:$addr/4:w" -- "$P/prog_stackvar" >"$tmp/stack.prog"
+    settled "$tmp/stack.prog" "$tmp/stack.err" env -i PATH=/usr/bin:/bin timeout -s KILL "$limit" \
+      "$hwarb" watch "$mode" --json -o "$tmp/stack$mode.json" "mem:$addr/4:w" -- "$P/prog_stackvar"
     rc=$?
     [[ $rc -eq 0 ]] || bad "stack ($mode): hwarb exit $rc: $(tail -3 "$tmp/stack.err")"
     grep -q "^addr=$addr\$" "$tmp/stack.prog" || bad "stack ($mode): the program printed $(cat "$tmp/stack.prog")"
@@ -196,8 +196,8 @@ if wanted rseq; then
     skip_case rseq "the rseq page" "glibc registered no rseq area (addr=${addr:-?})"
   else
     for mode in "${modes[@]}"; do
-      settled "$tmp/rseq.err" env -i PATH=/usr/bin:/bin timeout -s KILL "$limit" "$hwarb" watch \
-        "$mode" --json -o "$tmp/rseq$mode.json" "mem:$addr/4:w" -- "$P/prog_rseq_page" >"$tmp/rseq.prog"
+      settled "$tmp/rseq.prog" "$tmp/rseq.err" env -i PATH=/usr/bin:/bin timeout -s KILL "$limit" \
+        "$hwarb" watch "$mode" --json -o "$tmp/rseq$mode.json" "mem:$addr/4:w" -- "$P/prog_rseq_page"
       rc=$?
       [[ $rc -eq 0 ]] || bad "rseq ($mode): hwarb exit $rc: $(tail -3 "$tmp/rseq.err")"
       grep -q '"event":"summary".*"target":{"pid":[0-9]*,"exit":0}' "$tmp/rseq$mode.json" ||

@@ -40,7 +40,7 @@ tls_run() {
   local what=$1
   shift
   if [[ $mode == --hardware ]]; then
-    settled "$tmp/err" "$hwarb" "$@" >"$tmp/out" && return 0
+    settled "$tmp/out" "$tmp/err" "$hwarb" "$@" && return 0
     hardware_withdrawn "$tmp/err" "$what" && return 1
     bad "$what: exit non-zero"
     sed 's/^/  err: /' "$tmp/err" >&2
