@@ -240,6 +240,14 @@ class Collector final : public WatchObserver {
   }                                                                                \
   ASSERT_TRUE(perf) << perf.error().to_string()
 
+// A hardware watch of `ranges` on the spawned program `inf`, run to the program's end: its hits
+// in `seen`, its end in `end` (asserted). Skips where the kernel refuses the breakpoints.
+#define WATCH_TO_END_OR_SKIP(end, inf, ranges, seen)                \
+  OPEN_OR_SKIP(perf_, (inf)->pid(), ranges, true);                  \
+  HardWatchEngine engine_(*(inf), std::move(*perf_), ranges, seen); \
+  auto end = run_target(*(inf), engine_);                           \
+  ASSERT_TRUE(end) << end.error().to_string()
+
 Symbol symbol(pid_t pid, const char* name) {
   auto table = SymbolTable::load(pid);
   EXPECT_TRUE(table) << table.error().to_string();
@@ -369,11 +377,8 @@ TEST(HardWatchEngine, ReportsEveryWriteWithItsInstructionAddressAndValues) {
   const Symbol target = symbol(inf->pid(), "target");
   const Symbol setter = symbol(inf->pid(), "set_target");
   const std::vector<WatchRange> ranges = {{target.address, 4, kWatchWrite, 0}};
-  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
   Collector seen;
-  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
-  auto end = run_target(*inf, engine);
-  ASSERT_TRUE(end) << end.error().to_string();
+  WATCH_TO_END_OR_SKIP(end, inf, ranges, seen);
   ASSERT_EQ(seen.hits.size(), 10u);
   for (std::size_t i = 0; i < seen.hits.size(); ++i) {
     SCOPED_TRACE(i);
@@ -407,11 +412,8 @@ TEST(HardWatchEngine, HitsOfAThreadThatBlocksSigtrapAreTakenFromTheRings) {
   SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("masked_worker"), "5", "150000"}), out);
   const Symbol counter = symbol(inf->pid(), "counter");
   const std::vector<WatchRange> ranges = {{counter.address, 8, kWatchWrite, 0}};
-  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
   Collector seen;
-  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
-  auto end = run_target(*inf, engine);
-  ASSERT_TRUE(end) << end.error().to_string();
+  WATCH_TO_END_OR_SKIP(end, inf, ranges, seen);
   ASSERT_EQ(seen.hits.size(), 5u);
   for (std::size_t i = 0; i < seen.hits.size(); ++i) {
     SCOPED_TRACE(i);
@@ -436,11 +438,8 @@ TEST(HardWatchEngine, AThreadThatBlocksSigtrapAndHitsFastRunsOnUnharmed) {
   SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("masked_worker"), "20000"}), out);
   const Symbol counter = symbol(inf->pid(), "counter");
   const std::vector<WatchRange> ranges = {{counter.address, 8, kWatchWrite, 0}};
-  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
   Collector seen;
-  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
-  auto end = run_target(*inf, engine);
-  ASSERT_TRUE(end) << end.error().to_string();
+  WATCH_TO_END_OR_SKIP(end, inf, ranges, seen);
   EXPECT_FALSE(seen.hits.empty());
   EXPECT_LE(seen.hits.size(), 20000u);
   std::uint64_t last = 0;
@@ -465,11 +464,8 @@ TEST(HardWatchEngine, CodeRewrittenAtTheSameAddressIsDecodedAgain) {
   SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("patch"), "4"}), out);
   const Symbol cell = symbol(inf->pid(), "cell");
   const std::vector<WatchRange> ranges = {{cell.address, 4, kWatchRead | kWatchWrite, 0}};
-  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
   Collector seen;
-  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
-  auto end = run_target(*inf, engine);
-  ASSERT_TRUE(end) << end.error().to_string();
+  WATCH_TO_END_OR_SKIP(end, inf, ranges, seen);
   ASSERT_EQ(seen.hits.size(), 8u);
   for (std::size_t i = 0; i < seen.hits.size(); ++i) {
     SCOPED_TRACE(i);
@@ -490,11 +486,8 @@ TEST(HardWatchEngine, AReadWatchKeepsTheReadsOnly) {
   const Symbol target = symbol(inf->pid(), "target");
   const Symbol getter = symbol(inf->pid(), "get_target");
   const std::vector<WatchRange> ranges = {{target.address, 4, kWatchRead, 3}};
-  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
   Collector seen;
-  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
-  auto end = run_target(*inf, engine);
-  ASSERT_TRUE(end) << end.error().to_string();
+  WATCH_TO_END_OR_SKIP(end, inf, ranges, seen);
   ASSERT_EQ(seen.hits.size(), 6u);
   for (const WatchHit& h : seen.hits) {
     EXPECT_EQ(h.id, 3u);
@@ -514,11 +507,8 @@ TEST(HardWatchEngine, ExecutionHitsAtTheFunctionsAddress) {
   SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("calls"), "7"}), out);
   const Symbol work = symbol(inf->pid(), "work");
   const std::vector<WatchRange> ranges = {{work.address, 1, kWatchExec, 0}};
-  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
   Collector seen;
-  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
-  auto end = run_target(*inf, engine);
-  ASSERT_TRUE(end) << end.error().to_string();
+  WATCH_TO_END_OR_SKIP(end, inf, ranges, seen);
   ASSERT_EQ(seen.hits.size(), 7u);
   for (const WatchHit& h : seen.hits) {
     EXPECT_EQ(h.access, kWatchExec);
@@ -614,11 +604,8 @@ TEST(HardWatchEngine, StoresOfAnUnchangedValueAreWritesAtTheStore) {
   const Symbol cell = symbol(inf->pid(), "cell");
   const Symbol store = symbol(inf->pid(), "store_seven");
   const std::vector<WatchRange> ranges = {{cell.address, 8, kWatchRead | kWatchWrite, 0}};
-  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
   Collector seen;
-  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
-  auto end = run_target(*inf, engine);
-  ASSERT_TRUE(end) << end.error().to_string();
+  WATCH_TO_END_OR_SKIP(end, inf, ranges, seen);
   ASSERT_EQ(seen.hits.size(), 10u);
   for (const WatchHit& h : seen.hits) {
     EXPECT_EQ(h.access, kWatchWrite);
@@ -638,11 +625,8 @@ TEST(HardWatchEngine, AReadWatchOfAProgramThatNeverReadsHasNoHits) {
   SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("same_value"), "10"}), out);
   const Symbol cell = symbol(inf->pid(), "cell");
   const std::vector<WatchRange> ranges = {{cell.address, 8, kWatchRead, 0}};
-  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
   Collector seen;
-  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
-  auto end = run_target(*inf, engine);
-  ASSERT_TRUE(end) << end.error().to_string();
+  WATCH_TO_END_OR_SKIP(end, inf, ranges, seen);
   EXPECT_EQ(seen.hits.size(), 0u);
   EXPECT_EQ(out.text(), "stores=10\n");
 }
@@ -655,11 +639,8 @@ TEST(HardWatchEngine, StringInstructionsAreNamedThemselves) {
   SPAWN_OR_SKIP(inf, (std::vector<std::string>{program("strings")}), out);
   const Symbol area = symbol(inf->pid(), "area");
   const std::vector<WatchRange> ranges = {{area.address + 24, 8, kWatchWrite, 0}};
-  OPEN_OR_SKIP(perf, inf->pid(), ranges, true);
   Collector seen;
-  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
-  auto end = run_target(*inf, engine);
-  ASSERT_TRUE(end) << end.error().to_string();
+  WATCH_TO_END_OR_SKIP(end, inf, ranges, seen);
   const std::string text = out.text();
   ASSERT_TRUE(text.starts_with("writes=")) << text;
   const std::size_t writes = std::stoul(text.substr(7));
@@ -688,11 +669,8 @@ TEST(HardWatchEngine, ForkedAndVforkedChildrensWritesAreHits) {
     const pid_t pid = inf->pid();
     const Symbol counter = symbol(pid, "counter");
     const std::vector<WatchRange> ranges = {{counter.address, 8, kWatchWrite, 0}};
-    OPEN_OR_SKIP(perf, pid, ranges, true);
     Collector seen;
-    HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
-    auto end = run_target(*inf, engine);
-    ASSERT_TRUE(end) << end.error().to_string();
+    WATCH_TO_END_OR_SKIP(end, inf, ranges, seen);
     EXPECT_EQ(out.text(), "child exit 3\n");
     EXPECT_EQ(end->status, 0);
     EXPECT_EQ(end->signal, 0);
@@ -721,11 +699,8 @@ TEST(HardWatchEngine, AnExecIsFollowed) {
   const pid_t pid = inf->pid();
   const Symbol counter = symbol(pid, "counter");
   const std::vector<WatchRange> ranges = {{counter.address, 8, kWatchWrite, 0}};
-  OPEN_OR_SKIP(perf, pid, ranges, true);
   Collector seen;
-  HardWatchEngine engine(*inf, std::move(*perf), ranges, seen);
-  auto end = run_target(*inf, engine);
-  ASSERT_TRUE(end) << end.error().to_string();
+  WATCH_TO_END_OR_SKIP(end, inf, ranges, seen);
   EXPECT_EQ(end->status, 3);
   ASSERT_EQ(seen.hits.size(), 40u);
   for (std::size_t i = 0; i < 40; ++i) {
