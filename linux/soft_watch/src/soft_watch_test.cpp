@@ -86,6 +86,22 @@ Symbol symbol(pid_t pid, const char* name) {
   return *sym;
 }
 
+// `argv` spawned (its output in `out`), `len` bytes at symbol `name` plus `offset` watched for
+// `access` (range 0), run to its end; `at`, when given, gets the symbol's address.
+Outcome watch_to_end(const std::vector<std::string>& argv, Capture& out, const char* name,
+                     std::uint64_t offset, std::uint64_t len, unsigned access,
+                     std::uint64_t* at = nullptr) {
+  auto inf = Inferior::spawn(argv, {.stdout_fd = out.fd()});
+  EXPECT_TRUE(inf) << inf.error().to_string();
+  if (!inf) return {};
+  const Symbol sym = symbol(inf->pid(), name);
+  if (at != nullptr) *at = sym.address;
+  auto watch = SoftWatch::arm(*inf, {{sym.address + offset, len, access, 0}});
+  EXPECT_TRUE(watch) << watch.error().to_string();
+  if (!watch) return {};
+  return run(*inf, *watch);
+}
+
 TEST(SoftWatch, FindsEveryWriteWithIpAndValues) {
   Capture out;
   auto inf = Inferior::spawn({program("writer"), "10"}, {.stdout_fd = out.fd()});
@@ -269,12 +285,8 @@ TEST(SoftWatch, KernelWritesAndReadsNameTheSystemCall) {
 // taken for the kernel's while a call runs: exactly one hit per write of the program.
 TEST(SoftWatch, FutexCallsOnTheWatchedPageRunAsUnwatchedAndCountExactly) {
   Capture out;
-  auto inf = Inferior::spawn({program("futex_counter"), "3", "2000"}, {.stdout_fd = out.fd()});
-  ASSERT_TRUE(inf);
-  const Symbol counter = symbol(inf->pid(), "counter");
-  auto watch = SoftWatch::arm(*inf, {{counter.address, 8, kWatchWrite, 0}});
-  ASSERT_TRUE(watch) << watch.error().to_string();
-  Outcome got = run(*inf, *watch);
+  Outcome got =
+      watch_to_end({program("futex_counter"), "3", "2000"}, out, "counter", 0, 8, kWatchWrite);
   EXPECT_EQ(got.end.kind, EventKind::kExited) << "killed by signal " << got.end.signal;
   EXPECT_EQ(got.end.status, 0);
   EXPECT_EQ(out.text(), "counter=6000\n");
@@ -369,12 +381,7 @@ TEST(SoftWatch, AForkedChildIsFollowedAndItsWritesAreHits) {
 TEST(SoftWatch, AnExecOfTheSameProgramIsWatchedAgain) {
   for (const char* mode : {"exec", "vfork"}) {
     Capture out;
-    auto inf = Inferior::spawn({program("forker"), mode, "10"}, {.stdout_fd = out.fd()});
-    ASSERT_TRUE(inf);
-    const Symbol counter = symbol(inf->pid(), "counter");
-    auto watch = SoftWatch::arm(*inf, {{counter.address, 8, kWatchWrite, 0}});
-    ASSERT_TRUE(watch) << watch.error().to_string();
-    Outcome got = run(*inf, *watch);
+    Outcome got = watch_to_end({program("forker"), mode, "10"}, out, "counter", 0, 8, kWatchWrite);
     const bool exec = std::string(mode) == "exec";
     EXPECT_EQ(got.end.kind, EventKind::kExited) << mode << ": killed by " << got.end.signal;
     EXPECT_EQ(got.end.status, exec ? 3 : 0) << mode;
@@ -391,12 +398,7 @@ TEST(SoftWatch, AnExecOfTheSameProgramIsWatchedAgain) {
 // the faulting write restarts and completes; the watched word's writes are the only hits.
 TEST(SoftWatch, TheProgramsOwnFaultsReachItsHandlerExactly) {
   Capture out;
-  auto inf = Inferior::spawn({program("own_segv"), "5"}, {.stdout_fd = out.fd()});
-  ASSERT_TRUE(inf);
-  const Symbol area = symbol(inf->pid(), "area");
-  auto watch = SoftWatch::arm(*inf, {{area.address, 4, kWatchWrite, 0}});
-  ASSERT_TRUE(watch) << watch.error().to_string();
-  Outcome got = run(*inf, *watch);
+  Outcome got = watch_to_end({program("own_segv"), "5"}, out, "area", 0, 4, kWatchWrite);
   EXPECT_EQ(got.end.kind, EventKind::kExited) << "killed by signal " << got.end.signal;
   EXPECT_EQ(got.end.status, 4);
   EXPECT_EQ(out.text(), "handled=1 code_ok=1 addr_ok=1 spare=7 counter=6\n");
@@ -411,12 +413,7 @@ TEST(SoftWatch, TheProgramsOwnFaultsReachItsHandlerExactly) {
 // Its value's writes: 10, 11 (faulting once), 1000 (SIGSEGV blocked), 2000 (SIGSEGV ignored).
 TEST(SoftWatch, AStoreThatFaultsOnTheProgramsOwnProtectionIsNoHit) {
   Capture out;
-  auto inf = Inferior::spawn({program("segv_rounds"), "1"}, {.stdout_fd = out.fd()});
-  ASSERT_TRUE(inf);
-  const Symbol page = symbol(inf->pid(), "page");
-  auto watch = SoftWatch::arm(*inf, {{page.address, 4, kWatchWrite, 0}});
-  ASSERT_TRUE(watch) << watch.error().to_string();
-  Outcome got = run(*inf, *watch);
+  Outcome got = watch_to_end({program("segv_rounds"), "1"}, out, "page", 0, 4, kWatchWrite);
   EXPECT_EQ(got.end.kind, EventKind::kExited) << "killed by signal " << got.end.signal;
   EXPECT_EQ(got.end.status, 5);
   EXPECT_EQ(out.text(), "handled=2 value=2000 pending=1\n");
@@ -431,12 +428,7 @@ TEST(SoftWatch, AStoreThatFaultsOnTheProgramsOwnProtectionIsNoHit) {
 // program's handler's (or ignored, or left pending) as unwatched; each handler write is a hit.
 TEST(SoftWatch, TheProgramsSegvActionOutlivesTheWatchsFaults) {
   Capture out;
-  auto inf = Inferior::spawn({program("segv_rounds"), "3"}, {.stdout_fd = out.fd()});
-  ASSERT_TRUE(inf);
-  const Symbol page = symbol(inf->pid(), "page");
-  auto watch = SoftWatch::arm(*inf, {{page.address + 4, 4, kWatchWrite, 0}});
-  ASSERT_TRUE(watch) << watch.error().to_string();
-  Outcome got = run(*inf, *watch);
+  Outcome got = watch_to_end({program("segv_rounds"), "3"}, out, "page", 4, 4, kWatchWrite);
   EXPECT_EQ(got.end.kind, EventKind::kExited) << "killed by signal " << got.end.signal;
   EXPECT_EQ(got.end.status, 5);
   EXPECT_EQ(out.text(), "handled=4 value=2000 pending=1\n");
@@ -546,12 +538,8 @@ TEST(SoftWatch, XsavecIsAHitOnlyWhereItSavedTheComponent) {
 // debug register reports them.
 TEST(SoftWatch, AStringInstructionIsOneHitPerInstruction) {
   Capture out;
-  auto inf = Inferior::spawn({program("strings")}, {.stdout_fd = out.fd()});
-  ASSERT_TRUE(inf);
-  const Symbol area = symbol(inf->pid(), "area");
-  auto watch = SoftWatch::arm(*inf, {{area.address + 24, 8, kWatchWrite, 0}});
-  ASSERT_TRUE(watch) << watch.error().to_string();
-  Outcome got = run(*inf, *watch);
+  std::uint64_t area = 0;
+  Outcome got = watch_to_end({program("strings")}, out, "area", 24, 8, kWatchWrite, &area);
   EXPECT_EQ(got.end.kind, EventKind::kExited) << "killed by signal " << got.end.signal;
   EXPECT_EQ(got.end.status, 0);
   const std::string text = out.text();
@@ -561,7 +549,7 @@ TEST(SoftWatch, AStringInstructionIsOneHitPerInstruction) {
   std::set<std::uint64_t> ips;
   for (std::size_t i = 0; i < got.hits.size(); ++i) {
     const WatchHit& h = got.hits[i];
-    EXPECT_EQ(h.addr, area.address + 24) << "hit " << i;
+    EXPECT_EQ(h.addr, area + 24) << "hit " << i;
     EXPECT_EQ(h.access, kWatchWrite) << "hit " << i;
     ips.insert(h.ip);
     if (i > 0) {
