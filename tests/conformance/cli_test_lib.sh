@@ -78,7 +78,8 @@ handles_quietly() {  # handles_quietly PID SIGNUM: as handles, false without a f
 # tells such a run; settled runs a command again (at most 3 runs, 0.2 s apart) while it is one.
 delivery_refused() {  # delivery_refused RC ERRFILE ARGS...: true when hwarb's probe saw some
   # breakpoint hits lost (or had no canary to tell) and ARGS asked for --hardware (refused: exit
-  # 1) or for neither mode (run in software)
+  # 1) or for neither mode (run in software) on a program of its own: an attached one (-p) has
+  # run watched already, and cannot run again
   local rc=$1 err=$2
   shift 2
   [[ " $* " == *" --software "* ]] && return 1
@@ -86,7 +87,7 @@ delivery_refused() {  # delivery_refused RC ERRFILE ARGS...: true when hwarb's p
     [[ $rc -eq 1 ]] &&
       grep -qE 'hardware mode not possible: (breakpoints open on this machine but their hits are not all|no canary could show)' "$err"
   else
-    grep -qE 'software mode, .*\((breakpoints open on this machine but their hits are not all|no canary could show)' "$err"
+    [[ " $* " != *" -p "* ]] && grep -qE 'software mode, .*\((breakpoints open on this machine but their hits are not all|no canary could show)' "$err"
   fi
 }
 settled() {  # settled OUTFILE ERRFILE COMMAND...: runs COMMAND (stdout to OUTFILE, stderr to
