@@ -325,6 +325,16 @@ std::optional<Accessor> HardWatchEngine::accessor(pid_t process, Process& p,
   return interrupted_string(*insn, w.addr, w.len, regs);
 }
 
+TrapReset forced_trap_reset(const KernelSigaction& seen, std::uint64_t mask,
+                            const KernelSigaction& now, bool after_syscall) {
+  if ((mask & signal_bit(SIGTRAP)) != 0) return TrapReset::kKept;
+  if (after_syscall) return TrapReset::kProgram;
+  KernelSigaction reset = seen;
+  reset.handler = kSigDflHandler;  // all the kernel changes of the action
+  if (now != reset) return TrapReset::kProgram;
+  return seen.handler == kSigDflHandler ? TrapReset::kUnknown : TrapReset::kKernel;
+}
+
 Result<bool> HardWatchEngine::handle(const Event& ev) {
   switch (ev.kind) {
     case EventKind::kFork:
@@ -335,6 +345,7 @@ Result<bool> HardWatchEngine::handle(const Event& ev) {
       // Samples of the thread that no stop took are hits, reported while its process can still
       // be read (surface_blocked_hits, case 3).
       if (drain_rings()) report_ended(ev.tid);
+      blocking_.erase(ev.tid);
       // A vfork child, or a followed process's leader (the last of its threads): its breakpoints
       // go with it.
       if (ev.tid != inferior_.pid()) {
@@ -359,13 +370,27 @@ std::optional<Event> HardWatchEngine::recover(const Event& ev, bool& drop) {
   // that the thread blocks (or the process ignores) has its action reset to the default and is
   // unblocked before the stop that shows it here; that is beyond repair from here.
   const bool stray = trap->kind == StatuslessTrap::Kind::kStray;
-  observer_.note(ranges_[pieces_[trap->piece].expr].id,
-                 "thread " + std::to_string(ev.tid) +
-                     ": the machine lost the status (DR6) of a debug exception at " +
-                     hex(ev.fault_addr) +
-                     (stray ? ", which no access explains (dropped)" : " (its hit recovered)") +
-                     "; if the thread blocked SIGTRAP, the kernel unblocked it and reset the "
-                     "program's SIGTRAP action");
+  std::optional<TrapReset> reset;
+  if (auto regs = inferior_.get_regs(ev.tid)) reset = repair_forced_trap(ev.tid, *regs);
+  std::string harm;
+  if (!reset) {
+    harm =
+        "; if the thread blocked SIGTRAP, the kernel unblocked it and reset the program's "
+        "SIGTRAP action";
+  } else if (*reset == TrapReset::kKernel) {
+    harm =
+        "; the kernel's reset of the program's SIGTRAP action, and of the thread's mask, "
+        "undone";
+  } else if (*reset == TrapReset::kUnknown) {
+    harm =
+        "; SIGTRAP, which the thread blocked, is unblocked now (by the kernel, or by the "
+        "program since): left as it is";
+  }
+  observer_.note(
+      ranges_[pieces_[trap->piece].expr].id,
+      "thread " + std::to_string(ev.tid) +
+          ": the machine lost the status (DR6) of a debug exception at " + hex(ev.fault_addr) +
+          (stray ? ", which no access explains (dropped)" : " (its hit recovered)") + harm);
   if (stray) {
     drop = true;
     return std::nullopt;
@@ -417,6 +442,10 @@ Result<bool> HardWatchEngine::on_exec(pid_t process) {
   // its new image, at the same addresses; any other leaves the process unwatched.
   watches_.erase(process);
   processes_.erase(process);
+  // The exec reset the program's handlers: an action read before it is no longer its.
+  std::erase_if(blocking_, [&](const auto& entry) {
+    return entry.first == process || inferior_.process_of(entry.first) == process;
+  });
   auto exe = executable_path(process);
   if (image_.empty() || !exe || *exe != image_) return false;
   watch_process(process);
@@ -441,6 +470,7 @@ Result<bool> HardWatchEngine::on_hit(const Event& ev, bool resume) {
   }
   std::optional<std::uint64_t> late;  // a held hit surfaced: its sample's ip
   if (surfaced_.erase(ev.tid) > 0) {
+    seen_blocking(ev.tid, time);
     // Each held hit but the last is reported from its sample; the last is this stop's.
     late = regs->rip;
     if (!samples.empty()) {
@@ -448,9 +478,21 @@ Result<bool> HardWatchEngine::on_hit(const Event& ev, bool resume) {
       samples.pop_back();
       report_samples(ev.tid, samples, false);
     }
-  } else if (std::none_of(samples.begin(), samples.end(),
-                          [&](const PerfHit& h) { return h.ip == regs->rip; })) {
-    handled_.insert({ev.tid, regs->rip});
+  } else {
+    if (blocking_.contains(ev.tid) && repair_forced_trap(ev.tid, *regs) == TrapReset::kKernel) {
+      const auto piece = std::find_if(pieces_.begin(), pieces_.end(), [&](const HwPiece& hp) {
+        return ev.fault_addr >= hp.addr && ev.fault_addr < hp.addr + hp.len;
+      });
+      observer_.note(ranges_[piece != pieces_.end() ? piece->expr : 0].id,
+                     "thread " + std::to_string(ev.tid) +
+                         ": the kernel reset the program's SIGTRAP action and unblocked SIGTRAP "
+                         "in the thread (its answer to a debug exception whose status, DR6, the "
+                         "machine lost, with that hit); both undone");
+    }
+    if (std::none_of(samples.begin(), samples.end(),
+                     [&](const PerfHit& h) { return h.ip == regs->rip; })) {
+      handled_.insert({ev.tid, regs->rip});
+    }
   }
   // One gathered read (one system call) of the instruction bytes before the stop, for the
   // accessor (none near address 0), and of the value of every range the hit touched; each
@@ -618,6 +660,46 @@ Result<std::uint64_t> HardWatchEngine::drain_rings() {
   }
   handled_.clear();  // stops whose samples the rings dropped
   return lost;
+}
+
+void HardWatchEngine::seen_blocking(pid_t tid, std::uint64_t time) {
+  auto known = blocking_.find(tid);
+  if (known != blocking_.end() && time - known->second.read_ns < kActionAge) return;
+  auto action = inject_sigaction(inferior_, tid, SIGTRAP, nullptr);
+  if (!action) {
+    blocking_.erase(tid);  // unknown: nothing will be put back
+    return;
+  }
+  blocking_[tid] = Blocking{*action, time};
+}
+
+std::optional<TrapReset> HardWatchEngine::repair_forced_trap(pid_t tid, const x86::Regs& regs) {
+  auto known = blocking_.find(tid);
+  if (known == blocking_.end()) return std::nullopt;
+  auto mask = ptrace_getsigmask(tid);
+  if (!mask) return std::nullopt;
+  if ((*mask & signal_bit(SIGTRAP)) != 0) return TrapReset::kKept;
+  // An exception's or an interrupt's entry leaves orig_rax -1; a system call's, its number.
+  const bool after_syscall = regs.orig_rax != ~std::uint64_t{0};
+  KernelSigaction now = known->second.action;
+  if (!after_syscall) {
+    auto read = inject_sigaction(inferior_, tid, SIGTRAP, nullptr);
+    if (!read) return std::nullopt;
+    now = *read;
+  }
+  const TrapReset verdict = forced_trap_reset(known->second.action, *mask, now, after_syscall);
+  if (verdict != TrapReset::kKernel) {
+    blocking_.erase(known);  // it no longer blocks SIGTRAP
+    return verdict;
+  }
+  // The thread has not run since the kernel's reset (it stopped on its way back to user mode):
+  // putting both back leaves the program as if the trap had never been.
+  if (!inject_sigaction(inferior_, tid, SIGTRAP, &known->second.action) ||
+      !ptrace_setsigmask(tid, *mask | signal_bit(SIGTRAP))) {
+    blocking_.erase(known);
+    return std::nullopt;
+  }
+  return verdict;
 }
 
 Result<std::size_t> HardWatchEngine::surface_blocked_hits() {

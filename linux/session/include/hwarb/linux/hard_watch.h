@@ -80,6 +80,7 @@
 #include "hwarb/linux/inferior.h"
 #include "hwarb/linux/perf_watch.h"
 #include "hwarb/linux/session.h"
+#include "hwarb/linux/signal_action.h"
 #include "hwarb/linux/symbols.h"
 #include "hwarb/linux/watch_hit.h"
 #include "hwarb/x86/insn.h"
@@ -142,6 +143,26 @@ struct StatuslessTrap {
 };
 std::optional<StatuslessTrap> classify_statusless(Inferior& inferior, const Event& ev,
                                                   std::span<const HwPiece> pieces);
+
+// The kernel's answer to a statusless trap (above) is a forced SIGTRAP; forcing a signal that the
+// thread blocks (or the process ignores) first resets the process's action for it to the default
+// and unblocks it in the thread, and the program runs on with both changed (and killed by the
+// next SIGTRAP it gets). The thread stops before it runs again: at the forced signal's delivery,
+// or, when a perf SIGTRAP of an earlier hit was already held (the forced one then merges into it),
+// at that one's. What such a stop of a thread last seen blocking SIGTRAP, whose process's action
+// was then `seen`, says, from the thread's mask `mask` now and the action `now`:
+//   kKept: SIGTRAP is still blocked: nothing happened;
+//   kProgram: the program changed them itself: the stop ends a system call (`after_syscall`: a
+//     mask is changed by rt_sigprocmask, rt_sigreturn, sigsuspend and the like, and a signal it
+//     unblocks is delivered as that call returns), or the action is not `seen` with its handler
+//     reset (a program's own change);
+//   kKernel: the stop ends an exception (a debug trap), SIGTRAP is unblocked, and the action is
+//     `seen` with only its handler reset to the default: the kernel's reset, to be undone;
+//   kUnknown: as kKernel, but `seen` was the default already: a program that unblocked SIGTRAP
+//     itself since, stopped at a later hit, looks the same; left as it is.
+enum class TrapReset { kKept, kProgram, kKernel, kUnknown };
+TrapReset forced_trap_reset(const KernelSigaction& seen, std::uint64_t mask,
+                            const KernelSigaction& now, bool after_syscall);
 
 class HardWatchEngine final : public Engine {
  public:
@@ -234,6 +255,14 @@ class HardWatchEngine final : public Engine {
   // handle() of a SIGTRAP that is not a perf trap: a lost hit reported, a stray trap dropped
   // (the thread resumed), anything else the program's (false).
   Result<bool> on_statusless(const Event& event);
+  // A surfaced stop of `tid` (it blocks SIGTRAP): it is remembered, with its process's SIGTRAP
+  // action (read again when older than kActionAge).
+  void seen_blocking(pid_t tid, std::uint64_t time);
+  // A stop of `tid` that is not a surfaced one, at `regs`: where it shows the kernel's reset of a
+  // thread seen blocking SIGTRAP (forced_trap_reset: kKernel), the action and the mask are put
+  // back; otherwise a thread that no longer blocks SIGTRAP is forgotten. Says what it found
+  // (nullopt: a thread never seen blocking SIGTRAP, or still blocking it).
+  std::optional<TrapReset> repair_forced_trap(pid_t tid, const x86::Regs& regs);
   // finish() and finish_taking_hits(): the breakpoints closed, the hits' stops dropped, or taken
   // (`taken` not null).
   Result<void> close(std::vector<Taken>* taken);
@@ -273,6 +302,14 @@ class HardWatchEngine final : public Engine {
   std::uint64_t lost_seen_ = 0;
   std::set<pid_t> surfaced_;  // threads whose queued stop is a held hit surfaced
   std::map<pid_t, std::vector<PerfHit>> pending_;  // samples no stop took yet, by thread
+  // Threads seen blocking SIGTRAP (seen_blocking), each with its process's SIGTRAP action then
+  // and when that was read (ns since start_).
+  struct Blocking {
+    KernelSigaction action;
+    std::uint64_t read_ns = 0;
+  };
+  std::map<pid_t, Blocking> blocking_;
+  static constexpr std::uint64_t kActionAge = 100'000'000;
 };
 
 // One count of HardCountEngine: range `id`'s hits by thread (or forked process) `tid`.
