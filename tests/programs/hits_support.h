@@ -28,6 +28,7 @@ inline std::optional<std::string> no_hits_reason() {
 }  // namespace hwarb::native::testing
 
 #define HITS_OR_SKIP()                                             \
+  ::hwarb::testing::mark_hardware_test();                          \
   if (auto reason_ = ::hwarb::native::testing::no_hits_reason()) { \
     HWARB_SKIP_UNLESS_REQUIRED("hits", *reason_);                  \
   }
@@ -36,6 +37,7 @@ inline std::optional<std::string> no_hits_reason() {
 // deliver every canary hit in one probe and lose some in the next, so the test's probe may refuse
 // what the program's first one allowed; the test then skips, saying so (never a false failure).
 #define HITS_STILL_OR_SKIP(report)                                                         \
+  ::hwarb::testing::mark_hardware_test();                                                  \
   if (!(report).hits_delivered) {                                                          \
     HWARB_SKIP_UNLESS_REQUIRED("hits", "this test's probe counted " +                      \
                                            std::to_string((report).canary_hits) + " of " + \
